@@ -1,0 +1,92 @@
+"""All SQL of langgraph-durable, loaded by name from the files beside this module.
+
+`QUERIES` maps each `-- name:` block of `queries.sql` to its text. `MIGRATIONS` lists the
+numbered migration files in the order they apply. Keeping SQL in files (not f-strings)
+means a DBA can read every statement, and no value can ever be formatted into one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal, cast
+
+from typing_extensions import LiteralString
+
+__all__ = ["MIGRATIONS", "QUERIES", "SCHEMA", "Migration", "parse_queries"]
+
+_NAME = re.compile(r"^-- name: (?P<name>[a-z0-9_]+)\s*$", re.MULTILINE)
+
+
+def parse_queries(text: str) -> dict[str, LiteralString]:
+    """Split a queries file into named statements.
+
+    A block runs from its `-- name:` line to the next one. Comment lines inside a block
+    are kept (Postgres ignores them), so the text sent is the text in the file.
+    """
+    matches = list(_NAME.finditer(text))
+    queries: dict[str, LiteralString] = {}
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        body = text[match.end() : end].strip().rstrip(";").strip()
+        name = match.group("name")
+        if name in queries:
+            raise ValueError(f"duplicate query name in queries.sql: {name}")
+        # The text comes from this package's own file, never from input: it is literal SQL.
+        queries[name] = body
+    return queries
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One numbered migration file.
+
+    Attributes:
+        series: "upstream" migrations are the tables of langgraph-checkpoint-postgres and are
+            recorded in its `checkpoint_migrations` table with the same numbers, so its
+            `setup()` sees them as done; "durable" migrations are ours, recorded in
+            `langgraph_durable_migrations`.
+        version: The number in the file name.
+        name: The file name without `.sql`.
+        concurrently: The statement uses CONCURRENTLY and must run outside a transaction.
+        sql: The statement.
+    """
+
+    series: Literal["upstream", "durable"]
+    version: int
+    name: str
+    concurrently: bool
+    sql: LiteralString
+
+
+_MIGRATION_FILE = re.compile(r"^(?P<series>upstream|durable)_(?P<version>\d{3})(?P<rest>.*)\.sql$")
+
+
+def _load_migrations() -> tuple[Migration, ...]:
+    folder = resources.files(__name__).joinpath("migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.match(entry.name)
+        if match is None:
+            continue
+        series = cast(Literal["upstream", "durable"], match.group("series"))
+        found.append(
+            Migration(
+                series=series,
+                version=int(match.group("version")),
+                name=entry.name.removesuffix(".sql"),
+                concurrently=entry.name.endswith("_concurrently.sql"),
+                sql=entry.read_text(encoding="utf-8").strip(),
+            )
+        )
+    # Upstream's tables first, then ours, each in number order.
+    found.sort(key=lambda m: (m.series != "upstream", m.version))
+    return tuple(found)
+
+
+QUERIES: dict[str, LiteralString] = parse_queries(
+    resources.files(__name__).joinpath("queries.sql").read_text(encoding="utf-8")
+)
+MIGRATIONS: tuple[Migration, ...] = _load_migrations()
+SCHEMA: LiteralString = resources.files(__name__).joinpath("schema.sql").read_text(encoding="utf-8")

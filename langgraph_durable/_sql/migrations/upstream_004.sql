@@ -1,0 +1,1 @@
+ALTER TABLE checkpoint_blobs ALTER COLUMN blob DROP NOT NULL;

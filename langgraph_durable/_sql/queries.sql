@@ -1,0 +1,364 @@
+-- Every statement langgraph-durable sends, by name. `langgraph_durable._sql` parses the
+-- blocks below into a dict of LiteralString. Parameters are named (`%(thread_id)s`) and
+-- always bound: no value is ever formatted into SQL text.
+--
+-- The tables are those of langgraph-checkpoint-postgres, so both savers read each
+-- other's threads.
+
+-- name: create_durable_migrations_table
+CREATE TABLE IF NOT EXISTS langgraph_durable_migrations (
+    v INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- name: lock_setup
+-- One setup at a time per database, whatever process runs it (key: "lgd-setup").
+SELECT pg_advisory_lock(7236029419022517360);
+
+-- name: unlock_setup
+SELECT pg_advisory_unlock(7236029419022517360);
+
+-- name: upstream_version
+SELECT coalesce(max(v), -1) AS v FROM checkpoint_migrations;
+
+-- name: record_upstream_version
+INSERT INTO checkpoint_migrations (v) VALUES (%(v)s) ON CONFLICT (v) DO NOTHING;
+
+-- name: durable_version
+SELECT coalesce(max(v), 0) AS v FROM langgraph_durable_migrations;
+
+-- name: record_durable_version
+INSERT INTO langgraph_durable_migrations (v, name) VALUES (%(v)s, %(name)s)
+ON CONFLICT (v) DO NOTHING;
+
+-- name: schema_versions
+SELECT
+    (SELECT coalesce(max(v), -1) FROM checkpoint_migrations) AS upstream,
+    (SELECT coalesce(max(v), 0) FROM langgraph_durable_migrations) AS durable;
+
+-- name: durable_schema_exists
+SELECT to_regclass('langgraph_durable_migrations') IS NOT NULL AS durable,
+       to_regclass('checkpoint_migrations') IS NOT NULL AS upstream;
+
+-- name: select_tuple_columns
+-- The columns of a checkpoint tuple: the row, its blobs by the versions it names, and the
+-- pending writes stored against it. Both sub-selects hit primary keys.
+SELECT
+    c.thread_id,
+    c.checkpoint,
+    c.checkpoint_ns,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.metadata,
+    (
+        SELECT array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+        JOIN checkpoint_blobs bl
+            ON bl.thread_id = c.thread_id
+            AND bl.checkpoint_ns = c.checkpoint_ns
+            AND bl.channel = v.key
+            AND bl.version = v.value
+    ) AS channel_values,
+    (
+        SELECT array_agg(array[
+            cw.task_id::bytea, cw.channel::bytea, cw.type::bytea, cw.blob,
+            convert_to(cw.task_path, 'UTF8'), cw.idx::text::bytea
+        ])
+        FROM checkpoint_writes cw
+        WHERE cw.thread_id = c.thread_id
+            AND cw.checkpoint_ns = c.checkpoint_ns
+            AND cw.checkpoint_id = c.checkpoint_id
+    ) AS pending_writes
+FROM checkpoints c
+
+-- name: where_exact
+WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+    AND c.checkpoint_id = %(checkpoint_id)s
+
+-- name: where_latest
+-- Written so that the primary key serves both the filter and the order: a backward scan
+-- that stops at the first row, whatever the size of the thread.
+WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+ORDER BY c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
+LIMIT 1
+
+-- name: list_thread
+c.thread_id = %(thread_id)s
+
+-- name: list_namespace
+c.checkpoint_ns = %(checkpoint_ns)s
+
+-- name: list_checkpoint_id
+c.checkpoint_id = %(checkpoint_id)s
+
+-- name: list_metadata
+c.metadata @> %(metadata)s::jsonb
+
+-- name: list_before
+c.checkpoint_id < %(before)s
+
+-- name: list_order_thread_namespace
+ORDER BY c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
+
+-- name: list_order_thread
+ORDER BY c.thread_id DESC, c.checkpoint_id DESC
+
+-- name: list_order_any
+ORDER BY c.checkpoint_id DESC
+
+-- name: list_limit
+LIMIT %(limit)s
+
+-- name: select_pending_sends
+-- Checkpoints older than format v4 kept pending sends as writes of their parent.
+SELECT
+    checkpoint_id,
+    array_agg(array[type::bytea, blob] ORDER BY task_path, task_id, idx) AS sends
+FROM checkpoint_writes
+WHERE thread_id = %(thread_id)s
+    AND checkpoint_ns = %(checkpoint_ns)s
+    AND checkpoint_id = ANY(%(checkpoint_ids)s)
+    AND channel = '__pregel_tasks'
+GROUP BY checkpoint_id
+
+-- name: insert_blob
+INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+VALUES (%(thread_id)s, %(checkpoint_ns)s, %(channel)s, %(version)s, %(type)s, %(blob)s)
+ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+
+-- name: upsert_checkpoint
+INSERT INTO checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+VALUES
+    (%(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s,
+     %(checkpoint)s::jsonb, %(metadata)s::jsonb)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+
+-- name: upsert_write
+-- Special writes (errors, interrupts, resumes) replace what a task wrote before.
+INSERT INTO checkpoint_writes
+    (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+VALUES
+    (%(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+     %(idx)s, %(channel)s, %(type)s, %(blob)s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
+
+-- name: insert_write
+-- Regular writes are kept as first stored: a re-run of the same task cannot change them.
+INSERT INTO checkpoint_writes
+    (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+VALUES
+    (%(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+     %(idx)s, %(channel)s, %(type)s, %(blob)s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+
+-- name: async_commit
+-- Opt-in: this transaction's commit does not wait for the WAL flush. A later synchronous
+-- commit flushes it; only a server crash before then can lose it.
+SET LOCAL synchronous_commit = off
+
+-- name: delete_thread_checkpoints
+DELETE FROM checkpoints WHERE thread_id = ANY(%(thread_ids)s)
+
+-- name: delete_thread_blobs
+DELETE FROM checkpoint_blobs WHERE thread_id = ANY(%(thread_ids)s)
+
+-- name: delete_thread_writes
+DELETE FROM checkpoint_writes WHERE thread_id = ANY(%(thread_ids)s)
+
+-- name: thread_has_checkpoints
+SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = %(thread_id)s) AS found
+
+-- name: copy_thread_checkpoints
+INSERT INTO checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata)
+SELECT %(target)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    metadata
+FROM checkpoints WHERE thread_id = %(source)s
+
+-- name: copy_thread_blobs
+INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+SELECT %(target)s, checkpoint_ns, channel, version, type, blob
+FROM checkpoint_blobs WHERE thread_id = %(source)s
+
+-- name: copy_thread_writes
+INSERT INTO checkpoint_writes
+    (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+SELECT %(target)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+FROM checkpoint_writes WHERE thread_id = %(source)s
+
+-- name: delete_runs
+-- Removes the runs' checkpoints with their writes, and reports which blobs they named so
+-- that the ones no remaining checkpoint names can go too.
+WITH deleted AS (
+    DELETE FROM checkpoints
+    WHERE metadata ->> 'run_id' = ANY(%(run_ids)s)
+    RETURNING thread_id, checkpoint_ns, checkpoint_id, checkpoint -> 'channel_versions' AS versions
+), deleted_writes AS (
+    DELETE FROM checkpoint_writes w
+    USING deleted d
+    WHERE w.thread_id = d.thread_id
+        AND w.checkpoint_ns = d.checkpoint_ns
+        AND w.checkpoint_id = d.checkpoint_id
+)
+SELECT DISTINCT d.thread_id, d.checkpoint_ns, v.key AS channel, v.value AS version
+FROM deleted d
+CROSS JOIN LATERAL jsonb_each_text(d.versions) AS v
+
+-- name: delete_unreferenced_blobs
+-- Given candidate blobs, deletes those that no checkpoint of their namespace names.
+DELETE FROM checkpoint_blobs b
+USING unnest(
+    %(thread_ids)s::text[], %(namespaces)s::text[], %(channels)s::text[], %(versions)s::text[]
+) AS g(thread_id, checkpoint_ns, channel, version)
+WHERE b.thread_id = g.thread_id
+    AND b.checkpoint_ns = g.checkpoint_ns
+    AND b.channel = g.channel
+    AND b.version = g.version
+    AND NOT EXISTS (
+        SELECT 1 FROM checkpoints c
+        WHERE c.thread_id = g.thread_id
+            AND c.checkpoint_ns = g.checkpoint_ns
+            AND c.checkpoint -> 'channel_versions' ->> g.channel = g.version
+    )
+
+-- name: prune_snapshot
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ
+
+-- name: lock_thread
+-- Serialises maintenance of one thread (prune, retention) without blocking its runs.
+SELECT pg_advisory_xact_lock(hashtextextended('langgraph-durable thread ' || %(thread_id)s, 0))
+
+-- name: latest_checkpoint_id
+SELECT checkpoint_id FROM checkpoints
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
+LIMIT 1
+
+-- name: thread_heads
+-- The latest checkpoint of every namespace of a thread.
+SELECT DISTINCT ON (checkpoint_ns) checkpoint_ns, checkpoint_id,
+    coalesce(
+        ARRAY(SELECT jsonb_object_keys(metadata -> 'counters_since_delta_snapshot')),
+        ARRAY[]::text[]
+    ) AS delta_channels
+FROM checkpoints
+WHERE thread_id = %(thread_id)s
+ORDER BY checkpoint_ns DESC, checkpoint_id DESC
+
+-- name: delta_history
+-- The history of channels in one statement. The walk follows parents from a checkpoint
+-- until every channel has a stored value (a blob or an inline value); `visiting` holds the
+-- channels still unresolved when a row is reached. It returns the walked rows ('c'), their
+-- writes of the channels unresolved there ('w'), and the stored value that ends each
+-- channel's walk ('s': a blob if there is one, else the inline value).
+WITH RECURSIVE walk AS (
+    SELECT
+        c.checkpoint_id,
+        c.parent_checkpoint_id,
+        ARRAY[]::text[] AS visiting,
+        %(channels)s::text[] AS remaining,
+        0 AS depth
+    FROM checkpoints c
+    WHERE c.thread_id = %(thread_id)s
+        AND c.checkpoint_ns = %(checkpoint_ns)s
+        AND c.checkpoint_id = %(checkpoint_id)s
+    UNION ALL
+    SELECT
+        p.checkpoint_id,
+        p.parent_checkpoint_id,
+        w.remaining,
+        ARRAY(
+            SELECT ch FROM unnest(w.remaining) AS ch
+            WHERE coalesce(jsonb_typeof(p.checkpoint -> 'channel_values' -> ch), 'null') = 'null'
+                AND NOT EXISTS (
+                    SELECT 1 FROM checkpoint_blobs b
+                    WHERE b.thread_id = %(thread_id)s
+                        AND b.checkpoint_ns = %(checkpoint_ns)s
+                        AND b.channel = ch
+                        AND b.version = p.checkpoint -> 'channel_versions' ->> ch
+                        AND b.type <> 'empty'
+                )
+        ),
+        w.depth + 1
+    FROM walk w
+    JOIN checkpoints p
+        ON p.thread_id = %(thread_id)s
+        AND p.checkpoint_ns = %(checkpoint_ns)s
+        AND p.checkpoint_id = w.parent_checkpoint_id
+    WHERE cardinality(w.remaining) > 0
+)
+SELECT
+    'c' AS kind, walk.depth, walk.checkpoint_id, NULL AS channel, NULL AS type,
+    NULL::bytea AS blob, NULL AS task_id, NULL AS task_path, NULL::int AS idx,
+    NULL::jsonb AS inline
+FROM walk
+UNION ALL
+SELECT
+    'w' AS kind, walk.depth, walk.checkpoint_id, cw.channel, cw.type, cw.blob, cw.task_id, cw.task_path, cw.idx,
+    NULL::jsonb AS inline
+FROM walk
+CROSS JOIN LATERAL unnest(walk.visiting) AS ch
+JOIN checkpoint_writes cw
+    ON cw.thread_id = %(thread_id)s
+    AND cw.checkpoint_ns = %(checkpoint_ns)s
+    AND cw.checkpoint_id = walk.checkpoint_id
+    AND cw.channel = ch
+WHERE NOT %(chain_only)s
+UNION ALL
+SELECT
+    's' AS kind, walk.depth, walk.checkpoint_id, ch AS channel, b.type, b.blob, NULL, NULL, NULL,
+    CASE WHEN b.blob IS NULL THEN c.checkpoint -> 'channel_values' -> ch END AS inline
+FROM walk
+CROSS JOIN LATERAL unnest(walk.visiting) AS ch
+JOIN checkpoints c
+    ON c.thread_id = %(thread_id)s
+    AND c.checkpoint_ns = %(checkpoint_ns)s
+    AND c.checkpoint_id = walk.checkpoint_id
+LEFT JOIN checkpoint_blobs b
+    ON b.thread_id = %(thread_id)s
+    AND b.checkpoint_ns = %(checkpoint_ns)s
+    AND b.channel = ch
+    AND b.version = c.checkpoint -> 'channel_versions' ->> ch
+    AND b.type <> 'empty'
+WHERE ch <> ALL(walk.remaining) AND NOT %(chain_only)s
+
+-- name: prune_delete_checkpoints
+-- keep_latest: deletes a namespace's checkpoints that are not kept, with their writes, and
+-- reports the blobs they named.
+WITH deleted AS (
+    DELETE FROM checkpoints
+    WHERE thread_id = %(thread_id)s
+        AND checkpoint_ns = %(checkpoint_ns)s
+        AND checkpoint_id <> ALL(%(kept)s)
+    RETURNING checkpoint_id, checkpoint -> 'channel_versions' AS versions
+), deleted_writes AS (
+    DELETE FROM checkpoint_writes w
+    USING deleted d
+    WHERE w.thread_id = %(thread_id)s
+        AND w.checkpoint_ns = %(checkpoint_ns)s
+        AND w.checkpoint_id = d.checkpoint_id
+)
+SELECT DISTINCT v.key AS channel, v.value AS version
+FROM deleted d
+CROSS JOIN LATERAL jsonb_each_text(d.versions) AS v
+
+-- name: prune_cut_parents
+-- A kept checkpoint whose parent is gone becomes a root, so no reader follows a dangling link.
+UPDATE checkpoints SET parent_checkpoint_id = NULL
+WHERE thread_id = %(thread_id)s
+    AND checkpoint_ns = %(checkpoint_ns)s
+    AND checkpoint_id = ANY(%(kept)s)
+    AND parent_checkpoint_id <> ALL(%(kept)s)
+
+-- name: idle_threads
+-- Threads whose newest checkpoint is older than the cutoff, oldest first.
+SELECT thread_id, max((checkpoint ->> 'ts')::timestamptz) AS last_ts
+FROM checkpoints
+GROUP BY thread_id
+HAVING max((checkpoint ->> 'ts')::timestamptz) < %(cutoff)s
+ORDER BY last_ts
+LIMIT %(batch)s

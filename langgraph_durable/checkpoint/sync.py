@@ -1,0 +1,507 @@
+# WARNING: generated from aio.py by tools/async_to_sync.py. DO NOT EDIT.
+# Edit the async source and run `python tools/async_to_sync.py`.
+"""`DurablePostgresSaver`: the source of the saver; `sync.py` is generated from it.
+
+Compared with `PostgresSaver` from langgraph-checkpoint-postgres, on the same tables:
+
+- no global lock: with a pool, calls for different threads run at once;
+- each `put` and each `put_writes` is one transaction sent in one round trip (pipeline);
+- a checkpoint waits for the in-flight writes of the checkpoint it moves past, so a
+  finished task's writes are never younger than the checkpoint after them (invariant I4);
+- bad input fails with a named error before a connection is taken (invariant I8);
+- `copy_thread`, `delete_for_runs`, a `DeltaChannel`-safe `prune`, idle-thread retention
+  and a one-statement `get_delta_channel_history`.
+
+Edit this file, then run `python tools/async_to_sync.py`; CI fails when `sync.py` is stale.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from typing_extensions import LiteralString
+
+from langgraph_durable import _crashpoints
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import _core
+from langgraph_durable.checkpoint._bridge import AsyncCallsRefused
+from langgraph_durable.checkpoint._connection import (
+    Conn,
+    ConnectionSource,
+    open_pool,
+)
+from langgraph_durable.checkpoint._migrate import check_schema, migrate
+from langgraph_durable.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    TargetThreadNotEmptyError,
+    UnknownPruneStrategyError,
+)
+
+__all__ = ["DurablePostgresSaver"]
+
+logger = logging.getLogger("langgraph_durable.checkpoint")
+
+_WriteKey = tuple[str, str, str]
+
+
+class _WritesInFlight:
+    """Counts `put_writes` calls under way per checkpoint, so `put` can wait for them."""
+
+    def __init__(self) -> None:
+        self._counts: dict[_WriteKey, int] = {}
+        self._changed = threading.Condition()
+
+    def enter(self, key: _WriteKey) -> None:
+        with self._changed:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def leave(self, key: _WriteKey) -> None:
+        with self._changed:
+            left = self._counts[key] - 1
+            if left:
+                self._counts[key] = left
+            else:
+                del self._counts[key]
+            self._changed.notify_all()
+
+    def wait_idle(self, key: _WriteKey) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: key not in self._counts)
+
+
+class DurablePostgresSaver(AsyncCallsRefused):
+    """A LangGraph checkpointer on Postgres that survives crashes and restarts.
+
+    Use it where you would use `PostgresSaver`; it reads and writes the same tables.
+
+    Example:
+        ```python
+        with DurablePostgresSaver.from_conn_string(dsn) as saver:
+            saver.setup()
+            graph = builder.compile(checkpointer=saver)
+            graph.invoke(inputs, {"configurable": {"thread_id": "t-1"}})
+        ```
+
+    Args:
+        conn: A psycopg `ConnectionPool` (recommended: calls run concurrently) or one
+            `Connection` (calls are serialised on it).
+        serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
+        async_commit: Commit checkpoints without waiting for the WAL flush. Safe against a
+            worker crash; a server crash can lose the last few hundred milliseconds of
+            checkpoints. Writes of finished tasks keep synchronous commits.
+    """
+
+    def __init__(
+        self,
+        conn: Conn,
+        *,
+        serde: SerializerProtocol | None = None,
+        async_commit: bool = False,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._source = ConnectionSource(conn)
+        self.conn = conn
+        self.async_commit = async_commit
+        self._writes_in_flight = _WritesInFlight()
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+        async_commit: bool = False,
+    ) -> Iterator[DurablePostgresSaver]:
+        """Open a saver on a checked connection pool; closes the pool on exit.
+
+        Args:
+            conn_string: A libpq DSN or URI.
+            serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
+            max_connections: Pool size: how many calls can run at once.
+            connect_timeout: Seconds to wait for the first connection before raising
+                `DatabaseUnreachableError`.
+            async_commit: See the class docstring.
+        """
+        pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
+        try:
+            yield cls(pool, serde=serde, async_commit=async_commit)
+        finally:
+            pool.close()
+
+    def setup(self) -> builtins.list[str]:
+        """Create or migrate the tables; idempotent and safe from many processes at once.
+
+        Returns:
+            The names of the migrations applied by this call (empty when up to date).
+
+        Raises:
+            SchemaTooNewError: A newer langgraph-durable migrated this database.
+        """
+        with self._source.connection() as conn:
+            if not conn.autocommit:
+                raise ConfigurationError(
+                    "setup() needs a connection with autocommit=True (index builds run "
+                    "CONCURRENTLY); connect with `autocommit=True`."
+                )
+            applied = migrate(conn)
+        if applied:
+            logger.info("langgraph-durable applied migrations: %s", ", ".join(applied))
+        return applied
+
+    def check_schema(self) -> None:
+        """Raise `SchemaNotReadyError` or `SchemaTooNewError` unless the schema fits."""
+        with self._source.connection() as conn:
+            check_schema(conn)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by `config`, or the thread's latest when it names none."""
+        thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        where = QUERIES["where_exact"] if checkpoint_id else QUERIES["where_latest"]
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
+            row = cur.fetchone()
+            if row is None:
+                return None
+            if _core.needs_sends_migration(row):
+                self._migrate_sends(cur, [row])
+        return _core.load_tuple(self.serde, row)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints matching the filters, newest first.
+
+        Args:
+            config: Restricts to a thread, and to a namespace and checkpoint when given.
+            filter: Metadata that the checkpoints' metadata must contain.
+            before: Only checkpoints older than this one.
+            limit: At most this many.
+        """
+        wheres: list[LiteralString] = []
+        params: dict[str, Any] = {}
+        order = QUERIES["list_order_any"]
+        if config is not None:
+            configurable = config.get("configurable") or {}
+            if "thread_id" in configurable:
+                params["thread_id"] = _core.thread_id_of(configurable["thread_id"])
+                wheres.append(QUERIES["list_thread"])
+                order = QUERIES["list_order_thread"]
+                if configurable.get("checkpoint_ns") is not None:
+                    params["checkpoint_ns"] = _core.thread_id_of(
+                        configurable["checkpoint_ns"], "checkpoint_ns"
+                    )
+                    wheres.append(QUERIES["list_namespace"])
+                    order = QUERIES["list_order_thread_namespace"]
+            if configurable.get("checkpoint_id"):
+                params["checkpoint_id"] = str(configurable["checkpoint_id"])
+                wheres.append(QUERIES["list_checkpoint_id"])
+        if filter:
+            params["metadata"] = _core.metadata_filter(filter)
+            wheres.append(QUERIES["list_metadata"])
+        if before is not None:
+            before_id = (before.get("configurable") or {}).get("checkpoint_id")
+            if before_id:
+                params["before"] = str(before_id)
+                wheres.append(QUERIES["list_before"])
+        query = QUERIES["select_tuple_columns"]
+        if wheres:
+            query = query + "\nWHERE " + "\n    AND ".join(wheres)
+        query = query + "\n" + order
+        if limit is not None:
+            params["limit"] = int(limit)
+            query = query + "\n" + QUERIES["list_limit"]
+        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(query, params)
+            rows = cur.fetchall()
+            if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
+                self._migrate_sends(cur, to_migrate)
+        for row in rows:
+            yield _core.load_tuple(self.serde, row)
+
+    def _migrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
+        """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
+        for row in rows:
+            cur.execute(
+                QUERIES["select_pending_sends"],
+                {
+                    "thread_id": row["thread_id"],
+                    "checkpoint_ns": row["checkpoint_ns"],
+                    "checkpoint_ids": [row["parent_checkpoint_id"]],
+                },
+            )
+            found = cur.fetchone()
+            if found is not None:
+                _core.migrate_pending_sends(
+                    self.serde, row, found["sends"], self.get_next_version(None, None)
+                )
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the new versions of its channels in one transaction.
+
+        Waits first for the writes still being stored against the checkpoint this one moves
+        past, so that a crash can never leave a checkpoint ahead of its tasks' results.
+        """
+        row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+        blobs = _core.blob_rows(self.serde, row, blob_values, new_versions)
+        if row["parent_checkpoint_id"]:
+            self._writes_in_flight.wait_idle(
+                (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
+            )
+        with self._source.connection() as conn:
+            with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                if self.async_commit:
+                    cur.execute(QUERIES["async_commit"])
+                if blobs:
+                    cur.executemany(QUERIES["insert_blob"], blobs)
+                cur.execute(QUERIES["upsert_checkpoint"], row)
+                _crashpoints.reached("put:before_commit")
+            _crashpoints.reached("put:after_commit")
+        return {
+            "configurable": {
+                "thread_id": row["thread_id"],
+                "checkpoint_ns": row["checkpoint_ns"],
+                "checkpoint_id": row["checkpoint_id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes against a checkpoint, durably, in one transaction."""
+        replace, rows = _core.write_rows(self.serde, config, writes, task_id, task_path)
+        if not rows:
+            return
+        key = (rows[0]["thread_id"], rows[0]["checkpoint_ns"], rows[0]["checkpoint_id"])
+        self._writes_in_flight.enter(key)
+        try:
+            query = QUERIES["upsert_write"] if replace else QUERIES["insert_write"]
+            with self._source.connection() as conn:
+                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(query, rows)
+                _crashpoints.reached("put_writes:after_commit")
+        finally:
+            self._writes_in_flight.leave(key)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        self._delete_threads([_core.thread_id_of(thread_id)])
+
+    def _delete_threads(self, thread_ids: Sequence[str]) -> None:
+        params = {"thread_ids": thread_ids}
+        with (
+            self._source.connection() as conn,
+            conn.pipeline(),
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
+            cur.execute(QUERIES["delete_thread_writes"], params)
+            cur.execute(QUERIES["delete_thread_blobs"], params)
+            cur.execute(QUERIES["delete_thread_checkpoints"], params)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes and unshared blobs) of the given runs.
+
+        A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
+        afterwards; delete whole threads (or `prune`) for threads that use one.
+        """
+        if isinstance(run_ids, str):
+            raise InvalidInputError("run_ids must be a list of run ids, not one string.")
+        ids = [str(r) for r in run_ids]
+        if not ids:
+            return
+        with self._source.connection() as conn, conn.transaction():
+            cur = conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
+            self._delete_unreferenced(conn, cur.fetchall())
+
+    def _delete_unreferenced(self, conn: Any, freed: Sequence[Mapping[str, Any]]) -> None:
+        if not freed:
+            return
+        conn.execute(
+            QUERIES["delete_unreferenced_blobs"],
+            {
+                "thread_ids": [r.get("thread_id") for r in freed],
+                "namespaces": [r.get("checkpoint_ns") for r in freed],
+                "channels": [r["channel"] for r in freed],
+                "versions": [r["version"] for r in freed],
+            },
+        )
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and blob of a thread into a new, empty thread.
+
+        The whole parent chain is copied, so `DeltaChannel` state rebuilds on the copy.
+
+        Raises:
+            TargetThreadNotEmptyError: The target thread already has checkpoints.
+        """
+        params = {
+            "source": _core.thread_id_of(source_thread_id),
+            "target": _core.thread_id_of(target_thread_id),
+        }
+        if params["source"] == params["target"]:
+            raise InvalidInputError("copy_thread needs two different thread ids.")
+        with self._source.connection() as conn, conn.transaction():
+            conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
+            cur = conn.execute(QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]})
+            found = cur.fetchone()
+            if found is not None and found["found"]:
+                raise TargetThreadNotEmptyError(
+                    f"copy_thread: thread {params['target']!r} already has checkpoints; delete "
+                    "it first or pick a new thread id. Nothing was copied."
+                )
+            conn.execute(QUERIES["copy_thread_checkpoints"], params)
+            conn.execute(QUERIES["copy_thread_blobs"], params)
+            conn.execute(QUERIES["copy_thread_writes"], params)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads.
+
+        Args:
+            thread_ids: The threads to prune.
+            strategy: `"keep_latest"` keeps the latest checkpoint of each namespace, plus the
+                ancestors (and their writes) that its `DeltaChannel`s need to rebuild;
+                `"delete"` removes the threads entirely.
+        """
+        if isinstance(thread_ids, str):
+            raise InvalidInputError("thread_ids must be a list of thread ids, not one string.")
+        if strategy not in _core.PRUNE_STRATEGIES:
+            raise UnknownPruneStrategyError(
+                f"Unknown prune strategy {strategy!r}: use one of {_core.PRUNE_STRATEGIES}."
+            )
+        ids = [_core.thread_id_of(t) for t in thread_ids]
+        if not ids:
+            return
+        if strategy == "delete":
+            self._delete_threads(ids)
+            return
+        for thread_id in ids:
+            self._keep_latest(thread_id)
+
+    def _keep_latest(self, thread_id: str) -> None:
+        with self._source.connection() as conn, conn.transaction():
+            conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
+            cur = conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
+            for head in cur.fetchall():
+                kept = [head["checkpoint_id"]]
+                if head["delta_channels"]:
+                    chain = conn.execute(
+                        QUERIES["delta_history"],
+                        {
+                            "thread_id": thread_id,
+                            "checkpoint_ns": head["checkpoint_ns"],
+                            "checkpoint_id": head["checkpoint_id"],
+                            "channels": head["delta_channels"],
+                            "chain_only": True,
+                        },
+                    )
+                    kept = [r["checkpoint_id"] for r in chain.fetchall()]
+                params = {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": head["checkpoint_ns"],
+                    "kept": kept,
+                }
+                freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
+                conn.execute(QUERIES["prune_cut_parents"], params)
+                self._delete_unreferenced(
+                    conn,
+                    [
+                        {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}
+                        for r in freed
+                    ],
+                )
+
+    def delete_idle_threads(
+        self, older_than: timedelta, *, batch_size: int = 500
+    ) -> builtins.list[str]:
+        """Delete threads whose newest checkpoint is older than `older_than`.
+
+        Works in batches, logging progress; whole threads go, so `DeltaChannel` chains are
+        never cut.
+
+        Returns:
+            The deleted thread ids, oldest activity first.
+        """
+        if older_than <= timedelta(0):
+            raise InvalidInputError("older_than must be a positive timedelta.")
+        cutoff = datetime.now(timezone.utc) - older_than
+        deleted: builtins.list[str] = []
+        while True:
+            with self._source.connection() as conn:
+                cur = conn.execute(QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size})
+                ids = [r["thread_id"] for r in cur.fetchall()]
+            if not ids:
+                return deleted
+            self._delete_threads(ids)
+            deleted.extend(ids)
+            logger.info("retention: deleted %d idle threads so far", len(deleted))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per-channel writes and seed along the parent chain, in one statement."""
+        if not channels:
+            return {}
+        channels = list(channels)
+        thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        params: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            if checkpoint_id is None:
+                cur.execute(QUERIES["latest_checkpoint_id"], params)
+                latest = cur.fetchone()
+                if latest is None:
+                    return {ch: {"writes": []} for ch in channels}
+                checkpoint_id = latest["checkpoint_id"]
+            cur.execute(
+                QUERIES["delta_history"],
+                {
+                    **params,
+                    "checkpoint_id": checkpoint_id,
+                    "channels": channels,
+                    "chain_only": False,
+                },
+            )
+            rows = cur.fetchall()
+        return _core.assemble_delta_history(self.serde, channels, rows)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Channel versions in upstream's format, so both savers can share a thread."""
+        return _core.next_version(current)

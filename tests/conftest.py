@@ -1,0 +1,44 @@
+"""Session-wide Postgres fixtures; the helpers live in ``tests/_pg.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from _pg import ServerUnavailableError, create_database, discover_server, drop_database
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn() -> Iterator[str]:
+    """DSN of a maintenance database on the test server (env, local probe or embedded)."""
+    failure = ""
+    try:
+        server = discover_server()
+    except ServerUnavailableError as exc:
+        failure = str(exc)
+    if failure:  # outside the except block, so the report is one clean line
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield server.dsn
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def db_dsn(pg_server_dsn: str) -> Iterator[str]:
+    """DSN of a database shared by the whole session, dropped at the end."""
+    name, dsn = create_database(pg_server_dsn)
+    try:
+        yield dsn
+    finally:
+        drop_database(pg_server_dsn, name)
+
+
+@pytest.fixture
+def fresh_db_dsn(pg_server_dsn: str) -> Iterator[str]:
+    """DSN of a brand new, empty database for one test, dropped afterwards."""
+    name, dsn = create_database(pg_server_dsn)
+    try:
+        yield dsn
+    finally:
+        drop_database(pg_server_dsn, name)

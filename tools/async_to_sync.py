@@ -62,7 +62,7 @@ NAMES = [
 ]
 
 PATTERNS = [
-    (re.compile(r"^.*# async-only\n", re.MULTILINE), ""),
+    (re.compile(r"^.*# async-only\b.*\n", re.MULTILINE), ""),
     (re.compile(r"\basync def\b"), "def"),
     (re.compile(r"\basync with\b"), "with"),
     (re.compile(r"\basync for\b"), "for"),

@@ -83,6 +83,11 @@ def target(config: RunnableConfig) -> tuple[str, str, str | None]:
     return thread_id, checkpoint_ns, checkpoint_id
 
 
+def durability_of(config: RunnableConfig) -> str:
+    """The durability mode LangGraph runs this call under ("async" when unset)."""
+    return str((config.get("configurable") or {}).get("__pregel_durability") or "async")
+
+
 def next_version(current: str | int | None) -> str:
     """The next channel version, in the format of langgraph-checkpoint-postgres.
 

@@ -282,6 +282,13 @@ class DurablePostgresSaver(AsyncCallsRefused):
             self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
             )
+        if _core.durability_of(config) == "exit":
+            # At exit LangGraph submits the final checkpoint and then its pending writes.
+            # Letting the writes go first means a reader never sees the checkpoint
+            # without them: both or neither, as if committed together.
+            self._writes_in_flight.wait_idle(
+                (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+            )
         with self._source.connection() as conn:
             with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
                 if self.async_commit:

@@ -1,0 +1,137 @@
+"""Workers SIGKILLed at named points, resumed by another process; the outside world counts.
+
+What each durability mode loses in a crash, as documented in the README:
+
+- "sync": nothing that finished: every node that completed before the kill runs once.
+- "async": the run resumes from the last checkpoint that reached the database; nodes after
+  it run again (with a local server that is usually none or the last one).
+- "exit": everything since the run started: nothing was saved, `invoke(None)` raises
+  `EmptyInputError`, and the input must be sent again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+
+WORKER = Path(__file__).with_name("worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.crash
+
+
+def run_worker(
+    dsn: str,
+    thread: str,
+    mode: str,
+    flavor: str,
+    *,
+    resume: bool = False,
+    kill_in: str | None = None,
+    crash_at: str | None = None,
+    crash_after: int = 0,
+) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANGGRAPH_DURABLE_CRASH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    if crash_at:
+        env["LANGGRAPH_DURABLE_CRASH_AT"] = crash_at
+        env["LANGGRAPH_DURABLE_CRASH_AFTER"] = str(crash_after)
+    cmd = [sys.executable, str(WORKER), dsn, thread, mode, flavor]
+    if resume:
+        cmd.append("--resume")
+    if kill_in:
+        cmd += ["--kill-in", kill_in]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode not in (0, 3, -signal.SIGKILL):
+        raise AssertionError(f"worker failed ({done.returncode}):\n{done.stderr}")
+    return done.returncode
+
+
+def runs(dsn: str, thread: str) -> Counter[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT node FROM crash_node_runs WHERE thread_id = %s", (thread,)
+        ).fetchall()
+    return Counter(r[0] for r in rows)
+
+
+FLAVORS = ["sync", "async"]
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_sync_mode_kill_mid_node_reruns_only_that_node(db_dsn: str, flavor: str) -> None:
+    thread = f"crash-{uuid.uuid4()}"
+    assert run_worker(db_dsn, thread, "sync", flavor, kill_in="n4") == -signal.SIGKILL
+    assert run_worker(db_dsn, thread, "sync", flavor, resume=True) == 0
+    assert runs(db_dsn, thread) == Counter(
+        {"n1": 1, "n2": 1, "p1": 1, "p2": 1, "n3": 1, "n4": 2, "n5": 1}
+    )
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("after", [1, 2, 3, 4])
+def test_sync_mode_kill_right_after_a_checkpoint_commit_reruns_nothing(
+    db_dsn: str, flavor: str, after: int
+) -> None:
+    """Killed just after the n-th checkpoint committed: every node that finished ran once."""
+    thread = f"crash-{uuid.uuid4()}"
+    code = run_worker(
+        db_dsn, thread, "sync", flavor, crash_at="put:after_commit", crash_after=after
+    )
+    assert code == -signal.SIGKILL
+    before = runs(db_dsn, thread)
+    assert run_worker(db_dsn, thread, "sync", flavor, resume=True) == 0
+    after_resume = runs(db_dsn, thread)
+    assert set(after_resume) == {"n1", "n2", "p1", "p2", "n3", "n4", "n5"}
+    assert all(count == 1 for count in after_resume.values()), (before, after_resume)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_sync_mode_parallel_task_writes_survive_the_other_task_dying(
+    db_dsn: str, flavor: str
+) -> None:
+    """p1 finished and its writes committed; p2 dies mid-run. Only p2 runs again."""
+    thread = f"crash-{uuid.uuid4()}"
+    code = run_worker(db_dsn, thread, "sync", flavor, kill_in="p2-after-p1-writes")
+    assert code == -signal.SIGKILL
+    assert run_worker(db_dsn, thread, "sync", flavor, resume=True) == 0
+    assert runs(db_dsn, thread) == Counter(
+        {"n1": 1, "n2": 1, "p1": 1, "p2": 2, "n3": 1, "n4": 1, "n5": 1}
+    )
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_exit_mode_loses_the_whole_run(db_dsn: str, flavor: str) -> None:
+    thread = f"crash-{uuid.uuid4()}"
+    assert run_worker(db_dsn, thread, "exit", flavor, kill_in="n4") == -signal.SIGKILL
+    # Nothing was saved: resuming without input is refused...
+    assert run_worker(db_dsn, thread, "exit", flavor, resume=True) == 3
+    # ...and sending the input again re-runs everything before the kill.
+    assert run_worker(db_dsn, thread, "exit", flavor) == 0
+    assert runs(db_dsn, thread) == Counter(
+        {"n1": 2, "n2": 2, "p1": 2, "p2": 2, "n3": 2, "n4": 2, "n5": 1}
+    )
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_async_mode_resumes_from_the_last_saved_checkpoint(db_dsn: str, flavor: str) -> None:
+    thread = f"crash-{uuid.uuid4()}"
+    assert run_worker(db_dsn, thread, "async", flavor, kill_in="n4") == -signal.SIGKILL
+    assert run_worker(db_dsn, thread, "async", flavor, resume=True) == 0
+    seen = runs(db_dsn, thread)
+    assert set(seen) == {"n1", "n2", "p1", "p2", "n3", "n4", "n5"}
+    # What ran twice is a suffix of the run: the steps whose saves were still in flight.
+    order = ["n1", "n2", "p1", "n3", "n4"]
+    twice = [n for n in order if seen[n] == 2]
+    assert twice == order[len(order) - len(twice) :], seen
+    assert seen["n4"] == 2
+    assert seen["n5"] == 1
+    assert all(count <= 2 for count in seen.values())

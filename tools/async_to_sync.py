@@ -57,6 +57,9 @@ NAMES = [
     ("_adelete_threads", "_delete_threads"),
     ("_adelete_unreferenced", "_delete_unreferenced"),
     ("_akeep_latest", "_keep_latest"),
+    ("_afetch_rows", "_fetch_rows"),
+    ("_astore_writes", "_store_writes"),
+    ("_astore_checkpoint", "_store_checkpoint"),
     ("ainvoke", "invoke"),
     ("astream", "stream"),
 ]
@@ -67,6 +70,7 @@ PATTERNS = [
     (re.compile(r"\basync with\b"), "with"),
     (re.compile(r"\basync for\b"), "for"),
     (re.compile(r"\bawait "), ""),
+    (re.compile(r"\bCoroutine\[Any, Any, T\]"), "T"),
     (re.compile(r"\basyncio\.Condition\b"), "threading.Condition"),
     (re.compile(r"\basyncio\.Lock\b"), "threading.Lock"),
     (re.compile(r"^import asyncio$", re.MULTILINE), "import threading"),

@@ -122,52 +122,57 @@ WHERE thread_id = %(thread_id)s
     AND channel = '__pregel_tasks'
 GROUP BY checkpoint_id
 
--- name: insert_blob
-INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-VALUES (%(thread_id)s, %(checkpoint_ns)s, %(channel)s, %(version)s, %(type)s, %(blob)s)
-ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-
--- name: upsert_checkpoint
+-- name: put_checkpoint
+-- A checkpoint and the new versions of its blob-stored channels, as one statement: one
+-- round trip, atomic without BEGIN/COMMIT. `synchronous_commit` is set for this statement's
+-- own transaction only ('off' when the saver opts into asynchronous commits).
+WITH commit_mode AS (
+    SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
+), new_blobs AS (
+    INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
+    FROM unnest(
+        %(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]
+    ) AS b(channel, version, type, blob)
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+)
 INSERT INTO checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-VALUES
-    (%(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s,
-     %(checkpoint)s::jsonb, %(metadata)s::jsonb)
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s,
+    %(checkpoint)s::jsonb, %(metadata)s::jsonb
+FROM commit_mode
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
 DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
 
--- name: upsert_write
+-- name: upsert_writes
 -- Special writes (errors, interrupts, resumes) replace what a task wrote before.
 INSERT INTO checkpoint_writes
     (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-VALUES
-    (%(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-     %(idx)s, %(channel)s, %(type)s, %(blob)s)
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+    w.idx, w.channel, w.type, w.blob
+FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+    AS w(idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
     channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
 
--- name: insert_write
+-- name: insert_writes
 -- Regular writes are kept as first stored: a re-run of the same task cannot change them.
 INSERT INTO checkpoint_writes
     (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-VALUES
-    (%(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-     %(idx)s, %(channel)s, %(type)s, %(blob)s)
+SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+    w.idx, w.channel, w.type, w.blob
+FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+    AS w(idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
--- name: async_commit
--- Opt-in: this transaction's commit does not wait for the WAL flush. A later synchronous
--- commit flushes it; only a server crash before then can lose it.
-SET LOCAL synchronous_commit = off
-
--- name: delete_thread_checkpoints
+-- name: delete_threads
+-- Every row of the given threads, in one atomic statement.
+WITH deleted_writes AS (
+    DELETE FROM checkpoint_writes WHERE thread_id = ANY(%(thread_ids)s)
+), deleted_blobs AS (
+    DELETE FROM checkpoint_blobs WHERE thread_id = ANY(%(thread_ids)s)
+)
 DELETE FROM checkpoints WHERE thread_id = ANY(%(thread_ids)s)
-
--- name: delete_thread_blobs
-DELETE FROM checkpoint_blobs WHERE thread_id = ANY(%(thread_ids)s)
-
--- name: delete_thread_writes
-DELETE FROM checkpoint_writes WHERE thread_id = ANY(%(thread_ids)s)
 
 -- name: thread_has_checkpoints
 SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = %(thread_id)s) AS found

@@ -1,19 +1,24 @@
 # WARNING: generated from _aconnection.py by tools/async_to_sync.py. DO NOT EDIT.
 # Edit the async source and run `python tools/async_to_sync.py`.
-"""Connections for the async saver: a checked pool from a DSN, or what the caller gave us.
+"""Connections for the async saver: a pool from a DSN, or what the caller gave us.
 
-A pool that checks each connection before lending it turns a server restart or an idle
-disconnect into one reconnect instead of "the connection is closed" forever (upstream's
-`from_conn_string` holds one bare connection). A single connection given by the caller is
-still accepted; calls on it are serialised because one connection runs one transaction.
+A server restart or an idle disconnect must cost one retry, not the process (upstream's
+`from_conn_string` holds one bare connection: "the connection is closed" forever after).
+Checking every connection on checkout would cost a round trip per call, so instead an
+operation that fails because its connection died is retried once on a fresh connection
+(`retry_on_disconnect`); the pool drops the dead one. Only idempotent operations are
+wrapped. A single connection given by the caller is still accepted; calls on it are
+serialised because one connection runs one transaction.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import Connection
@@ -22,13 +27,26 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from langgraph_durable.errors import DatabaseUnreachableError, translate_driver_error
 
-__all__ = ["Conn", "ConnectionSource", "describe_dsn", "open_pool"]
+__all__ = [
+    "Conn",
+    "ConnectionSource",
+    "describe_dsn",
+    "is_disconnect",
+    "open_pool",
+    "retry_on_disconnect",
+]
+
+logger = logging.getLogger("langgraph_durable.connection")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 Conn = Connection[DictRow] | ConnectionPool[Connection[DictRow]]
 
 CONNECTION_KWARGS: dict[str, Any] = {
     "autocommit": True,
-    "prepare_threshold": None,
+    # Prepared at first use: planning the tuple query costs more than running it.
+    "prepare_threshold": 0,
     "row_factory": dict_row,
 }
 
@@ -47,13 +65,26 @@ def describe_dsn(dsn: str) -> str:
 def open_pool(
     dsn: str, *, max_size: int, connect_timeout: float
 ) -> ConnectionPool[Connection[DictRow]]:
-    """Open a pool and wait for its first connection, failing fast with the host named."""
+    """Open a pool and wait for its first connection, failing fast with the host named.
+
+    One direct connection is tried first: a refused or misnamed server fails at once with
+    the driver's reason, where a pool would keep retrying quietly until its timeout.
+    """
+    timeout = max(1, round(connect_timeout))
+    try:
+        probe = Connection.connect(dsn, connect_timeout=timeout)
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseUnreachableError(
+            f"Could not connect to Postgres at {describe_dsn(dsn)}: {reason}. Check that the "
+            "server runs and that the DSN (host, port, user, database) is right."
+        ) from exc
+    probe.close()
     pool: ConnectionPool[Connection[DictRow]] = ConnectionPool(
         dsn,
         min_size=1,
         max_size=max_size,
-        kwargs={**CONNECTION_KWARGS, "connect_timeout": max(1, round(connect_timeout))},
-        check=ConnectionPool.check_connection,
+        kwargs={**CONNECTION_KWARGS, "connect_timeout": timeout},
         open=False,
         connection_class=Connection[DictRow],
     )
@@ -95,3 +126,31 @@ class ConnectionSource:
             if named is None:
                 raise
             raise named from exc
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """Whether an error means the connection died (server restart, idle kill, network)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    # No SQLSTATE: the socket failed. 08xxx: connection exceptions. 57P0x: the server
+    # terminated the session (shutdown, restart, pg_terminate_backend).
+    return state is None or state.startswith(("08", "57P"))
+
+
+def retry_on_disconnect(
+    fn: Callable[P, T],
+) -> Callable[P, T]:
+    """Run an idempotent operation again, once, if its connection died under it."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except psycopg.OperationalError as exc:
+            if not is_disconnect(exc):
+                raise
+            logger.warning("connection lost (%s); retrying %s once", exc, fn.__name__)
+            return fn(*args, **kwargs)
+
+    return wrapper

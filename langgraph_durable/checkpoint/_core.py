@@ -38,13 +38,13 @@ __all__ = [
     "PRUNE_STRATEGIES",
     "CheckpointRow",
     "assemble_delta_history",
-    "blob_rows",
+    "blob_params",
     "checkpoint_row",
     "load_tuple",
     "next_version",
     "target",
     "thread_id_of",
-    "write_rows",
+    "write_params",
 ]
 
 PRUNE_STRATEGIES = ("keep_latest", "delete")
@@ -175,62 +175,63 @@ def _dump(serde: SerializerProtocol, value: Any, where: str) -> tuple[str, bytes
         ) from exc
 
 
-def blob_rows(
+def blob_params(
     serde: SerializerProtocol,
-    row: CheckpointRow,
     blob_values: Mapping[str, Any],
     new_versions: ChannelVersions,
-) -> list[dict[str, Any]]:
-    """Serialize the new versions of blob-stored channels, naming the channel on failure."""
-    rows = []
+) -> dict[str, list[Any]]:
+    """Serialize the new versions of blob-stored channels, naming the channel on failure.
+
+    Returns the column arrays the `put_checkpoint` statement unnests.
+    """
+    params: dict[str, list[Any]] = {"channels": [], "versions": [], "types": [], "blobs": []}
     for channel, version in new_versions.items():
         if channel not in blob_values:
             continue
         type_, blob = _dump(serde, blob_values[channel], f"Channel {channel!r}")
-        rows.append(
-            {
-                "thread_id": row["thread_id"],
-                "checkpoint_ns": row["checkpoint_ns"],
-                "channel": channel,
-                "version": str(version),
-                "type": type_,
-                "blob": blob,
-            }
-        )
-    return rows
+        params["channels"].append(channel)
+        params["versions"].append(str(version))
+        params["types"].append(type_)
+        params["blobs"].append(blob)
+    return params
 
 
-def write_rows(
+def write_params(
     serde: SerializerProtocol,
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-) -> tuple[bool, list[dict[str, Any]]]:
-    """Serialize a task's writes; returns whether they replace earlier ones, and the rows."""
+) -> tuple[bool, dict[str, Any]]:
+    """Serialize a task's writes; returns whether they replace earlier ones, and the params.
+
+    Special writes (errors, interrupts, resumes) take fixed negative indexes and replace
+    earlier ones; regular writes keep what was stored first.
+    """
     thread_id, checkpoint_ns, checkpoint_id = target(config)
     if checkpoint_id is None:
         raise InvalidInputError(
             "put_writes needs a config with a checkpoint_id: pass the config that `put` returned."
         )
-    replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-    rows = []
+    params: dict[str, Any] = {
+        "thread_id": thread_id,
+        "checkpoint_ns": checkpoint_ns,
+        "checkpoint_id": checkpoint_id,
+        "task_id": thread_id_of(task_id, "task_id"),
+        "task_path": task_path,
+        "idxs": [],
+        "channels": [],
+        "types": [],
+        "blobs": [],
+    }
     for idx, (channel, value) in enumerate(writes):
         type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
-        rows.append(
-            {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint_id,
-                "task_id": thread_id_of(task_id, "task_id"),
-                "task_path": task_path,
-                "idx": WRITES_IDX_MAP.get(channel, idx),
-                "channel": channel,
-                "type": type_,
-                "blob": blob,
-            }
-        )
-    return replace, rows
+        params["idxs"].append(WRITES_IDX_MAP.get(channel, idx))
+        params["channels"].append(channel)
+        params["types"].append(type_)
+        params["blobs"].append(blob)
+    replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+    return replace, params
 
 
 def _load_blobs(

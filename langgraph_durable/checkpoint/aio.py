@@ -41,6 +41,7 @@ from langgraph_durable.checkpoint._aconnection import (
     AsyncConn,
     AsyncConnectionSource,
     open_pool,
+    retry_on_disconnect,
 )
 from langgraph_durable.checkpoint._amigrate import acheck_schema, amigrate
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
@@ -173,6 +174,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         async with self._source.connection() as conn:
             await acheck_schema(conn)
 
+    @retry_on_disconnect
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
@@ -240,13 +242,19 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if limit is not None:
             params["limit"] = int(limit)
             query = query + "\n" + QUERIES["list_limit"]
+        for row in await self._afetch_rows(query, params):
+            yield _core.load_tuple(self.serde, row)
+
+    @retry_on_disconnect
+    async def _afetch_rows(
+        self, query: LiteralString, params: dict[str, Any]
+    ) -> builtins.list[_core.CheckpointRow]:
         async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
             await cur.execute(query, params)
             rows = await cur.fetchall()
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 await self._amigrate_sends(cur, to_migrate)
-        for row in rows:
-            yield _core.load_tuple(self.serde, row)
+        return rows
 
     async def _amigrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
         """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
@@ -278,7 +286,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         past, so that a crash can never leave a checkpoint ahead of its tasks' results.
         """
         row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
-        blobs = _core.blob_rows(self.serde, row, blob_values, new_versions)
+        params = {
+            **row,
+            **_core.blob_params(self.serde, blob_values, new_versions),
+            "synchronous_commit": "off" if self.async_commit else "on",
+        }
         if row["parent_checkpoint_id"]:
             await self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
@@ -291,15 +303,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             await self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
             )
-        async with self._source.connection() as conn:
-            async with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                if self.async_commit:
-                    await cur.execute(QUERIES["async_commit"])
-                if blobs:
-                    await cur.executemany(QUERIES["insert_blob"], blobs)
-                await cur.execute(QUERIES["upsert_checkpoint"], row)
-                _crashpoints.reached("put:before_commit")
-            _crashpoints.reached("put:after_commit")
+        await self._astore_checkpoint(params)
         return {
             "configurable": {
                 "thread_id": row["thread_id"],
@@ -307,6 +311,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 "checkpoint_id": row["checkpoint_id"],
             }
         }
+
+    @retry_on_disconnect
+    async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
+        async with self._source.connection() as conn:
+            await conn.execute(QUERIES["put_checkpoint"], params)
+            _crashpoints.reached("put:after_commit")
 
     async def aput_writes(
         self,
@@ -316,36 +326,34 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         task_path: str = "",
     ) -> None:
         """Store a task's writes against a checkpoint, durably, in one transaction."""
-        replace, rows = _core.write_rows(self.serde, config, writes, task_id, task_path)
-        if not rows:
+        replace, params = _core.write_params(self.serde, config, writes, task_id, task_path)
+        if not writes:
             return
-        key = (rows[0]["thread_id"], rows[0]["checkpoint_ns"], rows[0]["checkpoint_id"])
+        key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
         await self._writes_in_flight.enter(key)
         try:
-            query = QUERIES["upsert_write"] if replace else QUERIES["insert_write"]
-            async with self._source.connection() as conn:
-                async with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                    await cur.executemany(query, rows)
-                _crashpoints.reached("put_writes:after_commit")
+            await self._astore_writes(
+                QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"], params
+            )
         finally:
             await self._writes_in_flight.leave(key)
+
+    @retry_on_disconnect
+    async def _astore_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
+        async with self._source.connection() as conn:
+            await conn.execute(query, params)
+            _crashpoints.reached("put_writes:after_commit")
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
         await self._adelete_threads([_core.thread_id_of(thread_id)])
 
+    @retry_on_disconnect
     async def _adelete_threads(self, thread_ids: Sequence[str]) -> None:
-        params = {"thread_ids": thread_ids}
-        async with (
-            self._source.connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor() as cur,
-        ):
-            await cur.execute(QUERIES["delete_thread_writes"], params)
-            await cur.execute(QUERIES["delete_thread_blobs"], params)
-            await cur.execute(QUERIES["delete_thread_checkpoints"], params)
+        async with self._source.connection() as conn:
+            await conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
 
+    @retry_on_disconnect
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes and unshared blobs) of the given runs.
 
@@ -427,6 +435,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         for thread_id in ids:
             await self._akeep_latest(thread_id)
 
+    @retry_on_disconnect
     async def _akeep_latest(self, thread_id: str) -> None:
         async with self._source.connection() as conn, conn.transaction():
             await conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
@@ -489,6 +498,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             deleted.extend(ids)
             logger.info("retention: deleted %d idle threads so far", len(deleted))
 
+    @retry_on_disconnect
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:

@@ -44,6 +44,7 @@ from langgraph_durable.checkpoint._connection import (
     Conn,
     ConnectionSource,
     open_pool,
+    retry_on_disconnect,
 )
 from langgraph_durable.checkpoint._migrate import check_schema, migrate
 from langgraph_durable.errors import (
@@ -172,6 +173,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         with self._source.connection() as conn:
             check_schema(conn)
 
+    @retry_on_disconnect
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
@@ -239,13 +241,19 @@ class DurablePostgresSaver(AsyncCallsRefused):
         if limit is not None:
             params["limit"] = int(limit)
             query = query + "\n" + QUERIES["list_limit"]
+        for row in self._fetch_rows(query, params):
+            yield _core.load_tuple(self.serde, row)
+
+    @retry_on_disconnect
+    def _fetch_rows(
+        self, query: LiteralString, params: dict[str, Any]
+    ) -> builtins.list[_core.CheckpointRow]:
         with self._source.connection() as conn, conn.cursor(binary=True) as cur:
             cur.execute(query, params)
             rows = cur.fetchall()
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 self._migrate_sends(cur, to_migrate)
-        for row in rows:
-            yield _core.load_tuple(self.serde, row)
+        return rows
 
     def _migrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
         """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
@@ -277,7 +285,11 @@ class DurablePostgresSaver(AsyncCallsRefused):
         past, so that a crash can never leave a checkpoint ahead of its tasks' results.
         """
         row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
-        blobs = _core.blob_rows(self.serde, row, blob_values, new_versions)
+        params = {
+            **row,
+            **_core.blob_params(self.serde, blob_values, new_versions),
+            "synchronous_commit": "off" if self.async_commit else "on",
+        }
         if row["parent_checkpoint_id"]:
             self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
@@ -289,15 +301,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
             self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
             )
-        with self._source.connection() as conn:
-            with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                if self.async_commit:
-                    cur.execute(QUERIES["async_commit"])
-                if blobs:
-                    cur.executemany(QUERIES["insert_blob"], blobs)
-                cur.execute(QUERIES["upsert_checkpoint"], row)
-                _crashpoints.reached("put:before_commit")
-            _crashpoints.reached("put:after_commit")
+        self._store_checkpoint(params)
         return {
             "configurable": {
                 "thread_id": row["thread_id"],
@@ -305,6 +309,12 @@ class DurablePostgresSaver(AsyncCallsRefused):
                 "checkpoint_id": row["checkpoint_id"],
             }
         }
+
+    @retry_on_disconnect
+    def _store_checkpoint(self, params: dict[str, Any]) -> None:
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["put_checkpoint"], params)
+            _crashpoints.reached("put:after_commit")
 
     def put_writes(
         self,
@@ -314,36 +324,34 @@ class DurablePostgresSaver(AsyncCallsRefused):
         task_path: str = "",
     ) -> None:
         """Store a task's writes against a checkpoint, durably, in one transaction."""
-        replace, rows = _core.write_rows(self.serde, config, writes, task_id, task_path)
-        if not rows:
+        replace, params = _core.write_params(self.serde, config, writes, task_id, task_path)
+        if not writes:
             return
-        key = (rows[0]["thread_id"], rows[0]["checkpoint_ns"], rows[0]["checkpoint_id"])
+        key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
         self._writes_in_flight.enter(key)
         try:
-            query = QUERIES["upsert_write"] if replace else QUERIES["insert_write"]
-            with self._source.connection() as conn:
-                with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(query, rows)
-                _crashpoints.reached("put_writes:after_commit")
+            self._store_writes(
+                QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"], params
+            )
         finally:
             self._writes_in_flight.leave(key)
+
+    @retry_on_disconnect
+    def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
+        with self._source.connection() as conn:
+            conn.execute(query, params)
+            _crashpoints.reached("put_writes:after_commit")
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
         self._delete_threads([_core.thread_id_of(thread_id)])
 
+    @retry_on_disconnect
     def _delete_threads(self, thread_ids: Sequence[str]) -> None:
-        params = {"thread_ids": thread_ids}
-        with (
-            self._source.connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor() as cur,
-        ):
-            cur.execute(QUERIES["delete_thread_writes"], params)
-            cur.execute(QUERIES["delete_thread_blobs"], params)
-            cur.execute(QUERIES["delete_thread_checkpoints"], params)
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
 
+    @retry_on_disconnect
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes and unshared blobs) of the given runs.
 
@@ -423,6 +431,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         for thread_id in ids:
             self._keep_latest(thread_id)
 
+    @retry_on_disconnect
     def _keep_latest(self, thread_id: str) -> None:
         with self._source.connection() as conn, conn.transaction():
             conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
@@ -481,6 +490,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
             deleted.extend(ids)
             logger.info("retention: deleted %d idle threads so far", len(deleted))
 
+    @retry_on_disconnect
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:

@@ -1,0 +1,131 @@
+"""The pure core: validation, row building and history assembly, without a database."""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_durable import InvalidInputError, InvalidThreadIdError, UnserializableValueError
+from langgraph_durable._sql import MIGRATIONS, QUERIES, parse_queries
+from langgraph_durable.checkpoint import _core
+
+SERDE = JsonPlusSerializer()
+
+
+def config(thread: Any = "t", ns: str = "", checkpoint_id: str | None = None) -> Any:
+    configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "", None, b"bytes"])
+def test_bad_thread_ids_are_rejected(bad: Any) -> None:
+    with pytest.raises(InvalidThreadIdError):
+        _core.target(config(bad))
+
+
+def test_missing_thread_id_says_what_to_pass() -> None:
+    with pytest.raises(InvalidThreadIdError, match="thread_id"):
+        _core.target({"configurable": {}})
+
+
+def test_integer_thread_ids_are_stored_as_text() -> None:
+    assert _core.target(config(42)) == ("42", "", None)
+
+
+def test_versions_keep_upstream_format_and_order() -> None:
+    first = _core.next_version(None)
+    second = _core.next_version(first)
+    assert first.startswith("0" * 31 + "1.")
+    assert second > first
+    assert _core.next_version(7).startswith(f"{8:032}.")
+
+
+def test_values_that_json_cannot_hold_go_to_blobs() -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {
+        "plain": "text",
+        "nul": "a\x00b",
+        "nan": math.nan,
+        "number": 3,
+        "object": {"a": 1},
+    }
+    row, blobs = _core.checkpoint_row(config(), checkpoint, {})
+    assert set(blobs) == {"nul", "nan", "object"}
+    assert '"plain":"text"' in row["checkpoint"]
+    assert "\\u0000" not in row["checkpoint"]
+
+
+def test_unserializable_values_name_their_channel() -> None:
+    with pytest.raises(UnserializableValueError, match="'lock'"):
+        _core.blob_params(SERDE, {"lock": threading.Lock()}, {"lock": "1"})
+
+
+def test_unserializable_writes_name_channel_and_task() -> None:
+    with pytest.raises(UnserializableValueError, match="'ch' by task task-1"):
+        _core.write_params(
+            SERDE, config(checkpoint_id="c1"), [("ch", threading.Lock())], "task-1", ""
+        )
+
+
+def test_metadata_with_nul_is_rejected_before_writing() -> None:
+    with pytest.raises(InvalidInputError, match="NUL"):
+        _core.checkpoint_row(config(), empty_checkpoint(), {"nested": {"x": "a\x00"}})  # type: ignore[typeddict-unknown-key]
+
+
+def test_put_writes_needs_a_checkpoint_id() -> None:
+    with pytest.raises(InvalidInputError, match="checkpoint_id"):
+        _core.write_params(SERDE, config(), [("ch", 1)], "task", "")
+
+
+def test_special_writes_replace_and_take_fixed_indexes() -> None:
+    replace, params = _core.write_params(
+        SERDE, config(checkpoint_id="c"), [("__interrupt__", 1)], "t", ""
+    )
+    assert replace
+    assert params["idxs"] == [-3]
+
+
+def test_delta_history_orders_oldest_checkpoint_first_then_by_task_path() -> None:
+    def write(depth: int, path: str, value: int) -> dict[str, Any]:
+        type_, blob = SERDE.dumps_typed(value)
+        return {
+            "kind": "w", "depth": depth, "checkpoint_id": f"c{depth}", "channel": "ch",
+            "type": type_, "blob": blob, "task_id": f"task{value}", "task_path": path,
+            "idx": 0, "inline": None,
+        }  # fmt: skip
+
+    seed_type, seed_blob = SERDE.dumps_typed([0])
+    rows = [
+        write(1, "b", 4),
+        write(2, "a", 1),
+        write(1, "a", 3),
+        write(2, "b", 2),
+        {
+            "kind": "s", "depth": 2, "checkpoint_id": "c2", "channel": "ch", "type": seed_type,
+            "blob": seed_blob, "task_id": None, "task_path": None, "idx": None, "inline": None,
+        },
+    ]  # fmt: skip
+    history = _core.assemble_delta_history(SERDE, ["ch", "other"], rows)
+    assert [w[2] for w in history["ch"]["writes"]] == [1, 2, 3, 4]
+    assert history["ch"]["seed"] == [0]
+    assert history["other"] == {"writes": []}
+
+
+def test_queries_file_has_unique_names_and_parses() -> None:
+    assert "put_checkpoint" in QUERIES
+    with pytest.raises(ValueError, match="duplicate"):
+        parse_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+def test_migrations_are_numbered_without_gaps() -> None:
+    for series in ("upstream", "durable"):
+        versions = [m.version for m in MIGRATIONS if m.series == series]
+        start = 0 if series == "upstream" else 1
+        assert versions == list(range(start, start + len(versions)))

@@ -73,6 +73,7 @@ PATTERNS = [
     (re.compile(r"\bCoroutine\[Any, Any, T\]"), "T"),
     (re.compile(r"\basyncio\.Condition\b"), "threading.Condition"),
     (re.compile(r"\basyncio\.Lock\b"), "threading.Lock"),
+    (re.compile(r"\basyncio\.sleep\b"), "time.sleep"),
     (re.compile(r"^import asyncio$", re.MULTILINE), "import threading"),
     *((re.compile(rf"\b{re.escape(a)}\b"), b) for a, b in NAMES),
 ]

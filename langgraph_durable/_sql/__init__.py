@@ -51,6 +51,7 @@ class Migration:
         name: The file name without `.sql`.
         concurrently: The statement uses CONCURRENTLY and must run outside a transaction.
         sql: The statement.
+        index: The index a CONCURRENTLY migration builds (to repair an interrupted build).
     """
 
     series: Literal["upstream", "durable"]
@@ -58,8 +59,10 @@ class Migration:
     name: str
     concurrently: bool
     sql: LiteralString
+    index: str | None = None
 
 
+_INDEX = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (?P<name>\w+)", re.IGNORECASE)
 _MIGRATION_FILE = re.compile(r"^(?P<series>upstream|durable)_(?P<version>\d{3})(?P<rest>.*)\.sql$")
 
 
@@ -71,13 +74,16 @@ def _load_migrations() -> tuple[Migration, ...]:
         if match is None:
             continue
         series = cast(Literal["upstream", "durable"], match.group("series"))
+        sql = entry.read_text(encoding="utf-8").strip()
+        index = _INDEX.search(sql)
         found.append(
             Migration(
                 series=series,
                 version=int(match.group("version")),
                 name=entry.name.removesuffix(".sql"),
                 concurrently=entry.name.endswith("_concurrently.sql"),
-                sql=entry.read_text(encoding="utf-8").strip(),
+                sql=sql,
+                index=index.group("name") if index else None,
             )
         )
     # Upstream's tables first, then ours, each in number order.

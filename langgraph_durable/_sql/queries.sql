@@ -12,9 +12,11 @@ CREATE TABLE IF NOT EXISTS langgraph_durable_migrations (
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
--- name: lock_setup
--- One setup at a time per database, whatever process runs it (key: "lgd-setup").
-SELECT pg_advisory_lock(7236029419022517360);
+-- name: try_lock_setup
+-- One setup at a time per database, whatever process runs it. Tried, never waited on in
+-- the server: a session blocked in pg_advisory_lock holds a snapshot, and CREATE INDEX
+-- CONCURRENTLY in the lock holder waits for every older snapshot: a deadlock.
+SELECT pg_try_advisory_lock(7236029419022517360) AS locked;
 
 -- name: unlock_setup
 SELECT pg_advisory_unlock(7236029419022517360);
@@ -31,6 +33,17 @@ SELECT coalesce(max(v), 0) AS v FROM langgraph_durable_migrations;
 -- name: record_durable_version
 INSERT INTO langgraph_durable_migrations (v, name) VALUES (%(v)s, %(name)s)
 ON CONFLICT (v) DO NOTHING;
+
+-- name: index_is_invalid
+-- An index left INVALID by an interrupted CREATE INDEX CONCURRENTLY (IF NOT EXISTS would
+-- skip it and record the migration as done).
+SELECT NOT i.indisvalid AS invalid
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relname = %(name)s AND pg_table_is_visible(c.oid);
+
+-- name: drop_index_concurrently
+DROP INDEX CONCURRENTLY IF EXISTS {index};
 
 -- name: schema_versions
 SELECT

@@ -1,23 +1,49 @@
 """Schema setup: idempotent, safe from many processes at once, and version-checked.
 
 An advisory lock serialises concurrent `setup()` calls (upstream's races on its version
-table). Each migration commits together with its version row; `CONCURRENTLY` index builds
-cannot run in a transaction, so they run alone and their version row follows, which is safe
-because every statement is `IF NOT EXISTS`. Upstream's migrations are recorded in its own
+table); it is tried in a loop rather than waited for in the server, because a waiting
+session holds a snapshot that the lock holder's `CREATE INDEX CONCURRENTLY` would wait for.
+Each migration commits together with its version row; `CONCURRENTLY` index builds cannot
+run in a transaction, so they run alone and their version row follows, which is safe because
+every statement is `IF NOT EXISTS`; an index left invalid by an interrupted build is dropped
+and built again. Upstream's migrations are recorded in its own
 table with its numbers, so `PostgresSaver.setup()` finds nothing left to do afterwards.
 """
 
 from __future__ import annotations
 
-from psycopg import AsyncConnection
+import asyncio
+import logging
+import time
+
+from psycopg import AsyncConnection, sql
 from psycopg.rows import DictRow
 
 from langgraph_durable._sql import MIGRATIONS, QUERIES, Migration
-from langgraph_durable.errors import SchemaNotReadyError, SchemaTooNewError
+from langgraph_durable.errors import SchemaError, SchemaNotReadyError, SchemaTooNewError
 
 __all__ = ["DURABLE_SCHEMA_VERSION", "acheck_schema", "amigrate"]
 
 DURABLE_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "durable")
+
+logger = logging.getLogger("langgraph_durable.setup")
+
+
+async def _alock(conn: AsyncConnection[DictRow], timeout: float) -> None:
+    """Take the setup lock, polling with backoff; give up after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        row = await (await conn.execute(QUERIES["try_lock_setup"])).fetchone()
+        if row is not None and row["locked"]:
+            return
+        if time.monotonic() > deadline:
+            raise SchemaError(
+                f"Another process has held the setup lock for more than {timeout:.0f}s. If "
+                "no setup() is running, look for a stuck session in pg_stat_activity."
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 async def _apply(conn: AsyncConnection[DictRow], migration: Migration) -> None:
@@ -26,6 +52,18 @@ async def _apply(conn: AsyncConnection[DictRow], migration: Migration) -> None:
     )
     params = {"v": migration.version, "name": migration.name}
     if migration.concurrently:
+        if migration.index is not None:
+            found = await (
+                await conn.execute(QUERIES["index_is_invalid"], {"name": migration.index})
+            ).fetchone()
+            if found is not None and found["invalid"]:
+                logger.warning(
+                    "rebuilding index %s left invalid by an earlier setup", migration.index
+                )
+                drop = sql.SQL(QUERIES["drop_index_concurrently"]).format(
+                    index=sql.Identifier(migration.index)
+                )
+                await conn.execute(drop)
         await conn.execute(migration.sql)
         await conn.execute(QUERIES[record], params)
         return
@@ -34,13 +72,13 @@ async def _apply(conn: AsyncConnection[DictRow], migration: Migration) -> None:
         await conn.execute(QUERIES[record], params)
 
 
-async def amigrate(conn: AsyncConnection[DictRow]) -> list[str]:
+async def amigrate(conn: AsyncConnection[DictRow], *, lock_timeout: float = 300) -> list[str]:
     """Bring the schema up to date; returns the names of the migrations applied.
 
     `conn` must be in autocommit mode (CONCURRENTLY needs it).
     """
     applied: list[str] = []
-    await conn.execute(QUERIES["lock_setup"])
+    await _alock(conn, lock_timeout)
     try:
         # Upstream's version table is its migration 0; ours is bootstrapped the same way.
         await conn.execute(MIGRATIONS[0].sql)

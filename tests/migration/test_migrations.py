@@ -1,0 +1,529 @@
+"""Migrations against the canonical schema, in the manner of procrastinate's migration tests.
+
+- the numbered migrations (our `setup()`), from an empty database or from upstream's
+  tables, build exactly what `schema.sql` builds: tables, columns, indexes, constraints
+  and the rows of both version tables;
+- `setup()` is idempotent and safe when six processes run it at once;
+- a schema newer than this library, a missing schema and upstream's schema alone are each
+  reported by a named error that says what to do, and so is using the saver before setup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+import psycopg
+import psycopg.errors
+import pytest
+from _pg import create_database, drop_database
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg import sql
+
+import langgraph_durable
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    DurablePostgresSaver,
+    SchemaNotReadyError,
+    SchemaTooNewError,
+)
+from langgraph_durable._sql import MIGRATIONS, SCHEMA
+
+ALL_NAMES = [m.name for m in MIGRATIONS]
+DURABLE_NAMES = [m.name for m in MIGRATIONS if m.series == "durable"]
+UPSTREAM_VERSIONS = [m.version for m in MIGRATIONS if m.series == "upstream"]
+DURABLE_ROWS = [(m.version, m.name) for m in MIGRATIONS if m.series == "durable"]
+DURABLE_VERSION = max(v for v, _ in DURABLE_ROWS)
+
+MakeDb = Callable[[], str]
+
+
+@pytest.fixture
+def make_db(pg_server_dsn: str) -> Iterator[MakeDb]:
+    """Makes empty databases on demand; drops them all after the test."""
+    names: list[str] = []
+
+    def make() -> str:
+        name, dsn = create_database(pg_server_dsn)
+        names.append(name)
+        return dsn
+
+    try:
+        yield make
+    finally:
+        for name in names:
+            drop_database(pg_server_dsn, name)
+
+
+def our_setup(dsn: str) -> list[str]:
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        return saver.setup()
+
+
+def upstream_setup(dsn: str) -> None:
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+
+
+def apply_schema_sql(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+
+
+# --- schema comparison ---------------------------------------------------------------------
+
+_CATALOG: dict[str, str] = {
+    "tables": """
+        SELECT c.relname, c.relkind::text
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f', 'c')
+    """,
+    "columns": """
+        SELECT c.relname, a.attnum::text, a.attname, format_type(a.atttypid, a.atttypmod),
+            CASE WHEN a.attnotnull THEN 'NOT NULL' ELSE 'NULL' END,
+            coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+        FROM pg_attribute a
+        JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE n.nspname = 'public' AND c.relkind = 'r' AND a.attnum > 0
+            AND NOT a.attisdropped
+    """,
+    "indexes": """
+        SELECT ix.tablename, ix.indexname, ix.indexdef,
+            CASE WHEN x.indisvalid AND x.indisready THEN 'valid' ELSE 'INVALID' END
+        FROM pg_indexes ix
+        JOIN pg_class i ON i.relname = ix.indexname
+        JOIN pg_namespace n ON n.oid = i.relnamespace AND n.nspname = ix.schemaname
+        JOIN pg_index x ON x.indexrelid = i.oid
+        WHERE ix.schemaname = 'public'
+    """,
+    "constraints": """
+        SELECT conrelid::regclass::text, conname, contype::text, pg_get_constraintdef(oid)
+        FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+    """,
+    "functions": """
+        SELECT p.proname, pg_get_function_identity_arguments(p.oid)
+        FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+    """,
+}
+
+Fingerprint = dict[str, list[tuple[str, ...]]]
+
+
+def _normalize(value: object) -> str:
+    return re.sub(r"\s+", " ", str(value)).strip()
+
+
+def fingerprint(dsn: str) -> Fingerprint:
+    """Everything about the schema that must not depend on how it was built."""
+    found: Fingerprint = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for section, query in _CATALOG.items():
+            rows = conn.execute(query.encode()).fetchall()
+            found[section] = sorted(tuple(_normalize(v) for v in row) for row in rows)
+    return found
+
+
+def version_rows(dsn: str) -> tuple[list[int], list[tuple[int, str]]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        upstream = [r[0] for r in conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v")]
+        durable = [
+            (int(r[0]), str(r[1]))
+            for r in conn.execute("SELECT v, name FROM langgraph_durable_migrations ORDER BY v")
+        ]
+    return upstream, durable
+
+
+def without_ours(schema: Fingerprint) -> Fingerprint:
+    """The schema minus what langgraph-durable adds to upstream's."""
+    return {
+        section: [
+            row for row in rows if not any(v.startswith(("lgd_", "langgraph_durable")) for v in row)
+        ]
+        for section, rows in schema.items()
+    }
+
+
+def test_migrations_build_the_canonical_schema(make_db: MakeDb) -> None:
+    migrated, canonical = make_db(), make_db()
+    assert our_setup(migrated) == ALL_NAMES
+    apply_schema_sql(canonical)
+
+    want = fingerprint(canonical)
+    assert want["tables"]  # the comparison below is not between two empty schemas
+    assert fingerprint(migrated) == want
+    assert version_rows(migrated) == version_rows(canonical) == (UPSTREAM_VERSIONS, DURABLE_ROWS)
+
+
+def test_migrations_from_upstream_tables_build_the_canonical_schema(make_db: MakeDb) -> None:
+    migrated, canonical = make_db(), make_db()
+    upstream_setup(migrated)
+    assert our_setup(migrated) == DURABLE_NAMES
+    apply_schema_sql(canonical)
+
+    assert fingerprint(migrated) == fingerprint(canonical)
+    assert version_rows(migrated) == version_rows(canonical)
+
+
+def test_upstream_migrations_are_upstream_s(make_db: MakeDb) -> None:
+    """Our copies of upstream's migrations build what upstream's own `setup()` builds."""
+    by_upstream, by_us = make_db(), make_db()
+    upstream_setup(by_upstream)
+    our_setup(by_us)
+
+    assert list(range(len(PostgresSaver.MIGRATIONS))) == UPSTREAM_VERSIONS
+    ours = without_ours(fingerprint(by_us))
+    assert ours["tables"]
+    assert fingerprint(by_upstream) == ours
+
+
+# --- idempotence and concurrency -----------------------------------------------------------
+
+
+def test_setup_is_idempotent(fresh_db_dsn: str) -> None:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        assert saver.setup() == ALL_NAMES
+        schema, rows = fingerprint(fresh_db_dsn), version_rows(fresh_db_dsn)
+        assert saver.setup() == []
+        saver.check_schema()
+    assert fingerprint(fresh_db_dsn) == schema
+    assert version_rows(fresh_db_dsn) == rows
+
+
+async def test_asetup_is_idempotent(fresh_db_dsn: str) -> None:
+    async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        assert await saver.asetup() == ALL_NAMES
+        rows = version_rows(fresh_db_dsn)
+        assert await saver.asetup() == []
+        await saver.acheck_schema()
+    assert version_rows(fresh_db_dsn) == rows
+
+
+class SetupWorkers:
+    """Processes running `_setup_worker.py`, each with its own interpreter and pool."""
+
+    TIMEOUT_S = 60.0
+
+    def __init__(self, count: int) -> None:
+        package_root = str(Path(langgraph_durable.__file__).resolve().parents[1])
+        pythonpath = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        script = str(Path(__file__).with_name("_setup_worker.py"))
+        self.procs: list[subprocess.Popen[str]] = []
+        self.lines: list[queue.Queue[str]] = []
+        for _ in range(count):
+            proc = subprocess.Popen(
+                [sys.executable, script],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": pythonpath},
+            )
+            lines: queue.Queue[str] = queue.Queue()
+            assert proc.stdout is not None
+            threading.Thread(target=self._pump, args=(proc.stdout, lines), daemon=True).start()
+            self.procs.append(proc)
+            self.lines.append(lines)
+
+    @staticmethod
+    def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
+        for line in stream:
+            lines.put(line)
+
+    def _send(self, i: int, line: str) -> None:
+        stdin = self.procs[i].stdin
+        assert stdin is not None
+        stdin.write(line + "\n")
+        stdin.flush()
+
+    def _receive(self, i: int) -> dict[str, Any]:
+        try:
+            line = self.lines[i].get(timeout=self.TIMEOUT_S)
+        except queue.Empty:
+            pytest.fail(f"setup worker {i} did not answer within {self.TIMEOUT_S}s")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def race(self, dsn: str) -> list[dict[str, Any]]:
+        """Every worker opens a saver on `dsn`; then all call `setup()` at the same moment.
+
+        Half the workers use the sync saver and half the async one.
+        """
+        for i in range(len(self.procs)):
+            flavour = "sync" if i % 2 == 0 else "async"
+            self._send(i, json.dumps({"flavour": flavour, "dsn": dsn}))
+        for i in range(len(self.procs)):
+            assert self._receive(i) == {"ready": True}
+        for i in range(len(self.procs)):
+            self._send(i, "go")
+        return [self._receive(i) for i in range(len(self.procs))]
+
+    def close(self) -> None:
+        # Between races a worker holds no connection, so there is nothing to shut down
+        # gracefully; terminating saves the interpreters' slow exit.
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(timeout=10)
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def setup_workers() -> Iterator[SetupWorkers]:
+    """Six worker processes, started once, with the module, so that their imports (about
+    a CPU second each) overlap with the tests that come before the race."""
+    workers = SetupWorkers(6)
+    try:
+        yield workers
+    finally:
+        workers.close()
+
+
+class SetupDeadlocked(AssertionError):
+    """A concurrent setup() failed with DeadlockDetected."""
+
+
+class IndexLeftInvalid(AssertionError):
+    """setup() recorded a migration whose index is INVALID."""
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        "empty",
+        "upstream_tables",
+        "up_to_date",
+    ],
+)
+def test_concurrent_setup(start: str, fresh_db_dsn: str, setup_workers: SetupWorkers) -> None:
+    if start == "upstream_tables":
+        upstream_setup(fresh_db_dsn)
+    elif start == "up_to_date":
+        our_setup(fresh_db_dsn)
+    expected = {"empty": ALL_NAMES, "upstream_tables": DURABLE_NAMES, "up_to_date": []}[start]
+
+    outcomes = setup_workers.race(fresh_db_dsn)
+
+    errors = [o for o in outcomes if "error" in o]
+    if any(e["error"] == "DeadlockDetected" for e in errors):
+        raise SetupDeadlocked(errors)
+    assert errors == []
+    applied = [name for o in outcomes for name in o["applied"]]
+    assert sorted(applied) == sorted(expected)  # each migration applied exactly once
+    assert version_rows(fresh_db_dsn) == (UPSTREAM_VERSIONS, DURABLE_ROWS)
+    assert all(row[-1] == "valid" for row in fingerprint(fresh_db_dsn)["indexes"])
+
+
+def _wait_for_blocked_index_build(admin: psycopg.Connection[Any], dbname: str) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+            " AND query ILIKE '%%CREATE INDEX CONCURRENTLY%%' AND wait_event_type = 'Lock'",
+            [dbname],
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        time.sleep(0.02)
+    pytest.fail("CREATE INDEX CONCURRENTLY never waited for the open snapshot")
+
+
+def test_setup_rebuilds_an_index_an_interrupted_setup_left_invalid(fresh_db_dsn: str) -> None:
+    our_setup(fresh_db_dsn)
+    index = "lgd_checkpoints_thread_id_checkpoint_id_idx"
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index)))
+        admin.execute("DELETE FROM langgraph_durable_migrations WHERE v = %s", [DURABLE_VERSION])
+        dbname = admin.info.dbname
+        # An open snapshot holds the index build in its last phase, where it is cancelled,
+        # as a deadlock, a timeout or a killed worker would interrupt it.
+        with (
+            psycopg.connect(fresh_db_dsn) as holder,
+            DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            holder.execute("SELECT 1")
+            interrupted = pool.submit(saver.setup)
+            pid = _wait_for_blocked_index_build(admin, dbname)
+            admin.execute("SELECT pg_cancel_backend(%s)", [pid])
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                interrupted.result(timeout=10)
+            holder.rollback()
+        state = admin.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [index]
+        ).fetchone()
+        assert state == (False,)  # the interrupted build left its index behind, invalid
+
+    assert our_setup(fresh_db_dsn) == [DURABLE_NAMES[-1]]
+    indexes = fingerprint(fresh_db_dsn)["indexes"]
+    if invalid := [row for row in indexes if row[-1] != "valid"]:
+        raise IndexLeftInvalid(invalid)
+
+
+# --- version checks ------------------------------------------------------------------------
+
+
+def _advisory_locks(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _from_the_future(dsn: str) -> None:
+    our_setup(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_migrations (v, name) VALUES (%s, %s)",
+            [DURABLE_VERSION + 1, "durable_999_from_the_future"],
+        )
+
+
+def test_schema_too_new(fresh_db_dsn: str) -> None:
+    _from_the_future(fresh_db_dsn)
+    schema, rows = fingerprint(fresh_db_dsn), version_rows(fresh_db_dsn)
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        with pytest.raises(SchemaTooNewError, match="Upgrade langgraph-durable"):
+            saver.setup()
+        with pytest.raises(SchemaTooNewError, match="Upgrade langgraph-durable"):
+            saver.check_schema()
+        # The failed setup() let go of its lock: another setup would not wait forever.
+        assert _advisory_locks(fresh_db_dsn) == 0
+    assert fingerprint(fresh_db_dsn) == schema
+    assert version_rows(fresh_db_dsn) == rows
+
+
+async def test_schema_too_new_async(fresh_db_dsn: str) -> None:
+    _from_the_future(fresh_db_dsn)
+    async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        with pytest.raises(SchemaTooNewError):
+            await saver.asetup()
+        with pytest.raises(SchemaTooNewError):
+            await saver.acheck_schema()
+        assert _advisory_locks(fresh_db_dsn) == 0
+
+
+def _tables(dsn: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [
+            r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")
+        ]
+
+
+def test_check_schema_on_an_empty_database(fresh_db_dsn: str) -> None:
+    with (
+        DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver,
+        pytest.raises(SchemaNotReadyError, match=re.escape("setup()")),
+    ):
+        saver.check_schema()
+    assert _tables(fresh_db_dsn) == []  # checking created nothing
+
+
+async def test_check_schema_on_an_empty_database_async(fresh_db_dsn: str) -> None:
+    async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        with pytest.raises(SchemaNotReadyError, match=re.escape("setup()")):
+            await saver.acheck_schema()
+
+
+def test_check_schema_on_upstream_tables_says_to_call_setup(fresh_db_dsn: str) -> None:
+    upstream_setup(fresh_db_dsn)
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        with pytest.raises(SchemaNotReadyError) as raised:
+            saver.check_schema()
+        assert "setup()" in str(raised.value)
+        assert saver.setup() == DURABLE_NAMES
+        saver.check_schema()
+
+
+def test_check_schema_on_a_partly_migrated_database(fresh_db_dsn: str) -> None:
+    our_setup(fresh_db_dsn)
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v = %s", [DURABLE_VERSION])
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        with pytest.raises(SchemaNotReadyError, match=re.escape("setup()")):
+            saver.check_schema()
+        assert saver.setup() == [DURABLE_NAMES[-1]]
+        saver.check_schema()
+
+
+# --- use before setup ----------------------------------------------------------------------
+
+THREAD: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+
+
+def _checkpoint_args() -> tuple[RunnableConfig, Any, Any, Any]:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"counter": 1, "items": ["a", "b"]}
+    checkpoint["channel_versions"] = {"counter": "1", "items": "1"}
+    return THREAD, checkpoint, {"source": "input", "step": -1}, {"counter": "1", "items": "1"}
+
+
+WRITE_TO: RunnableConfig = {
+    "configurable": {"thread_id": "t-1", "checkpoint_ns": "", "checkpoint_id": "1"}
+}
+
+
+def _calls(saver: BaseCheckpointSaver[Any]) -> dict[str, Callable[[], object]]:
+    return {
+        "get_tuple": lambda: saver.get_tuple(THREAD),
+        "list": lambda: list(saver.list(THREAD)),
+        "put": lambda: saver.put(*_checkpoint_args()),
+        "put_writes": lambda: saver.put_writes(WRITE_TO, [("items", ["c"])], "task-1"),
+    }
+
+
+def _acalls(saver: BaseCheckpointSaver[Any]) -> dict[str, Callable[[], Awaitable[object]]]:
+    async def alist() -> object:
+        return [t async for t in saver.alist(THREAD)]
+
+    return {
+        "aget_tuple": lambda: saver.aget_tuple(THREAD),
+        "alist": alist,
+        "aput": lambda: saver.aput(*_checkpoint_args()),
+        "aput_writes": lambda: saver.aput_writes(WRITE_TO, [("items", ["c"])], "task-1"),
+    }
+
+
+def _check_not_ready(error: SchemaNotReadyError, call: str) -> None:
+    """Named, says what to do, and keeps the driver's error as its cause."""
+    assert "setup()" in str(error), call
+    assert isinstance(error.__cause__, psycopg.errors.UndefinedTable), call
+
+
+def test_use_before_setup(fresh_db_dsn: str) -> None:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        for name, call in _calls(saver).items():
+            with pytest.raises(SchemaNotReadyError) as raised:
+                call()
+            _check_not_ready(raised.value, name)
+        # The pool's connections are still good once the schema exists.
+        saver.setup()
+        assert saver.get_tuple(THREAD) is None
+
+
+async def test_use_before_setup_async(fresh_db_dsn: str) -> None:
+    async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        for name, call in _acalls(saver).items():
+            with pytest.raises(SchemaNotReadyError) as raised:
+                await call()
+            _check_not_ready(raised.value, name)
+        await saver.asetup()
+        assert await saver.aget_tuple(THREAD) is None

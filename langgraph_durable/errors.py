@@ -11,14 +11,23 @@ Each class docstring is its default message and says what to do. Driver errors
     ├── SchemaError
     │   ├── SchemaNotReadyError
     │   └── SchemaTooNewError
-    └── InvalidInputError                 (also a ValueError)
-        ├── InvalidThreadIdError
-        ├── UnserializableValueError
-        ├── TargetThreadNotEmptyError
-        └── UnknownPruneStrategyError
+    ├── InvalidInputError                 (also a ValueError)
+    │   ├── InvalidThreadIdError
+    │   ├── UnserializableValueError
+    │   ├── TargetThreadNotEmptyError
+    │   ├── UnknownPruneStrategyError
+    │   └── EffectInputMismatchError
+    └── EffectError
+        ├── JournalNotFoundError          (also a ConfigurationError)
+        ├── EffectOutcomeUnknown
+        ├── EffectInProgressError
+        ├── EffectDeferred
+        └── EffectFailedError
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import psycopg
 import psycopg.errors
@@ -27,8 +36,15 @@ __all__ = [
     "ConfigurationError",
     "DatabaseUnreachableError",
     "DurableError",
+    "EffectDeferred",
+    "EffectError",
+    "EffectFailedError",
+    "EffectInProgressError",
+    "EffectInputMismatchError",
+    "EffectOutcomeUnknown",
     "InvalidInputError",
     "InvalidThreadIdError",
+    "JournalNotFoundError",
     "SchemaError",
     "SchemaNotReadyError",
     "SchemaTooNewError",
@@ -100,6 +116,71 @@ class TargetThreadNotEmptyError(InvalidInputError):
 
 class UnknownPruneStrategyError(InvalidInputError):
     """Unknown prune strategy: use "keep_latest" or "delete"."""
+
+
+class EffectInputMismatchError(InvalidInputError):
+    """The same idempotency key was used with a different input; nothing was called.
+
+    A key names one operation: give this call its own key, or pass the original input.
+    """
+
+
+class EffectError(DurableError):
+    """An effect could not be run or replayed; see the message for what to do."""
+
+    def __init__(self, message: str | None = None, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class JournalNotFoundError(EffectError, ConfigurationError):
+    """No effect journal is available.
+
+    Run the effect inside a graph compiled with a langgraph-durable saver, pass
+    `journal=EffectJournal(...)` to `@effect`, or call `set_default_journal(...)`.
+    """
+
+
+class EffectOutcomeUnknown(EffectError):
+    """An earlier attempt of this effect started and never recorded an outcome.
+
+    The receiver may or may not have acted. Check it by the effect's key, then resolve the
+    journal row by hand (`resolve_effect(..., completed=...)`, `allow_retry=True` or
+    `failed=...`) and resume the run. Add a `reconcile=` hook to do this automatically, or
+    `retry="idempotent"` when the receiver honours the key.
+    """
+
+
+class EffectInProgressError(EffectError):
+    """Another worker holds this effect's lease and has not finished; try again later."""
+
+
+class EffectDeferred(EffectError):
+    """The receiver asked to retry later (rate limit); the run should park until `retry_at`."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        key: str | None = None,
+        retry_at: datetime | None = None,
+    ) -> None:
+        super().__init__(message, key=key)
+        self.retry_at = retry_at
+
+
+class EffectFailedError(EffectError):
+    """The effect failed terminally earlier; its journaled error is raised again on replay.
+
+    Attributes:
+        error_type: The class name of the original error.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, key: str | None = None, error_type: str | None = None
+    ) -> None:
+        super().__init__(message, key=key)
+        self.error_type = error_type
 
 
 def translate_driver_error(exc: psycopg.Error) -> DurableError | None:

@@ -24,6 +24,8 @@ FILES = {
     "checkpoint/_aconnection.py": "checkpoint/_connection.py",
     "checkpoint/_amigrate.py": "checkpoint/_migrate.py",
     "checkpoint/aio.py": "checkpoint/sync.py",
+    "effects/_ajournal.py": "effects/_journal.py",
+    "effects/_arunner.py": "effects/_runner.py",
 }
 
 # Whole-word replacements, applied in order (longer names first where one contains another).
@@ -60,6 +62,25 @@ NAMES = [
     ("_afetch_rows", "_fetch_rows"),
     ("_astore_writes", "_store_writes"),
     ("_astore_checkpoint", "_store_checkpoint"),
+    ("AsyncEffectJournal", "EffectJournal"),
+    ("_ajournal", "_journal"),
+    ("_arunner", "_runner"),
+    ("arun_effect", "run_effect"),
+    ("_aattempt", "_attempt"),
+    ("_arecord_failure", "_record_failure"),
+    ("aclaim", "claim"),
+    ("aget", "get"),
+    ("atake_over", "take_over"),
+    ("acomplete", "complete"),
+    ("afail", "fail"),
+    ("await_retry", "wait_retry"),
+    ("amark_unknown", "mark_unknown"),
+    ("arelease", "release"),
+    ("areplayed", "replayed"),
+    ("aallow_retry", "allow_retry"),
+    ("aresolve", "resolve"),
+    ("aopen_effects", "open_effects"),
+    ("atoken_ledger", "token_ledger"),
     ("ainvoke", "invoke"),
     ("astream", "stream"),
 ]
@@ -74,7 +95,7 @@ PATTERNS = [
     (re.compile(r"\basyncio\.Condition\b"), "threading.Condition"),
     (re.compile(r"\basyncio\.Lock\b"), "threading.Lock"),
     (re.compile(r"\basyncio\.sleep\b"), "time.sleep"),
-    (re.compile(r"^import asyncio$", re.MULTILINE), "import threading"),
+    (re.compile(r"^import asyncio$", re.MULTILINE), "import threading\nimport time"),
     *((re.compile(rf"\b{re.escape(a)}\b"), b) for a, b in NAMES),
 ]
 

@@ -67,11 +67,17 @@ SELECT
     (
         SELECT array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
-        JOIN checkpoint_blobs bl
-            ON bl.thread_id = c.thread_id
-            AND bl.checkpoint_ns = c.checkpoint_ns
-            AND bl.channel = v.key
-            AND bl.version = v.value
+        -- One primary-key probe per version. A plain join lets the planner (which guesses
+        -- 100 versions and an average-sized thread) hash-join every blob of the thread.
+        CROSS JOIN LATERAL (
+            SELECT b.channel, b.type, b.blob
+            FROM checkpoint_blobs b
+            WHERE b.thread_id = c.thread_id
+                AND b.checkpoint_ns = c.checkpoint_ns
+                AND b.channel = v.key
+                AND b.version = v.value
+            LIMIT 1
+        ) AS bl
     ) AS channel_values,
     (
         SELECT array_agg(array[
@@ -303,10 +309,16 @@ WITH RECURSIVE walk AS (
         ),
         w.depth + 1
     FROM walk w
-    JOIN checkpoints p
-        ON p.thread_id = %(thread_id)s
-        AND p.checkpoint_ns = %(checkpoint_ns)s
-        AND p.checkpoint_id = w.parent_checkpoint_id
+    -- LATERAL ... LIMIT 1: one primary-key lookup per step. A plain join lets a generic
+    -- plan hash-join every checkpoint of the thread at every step (quadratic).
+    CROSS JOIN LATERAL (
+        SELECT p.checkpoint_id, p.parent_checkpoint_id, p.checkpoint
+        FROM checkpoints p
+        WHERE p.thread_id = %(thread_id)s
+            AND p.checkpoint_ns = %(checkpoint_ns)s
+            AND p.checkpoint_id = w.parent_checkpoint_id
+        LIMIT 1
+    ) AS p
     WHERE cardinality(w.remaining) > 0
 )
 SELECT
@@ -320,11 +332,17 @@ SELECT
     NULL::jsonb AS inline
 FROM walk
 CROSS JOIN LATERAL unnest(walk.visiting) AS ch
-JOIN checkpoint_writes cw
-    ON cw.thread_id = %(thread_id)s
-    AND cw.checkpoint_ns = %(checkpoint_ns)s
-    AND cw.checkpoint_id = walk.checkpoint_id
-    AND cw.channel = ch
+-- OFFSET 0 keeps this a lookup per walked checkpoint (primary-key prefix), never a join
+-- against every write of the thread.
+CROSS JOIN LATERAL (
+    SELECT w.channel, w.type, w.blob, w.task_id, w.task_path, w.idx
+    FROM checkpoint_writes w
+    WHERE w.thread_id = %(thread_id)s
+        AND w.checkpoint_ns = %(checkpoint_ns)s
+        AND w.checkpoint_id = walk.checkpoint_id
+        AND w.channel = ch
+    OFFSET 0
+) AS cw
 WHERE NOT %(chain_only)s
 UNION ALL
 SELECT
@@ -332,16 +350,24 @@ SELECT
     CASE WHEN b.blob IS NULL THEN c.checkpoint -> 'channel_values' -> ch END AS inline
 FROM walk
 CROSS JOIN LATERAL unnest(walk.visiting) AS ch
-JOIN checkpoints c
-    ON c.thread_id = %(thread_id)s
-    AND c.checkpoint_ns = %(checkpoint_ns)s
-    AND c.checkpoint_id = walk.checkpoint_id
-LEFT JOIN checkpoint_blobs b
-    ON b.thread_id = %(thread_id)s
-    AND b.checkpoint_ns = %(checkpoint_ns)s
-    AND b.channel = ch
-    AND b.version = c.checkpoint -> 'channel_versions' ->> ch
-    AND b.type <> 'empty'
+CROSS JOIN LATERAL (
+    SELECT c.checkpoint
+    FROM checkpoints c
+    WHERE c.thread_id = %(thread_id)s
+        AND c.checkpoint_ns = %(checkpoint_ns)s
+        AND c.checkpoint_id = walk.checkpoint_id
+    LIMIT 1
+) AS c
+LEFT JOIN LATERAL (
+    SELECT b.type, b.blob
+    FROM checkpoint_blobs b
+    WHERE b.thread_id = %(thread_id)s
+        AND b.checkpoint_ns = %(checkpoint_ns)s
+        AND b.channel = ch
+        AND b.version = c.checkpoint -> 'channel_versions' ->> ch
+        AND b.type <> 'empty'
+    LIMIT 1
+) AS b ON true
 WHERE ch <> ALL(walk.remaining) AND NOT %(chain_only)s
 
 -- name: prune_delete_checkpoints
@@ -380,3 +406,137 @@ GROUP BY thread_id
 HAVING max((checkpoint ->> 'ts')::timestamptz) < %(cutoff)s
 ORDER BY last_ts
 LIMIT %(batch)s
+
+-- ---------------------------------------------------------------------------------------
+-- The effect journal. Every write that starts or ends an attempt commits with
+-- synchronous_commit on, whatever the session or the graph's durability mode (I1).
+-- Transitions are conditional on the attempt and status the caller saw, so two workers
+-- can never both own an attempt.
+
+-- name: effect_claim
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+INSERT INTO langgraph_durable_effects
+    (key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
+     thread_id, checkpoint_ns, node, step)
+SELECT %(key)s, %(effect_name)s, %(input_hash)s, 'running', 1, %(owner)s,
+    clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    %(thread_id)s, %(checkpoint_ns)s, %(node)s, %(step)s
+FROM commit_mode
+ON CONFLICT (key) DO NOTHING
+RETURNING attempt
+
+-- name: effect_get
+SELECT key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
+    next_attempt_at, result_type, result, error_type, error_message, usage, replays,
+    thread_id, node, step, created_at, updated_at, completed_at, resolved_by,
+    clock_timestamp() AS db_now
+FROM langgraph_durable_effects
+WHERE key = %(key)s
+
+-- name: effect_take_over
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+UPDATE langgraph_durable_effects SET
+    status = 'running',
+    attempt = attempt + 1,
+    lease_owner = %(owner)s,
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    next_attempt_at = NULL,
+    updated_at = clock_timestamp()
+FROM commit_mode
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = %(seen_status)s
+RETURNING attempt
+
+-- name: effect_complete
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+UPDATE langgraph_durable_effects SET
+    status = 'completed',
+    result_type = %(result_type)s,
+    result = %(result)s,
+    usage = %(usage)s::jsonb,
+    resolved_by = %(resolved_by)s,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    error_type = NULL,
+    error_message = NULL,
+    completed_at = clock_timestamp(),
+    updated_at = clock_timestamp()
+FROM commit_mode
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
+RETURNING attempt
+
+-- name: effect_fail
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+UPDATE langgraph_durable_effects SET
+    status = 'failed',
+    error_type = %(error_type)s,
+    error_message = %(error_message)s,
+    resolved_by = %(resolved_by)s,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    completed_at = clock_timestamp(),
+    updated_at = clock_timestamp()
+FROM commit_mode
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
+RETURNING attempt
+
+-- name: effect_wait_retry
+-- `status` is 'retry_wait' (a retryable error, in-process backoff) or 'deferred' (rate
+-- limited: the run parks until next_attempt_at).
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+UPDATE langgraph_durable_effects SET
+    status = %(status)s,
+    next_attempt_at = clock_timestamp() + make_interval(secs => %(delay_seconds)s),
+    error_type = %(error_type)s,
+    error_message = %(error_message)s,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    updated_at = clock_timestamp()
+FROM commit_mode
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
+RETURNING next_attempt_at
+
+-- name: effect_mark_unknown
+UPDATE langgraph_durable_effects SET status = 'unknown', updated_at = clock_timestamp()
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
+
+-- name: effect_release
+-- Control flow (an interrupt) left the call: the next call starts a fresh attempt.
+UPDATE langgraph_durable_effects SET
+    status = 'retry_wait', next_attempt_at = clock_timestamp(),
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
+
+-- name: effect_replayed
+UPDATE langgraph_durable_effects SET replays = replays + 1 WHERE key = %(key)s
+
+-- name: effect_allow_retry
+-- Resolution by hand: the receiver never acted, so the next call may attempt again.
+UPDATE langgraph_durable_effects SET
+    status = 'retry_wait', next_attempt_at = clock_timestamp(), resolved_by = %(resolved_by)s,
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+WHERE key = %(key)s AND status = ANY(%(seen_statuses)s)
+RETURNING attempt
+
+-- name: effects_open
+-- Effects that need attention or are under way, oldest first, for operators.
+SELECT key, effect_name, status, attempt, lease_owner, lease_expires_at, next_attempt_at,
+    error_type, error_message, thread_id, node, step, updated_at
+FROM langgraph_durable_effects
+WHERE status IN ('running', 'unknown', 'deferred', 'retry_wait')
+    AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+ORDER BY updated_at
+LIMIT %(limit)s
+
+-- name: token_ledger
+-- Tokens paid for by model calls of a thread, and tokens not paid again thanks to replays.
+SELECT
+    coalesce(sum((usage ->> 'input_tokens')::bigint), 0) AS input_tokens,
+    coalesce(sum((usage ->> 'output_tokens')::bigint), 0) AS output_tokens,
+    coalesce(sum((usage ->> 'total_tokens')::bigint), 0) AS total_tokens,
+    coalesce(sum((usage ->> 'total_tokens')::bigint * replays), 0) AS saved_total_tokens,
+    coalesce(sum((usage ->> 'input_tokens')::bigint * replays), 0) AS saved_input_tokens,
+    coalesce(sum((usage ->> 'output_tokens')::bigint * replays), 0) AS saved_output_tokens,
+    count(*) AS calls,
+    coalesce(sum(replays), 0) AS replays
+FROM langgraph_durable_effects
+WHERE thread_id = %(thread_id)s AND usage IS NOT NULL AND status = 'completed'

@@ -50,7 +50,37 @@ CREATE TABLE langgraph_durable_migrations (
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+CREATE TABLE langgraph_durable_effects (
+    key TEXT PRIMARY KEY,
+    effect_name TEXT NOT NULL,
+    input_hash TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN
+        ('running', 'completed', 'failed', 'retry_wait', 'deferred', 'unknown')),
+    attempt INTEGER NOT NULL DEFAULT 1,
+    lease_owner TEXT,
+    lease_expires_at TIMESTAMPTZ,
+    next_attempt_at TIMESTAMPTZ,
+    result_type TEXT,
+    result BYTEA,
+    error_type TEXT,
+    error_message TEXT,
+    resolved_by TEXT,
+    usage JSONB,
+    replays INTEGER NOT NULL DEFAULT 0,
+    thread_id TEXT,
+    checkpoint_ns TEXT,
+    node TEXT,
+    step INTEGER,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    completed_at TIMESTAMPTZ
+);
+CREATE INDEX lgd_effects_thread_idx ON langgraph_durable_effects (thread_id);
+CREATE INDEX lgd_effects_open_idx ON langgraph_durable_effects (status, lease_expires_at)
+    WHERE status IN ('running', 'unknown', 'deferred', 'retry_wait');
+
 INSERT INTO checkpoint_migrations (v) SELECT generate_series(0, 9);
 INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (1, 'durable_001_checkpoints_run_id_idx_concurrently'),
-    (2, 'durable_002_checkpoints_thread_order_idx_concurrently');
+    (2, 'durable_002_checkpoints_thread_order_idx_concurrently'),
+    (3, 'durable_003_effects_journal');

@@ -150,6 +150,11 @@ def retry_on_disconnect(
             if not is_disconnect(exc):
                 raise
             logger.warning("connection lost (%s); retrying %s once", exc, fn.__name__)
+            # A restart kills every idle connection in the pool, not just this one: drop
+            # them all first, or the retry draws the next dead one and fails the same way.
+            source = getattr(args[0], "_source", None) if args else None
+            if source is not None and isinstance(source.conn, AsyncConnectionPool):
+                await source.conn.check()
             return await fn(*args, **kwargs)
 
     return wrapper

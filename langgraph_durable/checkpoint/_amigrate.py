@@ -64,11 +64,11 @@ async def _apply(conn: AsyncConnection[DictRow], migration: Migration) -> None:
                     index=sql.Identifier(migration.index)
                 )
                 await conn.execute(drop)
-        await conn.execute(migration.sql)
+        await conn.execute(migration.sql, prepare=False)
         await conn.execute(QUERIES[record], params)
         return
     async with conn.transaction():
-        await conn.execute(migration.sql)
+        await conn.execute(migration.sql, prepare=False)
         await conn.execute(QUERIES[record], params)
 
 

@@ -165,14 +165,41 @@ def checkpoint_row(
     return row, blob_values
 
 
+def _failing_key(serde: SerializerProtocol, value: Any) -> str:
+    """For a dict (a graph input on `__start__`, a state update), the first bad key."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            try:
+                serde.dumps_typed(item)
+            except Exception:
+                return f" (key {key!r})"
+    return ""
+
+
 def _dump(serde: SerializerProtocol, value: Any, where: str) -> tuple[str, bytes]:
     try:
         return serde.dumps_typed(value)
     except Exception as exc:
         raise UnserializableValueError(
-            f"{where} holds a {type(value).__name__} the serializer cannot handle ({exc}); "
-            "nothing was written. Make the value serializable or keep it out of the state."
+            f"{where}{_failing_key(serde, value)} holds a {type(value).__name__} the "
+            f"serializer cannot handle ({exc}); nothing was written. Make the value "
+            "serializable or keep it out of the state."
         ) from exc
+
+
+def rejected_key(config: RunnableConfig) -> tuple[str, str] | None:
+    """(thread, namespace) of a checkpoint whose put was rejected, if its ids are valid."""
+    try:
+        thread_id, checkpoint_ns, _ = target(config)
+    except InvalidInputError:
+        return None
+    return thread_id, checkpoint_ns
+
+
+def _no_nul(text: str, what: str) -> str:
+    if "\x00" in text:
+        raise InvalidInputError(f"{what} {text!r} contains a NUL character; nothing was written.")
+    return text
 
 
 def blob_params(
@@ -218,7 +245,7 @@ def write_params(
         "checkpoint_ns": checkpoint_ns,
         "checkpoint_id": checkpoint_id,
         "task_id": thread_id_of(task_id, "task_id"),
-        "task_path": task_path,
+        "task_path": _no_nul(task_path, "task_path"),
         "idxs": [],
         "channels": [],
         "types": [],
@@ -227,7 +254,7 @@ def write_params(
     for idx, (channel, value) in enumerate(writes):
         type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
         params["idxs"].append(WRITES_IDX_MAP.get(channel, idx))
-        params["channels"].append(channel)
+        params["channels"].append(_no_nul(channel, "write channel"))
         params["types"].append(type_)
         params["blobs"].append(blob)
     replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)

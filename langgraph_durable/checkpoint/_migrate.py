@@ -65,11 +65,11 @@ def _apply(conn: Connection[DictRow], migration: Migration) -> None:
                     index=sql.Identifier(migration.index)
                 )
                 conn.execute(drop)
-        conn.execute(migration.sql)
+        conn.execute(migration.sql, prepare=False)
         conn.execute(QUERIES[record], params)
         return
     with conn.transaction():
-        conn.execute(migration.sql)
+        conn.execute(migration.sql, prepare=False)
         conn.execute(QUERIES[record], params)
 
 

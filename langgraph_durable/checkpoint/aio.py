@@ -118,6 +118,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self.conn = conn
         self.async_commit = async_commit
         self._writes_in_flight = _WritesInFlight()
+        # (thread, namespace) whose last put was rejected: under durability="async"
+        # LangGraph runs the next tasks anyway, and their writes must not land against
+        # checkpoints that will never exist. Cleared by the next accepted put there.
+        self._rejected: dict[tuple[str, str], InvalidInputError] = {}
         self.loop = asyncio.get_running_loop()  # async-only
 
     @classmethod
@@ -250,7 +254,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self, query: LiteralString, params: dict[str, Any]
     ) -> builtins.list[_core.CheckpointRow]:
         async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
-            await cur.execute(query, params)
+            # Never prepared: a generic plan knows only the average thread and, with a
+            # metadata filter, sorts a whole huge thread instead of walking its index.
+            await cur.execute(query, params, prepare=False)
             rows = await cur.fetchall()
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 await self._amigrate_sends(cur, to_migrate)
@@ -285,12 +291,20 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         Waits first for the writes still being stored against the checkpoint this one moves
         past, so that a crash can never leave a checkpoint ahead of its tasks' results.
         """
-        row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
-        params = {
-            **row,
-            **_core.blob_params(self.serde, blob_values, new_versions),
-            "synchronous_commit": "off" if self.async_commit else "on",
-        }
+        try:
+            row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+            params = {
+                **row,
+                **_core.blob_params(self.serde, blob_values, new_versions),
+                "synchronous_commit": "off" if self.async_commit else "on",
+            }
+        except InvalidInputError as exc:
+            key = _core.rejected_key(config)
+            if key is not None:
+                if len(self._rejected) > 1024:
+                    self._rejected.clear()
+                self._rejected[key] = exc
+            raise
         if row["parent_checkpoint_id"]:
             await self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
@@ -304,6 +318,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
             )
         await self._astore_checkpoint(params)
+        self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return {
             "configurable": {
                 "thread_id": row["thread_id"],
@@ -330,6 +345,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if not writes:
             return
         key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
+        if key[:2] in self._rejected:
+            rejected = self._rejected[key[:2]]
+            raise type(rejected)(
+                f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
+                f"({rejected}); these writes were not stored either."
+            )
         await self._writes_in_flight.enter(key)
         try:
             await self._astore_writes(

@@ -120,6 +120,10 @@ class DurablePostgresSaver(AsyncCallsRefused):
         self.conn = conn
         self.async_commit = async_commit
         self._writes_in_flight = _WritesInFlight()
+        # (thread, namespace) whose last put was rejected: under durability="async"
+        # LangGraph runs the next tasks anyway, and their writes must not land against
+        # checkpoints that will never exist. Cleared by the next accepted put there.
+        self._rejected: dict[tuple[str, str], InvalidInputError] = {}
 
     @classmethod
     @contextmanager
@@ -249,7 +253,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
         self, query: LiteralString, params: dict[str, Any]
     ) -> builtins.list[_core.CheckpointRow]:
         with self._source.connection() as conn, conn.cursor(binary=True) as cur:
-            cur.execute(query, params)
+            # Never prepared: a generic plan knows only the average thread and, with a
+            # metadata filter, sorts a whole huge thread instead of walking its index.
+            cur.execute(query, params, prepare=False)
             rows = cur.fetchall()
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 self._migrate_sends(cur, to_migrate)
@@ -284,12 +290,20 @@ class DurablePostgresSaver(AsyncCallsRefused):
         Waits first for the writes still being stored against the checkpoint this one moves
         past, so that a crash can never leave a checkpoint ahead of its tasks' results.
         """
-        row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
-        params = {
-            **row,
-            **_core.blob_params(self.serde, blob_values, new_versions),
-            "synchronous_commit": "off" if self.async_commit else "on",
-        }
+        try:
+            row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+            params = {
+                **row,
+                **_core.blob_params(self.serde, blob_values, new_versions),
+                "synchronous_commit": "off" if self.async_commit else "on",
+            }
+        except InvalidInputError as exc:
+            key = _core.rejected_key(config)
+            if key is not None:
+                if len(self._rejected) > 1024:
+                    self._rejected.clear()
+                self._rejected[key] = exc
+            raise
         if row["parent_checkpoint_id"]:
             self._writes_in_flight.wait_idle(
                 (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
@@ -302,6 +316,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
                 (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
             )
         self._store_checkpoint(params)
+        self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return {
             "configurable": {
                 "thread_id": row["thread_id"],
@@ -328,6 +343,12 @@ class DurablePostgresSaver(AsyncCallsRefused):
         if not writes:
             return
         key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
+        if key[:2] in self._rejected:
+            rejected = self._rejected[key[:2]]
+            raise type(rejected)(
+                f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
+                f"({rejected}); these writes were not stored either."
+            )
         self._writes_in_flight.enter(key)
         try:
             self._store_writes(

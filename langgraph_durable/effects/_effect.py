@@ -1,0 +1,352 @@
+"""`@effect`: make a side effect idempotent across re-runs, retries and crashes.
+
+    @effect
+    def create_deal(customer: str, amount: int, idempotency_key: str) -> dict: ...
+
+    @effect(key=lambda order: f"refund:{order.id}", retry="idempotent")
+    async def refund(order: Order) -> Receipt: ...
+
+Inside a graph compiled with a langgraph-durable saver the journal is found through the
+graph's checkpointer; elsewhere pass `journal=` or call `set_default_journal()`. The
+decorated callable may be sync or async and can be called from nodes, tools and `@task`
+functions; a whole node can be decorated too (its state update is then the journaled
+result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
+
+from langgraph.config import get_config
+
+from langgraph_durable.checkpoint.aio import AsyncDurablePostgresSaver
+from langgraph_durable.checkpoint.sync import DurablePostgresSaver
+from langgraph_durable.effects._ajournal import AsyncEffectJournal
+from langgraph_durable.effects._arunner import arun_effect
+from langgraph_durable.effects._call import EffectCall
+from langgraph_durable.effects._journal import EffectJournal
+from langgraph_durable.effects._keys import default_key, input_hash, next_ordinal, task_context
+from langgraph_durable.effects._policy import IDEMPOTENT_RECEIVER, RetryPolicy
+from langgraph_durable.effects._runner import run_effect
+from langgraph_durable.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    JournalNotFoundError,
+    WrongSaverClassError,
+)
+
+__all__ = ["effect", "set_default_journal"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+KEY_PARAMETER = "idempotency_key"
+
+_default_journal: EffectJournal | AsyncEffectJournal | None = None
+
+
+def set_default_journal(journal: EffectJournal | AsyncEffectJournal | None) -> None:
+    """The journal for effects called outside a graph with a langgraph-durable saver."""
+    global _default_journal
+    _default_journal = journal
+
+
+def _journal_of_saver(saver: Any) -> EffectJournal | AsyncEffectJournal | None:
+    """The journal living in a saver's database, made once per saver."""
+    if not isinstance(saver, (DurablePostgresSaver, AsyncDurablePostgresSaver)):
+        return None
+    journal = saver.__dict__.get("_effect_journal")
+    if journal is None:
+        if isinstance(saver, AsyncDurablePostgresSaver):
+            journal = AsyncEffectJournal._from_source(saver._source, saver.serde)
+        else:
+            journal = EffectJournal._from_source(saver._source, saver.serde)
+        saver.__dict__["_effect_journal"] = journal
+    return cast(EffectJournal | AsyncEffectJournal, journal)
+
+
+class _LoopBridgedJournal:
+    """A sync view of an async journal, for sync effects in graphs run with `ainvoke`.
+
+    LangGraph runs sync nodes in worker threads; each journal call is sent to the saver's
+    event loop, as the async saver's own sync methods do.
+    """
+
+    def __init__(self, journal: AsyncEffectJournal, loop: asyncio.AbstractEventLoop) -> None:
+        self._journal = journal
+        self._loop = loop
+        self.serde = journal.serde
+        self.owner = journal.owner
+
+    def load_result(self, row: Any) -> Any:
+        return self._journal.load_result(row)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        target = getattr(self._journal, "await_retry" if name == "wait_retry" else f"a{name}")
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                on_loop = asyncio.get_running_loop() is self._loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:
+                raise WrongSaverClassError(
+                    "A sync @effect was called on the event loop of AsyncDurablePostgresSaver; "
+                    "make the effect `async def` or call it from a sync node."
+                )
+            future: Future[Any] = asyncio.run_coroutine_threadsafe(
+                target(*args, **kwargs), self._loop
+            )
+            return future.result()
+
+        return call
+
+
+class _ThreadedJournal:
+    """An async view of a sync journal: each call runs in a worker thread."""
+
+    def __init__(self, journal: EffectJournal) -> None:
+        self._journal = journal
+        self.serde = journal.serde
+        self.owner = journal.owner
+
+    def load_result(self, row: Any) -> Any:
+        return self._journal.load_result(row)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        plain = name[1:] if name.startswith("a") else name
+        target = getattr(self._journal, "wait_retry" if name == "await_retry" else plain)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(target, *args, **kwargs)
+
+        return call
+
+
+def _find_journal(explicit: Any, saver: Any) -> Any:
+    journal = explicit or _journal_of_saver(saver) or _default_journal
+    if journal is None:
+        raise JournalNotFoundError()
+    return journal
+
+
+def _sync_journal(journal: Any, saver: Any) -> EffectJournal:
+    if isinstance(journal, EffectJournal):
+        return journal
+    if isinstance(journal, AsyncEffectJournal):
+        loop = (
+            getattr(saver, "loop", None) if isinstance(saver, AsyncDurablePostgresSaver) else None
+        )
+        if loop is None:
+            raise ConfigurationError(
+                "A sync @effect needs a sync journal: pass journal=EffectJournal(pool) or make "
+                "the effect `async def`."
+            )
+        return cast(EffectJournal, _LoopBridgedJournal(journal, loop))
+    raise ConfigurationError(f"journal must be an EffectJournal, got {type(journal).__name__}.")
+
+
+def _async_journal(journal: Any) -> AsyncEffectJournal:
+    if isinstance(journal, AsyncEffectJournal):
+        return journal
+    if isinstance(journal, EffectJournal):
+        return cast(AsyncEffectJournal, _ThreadedJournal(journal))
+    raise ConfigurationError(
+        f"journal must be an AsyncEffectJournal, got {type(journal).__name__}."
+    )
+
+
+class _Spec:
+    """The options of one decorated effect, and how to prepare each of its calls."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None,
+        key: str | Callable[..., str] | None,
+        retry: RetryPolicy | Literal["idempotent"] | None,
+        reconcile: Callable[..., Any] | None,
+        lease_ttl: float,
+        wait_timeout: float,
+        journal: EffectJournal | AsyncEffectJournal | None,
+        usage: Callable[[Any], dict[str, Any] | None] | None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        self.key = key
+        self.policy = IDEMPOTENT_RECEIVER if retry == "idempotent" else (retry or RetryPolicy())
+        self.reconcile = reconcile
+        self.lease_ttl = lease_ttl
+        self.wait_timeout = wait_timeout
+        self.journal = journal
+        self.usage = usage
+        self.signature = inspect.signature(fn)
+        self.wants_key = KEY_PARAMETER in self.signature.parameters
+        if lease_ttl <= 0 or wait_timeout < 0:
+            raise InvalidInputError("lease_ttl must be positive and wait_timeout not negative.")
+
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[EffectCall, Any]:
+        """The call to run and the journal to run it with (sync or async, unresolved)."""
+        try:
+            config = get_config()
+        except RuntimeError:
+            config = None
+        where = task_context(config)
+        saver = where.checkpointer if where else None
+        journal = _find_journal(self.journal, saver)
+        try:
+            bound = self.signature.bind_partial(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidInputError(f"effect {self.name!r}: {exc}") from exc
+        bound.apply_defaults()
+        arguments = {k: v for k, v in bound.arguments.items() if k != KEY_PARAMETER}
+        digest = input_hash(journal.serde, self.name, arguments)
+        key = self._key(args, kwargs, where)
+
+        def invoke(idempotency_key: str) -> Any:
+            if self.wants_key:
+                return self.fn(*args, **{**kwargs, KEY_PARAMETER: idempotency_key})
+            return self.fn(*args, **kwargs)
+
+        reconcile = None
+        if self.reconcile is not None:
+            hook = self.reconcile
+
+            def reconcile(idempotency_key: str) -> Any:
+                return hook(idempotency_key, *args, **kwargs)
+
+        call = EffectCall(
+            name=self.name,
+            key=key,
+            input_hash=digest,
+            policy=self.policy,
+            lease_seconds=self.lease_ttl,
+            wait_seconds=self.wait_timeout,
+            where=where,
+            invoke=invoke,
+            reconcile=reconcile,
+            usage_of=self.usage,
+        )
+        return call, (journal, saver)
+
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any], where: Any) -> str:
+        if isinstance(self.key, str):
+            return self.key
+        if self.key is not None:
+            key = self.key(*args, **{k: v for k, v in kwargs.items() if k != KEY_PARAMETER})
+            if not isinstance(key, str) or not key or "\x00" in key:
+                raise InvalidInputError(
+                    f"The key function of effect {self.name!r} returned {key!r}; return a "
+                    "non-empty string without NUL characters."
+                )
+            return key
+        if where is None:
+            raise InvalidInputError(
+                f"effect {self.name!r} was called outside a LangGraph node or task, where no "
+                "default key can be derived: pass key= (a string or a function of the "
+                "arguments)."
+            )
+        return default_key(where, self.name, next_ordinal(where, self.name))
+
+
+@overload
+def effect(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def effect(
+    *,
+    name: str | None = None,
+    key: str | Callable[..., str] | None = None,
+    retry: RetryPolicy | Literal["idempotent"] | None = None,
+    reconcile: Callable[..., Any] | None = None,
+    lease_ttl: float = 300.0,
+    wait_timeout: float = 30.0,
+    journal: EffectJournal | AsyncEffectJournal | None = None,
+    usage: Callable[[Any], dict[str, Any] | None] | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def effect(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    key: str | Callable[..., str] | None = None,
+    retry: RetryPolicy | Literal["idempotent"] | None = None,
+    reconcile: Callable[..., Any] | None = None,
+    lease_ttl: float = 300.0,
+    wait_timeout: float = 30.0,
+    journal: EffectJournal | AsyncEffectJournal | None = None,
+    usage: Callable[[Any], dict[str, Any] | None] | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Journal a side effect so that it runs at most once per key.
+
+    Before each attempt a row (key, name, input hash, attempt, lease) is committed; a
+    completed key returns its stored result without calling; an attempt that died without
+    an outcome is reconciled, retried (only with `retry="idempotent"`) or raises
+    `EffectOutcomeUnknown`.
+
+    Args:
+        fn: The callable (sync or async). It receives the key as `idempotency_key=` when it
+            declares that parameter; `current_effect_key()` gives it anywhere inside.
+        name: Stored with each row and checked on replay; defaults to module.qualname.
+        key: A business key (string or function of the arguments) to deduplicate across
+            threads; by default a key derived from where the call happens in the graph.
+        retry: A `RetryPolicy`, or "idempotent" when the receiver honours the key (an
+            unknown outcome is then retried instead of raising).
+        reconcile: `hook(key, *args, **kwargs) -> Reconciled` that asks the receiver whether
+            an attempt with this key happened (sync, or async for async effects).
+        lease_ttl: Seconds an attempt owns the key before it counts as dead (a dead process
+            on the same host is detected at once).
+        wait_timeout: Seconds to wait for another worker's attempt before raising
+            `EffectInProgressError`.
+        journal: The journal to use outside a langgraph-durable graph.
+        usage: Extracts token usage from a result, for the token ledger.
+    """
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        spec = _Spec(
+            fn,
+            name=name,
+            key=key,
+            retry=retry,
+            reconcile=reconcile,
+            lease_ttl=lease_ttl,
+            wait_timeout=wait_timeout,
+            journal=journal,
+            usage=usage,
+        )
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                call, (found, _saver) = spec.prepare(args, kwargs)
+                return await arun_effect(_async_journal(found), call)
+
+            run_async.__effect__ = spec  # type: ignore[attr-defined]
+            return cast(Callable[P, R], run_async)
+
+        if reconcile is not None and inspect.iscoroutinefunction(reconcile):
+            raise InvalidInputError(
+                f"effect {spec.name!r} is sync but its reconcile hook is async; make both "
+                "sync or both async."
+            )
+
+        @functools.wraps(fn)
+        def run_sync(*args: Any, **kwargs: Any) -> Any:
+            call, (found, saver) = spec.prepare(args, kwargs)
+            return run_effect(_sync_journal(found, saver), call)
+
+        run_sync.__effect__ = spec  # type: ignore[attr-defined]
+        return cast(Callable[P, R], run_sync)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

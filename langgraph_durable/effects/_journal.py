@@ -1,0 +1,316 @@
+# WARNING: generated from _ajournal.py by tools/async_to_sync.py. DO NOT EDIT.
+# Edit the async source and run `python tools/async_to_sync.py`.
+"""The effect journal on Postgres (async source; `_journal.py` is generated from it).
+
+One row per idempotency key in `langgraph_durable_effects`, in the same database as the
+checkpoints. Each method is one statement; state changes are conditional on the attempt
+and status the caller saw, so only one worker ever owns an attempt. Results are stored
+with the saver's serializer, so an encrypting serializer encrypts them too.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from typing_extensions import LiteralString
+
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint._connection import (
+    Conn,
+    ConnectionSource,
+    retry_on_disconnect,
+)
+from langgraph_durable.effects._keys import TaskContext
+from langgraph_durable.effects._policy import JournalRow
+from langgraph_durable.errors import EffectError
+
+__all__ = ["EffectJournal", "process_owner"]
+
+
+def _process_start() -> str:
+    """This process's start time in clock ticks (Linux), so a reused pid is not taken for us."""
+    try:
+        with open(f"/proc/{os.getpid()}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return "0"
+
+
+def process_owner() -> str:
+    """Who holds a lease: host, pid and process start, checked by `owner_is_dead`."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start()}"
+
+
+def owner_is_dead(owner: str | None) -> bool:
+    """Whether a lease owner on this host is a process that no longer runs.
+
+    Owners on other hosts cannot be checked; their leases simply run out.
+    """
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        with open(f"/proc/{pid_text}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19] != started
+    except (OSError, IndexError):
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return started != "0"
+
+
+def _row(found: dict[str, Any]) -> JournalRow:
+    return JournalRow(
+        key=found["key"],
+        effect_name=found["effect_name"],
+        input_hash=found["input_hash"],
+        status=found["status"],
+        attempt=found["attempt"],
+        lease_expires_at=found["lease_expires_at"],
+        next_attempt_at=found["next_attempt_at"],
+        result_type=found["result_type"],
+        result=found["result"],
+        error_type=found["error_type"],
+        error_message=found["error_message"],
+        extra={
+            k: found[k]
+            for k in ("lease_owner", "db_now", "usage", "replays", "thread_id", "node", "step")
+        },
+    )
+
+
+class EffectJournal:
+    """The journal of effects, in the database of an async saver or pool.
+
+    Args:
+        conn: A psycopg `ConnectionPool` or `Connection` on a database where
+            `setup()` has run.
+        serde: How results are stored; by default the JSON-plus serializer LangGraph uses.
+    """
+
+    def __init__(self, conn: Conn, *, serde: SerializerProtocol | None = None) -> None:
+        self._source = ConnectionSource(conn)
+        self.serde = serde or JsonPlusSerializer()
+        self.owner = process_owner()
+
+    @classmethod
+    def _from_source(cls, source: ConnectionSource, serde: SerializerProtocol) -> EffectJournal:
+        journal = cls.__new__(cls)
+        journal._source = source
+        journal.serde = serde
+        journal.owner = process_owner()
+        return journal
+
+    @retry_on_disconnect
+    def _fetch(self, query: LiteralString, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        with self._source.connection() as conn:
+            cur = conn.execute(query, params)
+            return cur.fetchall() if cur.description else []
+
+    def claim(
+        self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
+    ) -> int | None:
+        """Insert the row for a first attempt; the attempt number, or None if the key exists."""
+        rows = self._fetch(
+            QUERIES["effect_claim"],
+            {
+                "key": key,
+                "effect_name": name,
+                "input_hash": input_hash,
+                "owner": self.owner,
+                "lease_seconds": lease_seconds,
+                "thread_id": where.thread_id if where else None,
+                "checkpoint_ns": where.namespace if where else None,
+                "node": where.node if where else None,
+                "step": where.step if where else None,
+            },
+        )
+        return rows[0]["attempt"] if rows else None
+
+    def get(self, key: str) -> JournalRow | None:
+        rows = self._fetch(QUERIES["effect_get"], {"key": key})
+        return _row(rows[0]) if rows else None
+
+    def take_over(
+        self, key: str, seen_attempt: int, seen_status: str, lease_seconds: float
+    ) -> int | None:
+        """Start the next attempt if the row is still as seen; its number, or None."""
+        rows = self._fetch(
+            QUERIES["effect_take_over"],
+            {
+                "key": key,
+                "seen_attempt": seen_attempt,
+                "seen_status": seen_status,
+                "owner": self.owner,
+                "lease_seconds": lease_seconds,
+            },
+        )
+        return rows[0]["attempt"] if rows else None
+
+    def complete(
+        self,
+        key: str,
+        attempt: int,
+        result: Any,
+        *,
+        usage: dict[str, Any] | None = None,
+        seen_statuses: Sequence[str] = ("running",),
+        resolved_by: str | None = None,
+    ) -> bool:
+        """Store the result; False if the attempt was taken over meanwhile."""
+        type_, blob = self.serde.dumps_typed(result)
+        rows = self._fetch(
+            QUERIES["effect_complete"],
+            {
+                "key": key,
+                "seen_attempt": attempt,
+                "seen_statuses": list(seen_statuses),
+                "result_type": type_,
+                "result": blob,
+                "usage": None if usage is None else _json_text(usage),
+                "resolved_by": resolved_by,
+            },
+        )
+        return bool(rows)
+
+    def fail(
+        self,
+        key: str,
+        attempt: int,
+        error_type: str,
+        error_message: str,
+        *,
+        seen_statuses: Sequence[str] = ("running",),
+        resolved_by: str | None = None,
+    ) -> bool:
+        rows = self._fetch(
+            QUERIES["effect_fail"],
+            {
+                "key": key,
+                "seen_attempt": attempt,
+                "seen_statuses": list(seen_statuses),
+                "error_type": error_type,
+                "error_message": error_message,
+                "resolved_by": resolved_by,
+            },
+        )
+        return bool(rows)
+
+    def wait_retry(
+        self,
+        key: str,
+        attempt: int,
+        *,
+        status: str,
+        delay_seconds: float,
+        error: BaseException,
+    ) -> Any:
+        """Record a pending retry ('retry_wait') or a deferral ('deferred'); its time."""
+        rows = self._fetch(
+            QUERIES["effect_wait_retry"],
+            {
+                "key": key,
+                "seen_attempt": attempt,
+                "seen_statuses": ["running"],
+                "status": status,
+                "delay_seconds": delay_seconds,
+                "error_type": type(error).__name__,
+                "error_message": str(error)[:2000],
+            },
+        )
+        return rows[0]["next_attempt_at"] if rows else None
+
+    def mark_unknown(self, key: str, attempt: int) -> None:
+        self._fetch(QUERIES["effect_mark_unknown"], {"key": key, "seen_attempt": attempt})
+
+    def release(self, key: str, attempt: int) -> None:
+        self._fetch(QUERIES["effect_release"], {"key": key, "seen_attempt": attempt})
+
+    def replayed(self, key: str) -> None:
+        self._fetch(QUERIES["effect_replayed"], {"key": key})
+
+    def allow_retry(self, key: str, *, resolved_by: str) -> bool:
+        rows = self._fetch(
+            QUERIES["effect_allow_retry"],
+            {"key": key, "seen_statuses": ["unknown", "running"], "resolved_by": resolved_by},
+        )
+        return bool(rows)
+
+    def resolve(
+        self,
+        key: str,
+        *,
+        completed: Any = None,
+        is_completed: bool = False,
+        allow_retry: bool = False,
+        failed: str | None = None,
+        resolved_by: str = "operator",
+    ) -> None:
+        """Resolve an unknown outcome by hand, after checking the receiver by key.
+
+        Exactly one of: `is_completed=True` with `completed=<result>` (the receiver acted),
+        `allow_retry=True` (it did not), or `failed="<reason>"` (give up).
+        """
+        chosen = sum([is_completed, allow_retry, failed is not None])
+        if chosen != 1:
+            raise EffectError(
+                "resolve_effect needs exactly one of completed=..., allow_retry=True or "
+                "failed='reason'.",
+                key=key,
+            )
+        row = self.get(key)
+        if row is None:
+            raise EffectError(f"No effect journaled under key {key!r}.", key=key)
+        if row.status not in ("unknown", "running"):
+            raise EffectError(
+                f"Effect {key!r} is {row.status}, not unknown; there is nothing to resolve.",
+                key=key,
+            )
+        statuses = ("unknown", "running")
+        if allow_retry:
+            done = self.allow_retry(key, resolved_by=resolved_by)
+        elif failed is not None:
+            done = self.fail(
+                key, row.attempt, "ResolvedAsFailed", failed,
+                seen_statuses=statuses, resolved_by=resolved_by,
+            )  # fmt: skip
+        else:
+            done = self.complete(
+                key, row.attempt, completed, seen_statuses=statuses, resolved_by=resolved_by
+            )
+        if not done:
+            raise EffectError(f"Effect {key!r} changed while resolving; look again.", key=key)
+
+    def open_effects(
+        self, thread_id: str | None = None, limit: int = 100
+    ) -> builtins.list[dict[str, Any]]:
+        """Effects running, unknown, deferred or waiting to retry, oldest first."""
+        return self._fetch(QUERIES["effects_open"], {"thread_id": thread_id, "limit": limit})
+
+    def token_ledger(self, thread_id: str) -> dict[str, Any]:
+        """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
+        rows = self._fetch(QUERIES["token_ledger"], {"thread_id": thread_id})
+        return {k: int(v) for k, v in rows[0].items()}
+
+    def load_result(self, row: JournalRow) -> Any:
+        assert row.result_type is not None
+        assert row.result is not None
+        return self.serde.loads_typed((row.result_type, row.result))
+
+
+def _json_text(value: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(value, default=str)

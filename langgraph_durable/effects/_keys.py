@@ -1,0 +1,183 @@
+"""Idempotency keys for effects: derived from what survives a crash, or given by the user.
+
+The default key must be the same when LangGraph runs a node again after an interrupt, an
+in-process retry, or a crash (in every durability mode), and different for different
+threads, loop iterations, `Send` items and separate calls in one node. It is built from:
+
+- the thread id;
+- the namespace path with task ids removed (`outer:1f..|inner:9c..` -> `outer|inner`),
+  because task ids change after a crash under "async" and "exit";
+- the node, the step and the task path (`langgraph_path`), which survive crashes and tell
+  loop iterations and `Send` items apart;
+- the effect name and the call's ordinal among calls of that effect in this execution of
+  the task.
+
+The ordinal counts per execution: LangGraph gives every execution of a task (first run,
+resume after an interrupt, in-process retry) a fresh scratchpad object, and the counters
+are kept per scratchpad.
+
+Forks and time travel: re-running a thread from an earlier checkpoint is a new execution;
+LangGraph saves a fork checkpoint first, so the re-run happens at a later step, default
+keys differ and effects act again. That is what "re-run from here" means; an effect that
+must never repeat (a refund, a charge) should carry a business key (`key=`), which holds
+across forks, threads and time travel alike.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_durable.errors import InvalidInputError, UnserializableValueError
+
+__all__ = [
+    "TaskContext",
+    "current_effect_key",
+    "current_key",
+    "default_key",
+    "input_hash",
+    "next_ordinal",
+    "task_context",
+]
+
+current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "langgraph_durable_effect_key", default=None
+)
+
+
+def current_effect_key() -> str:
+    """The idempotency key of the effect running now, e.g. for an `Idempotency-Key` header.
+
+    Raises:
+        LookupError: Called outside an effect.
+    """
+    key = current_key.get()
+    if key is None:
+        raise LookupError("current_effect_key() is only available inside an @effect call.")
+    return key
+
+
+_SCRATCHPAD = "__pregel_scratchpad"
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """Where an effect is called from inside a graph."""
+
+    thread_id: str
+    namespace: str
+    node: str
+    step: int
+    path: str
+    checkpointer: Any
+    scratchpad: Any
+
+
+def _strip_task_ids(checkpoint_ns: str) -> str:
+    return "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|") if part)
+
+
+def _path_text(path: Any) -> str:
+    def plain(value: Any) -> Any:
+        if isinstance(value, (tuple, list)):
+            return [plain(v) for v in value]
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return value
+        return str(value)
+
+    return json.dumps(plain(path), separators=(",", ":"))
+
+
+def task_context(config: RunnableConfig | None) -> TaskContext | None:
+    """The graph context of the current call, or None outside a LangGraph task."""
+    if not config:
+        return None
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
+    metadata: Mapping[str, Any] = config.get("metadata") or {}
+    if "thread_id" not in configurable or "langgraph_node" not in metadata:
+        return None
+    return TaskContext(
+        thread_id=str(configurable["thread_id"]),
+        namespace=_strip_task_ids(str(configurable.get("checkpoint_ns") or "")),
+        node=str(metadata["langgraph_node"]),
+        step=int(metadata.get("langgraph_step", 0)),
+        path=_path_text(metadata.get("langgraph_path", ())),
+        checkpointer=configurable.get("__pregel_checkpointer"),
+        scratchpad=configurable.get(_SCRATCHPAD),
+    )
+
+
+class _Ordinals:
+    """Per task execution, per effect name: how many calls have been made so far.
+
+    Keyed by the scratchpad object's identity; the object itself is kept alongside so its
+    id cannot be reused while the entry lives. Bounded, oldest executions dropped first.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._capacity = capacity
+        self._entries: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
+
+    def next(self, scratchpad: object, name: str) -> int:
+        with self._lock:
+            entry = self._entries.get(id(scratchpad))
+            if entry is None or entry[0] is not scratchpad:
+                entry = (scratchpad, {})
+                self._entries[id(scratchpad)] = entry
+                while len(self._entries) > self._capacity:
+                    self._entries.popitem(last=False)
+            counts = entry[1]
+            ordinal = counts.get(name, 0)
+            counts[name] = ordinal + 1
+            return ordinal
+
+
+_ORDINALS = _Ordinals()
+
+
+def next_ordinal(context: TaskContext, name: str) -> int:
+    """The ordinal of this call of effect `name` in the current task execution."""
+    if context.scratchpad is None:
+        raise InvalidInputError(
+            f"effect {name!r} cannot derive a key here (no LangGraph task scratchpad); pass key=."
+        )
+    return _ORDINALS.next(context.scratchpad, name)
+
+
+def default_key(context: TaskContext, name: str, ordinal: int) -> str:
+    """The default key: readable effect name, then a hash of where the call happens."""
+    material = json.dumps(
+        [
+            context.thread_id,
+            context.namespace,
+            context.node,
+            context.step,
+            context.path,
+            name,
+            ordinal,
+        ],
+        separators=(",", ":"),
+    )
+    return f"{name}:{hashlib.sha256(material.encode()).hexdigest()[:32]}"
+
+
+def input_hash(serde: SerializerProtocol, name: str, arguments: Mapping[str, Any]) -> str:
+    """A stable hash of an effect's arguments, so a key reused with other input is caught."""
+    try:
+        type_, data = serde.dumps_typed(dict(arguments))
+    except Exception as exc:
+        raise UnserializableValueError(
+            f"The arguments of effect {name!r} cannot be serialized to check replays ({exc}). "
+            "Pass plain data (str, numbers, dicts, pydantic models) to effects."
+        ) from exc
+    return hashlib.sha256(type_.encode() + b"\x00" + data).hexdigest()[:32]

@@ -1,0 +1,470 @@
+"""@effect on a real database: replay, keys, retries, unknown outcomes, concurrency.
+
+The receiver is a list of calls the test can count; crash behaviour with real processes is
+in tests/crash/test_effect_crashes.py.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    DurablePostgresSaver,
+    EffectDeferred,
+    EffectFailedError,
+    EffectInProgressError,
+    EffectInputMismatchError,
+    EffectJournal,
+    EffectOutcomeUnknown,
+    InvalidInputError,
+    JournalNotFoundError,
+    Reconciled,
+    RetryLater,
+    RetryPolicy,
+    current_effect_key,
+    effect,
+    set_default_journal,
+)
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    n: int
+    answer: str
+
+
+@pytest.fixture(scope="module")
+def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
+    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
+        found.setup()
+        yield found
+
+
+@pytest.fixture
+def journal(saver: DurablePostgresSaver) -> EffectJournal:
+    assert isinstance(saver.conn, ConnectionPool)
+    return EffectJournal(saver.conn)
+
+
+def thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"fx-{uuid.uuid4()}"}}
+
+
+def test_effect_before_interrupt_runs_once_across_resume(saver: DurablePostgresSaver) -> None:
+    sent: list[str] = []
+
+    @effect
+    def send_email(to: str, idempotency_key: str) -> str:
+        sent.append(idempotency_key)
+        return f"sent to {to}"
+
+    def review(state: State) -> dict[str, Any]:
+        receipt = send_email("ana@example.com")
+        answer = interrupt({"receipt": receipt})
+        return {"answer": answer, "log": [receipt]}
+
+    builder = StateGraph(State)
+    builder.add_node("review", review)
+    builder.add_edge(START, "review")
+    builder.add_edge("review", END)
+    graph = builder.compile(checkpointer=saver)
+    config = thread()
+    graph.invoke({"log": []}, config, durability="sync")
+    result = graph.invoke(Command(resume="ok"), config, durability="sync")
+    assert result["answer"] == "ok"
+    assert len(sent) == 1  # the node ran twice, the email went once
+    assert result["log"] == ["sent to ana@example.com"]
+
+
+def test_default_keys_differ_across_loops_sends_calls_and_threads(
+    saver: DurablePostgresSaver,
+) -> None:
+    keys: list[str] = []
+
+    @effect(name="record")
+    def record(label: str) -> str:
+        keys.append(current_effect_key())
+        return label
+
+    def loop(state: State) -> dict[str, Any]:
+        record("same")
+        record("same")  # a second call in the same node
+        return {"n": state.get("n", 0) + 1}
+
+    def fan(state: State) -> list[Send]:
+        return [Send("item", {"n": i}) for i in range(2)] if state["n"] >= 2 else ["loop"]  # type: ignore[list-item]
+
+    def item(state: State) -> dict[str, Any]:
+        record("same")
+        return {}
+
+    builder = StateGraph(State)
+    builder.add_node("loop", loop)
+    builder.add_node("item", item)
+    builder.add_edge(START, "loop")
+    builder.add_conditional_edges("loop", fan, ["loop", "item"])
+    builder.add_edge("item", END)
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"n": 0}, thread())
+    assert len(keys) == 6  # 2 loop iterations x 2 calls + 2 Send items
+    assert len(set(keys)) == 6
+    graph.invoke({"n": 0}, thread())
+    assert len(set(keys)) == 12  # another thread, other keys
+
+
+def test_business_key_dedupes_across_threads_and_rejects_other_input(
+    journal: EffectJournal,
+) -> None:
+    calls: list[int] = []
+    order = f"order-{uuid.uuid4()}"
+
+    @effect(key=lambda order_id, amount: f"refund:{order_id}", journal=journal)
+    def refund(order_id: str, amount: int) -> dict[str, Any]:
+        calls.append(amount)
+        return {"refund_id": f"r-{order_id}", "amount": amount}
+
+    first = refund(order, 420)
+    assert refund(order, 420) == first
+    assert calls == [420]
+    with pytest.raises(EffectInputMismatchError, match="input hash") as raised:
+        refund(order, 999)
+    assert calls == [420]
+    assert "999" not in str(raised.value)
+
+
+def test_outside_a_graph_needs_a_key_and_a_journal(journal: EffectJournal) -> None:
+    @effect
+    def keyless() -> int:
+        return 1
+
+    @effect(key="fixed-key")
+    def keyed() -> int:
+        return 1
+
+    with pytest.raises(JournalNotFoundError):
+        keyed()
+    set_default_journal(journal)
+    try:
+        with pytest.raises(InvalidInputError, match="pass key="):
+            keyless()
+        assert keyed() == 1
+    finally:
+        set_default_journal(None)
+
+
+def test_retryable_errors_retry_with_persisted_attempts(journal: EffectJournal) -> None:
+    failures = [ConnectionError("down"), TimeoutError("slow")]
+    key = f"flaky-{uuid.uuid4()}"
+
+    @effect(
+        key=key,
+        journal=journal,
+        retry=RetryPolicy(max_attempts=3, initial_delay=0.01, jitter=0),
+    )
+    def flaky() -> str:
+        if failures:
+            raise failures.pop(0)
+        return "ok"
+
+    assert flaky() == "ok"
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == ("completed", 3)
+
+
+def test_validation_errors_fail_at_once_and_replay_as_failed(journal: EffectJournal) -> None:
+    calls: list[int] = []
+    key = f"invalid-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal)
+    def validate(amount: int) -> int:
+        calls.append(amount)
+        raise ValueError("amount must be positive")
+
+    with pytest.raises(ValueError, match="positive"):
+        validate(-1)
+    with pytest.raises(EffectFailedError, match="ValueError: amount must be positive"):
+        validate(-1)
+    assert calls == [-1]
+
+
+def test_rate_limits_defer_with_a_time_to_retry(journal: EffectJournal) -> None:
+    calls: list[str] = []
+    key = f"limited-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal)
+    def limited() -> str:
+        calls.append("call")
+        if len(calls) == 1:
+            raise RetryLater(0.3)
+        return "done"
+
+    with pytest.raises(EffectDeferred) as first:
+        limited()
+    assert first.value.retry_at is not None
+    with pytest.raises(EffectDeferred):
+        limited()  # too early: nothing is called
+    assert calls == ["call"]
+    time.sleep(0.35)
+    assert limited() == "done"
+    assert calls == ["call", "call"]
+
+
+def dead_attempt(dsn: str, key: str, name: str, input_digest: str) -> None:
+    """A running row whose lease ran out: an attempt that died without an outcome."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "attempt, lease_owner, lease_expires_at) VALUES (%s, %s, %s, 'running', 1, "
+            "'elsewhere:1:1', now() - interval '1 second')",
+            (key, name, input_digest),
+        )
+
+
+def _digest(journal: EffectJournal, fn: Any) -> str:
+    from langgraph_durable.effects._keys import input_hash
+
+    return input_hash(journal.serde, fn.__effect__.name, {})
+
+
+def test_unknown_outcome_stops_and_can_be_resolved_by_hand(
+    db_dsn: str, journal: EffectJournal
+) -> None:
+    calls: list[str] = []
+    key = f"unknown-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal, name="charge")
+    def charge() -> str:
+        calls.append("charged")
+        return "receipt"
+
+    dead_attempt(db_dsn, key, "charge", _digest(journal, charge))
+    with pytest.raises(EffectOutcomeUnknown, match="resolve_effect"):
+        charge()
+    row = journal.get(key)
+    assert row is not None
+    assert row.status == "unknown"
+    assert calls == []
+    journal.resolve(key, allow_retry=True)
+    assert charge() == "receipt"
+    assert calls == ["charged"]
+
+
+def test_resolving_as_completed_returns_the_operator_result(
+    db_dsn: str, journal: EffectJournal
+) -> None:
+    key = f"manual-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal, name="manual")
+    def manual() -> str:
+        raise AssertionError("must not be called")
+
+    dead_attempt(db_dsn, key, "manual", _digest(journal, manual))
+    journal.resolve(key, completed="found at receiver", is_completed=True)
+    assert manual() == "found at receiver"
+
+
+@pytest.mark.parametrize("found", [True, False])
+def test_reconcile_hook_resolves_unknown_outcomes(
+    db_dsn: str, journal: EffectJournal, found: bool
+) -> None:
+    calls: list[str] = []
+    asked: list[str] = []
+    key = f"rec-{uuid.uuid4()}"
+
+    def ask_receiver(idempotency_key: str) -> Reconciled:
+        asked.append(idempotency_key)
+        return Reconciled.completed("deal-7") if found else Reconciled.absent()
+
+    @effect(key=key, journal=journal, name="deal", reconcile=ask_receiver)
+    def create_deal() -> str:
+        calls.append("created")
+        return "deal-8"
+
+    dead_attempt(db_dsn, key, "deal", _digest(journal, create_deal))
+    assert create_deal() == ("deal-7" if found else "deal-8")
+    assert asked == [key]
+    assert calls == ([] if found else ["created"])
+    assert create_deal() == ("deal-7" if found else "deal-8")  # and now it replays
+    assert asked == [key]
+
+
+def test_idempotent_receivers_are_retried_after_an_unknown_outcome(
+    db_dsn: str, journal: EffectJournal
+) -> None:
+    key = f"idem-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal, name="idem", retry="idempotent")
+    def send(idempotency_key: str) -> str:
+        return f"sent with {idempotency_key}"
+
+    dead_attempt(db_dsn, key, "idem", _digest(journal, send))
+    assert send() == f"sent with {key}"
+    row = journal.get(key)
+    assert row is not None
+    assert row.attempt == 2
+
+
+def test_a_second_caller_waits_for_the_first(journal: EffectJournal) -> None:
+    key = f"race-{uuid.uuid4()}"
+    started, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    @effect(key=key, journal=journal)
+    def slow() -> str:
+        calls.append("call")
+        started.set()
+        release.wait(5)
+        return "result"
+
+    @effect(key=key, journal=journal, wait_timeout=0.2, name=slow.__effect__.name)  # type: ignore[attr-defined]
+    def impatient() -> str:
+        return "never"
+
+    results: list[str] = []
+    worker = threading.Thread(target=lambda: results.append(slow()))
+    worker.start()
+    assert started.wait(5)
+    with pytest.raises(EffectInProgressError, match="being attempted"):
+        impatient()
+    waiter = threading.Thread(target=lambda: results.append(slow()))
+    waiter.start()
+    time.sleep(0.1)
+    release.set()
+    worker.join(5)
+    waiter.join(5)
+    assert results == ["result", "result"]
+    assert calls == ["call"]
+
+
+def test_interrupt_inside_an_effect_is_not_a_failure(saver: DurablePostgresSaver) -> None:
+    calls: list[str] = []
+
+    @effect
+    def ask_then_act() -> str:
+        calls.append("attempt")
+        answer = interrupt("confirm?")
+        return f"acted on {answer}"
+
+    def node(state: State) -> dict[str, Any]:
+        return {"answer": ask_then_act()}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    graph = builder.compile(checkpointer=saver)
+    config = thread()
+    graph.invoke({}, config)
+    assert graph.invoke(Command(resume="yes"), config)["answer"] == "acted on yes"
+    assert calls == ["attempt", "attempt"]
+
+
+async def test_sync_and_async_effects_in_an_async_graph(db_dsn: str) -> None:
+    sent: list[str] = []
+
+    @effect
+    def sync_send(to: str) -> str:
+        sent.append(f"sync:{to}")
+        return "s"
+
+    @effect
+    async def async_send(to: str) -> str:
+        sent.append(f"async:{to}")
+        return "a"
+
+    def sync_node(state: State) -> dict[str, Any]:
+        sync_send("x")
+        answer = interrupt("go?")
+        return {"answer": answer}
+
+    async def async_node(state: State) -> dict[str, Any]:
+        await async_send("y")
+        answer = interrupt("go?")
+        return {"log": [str(answer)]}
+
+    builder = StateGraph(State)
+    builder.add_node("sync_node", sync_node)
+    builder.add_node("async_node", async_node)
+    builder.add_edge(START, "sync_node")
+    builder.add_edge("sync_node", "async_node")
+    builder.add_edge("async_node", END)
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = thread()
+        await graph.ainvoke({}, config)
+        await graph.ainvoke(Command(resume="1"), config)
+        await graph.ainvoke(Command(resume="2"), config)
+    assert sent == ["sync:x", "async:y"]
+
+
+def test_time_travel_acts_again_unless_a_business_key_says_otherwise(
+    saver: DurablePostgresSaver,
+) -> None:
+    """Replaying from an earlier checkpoint is a new execution (LangGraph gives it a new
+    step), so default keys differ and the effect runs again; a business key still holds."""
+    sent: list[str] = []
+    order = f"order-{uuid.uuid4()}"
+
+    @effect
+    def notify() -> str:
+        sent.append("notify")
+        return "notified"
+
+    @effect(key=lambda: f"refund:{order}")
+    def refund() -> str:
+        sent.append("refund")
+        return "refunded"
+
+    builder = StateGraph(State)
+    builder.add_node("first", lambda s: {"log": ["first"]})
+    builder.add_node("act", lambda s: {"log": [notify(), refund()]})
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "act")
+    builder.add_edge("act", END)
+    graph = builder.compile(checkpointer=saver)
+    config = thread()
+    graph.invoke({"log": []}, config)
+    before = next(s for s in graph.get_state_history(config) if s.next == ("act",))
+    replayed = graph.invoke(None, before.config)
+    assert replayed["log"][-2:] == ["notified", "refunded"]
+    assert sent == ["notify", "refund", "notify"]
+
+
+def test_journal_rows_record_where_they_came_from(db_dsn: str, saver: Any) -> None:
+    @effect(name="where")
+    def where() -> str:
+        return "here"
+
+    builder = StateGraph(State)
+    builder.add_node("spot", lambda s: {"answer": where()})
+    builder.add_edge(START, "spot")
+    builder.add_edge("spot", END)
+    config = thread()
+    builder.compile(checkpointer=saver).invoke({}, config)
+    with psycopg.connect(db_dsn, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "SELECT thread_id, node, status, attempt FROM langgraph_durable_effects "
+            "WHERE thread_id = %s",
+            (config["configurable"]["thread_id"],),
+        ).fetchone()
+    assert row == {
+        "thread_id": config["configurable"]["thread_id"],
+        "node": "spot",
+        "status": "completed",
+        "attempt": 1,
+    }

@@ -301,7 +301,7 @@ class AsyncEffectJournal:
         """Effects running, unknown, deferred or waiting to retry, oldest first."""
         return await self._fetch(QUERIES["effects_open"], {"thread_id": thread_id, "limit": limit})
 
-    async def atoken_ledger(self, thread_id: str) -> dict[str, Any]:
+    async def atoken_ledger(self, thread_id: str) -> dict[str, int]:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
         rows = await self._fetch(QUERIES["token_ledger"], {"thread_id": thread_id})
         return {k: int(v) for k, v in rows[0].items()}

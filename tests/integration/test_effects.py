@@ -470,3 +470,68 @@ def test_journal_rows_record_where_they_came_from(db_dsn: str, saver: Any) -> No
         "status": "completed",
         "attempt": 1,
     }
+
+
+def test_effects_in_tasks_tools_and_as_whole_nodes(saver: DurablePostgresSaver) -> None:
+    """@effect works inside @task functions and tools, and can wrap a node itself."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.func import entrypoint, task
+    from langgraph.graph import MessagesState
+    from langgraph.prebuilt import ToolNode
+
+    seen: list[str] = []
+
+    @effect
+    def post(channel: str) -> str:
+        seen.append(channel)
+        return f"posted to {channel}"
+
+    @task
+    def announce(channel: str) -> str:
+        return post(channel)
+
+    @entrypoint(checkpointer=saver)
+    def workflow(channel: str) -> str:
+        result = announce(channel).result()
+        interrupt("done?")
+        return result
+
+    config = thread()
+    workflow.invoke("#ops", config)
+    assert workflow.invoke(Command(resume=True), config) == "posted to #ops"
+
+    @tool
+    def notify_team(team: str) -> str:
+        """Tell a team."""
+        return post(team)
+
+    call = AIMessage(
+        "", tool_calls=[{"name": "notify_team", "args": {"team": "#sales"}, "id": "1"}]
+    )
+    tools = StateGraph(MessagesState)
+    tools.add_node("tools", ToolNode([notify_team]))
+    tools.add_edge(START, "tools")
+    tools.add_edge("tools", END)
+    tool_graph = tools.compile(checkpointer=saver)
+    tool_graph.invoke({"messages": [call]}, thread())
+
+    @effect(name="whole-node")
+    def whole_node(state: State) -> dict[str, Any]:
+        seen.append("whole-node")
+        return {"answer": "done"}
+
+    def gate(state: State) -> dict[str, Any]:
+        return {"n": 1, "answer": interrupt("go?")}
+
+    wrapped = StateGraph(State)
+    wrapped.add_node("act", whole_node)
+    wrapped.add_node("gate", gate)
+    wrapped.add_edge(START, "act")
+    wrapped.add_edge("act", "gate")
+    wrapped.add_edge("gate", END)
+    node_graph = wrapped.compile(checkpointer=saver)
+    config = thread()
+    node_graph.invoke({"log": []}, config)
+    node_graph.invoke(Command(resume="x"), config)
+    assert seen == ["#ops", "#sales", "whole-node"]

@@ -5,6 +5,8 @@
     langgraph-durable schema                     # print the canonical schema for a DBA
     langgraph-durable prune THREAD... [--strategy keep_latest|delete]
     langgraph-durable delete-idle --older-than 30d
+    langgraph-durable effects [--thread ID]      # effects running, unknown or waiting
+    langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
 
 `--dsn` falls back to `LANGGRAPH_DURABLE_DSN`; `--json` prints machine-readable output.
 Errors are printed as one line with what to do, and the exit code is 1 (2 for usage).
@@ -23,6 +25,8 @@ from typing import Any
 
 from langgraph_durable._sql import SCHEMA
 from langgraph_durable.checkpoint import DurablePostgresSaver
+from langgraph_durable.effects._effect import _journal_of_saver
+from langgraph_durable.effects._journal import EffectJournal
 from langgraph_durable.errors import DurableError
 
 __all__ = ["main", "parse_age"]
@@ -54,6 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     prune.add_argument("--strategy", default="keep_latest", choices=["keep_latest", "delete"])
     idle = commands.add_parser("delete-idle", help="delete threads idle for longer than an age")
     idle.add_argument("--older-than", type=parse_age, required=True)
+    effects = commands.add_parser("effects", help="list effects that are not finished")
+    effects.add_argument("--thread")
+    effects.add_argument("--limit", type=int, default=100)
+    resolve = commands.add_parser("resolve", help="resolve an effect whose outcome is unknown")
+    resolve.add_argument("key")
+    how = resolve.add_mutually_exclusive_group(required=True)
+    how.add_argument("--allow-retry", action="store_true", help="the receiver never acted")
+    how.add_argument("--completed", metavar="JSON", help="the receiver acted; its result")
+    how.add_argument("--failed", metavar="REASON", help="give up; replays raise this")
     return parser
 
 
@@ -73,6 +86,27 @@ def _run(args: argparse.Namespace) -> Any:
             return {"pruned": args.threads, "strategy": args.strategy}
         if args.command == "delete-idle":
             return {"deleted": saver.delete_idle_threads(args.older_than)}
+        journal = _journal_of_saver(saver)
+        assert isinstance(journal, EffectJournal)
+        if args.command == "effects":
+            rows = journal.open_effects(args.thread, args.limit)
+            return {
+                "effects": [
+                    {k: str(v) if v is not None else None for k, v in r.items()} for r in rows
+                ]
+            }
+        if args.command == "resolve":
+            if args.completed is not None:
+                try:
+                    result = json.loads(args.completed)
+                except json.JSONDecodeError as exc:
+                    raise DurableError(f"--completed must be JSON ({exc}).") from exc
+                journal.resolve(args.key, completed=result, is_completed=True)
+            elif args.failed is not None:
+                journal.resolve(args.key, failed=args.failed)
+            else:
+                journal.resolve(args.key, allow_retry=True)
+            return {"resolved": args.key}
     raise AssertionError(f"unhandled command {args.command}")
 
 
@@ -87,6 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(result)
     elif args.json:
         print(json.dumps(result))
+    elif "effects" in result:
+        for row in result["effects"]:
+            print(
+                f"{row['status']:<10} attempt {row['attempt']}  {row['key']}  "
+                f"thread={row['thread_id']} node={row['node']} {row['error_type'] or ''}"
+            )
+        if not result["effects"]:
+            print("no open effects")
     else:
         for key, value in result.items():
             shown = ", ".join(value) if isinstance(value, list) else value

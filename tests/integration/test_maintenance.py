@@ -90,3 +90,24 @@ def test_cli_errors_are_one_line_with_the_fix(capsys: pytest.CaptureFixture[str]
 def test_cli_schema_prints_sql(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["schema"]) == 0
     assert "CREATE TABLE checkpoints" in capsys.readouterr().out
+
+
+def test_cli_lists_and_resolves_unknown_effects(
+    db_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    key = f"cli-effect-{uuid.uuid4()}"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "thread_id) VALUES (%s, 'charge', 'h', 'unknown', 'cli-thread')",
+            (key,),
+        )
+    assert cli(["--dsn", db_dsn, "effects", "--thread", "cli-thread"]) == 0
+    assert key in capsys.readouterr().out
+    assert cli(["--dsn", db_dsn, "resolve", key, "--completed", '{"receipt": 7}']) == 0
+    assert cli(["--dsn", db_dsn, "--json", "effects", "--thread", "cli-thread"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"effects": []}
+    assert cli(["--dsn", db_dsn, "resolve", key, "--allow-retry"]) == 1
+    assert "completed, not unknown" in capsys.readouterr().err

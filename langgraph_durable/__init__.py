@@ -3,6 +3,7 @@
 Public API; everything else lives in private modules.
 """
 
+from langgraph_durable._guard import set_interrupt_guard
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.durability import Durability, with_durability
 from langgraph_durable.effects import (
@@ -25,12 +26,16 @@ from langgraph_durable.errors import (
     EffectInProgressError,
     EffectInputMismatchError,
     EffectOutcomeUnknown,
+    InvalidDecisionError,
     InvalidInputError,
     InvalidThreadIdError,
     JournalNotFoundError,
+    NotWaitingError,
     SchemaError,
     SchemaNotReadyError,
     SchemaTooNewError,
+    SideEffectBeforeInterruptError,
+    SideEffectBeforeInterruptWarning,
     TargetThreadNotEmptyError,
     UnknownPruneStrategyError,
     UnserializableValueError,
@@ -52,15 +57,19 @@ __all__ = [
     "EffectInputMismatchError",
     "EffectJournal",
     "EffectOutcomeUnknown",
+    "InvalidDecisionError",
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
+    "NotWaitingError",
     "Reconciled",
     "RetryLater",
     "RetryPolicy",
     "SchemaError",
     "SchemaNotReadyError",
     "SchemaTooNewError",
+    "SideEffectBeforeInterruptError",
+    "SideEffectBeforeInterruptWarning",
     "TargetThreadNotEmptyError",
     "UnknownPruneStrategyError",
     "UnserializableValueError",
@@ -68,5 +77,6 @@ __all__ = [
     "current_effect_key",
     "effect",
     "set_default_journal",
+    "set_interrupt_guard",
     "with_durability",
 ]

@@ -16,13 +16,18 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── UnserializableValueError
     │   ├── TargetThreadNotEmptyError
     │   ├── UnknownPruneStrategyError
-    │   └── EffectInputMismatchError
+    │   ├── EffectInputMismatchError
+    │   └── InvalidDecisionError
+    ├── NotWaitingError
+    ├── SideEffectBeforeInterruptError
     └── EffectError
         ├── JournalNotFoundError          (also a ConfigurationError)
         ├── EffectOutcomeUnknown
         ├── EffectInProgressError
         ├── EffectDeferred
         └── EffectFailedError
+
+Warnings: `SideEffectBeforeInterruptWarning` (a `UserWarning`).
 """
 
 from __future__ import annotations
@@ -42,12 +47,16 @@ __all__ = [
     "EffectInProgressError",
     "EffectInputMismatchError",
     "EffectOutcomeUnknown",
+    "InvalidDecisionError",
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
+    "NotWaitingError",
     "SchemaError",
     "SchemaNotReadyError",
     "SchemaTooNewError",
+    "SideEffectBeforeInterruptError",
+    "SideEffectBeforeInterruptWarning",
     "TargetThreadNotEmptyError",
     "UnknownPruneStrategyError",
     "UnserializableValueError",
@@ -123,6 +132,32 @@ class EffectInputMismatchError(InvalidInputError):
 
     A key names one operation: give this call its own key, or pass the original input.
     """
+
+
+class InvalidDecisionError(InvalidInputError):
+    """The approval decision is not valid; nothing was sent and the run still waits.
+
+    Send a decision with `approved` (true/false) and a non-empty `approver`.
+    """
+
+
+class NotWaitingError(DurableError):
+    """The thread is not waiting for an approval, so there is nothing to resume.
+
+    List waiting threads with `pending_approvals(...)`.
+    """
+
+
+class SideEffectBeforeInterruptError(DurableError):
+    """A node performed effects and then called `interrupt()` in the same execution.
+
+    LangGraph re-runs an interrupted node from its first line, so move the effects into
+    their own node before the approval node.
+    """
+
+
+class SideEffectBeforeInterruptWarning(UserWarning):
+    """A node performed effects before `interrupt()`; they are journaled, but move them."""
 
 
 class EffectError(DurableError):

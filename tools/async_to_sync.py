@@ -26,6 +26,7 @@ FILES = {
     "checkpoint/aio.py": "checkpoint/sync.py",
     "effects/_ajournal.py": "effects/_journal.py",
     "effects/_arunner.py": "effects/_runner.py",
+    "approvals/_apending.py": "approvals/_pending.py",
 }
 
 # Whole-word replacements, applied in order (longer names first where one contains another).
@@ -63,9 +64,11 @@ NAMES = [
     ("_astore_writes", "_store_writes"),
     ("_astore_checkpoint", "_store_checkpoint"),
     ("AsyncEffectJournal", "EffectJournal"),
+    ("checkpoint.aio import", "checkpoint.sync import"),
     ("_ajournal", "_journal"),
     ("_arunner", "_runner"),
     ("arun_effect", "run_effect"),
+    ("_arun", "_run"),
     ("_aattempt", "_attempt"),
     ("_arecord_failure", "_record_failure"),
     ("aclaim", "claim"),
@@ -81,6 +84,9 @@ NAMES = [
     ("aresolve", "resolve"),
     ("aopen_effects", "open_effects"),
     ("atoken_ledger", "token_ledger"),
+    ("apending_approvals", "pending_approvals"),
+    ("aresume_approval", "resume_approval"),
+    ("aget_state", "get_state"),
     ("ainvoke", "invoke"),
     ("astream", "stream"),
 ]

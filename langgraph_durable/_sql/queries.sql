@@ -540,3 +540,25 @@ SELECT
     coalesce(sum(replays), 0) AS replays
 FROM langgraph_durable_effects
 WHERE thread_id = %(thread_id)s AND usage IS NOT NULL AND status = 'completed'
+
+-- name: pending_interrupts
+-- Threads whose latest root checkpoint has interrupts waiting for an answer, oldest first.
+SELECT w.thread_id, w.checkpoint_id, w.task_id, w.type, w.blob,
+    (c.checkpoint ->> 'ts')::timestamptz AS waiting_since,
+    clock_timestamp() AS db_now
+FROM checkpoint_writes w
+JOIN checkpoints c
+    ON c.thread_id = w.thread_id
+    AND c.checkpoint_ns = ''
+    AND c.checkpoint_id = w.checkpoint_id
+WHERE w.channel = '__interrupt__'
+    AND w.checkpoint_ns = ''
+    AND (%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
+    AND NOT EXISTS (
+        SELECT 1 FROM checkpoints later
+        WHERE later.thread_id = w.thread_id
+            AND later.checkpoint_ns = ''
+            AND later.checkpoint_id > w.checkpoint_id
+    )
+ORDER BY waiting_since, w.thread_id
+LIMIT %(limit)s

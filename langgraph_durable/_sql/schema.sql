@@ -43,6 +43,8 @@ CREATE TABLE checkpoint_writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
 CREATE INDEX checkpoint_writes_thread_id_idx ON checkpoint_writes (thread_id);
+CREATE INDEX lgd_checkpoint_writes_interrupts_idx ON checkpoint_writes (thread_id, checkpoint_id)
+    WHERE channel = '__interrupt__' AND checkpoint_ns = '';
 
 CREATE TABLE langgraph_durable_migrations (
     v INTEGER PRIMARY KEY,
@@ -83,4 +85,5 @@ INSERT INTO checkpoint_migrations (v) SELECT generate_series(0, 9);
 INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (1, 'durable_001_checkpoints_run_id_idx_concurrently'),
     (2, 'durable_002_checkpoints_thread_order_idx_concurrently'),
-    (3, 'durable_003_effects_journal');
+    (3, 'durable_003_effects_journal'),
+    (4, 'durable_004_interrupt_writes_idx_concurrently');

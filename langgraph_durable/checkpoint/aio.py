@@ -32,9 +32,10 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import INTERRUPT
 from typing_extensions import LiteralString
 
-from langgraph_durable import _crashpoints
+from langgraph_durable import _crashpoints, _guard
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._aconnection import (
@@ -342,6 +343,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     ) -> None:
         """Store a task's writes against a checkpoint, durably, in one transaction."""
         replace, params = _core.write_params(self.serde, config, writes, task_id, task_path)
+        if any(channel == INTERRUPT for channel, _ in writes):
+            _guard.interrupt_written(task_id)
         if not writes:
             return
         key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])

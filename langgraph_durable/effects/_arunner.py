@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
-from langgraph_durable import _crashpoints
+from langgraph_durable import _crashpoints, _guard
 from langgraph_durable.effects._ajournal import AsyncEffectJournal, owner_is_dead
 from langgraph_durable.effects._call import EffectCall
 from langgraph_durable.effects._keys import current_key
@@ -56,6 +56,14 @@ def _now_from(row_extra: dict[str, Any]) -> datetime:
 
 async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     """Run `call` at most once per key, by the journal's rules; returns the result."""
+    result = await _arun(journal, call)
+    if call.where is not None and call.guarded:
+        # Done (or replayed): an interrupt() later in this task comes after an effect.
+        _guard.effect_performed(call.where.task_id, call.where.node, call.name)
+    return result
+
+
+async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     attempt = await journal.aclaim(
         call.key, call.name, call.input_hash, call.lease_seconds, call.where
     )

@@ -26,3 +26,4 @@ class EffectCall:
     invoke: Callable[[str], Any]
     reconcile: Callable[[str], Any] | None
     usage_of: Callable[[Any], dict[str, Any] | None] | None = None
+    guarded: bool = True

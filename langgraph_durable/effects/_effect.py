@@ -176,6 +176,7 @@ class _Spec:
         wait_timeout: float,
         journal: EffectJournal | AsyncEffectJournal | None,
         usage: Callable[[Any], dict[str, Any] | None] | None,
+        interrupt_guard: bool = True,
     ) -> None:
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
@@ -186,6 +187,7 @@ class _Spec:
         self.wait_timeout = wait_timeout
         self.journal = journal
         self.usage = usage
+        self.interrupt_guard = interrupt_guard
         self.signature = inspect.signature(fn)
         self.wants_key = KEY_PARAMETER in self.signature.parameters
         if lease_ttl <= 0 or wait_timeout < 0:
@@ -232,6 +234,7 @@ class _Spec:
             invoke=invoke,
             reconcile=reconcile,
             usage_of=self.usage,
+            guarded=self.interrupt_guard,
         )
         return call, (journal, saver)
 
@@ -270,6 +273,7 @@ def effect(
     wait_timeout: float = 30.0,
     journal: EffectJournal | AsyncEffectJournal | None = None,
     usage: Callable[[Any], dict[str, Any] | None] | None = None,
+    interrupt_guard: bool = True,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -285,6 +289,7 @@ def effect(
     wait_timeout: float = 30.0,
     journal: EffectJournal | AsyncEffectJournal | None = None,
     usage: Callable[[Any], dict[str, Any] | None] | None = None,
+    interrupt_guard: bool = True,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Journal a side effect so that it runs at most once per key.
 
@@ -309,6 +314,8 @@ def effect(
             `EffectInProgressError`.
         journal: The journal to use outside a langgraph-durable graph.
         usage: Extracts token usage from a result, for the token ledger.
+        interrupt_guard: Report this effect when its node then calls `interrupt()` (see
+            `set_interrupt_guard`); off for calls that are safe to replay, like model calls.
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -322,6 +329,7 @@ def effect(
             wait_timeout=wait_timeout,
             journal=journal,
             usage=usage,
+            interrupt_guard=interrupt_guard,
         )
         if inspect.iscoroutinefunction(fn):
 

@@ -80,6 +80,7 @@ class TaskContext:
     path: str
     checkpointer: Any
     scratchpad: Any
+    task_id: str | None = None
 
 
 def _strip_task_ids(checkpoint_ns: str) -> str:
@@ -113,6 +114,7 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
         path=_path_text(metadata.get("langgraph_path", ())),
         checkpointer=configurable.get("__pregel_checkpointer"),
         scratchpad=configurable.get(_SCRATCHPAD),
+        task_id=configurable.get("__pregel_task_id"),
     )
 
 

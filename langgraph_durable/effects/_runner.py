@@ -20,7 +20,7 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
-from langgraph_durable import _crashpoints
+from langgraph_durable import _crashpoints, _guard
 from langgraph_durable.effects._call import EffectCall
 from langgraph_durable.effects._journal import EffectJournal, owner_is_dead
 from langgraph_durable.effects._keys import current_key
@@ -58,6 +58,14 @@ def _now_from(row_extra: dict[str, Any]) -> datetime:
 
 def run_effect(journal: EffectJournal, call: EffectCall) -> Any:
     """Run `call` at most once per key, by the journal's rules; returns the result."""
+    result = _run(journal, call)
+    if call.where is not None and call.guarded:
+        # Done (or replayed): an interrupt() later in this task comes after an effect.
+        _guard.effect_performed(call.where.task_id, call.where.node, call.name)
+    return result
+
+
+def _run(journal: EffectJournal, call: EffectCall) -> Any:
     attempt = journal.claim(call.key, call.name, call.input_hash, call.lease_seconds, call.where)
     waited_since: datetime | None = None
     while attempt is None:

@@ -63,11 +63,11 @@ class JournaledChatModel:
         self.model = model
         self.name = name or f"llm:{_model_name(model)}"
 
-        @effect(name=self.name, retry=retry, usage=usage_of)
+        @effect(name=self.name, retry=retry, usage=usage_of, interrupt_guard=False)
         def call(messages: Sequence[BaseMessage] | str, options: dict[str, Any]) -> BaseMessage:
             return model.invoke(messages, **options)
 
-        @effect(name=self.name, retry=retry, usage=usage_of)
+        @effect(name=self.name, retry=retry, usage=usage_of, interrupt_guard=False)
         async def acall(
             messages: Sequence[BaseMessage] | str, options: dict[str, Any]
         ) -> BaseMessage:

@@ -35,6 +35,7 @@ from langgraph_durable import (
     Reconciled,
     RetryLater,
     RetryPolicy,
+    SideEffectBeforeInterruptWarning,
     current_effect_key,
     effect,
     set_default_journal,
@@ -83,7 +84,8 @@ def test_effect_before_interrupt_runs_once_across_resume(saver: DurablePostgresS
     builder.add_edge("review", END)
     graph = builder.compile(checkpointer=saver)
     config = thread()
-    graph.invoke({"log": []}, config, durability="sync")
+    with pytest.warns(SideEffectBeforeInterruptWarning, match="send_email"):
+        graph.invoke({"log": []}, config, durability="sync")
     result = graph.invoke(Command(resume="ok"), config, durability="sync")
     assert result["answer"] == "ok"
     assert len(sent) == 1  # the node ran twice, the email went once
@@ -408,8 +410,10 @@ async def test_sync_and_async_effects_in_an_async_graph(db_dsn: str) -> None:
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
         graph = builder.compile(checkpointer=saver)
         config = thread()
-        await graph.ainvoke({}, config)
-        await graph.ainvoke(Command(resume="1"), config)
+        with pytest.warns(SideEffectBeforeInterruptWarning, match="sync_send"):
+            await graph.ainvoke({}, config)
+        with pytest.warns(SideEffectBeforeInterruptWarning, match="async_send"):
+            await graph.ainvoke(Command(resume="1"), config)
         await graph.ainvoke(Command(resume="2"), config)
     assert sent == ["sync:x", "async:y"]
 

@@ -1,0 +1,27 @@
+"""Approvals without double side effects: approval nodes, resume helpers and guards."""
+
+from langgraph_durable.approvals._apending import (
+    PendingApproval,
+    apending_approvals,
+    aresume_approval,
+    validate_decision,
+)
+from langgraph_durable.approvals._builder import add_approval_before
+from langgraph_durable.approvals._node import ApprovalDecision, Revalidation, approval_node
+from langgraph_durable.approvals._pending import pending_approvals, resume_approval
+from langgraph_durable.approvals._static import GuardFinding, check_graph
+
+__all__ = [
+    "ApprovalDecision",
+    "GuardFinding",
+    "PendingApproval",
+    "Revalidation",
+    "add_approval_before",
+    "apending_approvals",
+    "approval_node",
+    "aresume_approval",
+    "check_graph",
+    "pending_approvals",
+    "resume_approval",
+    "validate_decision",
+]

@@ -1,0 +1,65 @@
+"""Inserting an approval node in front of an existing node of a `StateGraph`."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from langgraph.graph import END, StateGraph
+
+from langgraph_durable.approvals._node import approval_node
+from langgraph_durable.errors import InvalidInputError
+
+__all__ = ["add_approval_before"]
+
+
+def add_approval_before(
+    builder: StateGraph[Any, Any, Any, Any],
+    target: str,
+    *,
+    name: str | None = None,
+    on_reject: str = END,
+    on_no_longer_needed: str = END,
+    **options: Any,
+) -> str:
+    """Add an approval node and send everything that led to `target` through it first.
+
+    Plain edges, edges that wait for several nodes, and conditional edges with a path map
+    are rewired. Conditional edges without a path map cannot be inspected: route them to
+    the returned node name yourself.
+
+    Args:
+        builder: The graph, before `compile()`.
+        target: The node that must not run without approval.
+        name: The approval node's name (default `approve_<target>`).
+        on_reject: Where a rejection goes.
+        on_no_longer_needed: Where a moot request goes.
+        **options: `request=` (required), `authorize=`, `revalidate=` and the other
+            arguments of `approval_node`.
+
+    Returns:
+        The approval node's name.
+    """
+    if target not in builder.nodes:
+        raise InvalidInputError(f"add_approval_before: there is no node {target!r} to guard.")
+    if "request" not in options:
+        raise InvalidInputError("add_approval_before needs request=: what the approver sees.")
+    name = name or f"approve_{target}"
+    if name in builder.nodes:
+        raise InvalidInputError(f"add_approval_before: a node named {name!r} already exists.")
+    for edge in [e for e in builder.edges if e[1] == target]:
+        builder.edges.discard(edge)
+        builder.edges.add((edge[0], name))
+    for waiting in [e for e in builder.waiting_edges if e[1] == target]:
+        builder.waiting_edges.discard(waiting)
+        builder.waiting_edges.add((waiting[0], name))
+    for branches in builder.branches.values():
+        for key, spec in list(branches.items()):
+            if spec.ends and target in spec.ends.values():
+                ends = {k: (name if v == target else v) for k, v in spec.ends.items()}
+                branches[key] = spec._replace(ends=ends)
+    node = approval_node(
+        on_approve=target, on_reject=on_reject, on_no_longer_needed=on_no_longer_needed, **options
+    )
+    routes = (target, on_reject, on_no_longer_needed)
+    builder.add_node(name, cast(Any, node), destinations=routes)
+    return name

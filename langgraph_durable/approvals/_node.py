@@ -1,0 +1,151 @@
+"""Approval nodes: a node whose only job is to ask, validate the answer and route.
+
+Keeping the approval in a node of its own is the whole trick: LangGraph re-runs an
+interrupted node from its first line, and a node that only asks has nothing to repeat.
+
+    builder.add_node("approve_refund", approval_node(
+        request=lambda s: {"order": s["order_id"], "amount": s["amount"]},
+        on_approve="refund",
+        on_reject="tell_customer_no",
+        authorize=lambda s, d: d.approver in MANAGERS or f"{d.approver} may not approve",
+        revalidate=check_order_still_refundable,
+    ))
+
+The answer is validated into an `ApprovalDecision` by `interrupt(response_schema=...)`:
+an invalid resume value raises and nothing is saved, so the run stays interrupted and the
+caller can answer again. An unauthorized approver, or a world that changed so much that
+the request must be asked again, re-asks in the same node with the reason attached. Only the
+latest answer is judged: earlier ones were judged when they came.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from langgraph.config import get_config
+from langgraph.graph import END
+from langgraph.types import Command, interrupt
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "APPROVAL_KIND",
+    "ApprovalDecision",
+    "Revalidation",
+    "approval_node",
+]
+
+APPROVAL_KIND = "langgraph_durable.approval"
+
+Revalidation = Literal["proceed", "no_longer_needed", "needs_new_approval"]
+
+
+class ApprovalDecision(BaseModel):
+    """A person's answer to an approval request.
+
+    Attributes:
+        approved: Yes or no.
+        approver: Who decided (checked by the `authorize` hook).
+        comment: Optional words for the record.
+        amended: Fields the approver changed (for example a lower amount).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approved: bool
+    approver: str = Field(min_length=1)
+    comment: str | None = None
+    amended: dict[str, Any] = Field(default_factory=dict)
+
+
+def _later_answer_exists(asked: int) -> bool:
+    """Whether the task already holds an answer to a later question than this one."""
+    scratchpad = get_config()["configurable"].get("__pregel_scratchpad")
+    if scratchpad is None:
+        return False
+    if len(scratchpad.resume) > asked:
+        return True
+    pending = scratchpad.get_null_resume(False)
+    # A resume sent without an interrupt id stays visible after this call consumed it; it
+    # is a later answer only if it is not the one this question just received.
+    return pending is not None and scratchpad.resume[asked - 1] is not pending
+
+
+def approval_node(
+    request: Callable[[Any], Any],
+    *,
+    on_approve: str,
+    on_reject: str = END,
+    on_no_longer_needed: str = END,
+    authorize: Callable[[Any, ApprovalDecision], bool | str] | None = None,
+    revalidate: Callable[[Any, ApprovalDecision], Revalidation] | None = None,
+    decision_model: type[ApprovalDecision] = ApprovalDecision,
+    decision_key: str = "approval",
+    outcome_key: str = "approval_outcome",
+) -> Callable[[Any], Command[str]]:
+    """Build a node that asks for approval and routes on the answer.
+
+    Args:
+        request: Builds the payload shown to the approver from the state.
+        on_approve: The node to run when approved (and authorized, and still needed).
+        on_reject: The node to run when rejected.
+        on_no_longer_needed: The node to run when `revalidate` says the action is moot.
+        authorize: `(state, decision) -> True | False | reason`; anything but True re-asks
+            with the reason.
+        revalidate: `(state, decision) -> "proceed" | "no_longer_needed" |
+            "needs_new_approval"`; re-reads the world before acting.
+        decision_model: A subclass of `ApprovalDecision` with more fields.
+        decision_key: State key that receives the decision (as a dict).
+        outcome_key: State key that receives "approved", "rejected" or "no_longer_needed".
+
+    The state must declare `decision_key` and `outcome_key`. Add the node with
+    `destinations=` or use `add_approval_before`, so graph drawings show the routes.
+    """
+    if inspect.iscoroutinefunction(request) or inspect.iscoroutinefunction(revalidate):
+        raise TypeError("approval_node hooks must be plain functions, not async ones.")
+
+    def ask(state: Any) -> Command[str]:
+        payload: dict[str, Any] = {"kind": APPROVAL_KIND, "request": request(state)}
+        asked = 0
+        while True:
+            asked += 1
+            decision = interrupt(payload, response_schema=decision_model)
+            if _later_answer_exists(asked):
+                continue  # this answer was judged and refused when it came
+            route, reason = _judge(state, decision)
+            if route is not None:
+                update = {
+                    decision_key: decision.model_dump(),
+                    outcome_key: route[1],
+                }
+                return Command(goto=route[0], update=update)
+            payload = {"kind": APPROVAL_KIND, "request": request(state), "refused": reason}
+
+    def _judge(state: Any, decision: ApprovalDecision) -> tuple[tuple[str, str] | None, str | None]:
+        if not decision.approved:
+            return (on_reject, "rejected"), None
+        if authorize is not None:
+            verdict = authorize(state, decision)
+            if verdict is not True:
+                reason = verdict if isinstance(verdict, str) else "approver not authorized"
+                return None, f"{decision.approver}: {reason}; a new approval is needed"
+        if revalidate is not None:
+            outcome = revalidate(state, decision)
+            if outcome == "no_longer_needed":
+                return (on_no_longer_needed, "no_longer_needed"), None
+            if outcome == "needs_new_approval":
+                return None, "the request changed since it was approved; approve it again"
+            if outcome != "proceed":
+                raise ValueError(
+                    f"revalidate returned {outcome!r}; return 'proceed', 'no_longer_needed' "
+                    "or 'needs_new_approval'."
+                )
+        return (on_approve, "approved"), None
+
+    ask.__name__ = "approval"
+    return ask
+
+
+def is_approval_payload(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("kind") == APPROVAL_KIND

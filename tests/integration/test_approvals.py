@@ -1,0 +1,243 @@
+"""Approval nodes, resume helpers, pending approvals and both guards, on a real database."""
+
+from __future__ import annotations
+
+import operator
+import smtplib
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command, interrupt
+from pydantic import ValidationError
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    DurablePostgresSaver,
+    InvalidDecisionError,
+    NotWaitingError,
+    SideEffectBeforeInterruptError,
+    SideEffectBeforeInterruptWarning,
+    effect,
+)
+from langgraph_durable._guard import set_interrupt_guard
+from langgraph_durable.approvals import (
+    add_approval_before,
+    approval_node,
+    check_graph,
+    pending_approvals,
+    resume_approval,
+)
+
+
+class Refund(TypedDict, total=False):
+    order_id: str
+    amount: int
+    log: Annotated[list[str], operator.add]
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+WORLD: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
+    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
+        found.setup()
+        yield found
+
+
+def refund_graph(saver: DurablePostgresSaver) -> Any:
+    def limit(state: Refund, decision: Any) -> bool | str:
+        if decision.approver.startswith("manager") or state["amount"] <= 100:
+            return True
+        return f"may not approve {state['amount']}"
+
+    def still_refundable(state: Refund, decision: Any) -> Any:
+        status = WORLD.get(state["order_id"], "open")
+        if status == "refunded":
+            return "no_longer_needed"
+        if status == "changed":
+            WORLD[state["order_id"]] = "open"
+            return "needs_new_approval"
+        return "proceed"
+
+    builder = StateGraph(Refund)
+    builder.add_node("check", lambda s: {"log": ["check"]})
+    builder.add_node("refund", lambda s: {"log": ["refund"]})
+    builder.add_node("rejected", lambda s: {"log": ["rejected"]})
+    builder.add_edge(START, "check")
+    builder.add_edge("check", "refund")
+    builder.add_edge("refund", END)
+    builder.add_edge("rejected", END)
+    name = add_approval_before(
+        builder,
+        "refund",
+        request=lambda s: {"order": s["order_id"], "amount": s["amount"]},
+        on_reject="rejected",
+        authorize=limit,
+        revalidate=still_refundable,
+    )
+    assert name == "approve_refund"
+    return builder.compile(checkpointer=saver)
+
+
+def start(graph: Any, amount: int = 420) -> tuple[str, Any]:
+    thread = f"refund-{uuid.uuid4()}"
+    config = {"configurable": {"thread_id": thread}}
+    result = graph.invoke({"order_id": thread, "amount": amount, "log": []}, config)
+    return thread, result
+
+
+def test_approve_runs_the_guarded_node(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    thread, waiting = start(graph)
+    payload = waiting["__interrupt__"][0].value
+    assert payload["request"] == {"order": thread, "amount": 420}
+    done = resume_approval(graph, thread, {"approved": True, "approver": "manager-ana"})
+    assert done["log"] == ["check", "refund"]
+    assert done["approval_outcome"] == "approved"
+    assert done["approval"]["approver"] == "manager-ana"
+
+
+def test_reject_routes_away(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    thread, _ = start(graph)
+    done = resume_approval(graph, thread, {"approved": False, "approver": "manager-ana"})
+    assert done["log"] == ["check", "rejected"]
+
+
+def test_invalid_decisions_change_nothing(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    thread, _ = start(graph)
+    config = {"configurable": {"thread_id": thread}}
+    with pytest.raises(InvalidDecisionError, match="approver"):
+        resume_approval(graph, thread, {"approved": True})
+    # Sent anyway, straight through LangGraph: the node refuses it and nothing is saved.
+    with pytest.raises(ValidationError):
+        graph.invoke(Command(resume={"approved": "maybe"}), config)
+    assert graph.get_state(config).next == ("approve_refund",)
+    done = resume_approval(graph, thread, {"approved": True, "approver": "manager-bo"})
+    assert done["log"] == ["check", "refund"]
+
+
+def test_unauthorized_approver_is_asked_again(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    thread, _ = start(graph)
+    again = resume_approval(graph, thread, {"approved": True, "approver": "intern-cy"})
+    refused = again["__interrupt__"][0].value["refused"]
+    assert "intern-cy: may not approve 420" in refused
+    done = resume_approval(graph, thread, {"approved": True, "approver": "manager-ana"})
+    assert done["log"] == ["check", "refund"]
+    assert done["approval"]["approver"] == "manager-ana"
+
+
+def test_stale_world_routes_or_reasks(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    thread, _ = start(graph)
+    WORLD[thread] = "refunded"  # someone refunded by hand while it waited
+    done = resume_approval(graph, thread, {"approved": True, "approver": "manager-ana"})
+    assert done["approval_outcome"] == "no_longer_needed"
+    assert "refund" not in done["log"]
+
+    thread, _ = start(graph)
+    WORLD[thread] = "changed"
+    again = resume_approval(graph, thread, {"approved": True, "approver": "manager-ana"})
+    assert "approve it again" in again["__interrupt__"][0].value["refused"]
+    done = resume_approval(graph, thread, {"approved": True, "approver": "manager-ana"})
+    assert done["log"] == ["check", "refund"]
+
+
+def test_pending_approvals_lists_waiting_threads(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    thread, _ = start(graph, amount=77)
+    waiting = [p for p in pending_approvals(saver, only_approvals=True) if p.thread_id == thread]
+    assert len(waiting) == 1
+    assert waiting[0].value["request"]["amount"] == 77
+    assert waiting[0].age is not None
+    resume_approval(graph, thread, {"approved": True, "approver": "clerk"})
+    assert not [p for p in pending_approvals(saver, thread_id=thread)]
+    with pytest.raises(NotWaitingError, match="finished"):
+        resume_approval(graph, thread, {"approved": True, "approver": "clerk"})
+
+
+def wrong_way_graph(saver: DurablePostgresSaver, sent: list[str]) -> Any:
+    @effect(name="send_email")
+    def send_email(to: str) -> str:
+        sent.append(to)
+        return "sent"
+
+    def review_and_ask(state: Refund) -> dict[str, Any]:
+        send_email("customer@example.com")  # wrong: an effect before interrupt()
+        answer = interrupt({"question": "refund?"})
+        return {"log": [f"answer:{answer}"]}
+
+    builder = StateGraph(Refund)
+    builder.add_node("review_and_ask", review_and_ask)
+    builder.add_edge(START, "review_and_ask")
+    builder.add_edge("review_and_ask", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_runtime_guard_warns_and_the_journal_still_sends_once(
+    saver: DurablePostgresSaver,
+) -> None:
+    sent: list[str] = []
+    graph = wrong_way_graph(saver, sent)
+    config = {"configurable": {"thread_id": f"wrong-{uuid.uuid4()}"}}
+    with pytest.warns(SideEffectBeforeInterruptWarning, match="move send_email"):
+        graph.invoke({"log": []}, config, durability="sync")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SideEffectBeforeInterruptWarning)
+        graph.invoke(Command(resume="yes"), config, durability="sync")
+    assert sent == ["customer@example.com"]
+
+
+def test_strict_guard_raises(saver: DurablePostgresSaver) -> None:
+    sent: list[str] = []
+    graph = wrong_way_graph(saver, sent)
+    set_interrupt_guard("strict")
+    try:
+        with pytest.raises(SideEffectBeforeInterruptError, match="review_and_ask"):
+            graph.invoke({"log": []}, {"configurable": {"thread_id": f"strict-{uuid.uuid4()}"}})
+    finally:
+        set_interrupt_guard("warn")
+
+
+def test_check_graph_finds_effects_and_clients_before_interrupts(
+    saver: DurablePostgresSaver,
+) -> None:
+    graph = wrong_way_graph(saver, [])
+
+    @tool
+    def email_customer(text: str) -> str:
+        """Email the customer."""
+        with smtplib.SMTP("localhost") as smtp:  # pragma: no cover - never run
+            smtp.sendmail("a@b", ["c@d"], text)
+        return "ok"
+
+    @tool
+    def ask_manager(question: str) -> str:
+        """Ask a manager."""
+        return str(interrupt(question))
+
+    tools = StateGraph(MessagesState)
+    tools.add_node("tools", ToolNode([email_customer, ask_manager]))
+    tools.add_node("fine", approval_node(lambda s: {}, on_approve=END))
+    tools.add_edge(START, "tools")
+    tools.add_edge("tools", END)
+    findings = check_graph(graph) + check_graph(tools.compile())
+    by_node = {f.node: f for f in findings}
+    assert set(by_node) == {"review_and_ask", "tools"}
+    assert by_node["review_and_ask"].file.endswith("test_approvals.py")
+    assert [name for name, _ in by_node["review_and_ask"].effects] == ["send_email"]
+    assert "smtplib.SMTP" in by_node["tools"].message
+    assert "move" in by_node["tools"].message
+    _ = AIMessage  # tool graphs take AIMessage tool calls; not invoked here

@@ -180,9 +180,10 @@ class EffectOutcomeUnknown(EffectError):
     """An earlier attempt of this effect started and never recorded an outcome.
 
     The receiver may or may not have acted. Check it by the effect's key, then resolve the
-    journal row by hand (`resolve_effect(..., completed=...)`, `allow_retry=True` or
-    `failed=...`) and resume the run. Add a `reconcile=` hook to do this automatically, or
-    `retry="idempotent"` when the receiver honours the key.
+    journal row by hand (`EffectJournal.resolve(key, completed=...)`, `allow_retry=True` or
+    `failed=...`, or `langgraph-durable resolve`) and resume with `invoke(None, config)`;
+    sending the input again would start a new run with new keys. Add a `reconcile=` hook
+    to do this automatically, or `retry="idempotent"` when the receiver honours the key.
     """
 
 

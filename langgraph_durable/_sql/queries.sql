@@ -453,7 +453,7 @@ UPDATE langgraph_durable_effects SET
     result_type = %(result_type)s,
     result = %(result)s,
     usage = %(usage)s::jsonb,
-    resolved_by = %(resolved_by)s,
+    resolved_by = coalesce(%(resolved_by)s, resolved_by),
     lease_owner = NULL,
     lease_expires_at = NULL,
     error_type = NULL,

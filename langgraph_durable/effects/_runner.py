@@ -110,8 +110,10 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
             raise EffectOutcomeUnknown(
                 f"Effect {call.name!r} (key {call.key!r}): attempt {row.attempt} started and "
                 "never recorded an outcome, so the receiver may or may not have acted. Check "
-                "the receiver by this key, then call resolve_effect(...) with completed=, "
-                "allow_retry=True or failed=, and resume the run. A reconcile= hook or "
+                "the receiver by this key, then resolve it (`langgraph-durable resolve KEY`, "
+                "or EffectJournal.resolve(key, completed=... | allow_retry=True | failed=...)) "
+                "and resume the thread with invoke(None, config): do not send the input "
+                "again, which would start a new run with new keys. A reconcile= hook or "
                 "retry='idempotent' resolves this automatically.",
                 key=call.key,
             )

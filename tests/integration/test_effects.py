@@ -257,7 +257,7 @@ def test_unknown_outcome_stops_and_can_be_resolved_by_hand(
         return "receipt"
 
     dead_attempt(db_dsn, key, "charge", _digest(journal, charge))
-    with pytest.raises(EffectOutcomeUnknown, match="resolve_effect"):
+    with pytest.raises(EffectOutcomeUnknown, match="invoke\\(None, config\\)"):
         charge()
     row = journal.get(key)
     assert row is not None

@@ -23,7 +23,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from langgraph_durable.errors import DatabaseUnreachableError, translate_driver_error
+from langgraph_durable.errors import (
+    ConfigurationError,
+    DatabaseUnreachableError,
+    translate_driver_error,
+)
 
 __all__ = [
     "AsyncConn",
@@ -107,6 +111,8 @@ class AsyncConnectionSource:
                 f"got {type(conn).__name__}."
             )
         self.conn = conn
+        if isinstance(conn, AsyncConnection):
+            _check_row_factory(conn)
         # Only a single shared connection needs a lock; a pool hands out one per caller.
         self._lock = asyncio.Lock() if isinstance(conn, AsyncConnection) else None
 
@@ -115,6 +121,7 @@ class AsyncConnectionSource:
         try:
             if isinstance(self.conn, AsyncConnectionPool):
                 async with self.conn.connection() as conn:
+                    _check_row_factory(conn)
                     yield conn
             else:
                 assert self._lock is not None
@@ -125,6 +132,14 @@ class AsyncConnectionSource:
             if named is None:
                 raise
             raise named from exc
+
+
+def _check_row_factory(conn: AsyncConnection[Any]) -> None:
+    if conn.row_factory is not dict_row:
+        raise ConfigurationError(
+            "The connection (or the pool's connections) must return rows as dicts: create "
+            "it with row_factory=dict_row (and autocommit=True), as for PostgresSaver."
+        )
 
 
 def is_disconnect(exc: BaseException) -> bool:

@@ -25,7 +25,11 @@ from psycopg import Connection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from langgraph_durable.errors import DatabaseUnreachableError, translate_driver_error
+from langgraph_durable.errors import (
+    ConfigurationError,
+    DatabaseUnreachableError,
+    translate_driver_error,
+)
 
 __all__ = [
     "Conn",
@@ -108,6 +112,8 @@ class ConnectionSource:
                 f"conn must be a psycopg Connection or ConnectionPool, got {type(conn).__name__}."
             )
         self.conn = conn
+        if isinstance(conn, Connection):
+            _check_row_factory(conn)
         # Only a single shared connection needs a lock; a pool hands out one per caller.
         self._lock = threading.Lock() if isinstance(conn, Connection) else None
 
@@ -116,6 +122,7 @@ class ConnectionSource:
         try:
             if isinstance(self.conn, ConnectionPool):
                 with self.conn.connection() as conn:
+                    _check_row_factory(conn)
                     yield conn
             else:
                 assert self._lock is not None
@@ -126,6 +133,14 @@ class ConnectionSource:
             if named is None:
                 raise
             raise named from exc
+
+
+def _check_row_factory(conn: Connection[Any]) -> None:
+    if conn.row_factory is not dict_row:
+        raise ConfigurationError(
+            "The connection (or the pool's connections) must return rows as dicts: create "
+            "it with row_factory=dict_row (and autocommit=True), as for PostgresSaver."
+        )
 
 
 def is_disconnect(exc: BaseException) -> bool:

@@ -14,11 +14,13 @@ its `usage_metadata`, and every replay adds the call's tokens to what the thread
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
 
 from langgraph_durable.checkpoint.aio import AsyncDurablePostgresSaver
 from langgraph_durable.checkpoint.sync import DurablePostgresSaver
@@ -28,6 +30,12 @@ from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.errors import ConfigurationError
 
 __all__ = ["JournaledChatModel", "atoken_ledger", "token_ledger", "usage_of"]
+
+# The LangChain config of the call under way: passed to the model but kept out of the
+# effect's input hash (callbacks, tags and run names do not change the answer).
+_call_config: contextvars.ContextVar[RunnableConfig | None] = contextvars.ContextVar(
+    "langgraph_durable_llm_config", default=None
+)
 
 
 def usage_of(result: Any) -> dict[str, Any] | None:
@@ -65,23 +73,45 @@ class JournaledChatModel:
 
         @effect(name=self.name, retry=retry, usage=usage_of, interrupt_guard=False)
         def call(messages: Sequence[BaseMessage] | str, options: dict[str, Any]) -> BaseMessage:
-            return model.invoke(messages, **options)
+            return model.invoke(messages, _call_config.get(), **options)
 
         @effect(name=self.name, retry=retry, usage=usage_of, interrupt_guard=False)
         async def acall(
             messages: Sequence[BaseMessage] | str, options: dict[str, Any]
         ) -> BaseMessage:
-            return await model.ainvoke(messages, **options)
+            return await model.ainvoke(messages, _call_config.get(), **options)
 
         self._call = call
         self._acall = acall
 
-    def invoke(self, messages: LanguageModelInput, **options: Any) -> BaseMessage:
-        """Call the model once per key; a replay returns the stored response."""
-        return self._call(_as_messages(messages), options)
+    def invoke(
+        self,
+        messages: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        **options: Any,
+    ) -> BaseMessage:
+        """Call the model once per key; a replay returns the stored response.
 
-    async def ainvoke(self, messages: LanguageModelInput, **options: Any) -> BaseMessage:
-        return await self._acall(_as_messages(messages), options)
+        `config` (callbacks, tags, run name) goes to the model but not into the input hash;
+        `options` (such as `stop`) change the answer and are part of it.
+        """
+        token = _call_config.set(config)
+        try:
+            return self._call(_as_messages(messages), options)
+        finally:
+            _call_config.reset(token)
+
+    async def ainvoke(
+        self,
+        messages: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        **options: Any,
+    ) -> BaseMessage:
+        token = _call_config.set(config)
+        try:
+            return await self._acall(_as_messages(messages), options)
+        finally:
+            _call_config.reset(token)
 
 
 def _as_messages(messages: LanguageModelInput) -> Sequence[BaseMessage] | str:

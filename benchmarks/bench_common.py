@@ -1,0 +1,199 @@
+"""Shared helpers of `benchmarks/run.py`: statistics, scratch databases, savers, the machine.
+
+Both savers are opened here the same way in every scenario: upstream's `PostgresSaver` on a
+psycopg `ConnectionPool` with its fastest settings (autocommit, `prepare_threshold=0`,
+`dict_row`), ours from `DurablePostgresSaver.from_conn_string`, each with a pool of the size
+the scenario asks for.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import secrets
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from langgraph_durable import DurablePostgresSaver
+
+ROOT = Path(__file__).resolve().parents[1]
+
+UPSTREAM_KWARGS: dict[str, Any] = {
+    "autocommit": True,
+    "prepare_threshold": 0,
+    "row_factory": dict_row,
+}
+
+PACKAGES = (
+    "langgraph-durable",
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-postgres",
+    "langchain-core",
+    "psycopg",
+    "psycopg-pool",
+)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Median and 95th percentile of timing samples (same unit as the samples)."""
+
+    median: float
+    p95: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Stats:
+        if not samples:
+            raise ValueError("no samples")
+        ordered = sorted(samples)
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        return cls(statistics.median(ordered), p95, len(ordered))
+
+
+def timed_ms(fn: Callable[[], Any]) -> float:
+    """Wall time of one call, in milliseconds."""
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def dsn_for(dsn: str, dbname: str) -> str:
+    """`dsn` with its database replaced."""
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo("", **params)
+
+
+@contextmanager
+def scratch_database(server_dsn: str, tag: str, copy_of: str | None = None) -> Iterator[str]:
+    """A new database on the server of `server_dsn`, dropped afterwards.
+
+    Empty, or a copy of the database of the DSN `copy_of` (which nobody may be connected
+    to meanwhile).
+    """
+    name = f"lgd_bench_{tag}_{os.getpid()}_{secrets.token_hex(3)}"
+    template = conninfo_to_dict(copy_of).get("dbname") if copy_of else "template0"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} ENCODING 'UTF8'").format(
+                sql.Identifier(name), sql.Identifier(str(template))
+            )
+        )
+    try:
+        yield dsn_for(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@contextmanager
+def upstream(dsn: str, pool_size: int, *, setup: bool = True) -> Iterator[PostgresSaver]:
+    """Upstream's `PostgresSaver` on its `ConnectionPool`, its fastest setup."""
+    with ConnectionPool(
+        dsn, min_size=1, max_size=pool_size, kwargs=UPSTREAM_KWARGS, open=True
+    ) as pool:
+        saver = PostgresSaver(pool)  # type: ignore[arg-type]  # pool of dict-row connections
+        if setup:
+            saver.setup()
+        yield saver
+
+
+@contextmanager
+def ours(
+    dsn: str, pool_size: int, *, setup: bool = True, **options: Any
+) -> Iterator[DurablePostgresSaver]:
+    """Our saver on its own pool (`from_conn_string`), as the README recommends."""
+    with DurablePostgresSaver.from_conn_string(dsn, max_connections=pool_size, **options) as saver:
+        if setup:
+            saver.setup()
+        yield saver
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory() -> str:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("MemTotal:"):
+                    return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return "?"
+
+
+def _git_revision() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return found.stdout.strip()
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine(dsn: str) -> dict[str, str]:
+    """What the numbers depend on: CPU, Postgres and its commit settings, Python, packages."""
+    names = ("fsync", "synchronous_commit", "wal_sync_method", "shared_buffers")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        settings = ", ".join(
+            f"{name}={row[0]}"
+            for name in names
+            if (row := conn.execute("SELECT current_setting(%s)", (name,)).fetchone())
+        )
+        version = conn.execute("SHOW server_version").fetchone()
+    try:
+        load = "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:
+        load = "?"
+    packages = ", ".join(f"{p} {_version(p)}" for p in PACKAGES)
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": f"{_cpu_model()}, {os.cpu_count()} cores, {_memory()} RAM",
+        "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "postgres": f"PostgreSQL {version[0] if version else '?'} on "
+        f"{conninfo_to_dict(dsn).get('host') or 'local socket'} ({settings})",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "packages": f"{packages}; libpq {psycopg.pq.version()}, psycopg impl {psycopg.pq.__impl__}",
+        "revision": _git_revision(),
+        "load average at start": load,
+    }

@@ -1,0 +1,428 @@
+"""The results of `benchmarks/run.py` as a markdown table, a targets check and a plot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench_common import Stats
+from bench_data import ReadResults, StorageResult
+
+MODES = ("sync", "async", "exit")
+
+
+@dataclass
+class Results:
+    """Everything one run measured; a scenario left out is None."""
+
+    machine: dict[str, str]
+    settings: dict[str, Any]
+    steps: dict[tuple[str, str], Stats] | None = None
+    throughput: dict[tuple[str, int], Stats] | None = None
+    reads: ReadResults | None = None
+    storage: dict[str, StorageResult] | None = None
+    effects: dict[str, Stats] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    unit: str
+    ours: str
+    baseline: str
+    ratio: str
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    measured: float | None
+    goal: float
+    at_most: bool
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool | None:
+        if self.measured is None:
+            return None
+        return self.measured <= self.goal if self.at_most else self.measured >= self.goal
+
+    def gap(self) -> str:
+        if self.measured is None:
+            return "not measured"
+        if self.passed:
+            return "-"
+        if self.at_most:
+            return f"needs {1 - self.goal / self.measured:.0%} less"
+        return f"needs {self.goal / self.measured:.2f}x more"
+
+
+def _ms(stats: Stats) -> str:
+    return f"{stats.median:.3f} (p95 {stats.p95:.3f})"
+
+
+def _ratio(ours: float, baseline: float) -> str:
+    return f"{ours / baseline:.2f}x"
+
+
+def _size(n: int) -> str:
+    return f"{n:,}"
+
+
+def rows(results: Results) -> list[Row]:
+    """One row per scenario measurement; ratios are ours / baseline."""
+    out: list[Row] = []
+    steps = results.steps
+    if steps is not None:
+        out.append(
+            Row(
+                "graph alone (no checkpointer)",
+                "ms/step",
+                _ms(steps[("none", "-")]),
+                "-",
+                "-",
+                "the 10-node graph's own cost",
+            )
+        )
+        out.append(
+            Row(
+                "LangGraph with a no-op checkpointer, durability=sync",
+                "ms/step",
+                _ms(steps[("noop", "sync")]),
+                "-",
+                "-",
+                "the floor for any saver: LangGraph's own checkpointing work",
+            )
+        )
+        for mode in MODES:
+            mine, theirs = steps[("ours", mode)], steps[("upstream", mode)]
+            fast = steps[("ours_async_commit", mode)]
+            out.append(
+                Row(
+                    f"per step, durability={mode}",
+                    "ms/step",
+                    _ms(mine),
+                    _ms(theirs),
+                    _ratio(mine.median, theirs.median),
+                    f"ours with async_commit=True: {fast.median:.3f} "
+                    f"({_ratio(fast.median, theirs.median)})",
+                )
+            )
+    if results.throughput is not None:
+        levels = sorted({level for _, level in results.throughput})
+        for level in levels:
+            mine, theirs = (
+                results.throughput[("ours", level)],
+                results.throughput[("upstream", level)],
+            )
+            out.append(
+                Row(
+                    f"throughput, {level} concurrent thread{'s' if level > 1 else ''}",
+                    "steps/s",
+                    f"{mine.median * 10:,.0f}",
+                    f"{theirs.median * 10:,.0f}",
+                    _ratio(mine.median, theirs.median),
+                    f"durability=sync, pool of 16; invokes/s ours {mine.median:.1f}, "
+                    f"upstream {theirs.median:.1f}",
+                )
+            )
+    if results.reads is not None:
+        stats = results.reads.stats
+        sizes = sorted({size for _, _, size in stats})
+        for op, label in (("latest", "latest get_tuple"), ("list10", "list(limit=10)")):
+            for size in sizes:
+                mine, theirs = stats[("ours", op, size)], stats[("upstream", op, size)]
+                migrated = stats[("upstream_migrated", op, size)]
+                out.append(
+                    Row(
+                        f"{label}, thread of {_size(size)} checkpoints",
+                        "ms",
+                        _ms(mine),
+                        _ms(theirs),
+                        _ratio(mine.median, theirs.median),
+                        f"upstream on our migrated schema: {migrated.median:.3f}",
+                    )
+                )
+    if results.storage is not None:
+        mine_s, theirs_s = results.storage["ours"], results.storage["upstream"]
+        turns = results.settings.get("turns", "?")
+        out.append(
+            Row(
+                f"storage per step, {turns}-turn chat",
+                "bytes/step",
+                f"{mine_s.per_step:,.0f}",
+                f"{theirs_s.per_step:,.0f}",
+                _ratio(mine_s.per_step, theirs_s.per_step),
+                f"{mine_s.steps} steps; the three tables grew from empty by "
+                f"{mine_s.total_bytes / 2**20:.2f} MiB (ours), "
+                f"{theirs_s.total_bytes / 2**20:.2f} MiB (upstream)",
+            )
+        )
+        delta_mine = results.storage.get("ours_delta")
+        delta_theirs = results.storage.get("upstream_delta")
+        if delta_mine is not None and delta_theirs is not None:
+            out.append(
+                Row(
+                    "storage per step, same chat, messages in a DeltaChannel (beta)",
+                    "bytes/step",
+                    f"{delta_mine.per_step:,.0f}",
+                    f"{delta_theirs.per_step:,.0f}",
+                    _ratio(delta_mine.per_step, delta_theirs.per_step),
+                    "reference, not a target: a graph-side change both savers support; "
+                    f"ours here is {_ratio(delta_mine.per_step, theirs_s.per_step)} of "
+                    "upstream with add_messages",
+                )
+            )
+    if results.effects is not None:
+        fx = results.effects
+        out.append(
+            Row(
+                "@effect call (claim + complete) vs two INSERT+commit",
+                "ms/call",
+                _ms(fx["effect"]),
+                _ms(fx["two_commits"]),
+                _ratio(fx["effect"].median, fx["two_commits"].median),
+                "baseline: two single-row INSERT+commit on the same pool",
+            )
+        )
+        out.append(
+            Row(
+                "raw floor: one single-row INSERT+commit",
+                "ms",
+                _ms(fx["one_commit"]),
+                "-",
+                "-",
+                "synchronous commit, same pool and server",
+            )
+        )
+    out.append(
+        Row(
+            "recovery time of a SIGKILLed run",
+            "s",
+            "n/a",
+            "n/a",
+            "n/a",
+            "runs (issue: run registry) do not exist yet",
+        )
+    )
+    return out
+
+
+def _get(fn: Callable[[], float]) -> float | None:
+    try:
+        return fn()
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
+
+
+def targets(results: Results) -> list[Target]:
+    """The targets of issue 6, each as a ratio measured in this run."""
+    steps, tput, fx = results.steps, results.throughput, results.effects
+    reads = results.reads.stats if results.reads is not None else None
+    storage = results.storage
+    sizes = sorted({size for _, _, size in reads} if reads else results.settings["read_sizes"])
+    big, small = (sizes[-1], sizes[0]) if sizes else (0, 0)
+    top = max((level for _, level in tput), default=16) if tput else 16
+
+    def read(saver: str, size: int) -> float:
+        if reads is None:
+            raise KeyError("reads")
+        return reads[(saver, "latest", size)].median
+
+    return [
+        Target(
+            "sync per-step time vs upstream",
+            _get(lambda: steps[("ours", "sync")].median / steps[("upstream", "sync")].median),  # type: ignore[index]
+            0.6,
+            at_most=True,
+        ),
+        Target(
+            f"throughput with {top} threads vs upstream",
+            _get(lambda: tput[("ours", top)].median / tput[("upstream", top)].median),  # type: ignore[index]
+            3.0,
+            at_most=False,
+        ),
+        Target(
+            f"latest fetch on the {big:,}-checkpoint thread vs upstream",
+            _get(lambda: read("ours", big) / read("upstream", big)),
+            0.5,
+            at_most=True,
+        ),
+        Target(
+            f"latest fetch flat: ours on {big:,} vs on {small:,} checkpoints",
+            _get(lambda: read("ours", big) / read("ours", small)),
+            1.5,
+            at_most=True,
+        ),
+        Target(
+            "storage per step vs upstream",
+            _get(lambda: storage["ours"].per_step / storage["upstream"].per_step),  # type: ignore[index]
+            0.3,
+            at_most=True,
+        ),
+        Target(
+            "@effect overhead vs the two-commit floor",
+            _get(lambda: fx["effect"].median / fx["two_commits"].median),  # type: ignore[index]
+            1.5,
+            at_most=True,
+        ),
+    ]
+
+
+def _table(header: list[str], align: list[str], body: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|",
+        *("| " + " | ".join(cells) + " |" for cells in body),
+    ]
+
+
+def markdown(results: Results) -> str:
+    """Machine, results table and targets, as markdown."""
+    lines = ["Machine:", ""]
+    lines += [f"- {key}: {value}" for key, value in results.machine.items()]
+    lines += [
+        "",
+        "Medians (p95 in brackets) of interleaved samples; ratios are ours / baseline, where "
+        "the baseline is upstream's `PostgresSaver` on its `ConnectionPool` (autocommit, "
+        "prepare_threshold=0, dict_row) measured in the same run, unless the row says "
+        "otherwise. Lower is better, except for throughput.",
+        "",
+    ]
+    lines += _table(
+        ["scenario", "unit", "ours", "baseline", "ours / baseline", "notes"],
+        ["l", "l", "r", "r", "r", "l"],
+        [[r.scenario, r.unit, r.ours, r.baseline, r.ratio, r.notes] for r in rows(results)],
+    )
+    lines += ["", "Targets:", ""]
+    lines += _table(
+        ["target", "measured", "goal", "result", "gap"],
+        ["l", "r", "r", "l", "l"],
+        [
+            [
+                t.name,
+                "-" if t.measured is None else f"{t.measured:.2f}x",
+                f"{'<=' if t.at_most else '>='} {t.goal:g}x",
+                {True: "PASS", False: "FAIL", None: "n/a"}[t.passed],
+                t.gap(),
+            ]
+            for t in targets(results)
+        ],
+    )
+    settings = ", ".join(f"{k}={v}" for k, v in results.settings.items())
+    timing = ", ".join(f"{k} {v:.1f} s" for k, v in results.seconds.items())
+    lines += ["", f"Settings: {settings}.", "", f"Time taken: {timing}."]
+    return "\n".join(lines)
+
+
+def plot(results: Results, path: Path) -> bool:
+    """Draws the main comparisons into a PNG; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        return False
+    colors = {"ours": "#2a7ab0", "upstream": "#c0504d", "floor": "#7f7f7f"}
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
+    (a_steps, a_tput, a_latest), (a_list, a_store, a_fx) = axes
+
+    def bars(
+        ax: Any,
+        labels: list[str],
+        series: dict[str, list[float]],
+        title: str,
+        fmt: str = "{:.3g}",
+    ) -> None:
+        width = 0.8 / max(1, len(series))
+        for i, (name, values) in enumerate(series.items()):
+            xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
+            drawn = ax.bar(xs, values, width, label=name, color=colors.get(name.split()[0]))
+            ax.bar_label(drawn, fmt=fmt, fontsize=8)
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+
+    if results.steps is not None:
+        s = results.steps
+        bars(
+            a_steps,
+            list(MODES),
+            {
+                "ours": [s[("ours", m)].median for m in MODES],
+                "upstream": [s[("upstream", m)].median for m in MODES],
+            },
+            "ms per step (10-node graph)",
+        )
+        a_steps.axhline(s[("none", "-")].median, color="k", ls=":", lw=1, label="graph alone")
+        a_steps.axhline(
+            s[("noop", "sync")].median, color="k", ls="--", lw=1, label="no-op saver (sync)"
+        )
+        a_steps.legend(fontsize=8)
+    if results.throughput is not None:
+        t = results.throughput
+        levels = sorted({level for _, level in t})
+        for name in ("ours", "upstream"):
+            a_tput.plot(
+                levels, [t[(name, lv)].median * 10 for lv in levels], "o-", label=name,
+                color=colors[name],
+            )  # fmt: skip
+        a_tput.set_xscale("log", base=2)
+        a_tput.set_xticks(levels, [str(lv) for lv in levels])
+        a_tput.set_ylim(bottom=0)
+        a_tput.set_xlabel("concurrent threads")
+        a_tput.set_title("steps/s, durability=sync (higher is better)")
+        a_tput.legend(fontsize=8)
+    if results.reads is not None:
+        r = results.reads.stats
+        sizes = sorted({size for _, _, size in r})
+        for ax, op, title in (
+            (a_latest, "latest", "latest get_tuple, ms"),
+            (a_list, "list10", "list(limit=10), ms"),
+        ):
+            for name, style in (("ours", "o-"), ("upstream", "o-"), ("upstream_migrated", "x--")):
+                ax.plot(
+                    sizes,
+                    [r[(name, op, size)].median for size in sizes],
+                    style,
+                    label=name.replace("_migrated", " on our schema"),
+                    color=colors[name.split("_")[0]],
+                )
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.set_xlabel("checkpoints in the thread")
+            ax.set_title(title)
+            ax.legend(fontsize=8)
+    if results.storage is not None:
+        st = results.storage
+        bars(
+            a_store,
+            ["add_messages", "DeltaChannel (beta)"][: 2 if "ours_delta" in st else 1],
+            {
+                "ours": [st[k].per_step for k in ("ours", "ours_delta") if k in st],
+                "upstream": [st[k].per_step for k in ("upstream", "upstream_delta") if k in st],
+            },
+            f"storage, {results.settings.get('turns', '?')}-turn chat",
+            fmt="{:,.0f}",
+        )
+    if results.effects is not None:
+        fx = results.effects
+        drawn = a_fx.bar(
+            ["@effect call", "2 INSERT+commit", "1 INSERT+commit"],
+            [fx["effect"].median, fx["two_commits"].median, fx["one_commit"].median],
+            color=[colors["ours"], colors["floor"], colors["floor"]],
+        )
+        a_fx.bar_label(drawn, fmt="%.3f", fontsize=8)
+        a_fx.set_title("ms per call: @effect vs the commit floor")
+    fig.suptitle(f"langgraph-durable vs langgraph-checkpoint-postgres ({results.machine['cpu']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True

@@ -1,0 +1,182 @@
+"""Per-step cost of each durability mode, and throughput with concurrent threads.
+
+Both use the 10-node, 10-channel graph of `durability_modes.py`. Samples of all savers and
+modes are interleaved (a shuffled order in every repetition), so a burst of load from other
+processes hits them alike instead of skewing whichever ran at that moment.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from bench_common import Stats, ours, timed_ms, upstream
+from durability_modes import NODES, graph_builder
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+MODES = ("sync", "async", "exit")
+
+
+class NoopSaver(BaseCheckpointSaver[str]):
+    """Stores nothing: what LangGraph's checkpointing costs with a saver that costs nothing,
+    the floor for any saver."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return None
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return iter(())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        return {
+            "configurable": {
+                "thread_id": configurable["thread_id"],
+                "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        return None
+
+
+def _invoker(graph: Any, mode: str | None) -> Callable[[], Any]:
+    def invoke() -> Any:
+        config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+        if mode is None:  # no checkpointer: LangGraph rejects a durability argument
+            return graph.invoke({}, config)
+        return graph.invoke({}, config, durability=mode)
+
+    return invoke
+
+
+def per_step(
+    upstream_dsn: str, ours_dsn: str, runs: int, warmup: int
+) -> dict[tuple[str, str], Stats]:
+    """ms per step of one invoke on a fresh thread, keyed by (saver, mode).
+
+    Each saver writes to a database of its own, with its own schema (our extra indexes
+    would slow upstream's inserts down).
+
+    The saver "none" (no checkpointer) is keyed with mode "-"; "noop" is `NoopSaver`.
+    """
+    with ExitStack() as stack:
+        savers = {
+            "upstream": stack.enter_context(upstream(upstream_dsn, 10)),
+            "ours": stack.enter_context(ours(ours_dsn, 10)),
+            "ours_async_commit": stack.enter_context(ours(ours_dsn, 10, async_commit=True)),
+        }
+        invokers: dict[tuple[str, str], Callable[[], Any]] = {
+            ("none", "-"): _invoker(graph_builder().compile(), None),
+            ("noop", "sync"): _invoker(graph_builder().compile(checkpointer=NoopSaver()), "sync"),
+        }
+        for name, saver in savers.items():
+            graph = graph_builder().compile(checkpointer=saver)
+            for mode in MODES:
+                invokers[(name, mode)] = _invoker(graph, mode)
+        for invoke in invokers.values():
+            for _ in range(warmup):
+                invoke()
+        samples: dict[tuple[str, str], list[float]] = {key: [] for key in invokers}
+        order = list(invokers)
+        shuffler = random.Random(7)
+        for _ in range(runs):
+            shuffler.shuffle(order)
+            for key in order:
+                samples[key].append(timed_ms(invokers[key]) / NODES)
+    return {key: Stats.of(values) for key, values in samples.items()}
+
+
+def _rate(invoke: Callable[[], Any], threads: int, seconds: float) -> float:
+    """Invokes per second with `threads` Python threads invoking back to back."""
+    stop = threading.Event()
+    counts = [0] * threads
+    start = threading.Barrier(threads + 1)
+
+    def worker(i: int) -> None:
+        start.wait()
+        while not stop.is_set():
+            invoke()
+            counts[i] += 1
+
+    workers = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    time.sleep(min(1.0, seconds / 4))  # ramp up: every thread is mid-invoke from here on
+    begin, done_before = time.perf_counter(), sum(counts)
+    time.sleep(seconds)
+    end, done_after = time.perf_counter(), sum(counts)
+    stop.set()
+    for w in workers:
+        w.join()
+    return (done_after - done_before) / (end - begin)
+
+
+def throughput(
+    upstream_dsn: str,
+    ours_dsn: str,
+    levels: tuple[int, ...],
+    seconds: float,
+    rounds: int,
+    pool_size: int = 16,
+) -> dict[tuple[str, int], Stats]:
+    """Invokes per second (durability "sync"), keyed by (saver, threads).
+
+    Each LangGraph thread (thread_id) is run from its own Python thread; each saver writes
+    to a database of its own. Every round
+    measures each saver at each level once, alternating which saver goes first; the median
+    over rounds is reported.
+    """
+    with ExitStack() as stack:
+        savers = {
+            "upstream": stack.enter_context(upstream(upstream_dsn, pool_size)),
+            "ours": stack.enter_context(ours(ours_dsn, pool_size)),
+        }
+        invokers = {
+            name: _invoker(graph_builder().compile(checkpointer=saver), "sync")
+            for name, saver in savers.items()
+        }
+        for invoke in invokers.values():  # warm up pools (to full size) and plans
+            _rate(invoke, max(levels), min(1.0, seconds))
+        samples: dict[tuple[str, int], list[float]] = {
+            (name, level): [] for name in invokers for level in levels
+        }
+        names = list(invokers)
+        for round_ in range(rounds):
+            for level in levels:
+                for name in names if round_ % 2 == 0 else reversed(names):
+                    samples[(name, level)].append(_rate(invokers[name], level, seconds))
+    return {key: Stats.of(values) for key, values in samples.items()}

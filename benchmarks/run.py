@@ -1,0 +1,308 @@
+"""Every benchmark scenario, ours against upstream's PostgresSaver, in one process and run.
+
+    python benchmarks/run.py [--dsn DSN] [--quick] [--out DIR] [--only SCENARIO,...]
+    python benchmarks/run.py --report-only [--out DIR]
+
+Scenarios (see each module's docstring for the method):
+
+- steps:      ms per step of a 10-node, 10-channel graph in each durability mode, the
+              graph alone and on a no-op checkpointer (`bench_steps.py`, the graph of
+              `durability_modes.py`);
+- throughput: steps/s with 1, 4 and 16 concurrent threads, sync savers, pool of 16;
+- reads:      latest `get_tuple` and `list(limit=10)` on threads of 100, 10,000 and 100,000
+              bulk-loaded checkpoints next to 2,000 short threads (`bench_data.py`);
+- storage:    table bytes per step of a 200-turn chat, each saver in its own database;
+- effects:    an `@effect` call against two single-row INSERT+commit statements, and the
+              raw one-commit floor (`bench_effects.py`).
+
+Prints a markdown table with ratios (ours / upstream) and the machine, checks the targets of
+issue 6, and writes `benchmarks.md`, `benchmarks.json` and (with matplotlib, the `bench`
+extra) `benchmarks.png` into `--out` (default `docs/`). In `benchmarks.md` only the part
+between the result markers is replaced, so hand-written sections around it survive.
+`--only` re-runs some scenarios and keeps the others from the previous `benchmarks.json`;
+`--report-only` rewrites the table and the plot from it.
+
+Where the time of the sync path goes: `profile_step.py`; commit-mode what-ifs and single
+statement costs: `what_if.py`.
+
+`--dsn` names the server (any database on it): every scenario runs in scratch databases
+created there and dropped afterwards. Without it, `LANGGRAPH_DURABLE_DSN`, else an embedded
+Postgres.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench_common import ROOT, Stats, machine, scratch_database
+from bench_data import ReadResults, StorageResult, reads, storage
+from bench_effects import effects
+from bench_report import Results, markdown, plot, targets
+from bench_steps import per_step, throughput
+
+from langgraph_durable.embedded import resolve_dsn
+
+SCENARIOS = ("steps", "throughput", "reads", "storage", "effects")
+
+FULL: dict[str, Any] = {
+    "step_runs": 200,
+    "step_warmup": 3,
+    "levels": (1, 4, 16),
+    "throughput_seconds": 1.5,
+    "throughput_rounds": 6,
+    "read_sizes": (100, 10_000, 100_000),
+    "read_background": (2_000, 5),
+    "read_reps": 60,
+    "read_warmup": 3,
+    "turns": 200,
+    "effect_reps": 1000,
+    "effect_warmup": 20,
+}
+QUICK: dict[str, Any] = {
+    "step_runs": 3,
+    "step_warmup": 1,
+    "levels": (1, 4, 16),
+    "throughput_seconds": 0.4,
+    "throughput_rounds": 1,
+    "read_sizes": (100, 1_000),
+    "read_background": (200, 5),
+    "read_reps": 5,
+    "read_warmup": 2,
+    "turns": 20,
+    "effect_reps": 20,
+    "effect_warmup": 3,
+}
+
+START_MARK = (
+    "<!-- results: written by benchmarks/run.py; everything up to the end mark is replaced -->"
+)
+END_MARK = "<!-- end of results -->"
+
+HEADER = """# Benchmarks
+
+Ours (`DurablePostgresSaver`) against upstream's `PostgresSaver` (langgraph-checkpoint-postgres)
+on its `ConnectionPool`, measured in the same process and run. Reproduce with one command
+(about 2.5 minutes on 2 cores; `--quick` takes seconds and only checks that it all runs):
+
+```bash
+pip install -e '.[bench]' && python benchmarks/run.py --dsn postgresql://postgres@127.0.0.1:5432/postgres
+```
+"""
+
+METHOD = """How each scenario is measured (details in the docstrings of `benchmarks/bench_*.py`):
+
+- per step: a 10-node linear graph with 10 channels (`benchmarks/durability_modes.py`) is
+  invoked on a fresh thread; invoke time / 10. All savers and modes are interleaved in a
+  shuffled order in every repetition. Each saver writes to a database of its own schema.
+  The no-op checkpointer stores nothing: it is LangGraph's own checkpointing work.
+- throughput: N Python threads each invoke that graph back to back on their own thread ids
+  (`durability="sync"`), one saver at a time with a pool of 16; completed steps per second
+  over a fixed window after a ramp-up, median of rounds.
+- reads: three threads plus 2,000 short ones, bulk-loaded with COPY in the savers' shared
+  row format (a chat loop: a `messages` blob per checkpoint and the next task's writes), so
+  the tables are dominated by the biggest thread while the average thread is small;
+  `get_tuple({"thread_id": t})` and `list({"thread_id": t}, limit=10)`. Upstream runs on the
+  schema its own `setup()` makes, ours on a copy of that database after our `setup()`; the
+  note "upstream on our migrated schema" is upstream on that copy. All interleaved.
+- storage: a chat thread (`add_messages`, seeded text of varied length) run turn by turn
+  with `durability="sync"`, each saver in its own database; growth of
+  `pg_total_relation_size` of the three tables (indexes and TOAST included) / checkpoints.
+  The DeltaChannel row runs the same chat with `messages` in LangGraph's `DeltaChannel`.
+- effects: an `@effect` with a no-op body on a new business key (journal claim + complete,
+  two synchronous commits) against two single-row INSERT+commit statements on the same
+  pool, interleaved.
+"""
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--dsn", help="any database on the server to benchmark on")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that it runs")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where to write")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: rewrite the table and plot from the benchmarks.json in --out",
+    )
+    parser.add_argument(
+        "--only",
+        help=f"comma-separated scenarios to run ({', '.join(SCENARIOS)}); the others are "
+        "taken from the previous benchmarks.json in --out",
+    )
+    return parser.parse_args()
+
+
+def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
+    s = results.settings
+    for scenario in chosen:
+        began = time.perf_counter()
+        print(f"running {scenario} ...", file=sys.stderr, flush=True)
+        if scenario == "steps":
+            with (
+                scratch_database(server_dsn, "steps_upstream") as upstream_dsn,
+                scratch_database(server_dsn, "steps_ours") as ours_dsn,
+            ):
+                results.steps = per_step(upstream_dsn, ours_dsn, s["step_runs"], s["step_warmup"])
+        elif scenario == "throughput":
+            with (
+                scratch_database(server_dsn, "tput_upstream") as upstream_dsn,
+                scratch_database(server_dsn, "tput_ours") as ours_dsn,
+            ):
+                results.throughput = throughput(
+                    upstream_dsn,
+                    ours_dsn,
+                    s["levels"],
+                    s["throughput_seconds"],
+                    s["throughput_rounds"],
+                )
+        elif scenario == "reads":
+            results.reads = reads(
+                server_dsn, s["read_sizes"], s["read_background"], s["read_reps"], s["read_warmup"]
+            )
+        elif scenario == "storage":
+            results.storage = storage(server_dsn, s["turns"])
+        elif scenario == "effects":
+            with scratch_database(server_dsn, "effects") as dsn:
+                results.effects = effects(dsn, s["effect_reps"], s["effect_warmup"])
+        results.seconds[scenario] = time.perf_counter() - began
+        if scenario == "reads" and results.reads is not None:
+            results.seconds["of which bulk load"] = results.reads.load_seconds
+
+
+# ---------------------------------------------------------------------------------------
+# benchmarks.json: the raw results, so that --only can re-run part of them
+
+
+def _key(key: Any) -> str:
+    return "|".join(str(k) for k in key) if isinstance(key, tuple) else str(key)
+
+
+def _stats(table: dict[Any, Stats] | None) -> dict[str, Any] | None:
+    return None if table is None else {_key(k): asdict(v) for k, v in table.items()}
+
+
+def _to_json(results: Results) -> dict[str, Any]:
+    return {
+        "machine": results.machine,
+        "settings": results.settings,
+        "seconds": results.seconds,
+        "steps": _stats(results.steps),
+        "throughput": _stats(results.throughput),
+        "reads": None
+        if results.reads is None
+        else {"stats": _stats(results.reads.stats), "load_seconds": results.reads.load_seconds},
+        "storage": None
+        if results.storage is None
+        else {k: asdict(v) for k, v in results.storage.items()},
+        "effects": _stats(results.effects),
+    }
+
+
+def _restore(previous: dict[str, Any], results: Results, scenario: str) -> None:
+    def stats(table: dict[str, Any], convert: Any = None) -> dict[Any, Stats]:
+        out: dict[Any, Stats] = {}
+        for key, value in table.items():
+            parts = key.split("|")
+            out[convert(parts) if convert else key] = Stats(**value)
+        return out
+
+    data = previous.get(scenario)
+    if data is None:
+        return
+    if scenario == "steps":
+        results.steps = stats(data, lambda p: (p[0], p[1]))
+    elif scenario == "throughput":
+        results.throughput = stats(data, lambda p: (p[0], int(p[1])))
+    elif scenario == "reads":
+        results.reads = ReadResults(
+            stats(data["stats"], lambda p: (p[0], p[1], int(p[2]))), data["load_seconds"]
+        )
+    elif scenario == "storage":
+        results.storage = {k: StorageResult(**v) for k, v in data.items()}
+    elif scenario == "effects":
+        results.effects = stats(data)
+    if scenario in previous.get("seconds", {}):
+        results.seconds[scenario] = previous["seconds"][scenario]
+    if scenario == "reads" and results.reads is not None:
+        results.seconds["of which bulk load"] = results.reads.load_seconds
+
+
+def _write_markdown(path: Path, body: str) -> None:
+    generated = f"{START_MARK}\n\n{body}\n\n{METHOD}\n{END_MARK}"
+    if path.exists():
+        old = path.read_text(encoding="utf-8")
+        if START_MARK in old and END_MARK in old:
+            before, rest = old.split(START_MARK, 1)
+            after = rest.split(END_MARK, 1)[1]
+            path.write_text(before + generated + after, encoding="utf-8")
+            return
+    path.write_text(f"{HEADER}\n{generated}\n", encoding="utf-8")
+
+
+def main() -> None:
+    args = _parse()
+    chosen = SCENARIOS if not args.only else tuple(s.strip() for s in args.only.split(","))
+    unknown = set(chosen) - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenarios {sorted(unknown)}; pick from {SCENARIOS}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    json_path = args.out / "benchmarks.json"
+    previous: dict[str, Any] = {}
+    if (args.only or args.report_only) and json_path.exists():
+        previous = json.loads(json_path.read_text(encoding="utf-8"))
+    if args.report_only:
+        if not previous:
+            raise SystemExit(f"--report-only: no {json_path}")
+        settings = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in previous["settings"].items()
+        }
+        results = Results(machine=previous["machine"], settings=settings)
+        for scenario in SCENARIOS:
+            _restore(previous, results, scenario)
+        _report(results, args.out)
+        return
+    dsn, embedded = resolve_dsn(args.dsn)
+    try:
+        settings = dict(QUICK if args.quick else FULL)
+        if previous and previous.get("settings", {}).get("quick", False) != args.quick:
+            raise SystemExit("--only: the previous run used other sizes (--quick or not)")
+        settings["quick"] = args.quick
+        results = Results(machine=machine(dsn), settings=settings)
+        for scenario in SCENARIOS:
+            if scenario not in chosen:
+                _restore(previous, results, scenario)
+        _run(results, dsn, chosen)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    json_path.write_text(json.dumps(_to_json(results), indent=1) + "\n", encoding="utf-8")
+    _report(results, args.out)
+
+
+def _report(results: Results, out: Path) -> None:
+    """Prints the table and targets; writes benchmarks.md and the plot into `out`."""
+    order = [*SCENARIOS[:3], "of which bulk load", *SCENARIOS[3:]]
+    results.seconds = {k: results.seconds[k] for k in order if k in results.seconds}
+    body = markdown(results)
+    print(body)
+    _write_markdown(out / "benchmarks.md", body)
+    if plot(results, out / "benchmarks.png"):
+        print(f"\nwrote {out / 'benchmarks.md'} and {out / 'benchmarks.png'}")
+    else:
+        print(
+            f"\nwrote {out / 'benchmarks.md'}; no plot: matplotlib is missing "
+            "(pip install -e '.[bench]')"
+        )
+    failed = [t.name for t in targets(results) if t.passed is False]
+    if failed:
+        print(f"targets not met: {', '.join(failed)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

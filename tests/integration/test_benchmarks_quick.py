@@ -1,0 +1,77 @@
+"""`benchmarks/run.py --quick` runs every scenario and reports each one; no timing is asserted.
+
+It writes into a temporary folder, never over `docs/`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ROWS = (
+    "| graph alone (no checkpointer) |",
+    "| per step, durability=sync |",
+    "| per step, durability=async |",
+    "| per step, durability=exit |",
+    "| throughput, 1 concurrent thread |",
+    "| throughput, 4 concurrent threads |",
+    "| throughput, 16 concurrent threads |",
+    "| latest get_tuple, thread of 100 checkpoints |",
+    "| latest get_tuple, thread of 1,000 checkpoints |",
+    "| list(limit=10), thread of 100 checkpoints |",
+    "| list(limit=10), thread of 1,000 checkpoints |",
+    "| storage per step, 20-turn chat |",
+    "| storage per step, same chat, messages in a DeltaChannel (beta) |",
+    "| @effect call (claim + complete) vs two INSERT+commit |",
+    "| raw floor: one single-row INSERT+commit |",
+    "| recovery time of a SIGKILLed run | s | n/a |",
+)
+
+TARGETS = (
+    "| sync per-step time vs upstream |",
+    "| throughput with 16 threads vs upstream |",
+    "| latest fetch on the 1,000-checkpoint thread vs upstream |",
+    "| latest fetch flat: ours on 1,000 vs on 100 checkpoints |",
+    "| storage per step vs upstream |",
+    "| @effect overhead vs the two-commit floor |",
+)
+
+
+def test_run_quick_reports_every_scenario(db_dsn: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--dsn",
+            db_dsn,
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "benchmarks.md").read_text(encoding="utf-8")
+    for text in (done.stdout, written):
+        for row in ROWS + TARGETS:
+            assert row in text, f"missing row {row!r}"
+        assert "| ours | baseline | ours / baseline |" in text
+        assert "- postgres: PostgreSQL " in text  # the machine is noted
+        assert " cores, " in text
+    results = json.loads((tmp_path / "benchmarks.json").read_text(encoding="utf-8"))
+    assert results["settings"]["quick"] is True
+    for scenario in ("steps", "throughput", "reads", "storage", "effects"):
+        assert results[scenario], f"{scenario} has no results"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:  # the plot needs the `bench` extra
+        assert "no plot" in done.stdout
+    else:
+        assert (tmp_path / "benchmarks.png").stat().st_size > 10_000

@@ -3,8 +3,9 @@
 A crash test starts a worker with `LANGGRAPH_DURABLE_CRASH_AT=<point>` (or a comma list);
 when the worker reaches that point it SIGKILLs itself: no `finally`, no `atexit`, no flush,
 just like a power cut or an OOM kill. `LANGGRAPH_DURABLE_CRASH_AFTER=<n>` lets the first
-n passes through the point go by. Outside tests the variable is unset and a check costs
-one dict lookup.
+n passes through the point go by. The variables are read once, when this module is first
+imported (a crash test sets them in the worker's environment before it starts), so outside
+tests a check costs one comparison.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ import sys
 __all__ = ["reached"]
 
 _passes: dict[str, int] = {}
+_WANTED = frozenset(filter(None, os.environ.get("LANGGRAPH_DURABLE_CRASH_AT", "").split(",")))
+_AFTER = int(os.environ.get("LANGGRAPH_DURABLE_CRASH_AFTER", "0") or 0)
 
 
 def reached(point: str) -> None:
     """SIGKILL this process if a test asked to crash at `point`."""
-    wanted = os.environ.get("LANGGRAPH_DURABLE_CRASH_AT")
-    if not wanted or point not in wanted.split(","):
+    if not _WANTED or point not in _WANTED:
         return
     seen = _passes.get(point, 0)
     _passes[point] = seen + 1
-    if seen < int(os.environ.get("LANGGRAPH_DURABLE_CRASH_AFTER", "0")):
+    if seen < _AFTER:
         return
     sys.stdout.flush()
     sys.stderr.flush()

@@ -7,6 +7,7 @@
     langgraph-durable delete-idle --older-than 30d
     langgraph-durable effects [--thread ID]      # effects running, unknown or waiting
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
+    langgraph-durable approvals [--thread ID]    # threads waiting at an interrupt()
 
 `--dsn` falls back to `LANGGRAPH_DURABLE_DSN`; `--json` prints machine-readable output.
 Errors are printed as one line with what to do, and the exit code is 1 (2 for usage).
@@ -24,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from langgraph_durable._sql import SCHEMA
+from langgraph_durable.approvals._pending import pending_approvals
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.effects._effect import _journal_of_saver
 from langgraph_durable.effects._journal import EffectJournal
@@ -61,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     effects = commands.add_parser("effects", help="list effects that are not finished")
     effects.add_argument("--thread")
     effects.add_argument("--limit", type=int, default=100)
+    approvals = commands.add_parser("approvals", help="list threads waiting for an answer")
+    approvals.add_argument("--thread")
+    approvals.add_argument("--limit", type=int, default=100)
     resolve = commands.add_parser("resolve", help="resolve an effect whose outcome is unknown")
     resolve.add_argument("key")
     how = resolve.add_mutually_exclusive_group(required=True)
@@ -86,6 +91,21 @@ def _run(args: argparse.Namespace) -> Any:
             return {"pruned": args.threads, "strategy": args.strategy}
         if args.command == "delete-idle":
             return {"deleted": saver.delete_idle_threads(args.older_than)}
+        if args.command == "approvals":
+            waiting = pending_approvals(saver, thread_id=args.thread, limit=args.limit)
+            return {
+                "approvals": [
+                    {
+                        "thread_id": w.thread_id,
+                        "interrupt_id": w.interrupt_id,
+                        "is_approval": w.is_approval,
+                        "waiting_since": str(w.waiting_since),
+                        "age": str(w.age),
+                        "value": w.value,
+                    }
+                    for w in waiting
+                ]
+            }
         journal = _journal_of_saver(saver)
         assert isinstance(journal, EffectJournal)
         if args.command == "effects":
@@ -120,7 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(result, str):
         print(result)
     elif args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, default=str))
+    elif "approvals" in result:
+        for row in result["approvals"]:
+            print(
+                f"{row['thread_id']}  waiting {row['age']}  "
+                f"{json.dumps(row['value'], default=str)[:120]}"
+            )
+        if not result["approvals"]:
+            print("no thread is waiting")
     elif "effects" in result:
         for row in result["effects"]:
             print(

@@ -241,3 +241,19 @@ def test_check_graph_finds_effects_and_clients_before_interrupts(
     assert "smtplib.SMTP" in by_node["tools"].message
     assert "move" in by_node["tools"].message
     _ = AIMessage  # tool graphs take AIMessage tool calls; not invoked here
+
+
+def test_cli_lists_waiting_approvals(
+    saver: DurablePostgresSaver, db_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from langgraph_durable.cli import main as cli
+
+    graph = refund_graph(saver)
+    thread, _ = start(graph, amount=55)
+    assert cli(["--dsn", db_dsn, "approvals", "--thread", thread]) == 0
+    assert f"{thread}  waiting" in capsys.readouterr().out
+    assert cli(["--dsn", db_dsn, "--json", "approvals", "--thread", thread]) == 0
+    listed = json.loads(capsys.readouterr().out)["approvals"]
+    assert listed[0]["value"]["request"] == {"order": thread, "amount": 55}

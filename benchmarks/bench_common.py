@@ -90,12 +90,20 @@ def scratch_database(server_dsn: str, tag: str, copy_of: str | None = None) -> I
     """
     name = f"lgd_bench_{tag}_{os.getpid()}_{secrets.token_hex(3)}"
     template = conninfo_to_dict(copy_of).get("dbname") if copy_of else "template0"
+    create = sql.SQL("CREATE DATABASE {} TEMPLATE {} ENCODING 'UTF8'").format(
+        sql.Identifier(name), sql.Identifier(str(template))
+    )
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {} ENCODING 'UTF8'").format(
-                sql.Identifier(name), sql.Identifier(str(template))
-            )
-        )
+        # Autovacuum may be connected to a freshly loaded template for a moment; copying it
+        # then fails with "being accessed by other users", so try again briefly.
+        for attempt in range(50):
+            try:
+                conn.execute(create)
+                break
+            except psycopg.errors.ObjectInUse:
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)
     try:
         yield dsn_for(server_dsn, name)
     finally:

@@ -64,6 +64,8 @@ NAMES = [
     ("_astore_writes", "_store_writes"),
     ("_astore_checkpoint", "_store_checkpoint"),
     ("AsyncEffectJournal", "EffectJournal"),
+    ("AsyncHeartbeat", "Heartbeat"),
+    ("aextend_lease", "extend_lease"),
     ("checkpoint.aio import", "checkpoint.sync import"),
     ("_ajournal", "_journal"),
     ("_arunner", "_runner"),

@@ -562,3 +562,10 @@ WHERE w.channel = '__interrupt__'
     )
 ORDER BY waiting_since, w.thread_id
 LIMIT %(limit)s
+
+-- name: effect_extend_lease
+-- The heartbeat of a long attempt: still ours, still running, so the lease moves on.
+UPDATE langgraph_durable_effects SET
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    updated_at = clock_timestamp()
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'

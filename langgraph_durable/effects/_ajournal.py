@@ -234,6 +234,12 @@ class AsyncEffectJournal:
         )
         return rows[0]["next_attempt_at"] if rows else None
 
+    async def aextend_lease(self, key: str, attempt: int, lease_seconds: float) -> None:
+        await self._fetch(
+            QUERIES["effect_extend_lease"],
+            {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds},
+        )
+
     async def amark_unknown(self, key: str, attempt: int) -> None:
         await self._fetch(QUERIES["effect_mark_unknown"], {"key": key, "seen_attempt": attempt})
 

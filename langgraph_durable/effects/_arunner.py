@@ -21,6 +21,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph_durable import _crashpoints, _guard
 from langgraph_durable.effects._ajournal import AsyncEffectJournal, owner_is_dead
 from langgraph_durable.effects._call import EffectCall
+from langgraph_durable.effects._heartbeat import AsyncHeartbeat
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import (
     Action,
@@ -165,7 +166,9 @@ async def _aattempt(journal: AsyncEffectJournal, call: EffectCall, attempt: int)
         _crashpoints.reached("effect:after_claim")
         token = current_key.set(call.key)
         try:
-            result = await _maybe_await(call.invoke(call.key))
+            heartbeat = AsyncHeartbeat(journal, call.key, attempt, call.lease_seconds)
+            async with heartbeat.running():
+                result = await _maybe_await(call.invoke(call.key))
         except GraphBubbleUp:
             # Control flow, not a failure: an interrupt re-runs the node, which calls again.
             await journal.arelease(call.key, attempt)

@@ -232,6 +232,12 @@ class EffectJournal:
         )
         return rows[0]["next_attempt_at"] if rows else None
 
+    def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> None:
+        self._fetch(
+            QUERIES["effect_extend_lease"],
+            {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds},
+        )
+
     def mark_unknown(self, key: str, attempt: int) -> None:
         self._fetch(QUERIES["effect_mark_unknown"], {"key": key, "seen_attempt": attempt})
 

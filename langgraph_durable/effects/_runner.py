@@ -22,6 +22,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard
 from langgraph_durable.effects._call import EffectCall
+from langgraph_durable.effects._heartbeat import Heartbeat
 from langgraph_durable.effects._journal import EffectJournal, owner_is_dead
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import (
@@ -165,7 +166,9 @@ def _attempt(journal: EffectJournal, call: EffectCall, attempt: int) -> Any:
         _crashpoints.reached("effect:after_claim")
         token = current_key.set(call.key)
         try:
-            result = _maybe_await(call.invoke(call.key))
+            heartbeat = Heartbeat(journal, call.key, attempt, call.lease_seconds)
+            with heartbeat.running():
+                result = _maybe_await(call.invoke(call.key))
         except GraphBubbleUp:
             # Control flow, not a failure: an interrupt re-runs the node, which calls again.
             journal.release(call.key, attempt)

@@ -539,3 +539,27 @@ def test_effects_in_tasks_tools_and_as_whole_nodes(saver: DurablePostgresSaver) 
     node_graph.invoke({"log": []}, config)
     node_graph.invoke(Command(resume="x"), config)
     assert seen == ["#ops", "#sales", "whole-node"]
+
+
+def test_heartbeat_keeps_a_long_attempt_alive(journal: EffectJournal) -> None:
+    """A call three times longer than its lease is not taken for dead by another caller."""
+    key = f"long-{uuid.uuid4()}"
+    started = threading.Event()
+    calls: list[str] = []
+
+    @effect(key=key, journal=journal, lease_ttl=0.6, wait_timeout=10, name="long")
+    def long_call() -> str:
+        calls.append("call")
+        started.set()
+        time.sleep(1.8)
+        return "finished"
+
+    results: list[str] = []
+    worker = threading.Thread(target=lambda: results.append(long_call()))
+    worker.start()
+    assert started.wait(5)
+    time.sleep(0.9)  # past the first lease: only the heartbeat keeps it
+    assert long_call() == "finished"  # waited for the live attempt, then replayed
+    worker.join(5)
+    assert results == ["finished"]
+    assert calls == ["call"]

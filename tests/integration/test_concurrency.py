@@ -20,15 +20,15 @@ from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
 
 WAITING_ON_LOCK = """
 SELECT count(*) AS n FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%%checkpoints%%'
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE %s
 """
 
 
-def wait_until_blocked(dsn: str) -> None:
-    """Return once a session is waiting on a row lock: A's save really is in the database."""
+def wait_until_blocked(dsn: str, table: str = "checkpoints") -> None:
+    """Return once a session is waiting on a row lock: the save really is in the database."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for _ in range(1000):
-            row = conn.execute(WAITING_ON_LOCK).fetchone()
+            row = conn.execute(WAITING_ON_LOCK, (f"%INTO {table}%",)).fetchone()
             if row is not None and row[0] > 0:
                 return
             time.sleep(0.01)
@@ -78,3 +78,42 @@ async def test_async_saver_other_threads_proceed_while_one_is_blocked(db_dsn: st
             assert not blocked.done()
             await locker.rollback()
         await asyncio.wait_for(blocked, timeout=10)
+
+
+def test_checkpoint_waits_for_the_writes_of_the_checkpoint_it_moves_past(db_dsn: str) -> None:
+    """Invariant I4: while a task's writes are still being stored, the next checkpoint is
+    not committed before them. A second session holds the same write row uncommitted, so
+    the writes block in the database; the child checkpoint must finish after they do."""
+    thread = f"i4-{uuid.uuid4()}"
+    done: list[str] = []
+    with DurablePostgresSaver.from_conn_string(db_dsn, max_connections=4) as saver:
+        saver.setup()
+        parent = saver.put(root(thread), empty_checkpoint(), {}, {})
+        with psycopg.connect(db_dsn) as locker:
+            locker.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, "
+                "task_id, task_path, idx, channel, type, blob) "
+                "VALUES (%s, '', %s, 'task-1', '', 0, 'ch', 'json', '\\x00')",
+                (thread, parent["configurable"]["checkpoint_id"]),
+            )
+            writes = threading.Thread(
+                target=lambda: (
+                    saver.put_writes(parent, [("ch", "value")], "task-1"),
+                    done.append("writes"),
+                )
+            )
+            writes.start()
+            wait_until_blocked(db_dsn, "checkpoint_writes")
+            child = threading.Thread(
+                target=lambda: (
+                    saver.put(parent, empty_checkpoint(), {}, {}),
+                    done.append("checkpoint"),
+                )
+            )
+            child.start()
+            child.join(timeout=0.5)
+            assert done == []  # the checkpoint waits for the blocked writes
+            locker.rollback()
+        writes.join(timeout=10)
+        child.join(timeout=10)
+    assert done == ["writes", "checkpoint"]

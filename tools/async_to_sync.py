@@ -65,6 +65,7 @@ NAMES = [
     ("_astore_checkpoint", "_store_checkpoint"),
     ("AsyncEffectJournal", "EffectJournal"),
     ("AsyncHeartbeat", "Heartbeat"),
+    ("AsyncWriteParking", "WriteParking"),
     ("aextend_lease", "extend_lease"),
     ("checkpoint.aio import", "checkpoint.sync import"),
     ("_ajournal", "_journal"),

@@ -142,9 +142,11 @@ WHERE thread_id = %(thread_id)s
 GROUP BY checkpoint_id
 
 -- name: put_checkpoint
--- A checkpoint and the new versions of its blob-stored channels, as one statement: one
--- round trip, atomic without BEGIN/COMMIT. `synchronous_commit` is set for this statement's
--- own transaction only ('off' when the saver opts into asynchronous commits).
+-- A checkpoint, the new versions of its blob-stored channels and the regular writes parked
+-- for it (see checkpoint/_parking.py), as one statement: one round trip, atomic without
+-- BEGIN/COMMIT. `synchronous_commit` is set for this statement's own transaction only
+-- ('off' when the saver opts into asynchronous commits; then the parked writes, which
+-- would otherwise commit synchronously on their own, are not taken).
 WITH commit_mode AS (
     SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
 ), new_blobs AS (
@@ -154,6 +156,16 @@ WITH commit_mode AS (
         %(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]
     ) AS b(channel, version, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+), parked_writes AS (
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    SELECT %(thread_id)s, %(checkpoint_ns)s, w.checkpoint_id, w.task_id, w.task_path,
+        w.idx, w.channel, w.type, w.blob
+    FROM unnest(
+        %(w_checkpoint_ids)s::text[], %(w_task_ids)s::text[], %(w_task_paths)s::text[],
+        %(w_idxs)s::int[], %(w_channels)s::text[], %(w_types)s::text[], %(w_blobs)s::bytea[]
+    ) AS w(checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 )
 INSERT INTO checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)

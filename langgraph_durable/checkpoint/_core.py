@@ -261,6 +261,32 @@ def write_params(
     return replace, params
 
 
+def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The `w_*` arrays of `put_checkpoint`: the rows of parked `write_params` results.
+
+    Parked writes are regular writes only, so they are inserted as first stored.
+    """
+    params: dict[str, list[Any]] = {
+        "w_checkpoint_ids": [],
+        "w_task_ids": [],
+        "w_task_paths": [],
+        "w_idxs": [],
+        "w_channels": [],
+        "w_types": [],
+        "w_blobs": [],
+    }
+    for writes in parked:
+        count = len(writes["idxs"])
+        params["w_checkpoint_ids"] += [writes["checkpoint_id"]] * count
+        params["w_task_ids"] += [writes["task_id"]] * count
+        params["w_task_paths"] += [writes["task_path"]] * count
+        params["w_idxs"] += writes["idxs"]
+        params["w_channels"] += writes["channels"]
+        params["w_types"] += writes["types"]
+        params["w_blobs"] += writes["blobs"]
+    return params
+
+
 def _load_blobs(
     serde: SerializerProtocol, blobs: Iterable[Sequence[bytes]] | None
 ) -> dict[str, Any]:

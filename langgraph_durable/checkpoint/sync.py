@@ -6,8 +6,9 @@ Compared with `PostgresSaver` from langgraph-checkpoint-postgres, on the same ta
 
 - no global lock: with a pool, calls for different threads run at once;
 - each `put` and each `put_writes` is one transaction sent in one round trip (pipeline);
-- a checkpoint waits for the in-flight writes of the checkpoint it moves past, so a
-  finished task's writes are never younger than the checkpoint after them (invariant I4);
+- a finished task's writes are parked for a moment and committed in the statement of the
+  checkpoint that moves past them: one commit per step (`_parking.py`); writes stored on
+  their own are waited for, so they are never younger than the checkpoint after them (I4);
 - bad input fails with a named error before a connection is taken (invariant I8);
 - `copy_thread`, `delete_for_runs`, a `DeltaChannel`-safe `prune`, idle-thread retention
   and a one-statement `get_delta_channel_history`.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -48,6 +49,7 @@ from langgraph_durable.checkpoint._connection import (
     retry_on_disconnect,
 )
 from langgraph_durable.checkpoint._migrate import check_schema, migrate
+from langgraph_durable.checkpoint._parking import WriteKey, WriteParking, settle
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -58,33 +60,6 @@ from langgraph_durable.errors import (
 __all__ = ["DurablePostgresSaver"]
 
 logger = logging.getLogger("langgraph_durable.checkpoint")
-
-_WriteKey = tuple[str, str, str]
-
-
-class _WritesInFlight:
-    """Counts `put_writes` calls under way per checkpoint, so `put` can wait for them."""
-
-    def __init__(self) -> None:
-        self._counts: dict[_WriteKey, int] = {}
-        self._changed = threading.Condition()
-
-    def enter(self, key: _WriteKey) -> None:
-        with self._changed:
-            self._counts[key] = self._counts.get(key, 0) + 1
-
-    def leave(self, key: _WriteKey) -> None:
-        with self._changed:
-            left = self._counts[key] - 1
-            if left:
-                self._counts[key] = left
-            else:
-                del self._counts[key]
-            self._changed.notify_all()
-
-    def wait_idle(self, key: _WriteKey) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: key not in self._counts)
 
 
 class DurablePostgresSaver(AsyncCallsRefused):
@@ -107,6 +82,10 @@ class DurablePostgresSaver(AsyncCallsRefused):
         async_commit: Commit checkpoints without waiting for the WAL flush. Safe against a
             worker crash; a server crash can lose the last few hundred milliseconds of
             checkpoints. Writes of finished tasks keep synchronous commits.
+        write_linger: Seconds a finished task's writes wait for the checkpoint that follows
+            them, to be committed in its statement (one commit per step instead of two).
+            LangGraph sends that checkpoint well within the default 2 ms; writes it does
+            not take in time are stored on their own. 0 stores every write on its own.
     """
 
     def __init__(
@@ -115,12 +94,18 @@ class DurablePostgresSaver(AsyncCallsRefused):
         *,
         serde: SerializerProtocol | None = None,
         async_commit: bool = False,
+        write_linger: float = 0.002,
     ) -> None:
         super().__init__(serde=serde)
+        if not 0 <= write_linger <= 1:
+            raise ConfigurationError(
+                f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
+            )
         self._source = ConnectionSource(conn)
         self.conn = conn
         self.async_commit = async_commit
-        self._writes_in_flight = _WritesInFlight()
+        # Checkpoints committed asynchronously must not carry writes, which commit durably.
+        self._parking = WriteParking(0 if async_commit else write_linger)
         # (thread, namespace) whose last put was rejected: under durability="async"
         # LangGraph runs the next tasks anyway, and their writes must not land against
         # checkpoints that will never exist. Cleared by the next accepted put there.
@@ -136,6 +121,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         max_connections: int = 10,
         connect_timeout: float = 10.0,
         async_commit: bool = False,
+        write_linger: float = 0.002,
     ) -> Iterator[DurablePostgresSaver]:
         """Open a saver on a checked connection pool; closes the pool on exit.
 
@@ -146,10 +132,11 @@ class DurablePostgresSaver(AsyncCallsRefused):
             connect_timeout: Seconds to wait for the first connection before raising
                 `DatabaseUnreachableError`.
             async_commit: See the class docstring.
+            write_linger: See the class docstring.
         """
         pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
         try:
-            yield cls(pool, serde=serde, async_commit=async_commit)
+            yield cls(pool, serde=serde, async_commit=async_commit, write_linger=write_linger)
         finally:
             pool.close()
 
@@ -286,10 +273,11 @@ class DurablePostgresSaver(AsyncCallsRefused):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint and the new versions of its channels in one transaction.
+        """Store a checkpoint, the new versions of its channels and parked writes at once.
 
-        Waits first for the writes still being stored against the checkpoint this one moves
-        past, so that a crash can never leave a checkpoint ahead of its tasks' results.
+        Takes the writes parked against the checkpoint this one moves past (or against
+        itself, as at exit) into its statement, and waits for those being stored on their own,
+        so that a crash can never leave a checkpoint ahead of its tasks' results.
         """
         try:
             row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
@@ -305,18 +293,24 @@ class DurablePostgresSaver(AsyncCallsRefused):
                     self._rejected.clear()
                 self._rejected[key] = exc
             raise
+        own: WriteKey = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+        keys = [own]
         if row["parent_checkpoint_id"]:
-            self._writes_in_flight.wait_idle(
-                (row["thread_id"], row["checkpoint_ns"], row["parent_checkpoint_id"])
-            )
+            keys.append((own[0], own[1], row["parent_checkpoint_id"]))
         if _core.durability_of(config) == "exit":
             # At exit LangGraph submits the final checkpoint and then its pending writes.
             # Letting the writes go first means a reader never sees the checkpoint
             # without them: both or neither, as if committed together.
-            self._writes_in_flight.wait_idle(
-                (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-            )
-        self._store_checkpoint(params)
+            # Yield once: the writes are scheduled (async) or being submitted (threads).
+            time.sleep(0)
+        taken = self._parking.take(keys)
+        params.update(_core.parked_write_params(entry.params for entry in taken))
+        try:
+            self._store_checkpoint(params)
+        except BaseException as exc:
+            settle(taken, exc)
+            raise
+        settle(taken)
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return {
             "configurable": {
@@ -339,7 +333,11 @@ class DurablePostgresSaver(AsyncCallsRefused):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes against a checkpoint, durably, in one transaction."""
+        """Store a task's writes against a checkpoint, durably, in one transaction.
+
+        Regular writes wait up to `write_linger` for the next checkpoint to carry them;
+        special writes (errors, interrupts, resumes) are stored at once.
+        """
         replace, params = _core.write_params(self.serde, config, writes, task_id, task_path)
         if any(channel == INTERRUPT for channel, _ in writes):
             _guard.interrupt_written(task_id)
@@ -352,19 +350,16 @@ class DurablePostgresSaver(AsyncCallsRefused):
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
                 f"({rejected}); these writes were not stored either."
             )
-        self._writes_in_flight.enter(key)
-        try:
-            self._store_writes(
-                QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"], params
-            )
-        finally:
-            self._writes_in_flight.leave(key)
+        query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
+        self._parking.store(
+            key, params, lambda: self._store_writes(query, params), park=not replace
+        )
+        _crashpoints.reached("put_writes:after_commit")
 
     @retry_on_disconnect
     def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
         with self._source.connection() as conn:
             conn.execute(query, params)
-            _crashpoints.reached("put_writes:after_commit")
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""

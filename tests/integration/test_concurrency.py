@@ -24,11 +24,15 @@ WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE %
 """
 
 
-def wait_until_blocked(dsn: str, table: str = "checkpoints") -> None:
+PUT_CHECKPOINT = "%WITH commit_mode AS%"  # pg_stat_activity keeps the first 1 KiB of a query
+PUT_WRITES = "%INSERT INTO checkpoint_writes%"
+
+
+def wait_until_blocked(dsn: str, statement: str = PUT_CHECKPOINT) -> None:
     """Return once a session is waiting on a row lock: the save really is in the database."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for _ in range(1000):
-            row = conn.execute(WAITING_ON_LOCK, (f"%INTO {table}%",)).fetchone()
+            row = conn.execute(WAITING_ON_LOCK, (statement,)).fetchone()
             if row is not None and row[0] > 0:
                 return
             time.sleep(0.01)
@@ -103,7 +107,7 @@ def test_checkpoint_waits_for_the_writes_of_the_checkpoint_it_moves_past(db_dsn:
                 )
             )
             writes.start()
-            wait_until_blocked(db_dsn, "checkpoint_writes")
+            wait_until_blocked(db_dsn, PUT_WRITES)
             child = threading.Thread(
                 target=lambda: (
                     saver.put(parent, empty_checkpoint(), {}, {}),

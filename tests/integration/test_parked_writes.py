@@ -1,0 +1,103 @@
+"""A step's writes and the checkpoint after them commit together: one commit per step.
+
+Proof by transaction id: rows inserted by one transaction share `xmin`. With a long
+`write_linger` the fold is deterministic; without parking every write row has an `xmin`
+of its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from graphs import State
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+
+from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
+from langgraph_durable.errors import ConfigurationError
+
+NODES = ["a", "b", "c", "d"]
+
+
+def linear_graph() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(State)
+    previous = START
+    for name in NODES:
+        builder.add_node(name, lambda s, name=name: {"log": [name]})
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder
+
+
+def write_rows_sharing_a_checkpoint_transaction(dsn: str, thread: str) -> tuple[int, int]:
+    """(write rows, of which committed in the transaction of some checkpoint row)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            """
+            SELECT count(*),
+                count(*) FILTER (WHERE w.xmin::text IN (
+                    SELECT c.xmin::text FROM checkpoints c WHERE c.thread_id = %(t)s))
+            FROM checkpoint_writes w WHERE w.thread_id = %(t)s
+            """,
+            {"t": thread},
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+@pytest.mark.parametrize(("linger", "folded"), [(1.0, True), (0.0, False)])
+def test_sync_saver_commits_each_steps_writes_with_the_next_checkpoint(
+    db_dsn: str, linger: float, folded: bool
+) -> None:
+    thread = f"fold-{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(db_dsn, write_linger=linger) as saver:
+        saver.setup()
+        graph = linear_graph().compile(checkpointer=saver)
+        out = graph.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability="sync")
+    assert out["log"] == NODES
+    rows, shared = write_rows_sharing_a_checkpoint_transaction(db_dsn, thread)
+    assert rows >= len(NODES)
+    assert shared == (rows if folded else 0)
+
+
+async def test_async_saver_commits_each_steps_writes_with_the_next_checkpoint(
+    db_dsn: str,
+) -> None:
+    thread = f"fold-{uuid.uuid4()}"
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as saver:
+        await saver.asetup()
+        graph = linear_graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": thread}}
+        out = await graph.ainvoke({"log": []}, config, durability="sync")
+    assert out["log"] == NODES
+    rows, shared = write_rows_sharing_a_checkpoint_transaction(db_dsn, thread)
+    assert rows >= len(NODES)
+    assert shared == rows
+
+
+def test_writes_without_a_following_checkpoint_are_stored_after_the_linger(db_dsn: str) -> None:
+    thread = f"fold-{uuid.uuid4()}"
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    with DurablePostgresSaver.from_conn_string(db_dsn, write_linger=0.05) as saver:
+        saver.setup()
+        parent = saver.put(config, empty_checkpoint(), {}, {})
+        saver.put_writes(parent, [("log", ["x"])], "task-1")
+        stored = saver.get_tuple(parent)
+    assert stored is not None
+    assert [(task, channel) for task, channel, _ in stored.pending_writes or []] == [
+        ("task-1", "log")
+    ]
+    assert write_rows_sharing_a_checkpoint_transaction(db_dsn, thread) == (1, 0)
+
+
+@pytest.mark.parametrize("linger", [-0.1, 5.0])
+def test_write_linger_out_of_range_is_a_configuration_error(db_dsn: str, linger: float) -> None:
+    with (
+        pytest.raises(ConfigurationError, match="write_linger"),
+        DurablePostgresSaver.from_conn_string(db_dsn, write_linger=linger),
+    ):
+        pass

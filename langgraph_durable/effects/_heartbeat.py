@@ -4,14 +4,22 @@ Without it, a call that outlives `lease_ttl` looks dead to workers on other host
 would then stop with `EffectOutcomeUnknown`. The heartbeat extends the lease every third of
 the lease; it stops when the call returns or raises. A failed extension is logged, not
 raised: the call itself is what matters, and an expired lease is handled safely anyway.
+
+Almost every call ends long before its first beat, so arming a heartbeat must cost next to
+nothing: a thread started per call doubled the cost of an `@effect` call. The sync flavour
+shares one daemon thread per process that sleeps until the earliest beat is due; the async
+flavour arms a `call_later` timer on the running loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -21,52 +29,111 @@ logger = logging.getLogger("langgraph_durable.effects")
 
 
 class AsyncHeartbeat:
-    """Extends a lease from a task on the running loop while the `async with` body runs."""
+    """Extends a lease from the running loop while the `async with` body runs."""
 
     def __init__(self, journal: Any, key: str, attempt: int, lease_seconds: float) -> None:
         self._journal, self._key, self._attempt = journal, key, attempt
         self._lease = lease_seconds
+        self._timer: asyncio.TimerHandle | None = None
+        self._beating: asyncio.Task[None] | None = None
+
+    def _arm(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._lease / 3, self._fire)
+
+    def _fire(self) -> None:
+        self._beating = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self._lease / 3)
-            try:
-                await self._journal.aextend_lease(self._key, self._attempt, self._lease)
-            except Exception as exc:
-                logger.warning("could not extend the lease of %s: %s", self._key, exc)
+        try:
+            await self._journal.aextend_lease(self._key, self._attempt, self._lease)
+        except Exception as exc:
+            logger.warning("could not extend the lease of %s: %s", self._key, exc)
+        self._arm()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        task = asyncio.create_task(self._beat())
+        self._arm()
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._beating is not None and not self._beating.done():
+                self._beating.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._beating
+
+
+class _Beats:
+    """One daemon thread per process that extends the leases of every running sync call."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._due: list[tuple[float, int, Heartbeat]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._stopped_in_queue = 0
+
+    def schedule(self, heartbeat: Heartbeat, delay: float) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (time.monotonic() + delay, next(self._order), heartbeat))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="langgraph-durable-leases", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+
+    def stopped(self) -> None:
+        """A heartbeat stopped; its entry waits in the queue until due, unless many do."""
+        with self._changed:
+            self._stopped_in_queue += 1
+            if self._stopped_in_queue > 1024 and 2 * self._stopped_in_queue > len(self._due):
+                self._due = [entry for entry in self._due if not entry[2].stopped]
+                heapq.heapify(self._due)
+                self._stopped_in_queue = 0
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    timeout = self._due[0][0] - time.monotonic() if self._due else None
+                    self._changed.wait(timeout)
+                _, _, heartbeat = heapq.heappop(self._due)
+            if heartbeat.stopped:
+                with self._changed:
+                    self._stopped_in_queue = max(0, self._stopped_in_queue - 1)
+                continue
+            heartbeat.beat()
+            if not heartbeat.stopped:
+                self.schedule(heartbeat, heartbeat.interval)
+
+
+_BEATS = _Beats()
 
 
 class Heartbeat:
-    """Extends a lease from a daemon thread while the `with` body runs."""
+    """Extends a lease from the shared lease thread while the `with` body runs."""
 
     def __init__(self, journal: Any, key: str, attempt: int, lease_seconds: float) -> None:
         self._journal, self._key, self._attempt = journal, key, attempt
         self._lease = lease_seconds
-        self._stop = threading.Event()
+        self.interval = lease_seconds / 3
+        self.stopped = False
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self._lease / 3):
-            try:
-                self._journal.extend_lease(self._key, self._attempt, self._lease)
-            except Exception as exc:
-                logger.warning("could not extend the lease of %s: %s", self._key, exc)
+    def beat(self) -> None:
+        try:
+            self._journal.extend_lease(self._key, self._attempt, self._lease)
+        except Exception as exc:
+            logger.warning("could not extend the lease of %s: %s", self._key, exc)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        thread = threading.Thread(target=self._beat, name=f"lease:{self._key}", daemon=True)
-        thread.start()
+        _BEATS.schedule(self, self.interval)
         try:
             yield
         finally:
-            self._stop.set()
-            thread.join()
+            # A beat under way finishes; it only ever extends this attempt's own lease,
+            # and not once the attempt has ended.
+            self.stopped = True
+            _BEATS.stopped()

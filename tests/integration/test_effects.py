@@ -6,6 +6,7 @@ in tests/crash/test_effect_crashes.py.
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import threading
 import time
@@ -23,6 +24,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
+    AsyncEffectJournal,
     DurablePostgresSaver,
     EffectDeferred,
     EffectFailedError,
@@ -562,4 +564,25 @@ def test_heartbeat_keeps_a_long_attempt_alive(journal: EffectJournal) -> None:
     assert long_call() == "finished"  # waited for the live attempt, then replayed
     worker.join(5)
     assert results == ["finished"]
+    assert calls == ["call"]
+
+
+async def test_async_heartbeat_keeps_a_long_attempt_alive(db_dsn: str) -> None:
+    """The async flavour: a `call_later` timer on the loop extends the lease."""
+    key = f"long-async-{uuid.uuid4()}"
+    calls: list[str] = []
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        await saver.asetup()
+        journal = AsyncEffectJournal(saver.conn)  # type: ignore[arg-type]
+
+        @effect(key=key, journal=journal, lease_ttl=0.6, wait_timeout=10, name="long")
+        async def long_call() -> str:
+            calls.append("call")
+            await asyncio.sleep(1.8)
+            return "finished"
+
+        first = asyncio.create_task(long_call())
+        await asyncio.sleep(0.9)  # past the first lease: only the heartbeat keeps it
+        assert await long_call() == "finished"  # waited for the live attempt, then replayed
+        assert await first == "finished"
     assert calls == ["call"]

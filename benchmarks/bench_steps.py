@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from bench_common import Stats, ours, timed_ms, upstream
+from bench_effects import FLOOR_INSERT, FLOOR_TABLE
 from durability_modes import NODES, graph_builder
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -72,6 +73,28 @@ class NoopSaver(BaseCheckpointSaver[str]):
         return None
 
 
+class OneCommitSaver(NoopSaver):
+    """Stores nothing but commits one single-row INSERT per checkpoint, synchronously: the
+    floor for any saver that makes each step durable before the next one starts."""
+
+    def __init__(self, pool: Any) -> None:
+        super().__init__()
+        self._pool = pool
+        with pool.connection() as conn:
+            conn.execute(FLOOR_TABLE)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        with self._pool.connection() as conn:
+            conn.execute(FLOOR_INSERT, (checkpoint["id"], b"x" * 64))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
 def _invoker(graph: Any, mode: str | None) -> Callable[[], Any]:
     def invoke() -> Any:
         config = {"configurable": {"thread_id": str(uuid.uuid4())}}
@@ -90,17 +113,22 @@ def per_step(
     Each saver writes to a database of its own, with its own schema (our extra indexes
     would slow upstream's inserts down).
 
-    The saver "none" (no checkpointer) is keyed with mode "-"; "noop" is `NoopSaver`.
+    The saver "none" (no checkpointer) is keyed with mode "-"; "noop" is `NoopSaver`,
+    "one_commit" is `OneCommitSaver` (on our saver's pool and database).
     """
     with ExitStack() as stack:
-        savers = {
+        mine = stack.enter_context(ours(ours_dsn, 10))
+        savers: dict[str, BaseCheckpointSaver[Any]] = {
             "upstream": stack.enter_context(upstream(upstream_dsn, 10)),
-            "ours": stack.enter_context(ours(ours_dsn, 10)),
+            "ours": mine,
             "ours_async_commit": stack.enter_context(ours(ours_dsn, 10, async_commit=True)),
         }
         invokers: dict[tuple[str, str], Callable[[], Any]] = {
             ("none", "-"): _invoker(graph_builder().compile(), None),
             ("noop", "sync"): _invoker(graph_builder().compile(checkpointer=NoopSaver()), "sync"),
+            ("one_commit", "sync"): _invoker(
+                graph_builder().compile(checkpointer=OneCommitSaver(mine.conn)), "sync"
+            ),
         }
         for name, saver in savers.items():
             graph = graph_builder().compile(checkpointer=saver)
@@ -156,7 +184,8 @@ def throughput(
     """Invokes per second (durability "sync"), keyed by (saver, threads).
 
     Each LangGraph thread (thread_id) is run from its own Python thread; each saver writes
-    to a database of its own. Every round
+    to a database of its own. "noop" (`NoopSaver`) is the ceiling for any saver in one
+    process: LangGraph's own work, which holds the GIL. Every round
     measures each saver at each level once, alternating which saver goes first; the median
     over rounds is reported.
     """
@@ -167,7 +196,7 @@ def throughput(
         }
         invokers = {
             name: _invoker(graph_builder().compile(checkpointer=saver), "sync")
-            for name, saver in savers.items()
+            for name, saver in {**savers, "noop": NoopSaver()}.items()
         }
         for invoke in invokers.values():  # warm up pools (to full size) and plans
             _rate(invoke, max(levels), min(1.0, seconds))

@@ -59,7 +59,7 @@ SAVER_PARTS = (
     ("psycopg execute: adapt parameters, send, read the result", "Connection.execute (psycopg"),
     ("pool checkout and return", "ConnectionPool.connection (psycopg_pool"),
     ("row building and serialization (_core)", "checkpoint/_core.py"),
-    ("writes-in-flight bookkeeping (threading.Condition)", "_WritesInFlight."),
+    ("parking writes for the next checkpoint (checkpoint/_parking.py)", "_parking.py"),
     ("crash points (an environment lookup per call)", "_crashpoints.py"),
 )
 

@@ -2,17 +2,18 @@
 
     python benchmarks/what_if.py [--dsn DSN] [--runs 150]
 
-1. Per-step time (10-node graph, `durability="sync"`) of commit-mode variants of our saver,
+1. Per-step time (10-node graph, `durability="sync"`) of variants of our saver,
    interleaved with upstream and with LangGraph on a no-op checkpointer:
-   - `writes async`: the pool's sessions default to `synchronous_commit = off`, so
-     `put_writes` commits without waiting for the WAL flush while `put` (which sets
-     `synchronous_commit = on` for its own statement) still flushes, and with it every
-     write before it: one flush per step instead of two;
-   - `async_commit=True`: the checkpoint commits asynchronously, the writes synchronously;
-   - `all async`: both.
-2. The wall time of single statements on one pooled connection: our `put_checkpoint` and
-   `insert_writes` statements with the parameters of a real step, against a one-row INSERT
-   (the commit floor) and `SELECT 1` (the round trip).
+   - `write_linger=0`: no parking, so every step commits twice in series (the task's
+     writes, then the checkpoint, which waits for them): the path before parking;
+   - `async_commit=True`: the checkpoint commits asynchronously, so parking is off and the
+     writes commit on their own, synchronously;
+   - `all async`: also the pool's sessions default to `synchronous_commit = off`, so no
+     commit waits for a WAL flush: what is left is round trips and Python.
+2. The wall time of single statements on one pooled connection: our `put_checkpoint` (with
+   and without the step's parked writes) and `insert_writes` statements with the parameters
+   of a real step, against a one-row INSERT (the commit floor) and `SELECT 1` (the round
+   trip).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from psycopg_pool import ConnectionPool
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._connection import CONNECTION_KWARGS
 from langgraph_durable.embedded import resolve_dsn
 
@@ -57,8 +59,8 @@ def commit_modes(upstream_dsn: str, ours_dsn: str, runs: int) -> dict[str, Stats
         savers: dict[str, Any] = {
             "upstream PostgresSaver": stack.enter_context(upstream(upstream_dsn, 10)),
             "ours": stack.enter_context(ours(ours_dsn, 10)),
+            "ours, write_linger=0": stack.enter_context(ours(ours_dsn, 10, write_linger=0)),
             "ours, async_commit=True": stack.enter_context(ours(ours_dsn, 10, async_commit=True)),
-            "ours, writes async": stack.enter_context(_saver_on_async_sessions(ours_dsn)),
             "ours, all async": stack.enter_context(
                 _saver_on_async_sessions(ours_dsn, async_commit=True)
             ),
@@ -89,7 +91,7 @@ def commit_modes(upstream_dsn: str, ours_dsn: str, runs: int) -> dict[str, Stats
 def statements(dsn: str, runs: int) -> dict[str, Stats]:
     """ms per statement on one connection, keyed by label."""
     captured: dict[str, Any] = {}
-    with ours(dsn, 2) as saver:
+    with ours(dsn, 2, write_linger=0) as saver:  # the writes get a statement of their own
         store_checkpoint, store_writes = saver._store_checkpoint, saver._store_writes
 
         def keep_checkpoint(params: dict[str, Any]) -> None:
@@ -118,6 +120,14 @@ def statements(dsn: str, runs: int) -> dict[str, Stats]:
                 "put_checkpoint statement": lambda: conn.execute(
                     QUERIES["put_checkpoint"],
                     {**captured["checkpoint"], "thread_id": f"t{next(counter)}"},
+                ),
+                "put_checkpoint carrying the step's writes": lambda: conn.execute(
+                    QUERIES["put_checkpoint"],
+                    {
+                        **captured["checkpoint"],
+                        **_core.parked_write_params([writes_params]),
+                        "thread_id": f"t{next(counter)}",
+                    },
                 ),
                 "put_checkpoint, synchronous_commit off": lambda: conn.execute(
                     QUERIES["put_checkpoint"],

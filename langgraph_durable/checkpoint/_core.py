@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -259,6 +259,33 @@ def write_params(
         params["blobs"].append(blob)
     replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
     return replace, params
+
+
+ERROR_SOURCE_NODE = "__error_source_node__"
+"""LangGraph's marker written next to an error for a node with an error handler."""
+
+
+def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, Any]) -> set[str]:
+    """The `DeltaChannel`s a checkpoint reveals: its snapshot markers and delta counters."""
+    names = {channel for channel, value in blob_values.items() if isinstance(value, _DeltaSnapshot)}
+    counters = metadata.get("counters_since_delta_snapshot")
+    if isinstance(counters, Mapping):
+        names.update(str(channel) for channel in counters)
+    return names
+
+
+def may_park(writes: Sequence[tuple[str, Any]], delta_channels: Set[str]) -> bool:
+    """Whether writes may wait for the next checkpoint to carry them (see `_parking.py`).
+
+    Not the writes LangGraph itself waits for before it goes on: special writes (errors,
+    interrupts, resumes), the error-source marker an error handler waits for, and writes to
+    a `DeltaChannel`, which the next checkpoint's save waits for. Parking those would only
+    add the linger to every step.
+    """
+    return not any(
+        channel in WRITES_IDX_MAP or channel == ERROR_SOURCE_NODE or channel in delta_channels
+        for channel, _ in writes
+    )
 
 
 def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:

@@ -9,9 +9,12 @@ statement: one commit per step, and a reader sees the checkpoint and those write
 or not at all.
 
 Writes no `put` takes in time are stored alone, as before, and `put` waits for those.
-Special writes (errors, interrupts, resumes) are never parked: no checkpoint follows them
-soon. If the `put` that took writes fails, `put_writes` raises its error: the writes were
-not stored, exactly as if their own statement had failed.
+Writes LangGraph itself waits for are never parked (`_core.may_park`): special writes
+(errors, interrupts, resumes), the error-source marker, and `DeltaChannel` writes, which
+the next checkpoint's save waits for; parked, they would hold every step for the linger.
+
+If the `put` that took writes fails, `put_writes` raises its error: the writes were not
+stored, exactly as if their own statement had failed.
 
 A hand-written pair, like `effects/_heartbeat.py`: waiting with a timeout is written
 differently for asyncio and for threads.

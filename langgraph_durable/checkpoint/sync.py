@@ -106,6 +106,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
         self._parking = WriteParking(0 if async_commit else write_linger)
+        # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
+        # writes before it saves the next checkpoint, so they are never parked.
+        self._delta_channels: set[str] = set()
         # (thread, namespace) whose last put was rejected: under durability="async"
         # LangGraph runs the next tasks anyway, and their writes must not land against
         # checkpoints that will never exist. Cleared by the next accepted put there.
@@ -293,6 +296,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
                     self._rejected.clear()
                 self._rejected[key] = exc
             raise
+        self._delta_channels.update(_core.delta_channel_names(metadata, blob_values))
         own: WriteKey = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
         keys = [own]
         if row["parent_checkpoint_id"]:
@@ -336,7 +340,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
         """Store a task's writes against a checkpoint, durably, in one transaction.
 
         Regular writes wait up to `write_linger` for the next checkpoint to carry them;
-        special writes (errors, interrupts, resumes) are stored at once.
+        writes LangGraph waits for (errors, interrupts, resumes, `DeltaChannel` writes) are
+        stored at once.
         """
         replace, params = _core.write_params(self.serde, config, writes, task_id, task_path)
         if any(channel == INTERRUPT for channel, _ in writes):
@@ -351,9 +356,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
                 f"({rejected}); these writes were not stored either."
             )
         query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
-        self._parking.store(
-            key, params, lambda: self._store_writes(query, params), park=not replace
-        )
+        park = _core.may_park(writes, self._delta_channels)
+        self._parking.store(key, params, lambda: self._store_writes(query, params), park=park)
         _crashpoints.reached("put_writes:after_commit")
 
     @retry_on_disconnect

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -156,3 +157,28 @@ async def test_async_failed_put_fails_the_writes_and_cancel_unparks() -> None:
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert await parking.take([KEY]) == []  # a cancelled caller's writes do not stay parked
+
+
+def test_writes_langgraph_waits_for_are_never_parked() -> None:
+    from langgraph._internal._constants import ERROR_SOURCE_NODE
+    from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+    from langgraph_durable.checkpoint import _core
+
+    assert _core.ERROR_SOURCE_NODE == ERROR_SOURCE_NODE  # caught if LangGraph renames it
+    assert _core.may_park([("log", 1), ("__pregel_tasks", 2)], set())
+    for special in WRITES_IDX_MAP:
+        assert not _core.may_park([("log", 1), (special, 2)], set())
+    assert not _core.may_park([(ERROR_SOURCE_NODE, "node"), ("__error__", "boom")], set())
+    assert not _core.may_park([("messages", [1])], {"messages"})
+
+
+def test_delta_channels_are_learned_from_snapshots_and_counters() -> None:
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    from langgraph_durable.checkpoint import _core
+
+    metadata: Any = {"step": 3, "counters_since_delta_snapshot": {"messages": (1, 2)}}
+    blobs = {"history": _DeltaSnapshot([1, 2]), "plain": [3]}
+    assert _core.delta_channel_names(metadata, blobs) == {"messages", "history"}
+    assert _core.delta_channel_names({"step": 1}, {"plain": [3]}) == set()

@@ -358,6 +358,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             )
         query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
         park = _core.may_park(writes, self._delta_channels)
+        if park:
+            _crashpoints.reached("put_writes:parked")
         await self._parking.store(
             key, params, lambda: self._astore_writes(query, params), park=park
         )

@@ -357,6 +357,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
             )
         query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
         park = _core.may_park(writes, self._delta_channels)
+        if park:
+            _crashpoints.reached("put_writes:parked")
         self._parking.store(key, params, lambda: self._store_writes(query, params), park=park)
         _crashpoints.reached("put_writes:after_commit")
 

@@ -2,7 +2,8 @@
 
 What each durability mode loses in a crash, as documented in the README:
 
-- "sync": nothing that finished: every node that completed before the kill runs once.
+- "sync": nothing that finished: every node whose step committed before the kill runs
+  once; a node that finished while its step's commit was still on its way runs again.
 - "async": the run resumes from the last checkpoint that reached the database; nodes after
   it run again (with a local server that is usually none or the last one).
 - "exit": everything since the run started: nothing was saved, `invoke(None)` raises
@@ -92,6 +93,24 @@ def test_sync_mode_kill_right_after_a_checkpoint_commit_reruns_nothing(
     after_resume = runs(db_dsn, thread)
     assert set(after_resume) == {"n1", "n2", "p1", "p2", "n3", "n4", "n5"}
     assert all(count == 1 for count in after_resume.values()), (before, after_resume)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize(("after", "node"), [(1, "n1"), (2, "n2"), (5, "n3")])  # 0: __start__
+def test_sync_mode_kill_while_a_steps_writes_wait_for_its_checkpoint(
+    db_dsn: str, flavor: str, after: int, node: str
+) -> None:
+    """Killed after `node` finished, while its writes were parked for the checkpoint that
+    commits them: that step was not committed, so only `node` runs again."""
+    thread = f"crash-{uuid.uuid4()}"
+    code = run_worker(
+        db_dsn, thread, "sync", flavor, crash_at="put_writes:parked", crash_after=after
+    )
+    assert code == -signal.SIGKILL
+    assert run_worker(db_dsn, thread, "sync", flavor, resume=True) == 0
+    expected = Counter({name: 1 for name in ("n1", "n2", "p1", "p2", "n3", "n4", "n5")})
+    expected[node] = 2
+    assert runs(db_dsn, thread) == expected
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

@@ -37,7 +37,7 @@ _PARKED, _TAKEN = "parked", "taken"
 
 
 class _Signal(Protocol):
-    """`threading.Event` or `asyncio.Event`: set once the carrying `put` has finished."""
+    """`_Released` or `asyncio.Event`: set once the carrying `put` has finished."""
 
     def set(self) -> None: ...
 
@@ -150,6 +150,29 @@ class AsyncWriteParking:
         return taken
 
 
+class _Released:
+    """A one-shot signal on a bare lock, for one waiting thread.
+
+    `threading.Event` is a Python-level Condition; parking waits on every step, and the
+    Event's bookkeeping showed up as several percent of the saver's CPU.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._lock.release()  # stays set for a later wait
+            return True
+        return False
+
+
 class WriteParking:
     """Parking for `DurablePostgresSaver`; calls come from LangGraph's worker threads."""
 
@@ -169,7 +192,7 @@ class WriteParking:
         registry = self._registry
         with self._changed:
             if park and registry.linger > 0:
-                stored = threading.Event()
+                stored = _Released()
                 entry = registry.park(key, params, stored)
             else:
                 entry = None

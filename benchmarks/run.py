@@ -100,10 +100,13 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
 - per step: a 10-node linear graph with 10 channels (`benchmarks/durability_modes.py`) is
   invoked on a fresh thread; invoke time / 10. All savers and modes are interleaved in a
   shuffled order in every repetition. Each saver writes to a database of its own schema.
-  The no-op checkpointer stores nothing: it is LangGraph's own checkpointing work.
+  The no-op checkpointer stores nothing: it is LangGraph's own checkpointing work. The
+  one-commit saver stores nothing either but commits one single-row INSERT per checkpoint:
+  the floor for any saver that makes each step durable before the next one starts.
 - throughput: N Python threads each invoke that graph back to back on their own thread ids
   (`durability="sync"`), one saver at a time with a pool of 16; completed steps per second
-  over a fixed window after a ramp-up, median of rounds.
+  over a fixed window after a ramp-up, median of rounds. The no-op checkpointer at the same
+  thread counts is the ceiling for any saver in one Python process.
 - reads: three threads plus 2,000 short ones, bulk-loaded with COPY in the savers' shared
   row format (a chat loop: a `messages` blob per checkpoint and the next task's writes), so
   the tables are dominated by the biggest thread while the average thread is small;
@@ -113,7 +116,9 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
 - storage: a chat thread (`add_messages`, seeded text of varied length) run turn by turn
   with `durability="sync"`, each saver in its own database; growth of
   `pg_total_relation_size` of the three tables (indexes and TOAST included) / checkpoints.
-  The DeltaChannel row runs the same chat with `messages` in LangGraph's `DeltaChannel`.
+  The DeltaChannel row runs the same chat with `messages` in LangGraph's `DeltaChannel`
+  (the recommended setting, which the storage target uses); the lz4 row runs ours after
+  switching the value columns' TOAST compression from pglz to lz4.
 - effects: an `@effect` with a no-op body on a new business key (journal claim + complete,
   two synchronous commits) against two single-row INSERT+commit statements on the same
   pool, interleaved.

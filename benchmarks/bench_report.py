@@ -411,7 +411,7 @@ def plot(results: Results, path: Path) -> bool:
                 lw=1,
                 label="one commit per step (sync)",
             )
-        a_steps.legend(fontsize=8)
+        a_steps.legend(fontsize=7, loc="center right")
     if results.throughput is not None:
         t = results.throughput
         levels = sorted({level for _, level in t})

@@ -183,7 +183,7 @@ def _thread_rows(
                 blobs["channels"], blobs["versions"], blobs["types"], blobs["blobs"], strict=True
             )
         )
-        _, writes = _core.write_params(
+        writes = _core.write_params(
             serde,
             {"configurable": {**config["configurable"], "checkpoint_id": checkpoint_id}},
             [("messages", replies[i % len(replies)]), ("branch:to:assistant", None)],

@@ -223,23 +223,35 @@ def blob_params(
     return params
 
 
+def write_key(config: RunnableConfig) -> tuple[str, str, str]:
+    """(thread_id, checkpoint_ns, checkpoint_id) a `put_writes` call stores against."""
+    thread_id, checkpoint_ns, checkpoint_id = target(config)
+    if checkpoint_id is None:
+        raise InvalidInputError(
+            "put_writes needs a config with a checkpoint_id: pass the config that `put` returned."
+        )
+    return thread_id, checkpoint_ns, checkpoint_id
+
+
+def replaces_earlier(writes: Sequence[tuple[str, Any]]) -> bool:
+    """Special writes (errors, interrupts, resumes) replace a task's earlier ones; regular
+    writes keep what was stored first."""
+    return all(channel in WRITES_IDX_MAP for channel, _ in writes)
+
+
 def write_params(
     serde: SerializerProtocol,
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-) -> tuple[bool, dict[str, Any]]:
-    """Serialize a task's writes; returns whether they replace earlier ones, and the params.
+) -> dict[str, Any]:
+    """Serialize a task's writes into the parameters of the writes statements.
 
-    Special writes (errors, interrupts, resumes) take fixed negative indexes and replace
-    earlier ones; regular writes keep what was stored first.
+    Special writes take fixed negative indexes (`WRITES_IDX_MAP`), regular ones their
+    position.
     """
-    thread_id, checkpoint_ns, checkpoint_id = target(config)
-    if checkpoint_id is None:
-        raise InvalidInputError(
-            "put_writes needs a config with a checkpoint_id: pass the config that `put` returned."
-        )
+    thread_id, checkpoint_ns, checkpoint_id = write_key(config)
     params: dict[str, Any] = {
         "thread_id": thread_id,
         "checkpoint_ns": checkpoint_ns,
@@ -257,12 +269,14 @@ def write_params(
         params["channels"].append(_no_nul(channel, "write channel"))
         params["types"].append(type_)
         params["blobs"].append(blob)
-    replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-    return replace, params
+    return params
 
 
 ERROR_SOURCE_NODE = "__error_source_node__"
 """LangGraph's marker written next to an error for a node with an error handler."""
+
+RUNTIME_KEY = "__pregel_runtime"
+"""LangGraph's config key for the runtime of a running graph loop."""
 
 
 def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, Any]) -> set[str]:
@@ -274,14 +288,20 @@ def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, 
     return names
 
 
-def may_park(writes: Sequence[tuple[str, Any]], delta_channels: Set[str]) -> bool:
+def may_park(
+    config: RunnableConfig, writes: Sequence[tuple[str, Any]], delta_channels: Set[str]
+) -> bool:
     """Whether writes may wait for the next checkpoint to carry them (see `_parking.py`).
 
-    Not the writes LangGraph itself waits for before it goes on: special writes (errors,
-    interrupts, resumes), the error-source marker an error handler waits for, and writes to
-    a `DeltaChannel`, which the next checkpoint's save waits for. Parking those would only
-    add the linger to every step.
+    Only writes of a running graph loop (its config carries LangGraph's runtime), whose
+    checkpoint follows on another thread or task: `update_state` stores its writes and
+    only then the checkpoint, and would wait out the linger. And not the writes LangGraph
+    itself waits for before it goes on: special writes (errors, interrupts, resumes), the
+    error-source marker an error handler waits for, and writes to a `DeltaChannel`, which
+    the next checkpoint's save waits for. Parking those would add the linger to a step.
     """
+    if RUNTIME_KEY not in (config.get("configurable") or {}):
+        return False
     return not any(
         channel in WRITES_IDX_MAP or channel == ERROR_SOURCE_NODE or channel in delta_channels
         for channel, _ in writes

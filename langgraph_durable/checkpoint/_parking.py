@@ -4,20 +4,25 @@ Storing a step used to take two commits in series: the finished task's writes
 (`put_writes`), then the checkpoint that moves past them (`put`), which must wait for those
 writes (invariant I4). LangGraph submits that `put` a fraction of a millisecond after the
 writes, so `put_writes` parks regular writes here for up to `linger` seconds. A `put` whose
-parent (or, at exit, whose own checkpoint) they belong to takes them into its own
-statement: one commit per step, and a reader sees the checkpoint and those writes together
-or not at all.
+parent (or own) checkpoint they belong to takes them into its own statement: one commit per
+step, and a reader sees the checkpoint and those writes together or not at all.
 
-Writes no `put` takes in time are stored alone, as before, and `put` waits for those.
-Writes LangGraph itself waits for are never parked (`_core.may_park`): special writes
-(errors, interrupts, resumes), the error-source marker, and `DeltaChannel` writes, which
-the next checkpoint's save waits for; parked, they would hold every step for the linger.
+The protocol, per (thread, namespace, checkpoint) key:
 
-If the `put` that took writes fails, `put_writes` raises its error: the writes were not
-stored, exactly as if their own statement had failed.
+- A `put_writes` call counts itself as busy *before* it serializes, so a `put` that starts
+  meanwhile waits for it instead of committing ahead of it.
+- It then parks, or, when parking is not allowed, stores its writes on its own ("alone");
+  a `put` waits until no call for its keys is busy, then takes what is parked.
+- Writes no `put` takes in time are stored alone. That key's (thread, namespace) then
+  stops parking for its next `COLD_CALLS` calls: when a `put` cannot follow soon (a
+  fan-out wider than the executor, `max_concurrency=1`, a run that ends in an interrupt),
+  the linger is paid once, not at every step.
+- If the `put` that took writes fails or is cancelled, the writes are stored alone: they
+  were valid, and the checkpoint's own error is the `put`'s to raise.
 
-A hand-written pair, like `effects/_heartbeat.py`: waiting with a timeout is written
-differently for asyncio and for threads.
+Which writes may park at all is `_core.may_park`'s rule. A hand-written pair, like
+`effects/_heartbeat.py`: waiting with a timeout is written differently for asyncio and for
+threads.
 """
 
 from __future__ import annotations
@@ -28,11 +33,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["AsyncWriteParking", "ParkedWrites", "WriteKey", "WriteParking"]
+__all__ = ["COLD_CALLS", "AsyncWriteParking", "ParkedWrites", "WriteKey", "WriteParking"]
 
 WriteKey = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id) the writes belong to."""
 
+Prepare = Callable[[], tuple[bool, dict[str, Any]]]
+"""Serializes a call's writes: (whether they may park, the statement's parameters)."""
+
+COLD_CALLS = 64
+"""Calls of a (thread, namespace) that store alone after its parked writes timed out."""
+
+_MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
 
 
@@ -53,19 +65,48 @@ class ParkedWrites:
 
 
 class _Registry:
-    """The bookkeeping both flavours share; callers hold the flavour's lock."""
+    """The bookkeeping both flavours share; callers hold the flavour's lock (threads)."""
 
     def __init__(self, linger: float) -> None:
         self.linger = linger
         self.parked: dict[WriteKey, list[ParkedWrites]] = {}
-        self.alone: dict[WriteKey, int] = {}
+        self.busy: dict[WriteKey, int] = {}
+        self.cold: dict[tuple[str, str], int] = {}
+
+    def enter(self, key: WriteKey) -> None:
+        self.busy[key] = self.busy.get(key, 0) + 1
+
+    def leave(self, key: WriteKey) -> None:
+        left = self.busy[key] - 1
+        if left:
+            self.busy[key] = left
+        else:
+            del self.busy[key]
+
+    def none_busy(self, keys: Sequence[WriteKey]) -> bool:
+        return not any(key in self.busy for key in keys)
+
+    def may_park(self, key: WriteKey) -> bool:
+        """False while the key's (thread, namespace) is cold; counts the cold calls down."""
+        if self.linger <= 0:
+            return False
+        left = self.cold.get(key[:2])
+        if left is None:
+            return True
+        if left <= 1:
+            del self.cold[key[:2]]
+        else:
+            self.cold[key[:2]] = left - 1
+        return False
 
     def park(self, key: WriteKey, params: dict[str, Any], stored: _Signal) -> ParkedWrites:
+        """Moves a busy call's writes to the parked ones."""
         entry = ParkedWrites(params, stored)
         self.parked.setdefault(key, []).append(entry)
+        self.leave(key)
         return entry
 
-    def unpark(self, key: WriteKey, entry: ParkedWrites) -> bool:
+    def unpark(self, key: WriteKey, entry: ParkedWrites, *, timed_out: bool) -> bool:
         """Takes `entry` back if no `put` has; True when its writes are the caller's again."""
         if entry.state != _PARKED:
             return False
@@ -73,6 +114,10 @@ class _Registry:
         waiting.remove(entry)
         if not waiting:
             del self.parked[key]
+        if timed_out:
+            if len(self.cold) >= _MAX_COLD_THREADS:
+                self.cold.clear()
+            self.cold[key[:2]] = COLD_CALLS
         return True
 
     def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
@@ -80,19 +125,6 @@ class _Registry:
         for entry in taken:
             entry.state = _TAKEN
         return taken
-
-    def enter_alone(self, key: WriteKey) -> None:
-        self.alone[key] = self.alone.get(key, 0) + 1
-
-    def leave_alone(self, key: WriteKey) -> None:
-        left = self.alone[key] - 1
-        if left:
-            self.alone[key] = left
-        else:
-            del self.alone[key]
-
-    def none_alone(self, keys: Sequence[WriteKey]) -> bool:
-        return not any(key in self.alone for key in keys)
 
 
 def settle(taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
@@ -103,51 +135,63 @@ def settle(taken: Sequence[ParkedWrites], error: BaseException | None = None) ->
 
 
 class AsyncWriteParking:
-    """Parking for `AsyncDurablePostgresSaver`; every call runs on the saver's loop."""
+    """Parking for `AsyncDurablePostgresSaver`; every call runs on the saver's loop.
+
+    On one loop the registry needs no lock: nothing awaits between reading and changing it.
+    Waiters are woken through an event that is swapped on every change, so waking them
+    never waits for a lock (a cancelled caller can always leave).
+    """
 
     def __init__(self, linger: float) -> None:
         self._registry = _Registry(linger)
-        self._changed = asyncio.Condition()
+        self._changed = asyncio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def store(
         self,
         key: WriteKey,
-        params: dict[str, Any],
-        store_alone: Callable[[], Awaitable[None]],
-        *,
-        park: bool,
+        prepare: Prepare,
+        store_alone: Callable[[dict[str, Any]], Awaitable[None]],
     ) -> None:
-        """Parks the writes for a `put` to take; stores them alone if none does in time."""
+        """Serializes the writes, then parks them for a `put` or stores them alone."""
         registry = self._registry
-        if park and registry.linger > 0:
-            stored = asyncio.Event()
-            entry = registry.park(key, params, stored)
-            try:
-                await asyncio.wait_for(stored.wait(), registry.linger)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                # Also on cancellation: writes nobody waits for must not stay parked.
-                alone = registry.unpark(key, entry)
-            if not alone:
-                await stored.wait()
-                if entry.error is not None:
-                    raise entry.error
-                return
-        registry.enter_alone(key)
+        registry.enter(key)
+        busy = True
         try:
-            await store_alone()
+            park, params = prepare()
+            if park and registry.may_park(key):
+                stored = asyncio.Event()
+                entry = registry.park(key, params, stored)
+                busy = False
+                self._notify()
+                timed_out = False
+                try:
+                    await asyncio.wait_for(stored.wait(), registry.linger)
+                except asyncio.TimeoutError:
+                    timed_out = True
+                finally:
+                    # Also on cancellation: writes nobody waits for must not stay parked.
+                    alone = registry.unpark(key, entry, timed_out=timed_out)
+                if not alone:
+                    await stored.wait()
+                    if entry.error is None:
+                        return
+                registry.enter(key)  # stored alone from here; a later put waits for them
+                busy = True
+            await store_alone(params)
         finally:
-            async with self._changed:
-                registry.leave_alone(key)
-                self._changed.notify_all()
+            if busy:
+                registry.leave(key)
+            self._notify()
 
     async def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
-        """Takes the writes parked under `keys`; waits for those being stored alone (I4)."""
-        taken = self._registry.take(keys)
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._registry.none_alone(keys))
-        return taken
+        """Waits until no call for `keys` is busy (I4), then takes the writes parked there."""
+        while not self._registry.none_busy(keys):
+            await self._changed.wait()
+        return self._registry.take(keys)
 
 
 class _Released:
@@ -183,41 +227,46 @@ class WriteParking:
     def store(
         self,
         key: WriteKey,
-        params: dict[str, Any],
-        store_alone: Callable[[], None],
-        *,
-        park: bool,
+        prepare: Prepare,
+        store_alone: Callable[[dict[str, Any]], None],
     ) -> None:
-        """Parks the writes for a `put` to take; stores them alone if none does in time."""
+        """Serializes the writes, then parks them for a `put` or stores them alone."""
         registry = self._registry
         with self._changed:
-            if park and registry.linger > 0:
-                stored = _Released()
-                entry = registry.park(key, params, stored)
-            else:
-                entry = None
-                registry.enter_alone(key)
-        if entry is not None:
-            stored.wait(registry.linger)
-            with self._changed:
-                alone = registry.unpark(key, entry)
-                if alone:
-                    registry.enter_alone(key)
-            if not alone:
-                stored.wait()
-                if entry.error is not None:
-                    raise entry.error
-                return
+            registry.enter(key)
+        busy = True
         try:
-            store_alone()
-        finally:
+            park, params = prepare()
             with self._changed:
-                registry.leave_alone(key)
-                self._changed.notify_all()
+                entry = None
+                if park and registry.may_park(key):
+                    stored = _Released()
+                    entry = registry.park(key, params, stored)
+                    busy = False
+                    self._changed.notify_all()
+            if entry is not None:
+                timed_out = not stored.wait(registry.linger)
+                with self._changed:
+                    alone = registry.unpark(key, entry, timed_out=timed_out)
+                    if alone:
+                        registry.enter(key)
+                        busy = True
+                if not alone:
+                    stored.wait()
+                    if entry.error is None:
+                        return
+                    with self._changed:  # the put failed: store them alone after all
+                        registry.enter(key)
+                        busy = True
+            store_alone(params)
+        finally:
+            if busy:
+                with self._changed:
+                    registry.leave(key)
+                    self._changed.notify_all()
 
     def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
-        """Takes the writes parked under `keys`; waits for those being stored alone (I4)."""
+        """Waits until no call for `keys` is busy (I4), then takes the writes parked there."""
         with self._changed:
-            taken = self._registry.take(keys)
-            self._changed.wait_for(lambda: self._registry.none_alone(keys))
-        return taken
+            self._changed.wait_for(lambda: self._registry.none_busy(keys))
+            return self._registry.take(keys)

@@ -84,8 +84,10 @@ class DurablePostgresSaver(AsyncCallsRefused):
             checkpoints. Writes of finished tasks keep synchronous commits.
         write_linger: Seconds a finished task's writes wait for the checkpoint that follows
             them, to be committed in its statement (one commit per step instead of two).
-            LangGraph sends that checkpoint well within the default 2 ms; writes it does
-            not take in time are stored on their own. 0 stores every write on its own.
+            LangGraph sends that checkpoint well within the default 2 ms. Writes it does
+            not take in time are stored on their own, and that thread's next 64 calls do
+            not wait (a fan-out wider than the executor, a run ending in an interrupt).
+            0 stores every write on its own.
     """
 
     def __init__(
@@ -109,6 +111,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
         # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
         # writes before it saves the next checkpoint, so they are never parked.
         self._delta_channels: set[str] = set()
+        # Final checkpoints of runs under durability="exit": writes for them come after.
+        self._exit_checkpoints: set[WriteKey] = set()
         # (thread, namespace) whose last put was rejected: under durability="async"
         # LangGraph runs the next tasks anyway, and their writes must not land against
         # checkpoints that will never exist. Cleared by the next accepted put there.
@@ -303,8 +307,12 @@ class DurablePostgresSaver(AsyncCallsRefused):
             keys.append((own[0], own[1], row["parent_checkpoint_id"]))
         if _core.durability_of(config) == "exit":
             # At exit LangGraph submits the final checkpoint and then its pending writes.
-            # Letting the writes go first means a reader never sees the checkpoint
-            # without them: both or neither, as if committed together.
+            # Letting the writes that already started go first (they are waited for, or
+            # taken) means a reader does not see the checkpoint without them. Writes that
+            # arrive later are not parked: no later checkpoint would take them.
+            if len(self._exit_checkpoints) >= 1024:
+                self._exit_checkpoints.clear()
+            self._exit_checkpoints.add(own)
             # Yield once: the writes are scheduled (async) or being submitted (threads).
             time.sleep(0)
         taken = self._parking.take(keys)
@@ -343,23 +351,32 @@ class DurablePostgresSaver(AsyncCallsRefused):
         writes LangGraph waits for (errors, interrupts, resumes, `DeltaChannel` writes) are
         stored at once.
         """
-        replace, params = _core.write_params(self.serde, config, writes, task_id, task_path)
+        key = _core.write_key(config)
         if any(channel == INTERRUPT for channel, _ in writes):
             _guard.interrupt_written(task_id)
         if not writes:
             return
-        key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
         if key[:2] in self._rejected:
             rejected = self._rejected[key[:2]]
             raise type(rejected)(
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
                 f"({rejected}); these writes were not stored either."
             )
+        replace = _core.replaces_earlier(writes)
         query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
-        park = _core.may_park(writes, self._delta_channels)
-        if park:
-            _crashpoints.reached("put_writes:parked")
-        self._parking.store(key, params, lambda: self._store_writes(query, params), park=park)
+
+        def prepare() -> tuple[bool, dict[str, Any]]:
+            params = _core.write_params(self.serde, config, writes, task_id, task_path)
+            park = (
+                not replace
+                and key not in self._exit_checkpoints
+                and _core.may_park(config, writes, self._delta_channels)
+            )
+            if park:
+                _crashpoints.reached("put_writes:parked")
+            return park, params
+
+        self._parking.store(key, prepare, lambda params: self._store_writes(query, params))
         _crashpoints.reached("put_writes:after_commit")
 
     @retry_on_disconnect

@@ -159,9 +159,13 @@ def test_writes_langgraph_waits_for_are_not_held_back(
         saver.setup()
         store = saver._parking.store
 
-        def spy(key: Any, params: dict[str, Any], store_alone: Any, *, park: bool) -> None:
-            calls.append((set(params["channels"]), park))
-            store(key, params, store_alone, park=park)
+        def spy(key: Any, prepare: Any, store_alone: Any) -> None:
+            def recorded() -> tuple[bool, dict[str, Any]]:
+                park, params = prepare()
+                calls.append((set(params["channels"]), park))
+                return park, params
+
+            store(key, recorded, store_alone)
 
         saver._parking.store = spy  # type: ignore[method-assign]
         out = make().compile(checkpointer=saver).invoke({"log": []}, config, durability="sync")

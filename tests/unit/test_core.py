@@ -81,14 +81,14 @@ def test_metadata_with_nul_is_rejected_before_writing() -> None:
 
 def test_put_writes_needs_a_checkpoint_id() -> None:
     with pytest.raises(InvalidInputError, match="checkpoint_id"):
-        _core.write_params(SERDE, config(), [("ch", 1)], "task", "")
+        _core.write_key(config())
 
 
 def test_special_writes_replace_and_take_fixed_indexes() -> None:
-    replace, params = _core.write_params(
-        SERDE, config(checkpoint_id="c"), [("__interrupt__", 1)], "t", ""
-    )
-    assert replace
+    writes = [("__interrupt__", 1)]
+    params = _core.write_params(SERDE, config(checkpoint_id="c"), writes, "t", "")
+    assert _core.replaces_earlier(writes)
+    assert not _core.replaces_earlier([("__interrupt__", 1), ("ch", 2)])
     assert params["idxs"] == [-3]
 
 

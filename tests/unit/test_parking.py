@@ -1,7 +1,7 @@
 """The parking of task writes for the next checkpoint, without a database.
 
-`store_alone` stands for the writes' own statement; `take` and `settle` are what a `put`
-does around its statement.
+`prepare` stands for serializing a call's writes and `store_alone` for their own
+statement; `take` and `settle` are what a `put` does around its statement.
 """
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from langgraph_durable.checkpoint._parking import (
+    COLD_CALLS,
     AsyncWriteParking,
     ParkedWrites,
     WriteParking,
@@ -23,21 +25,31 @@ from langgraph_durable.checkpoint._parking import (
 KEY = ("thread", "", "checkpoint-1")
 
 
+def prepared(params: dict[str, Any], *, park: bool = True) -> Callable[[], Any]:
+    return lambda: (park, params)
+
+
+def take_when_parked(parking: WriteParking) -> list[ParkedWrites]:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if taken := parking.take([KEY]):
+            return taken
+        time.sleep(0.001)
+    raise AssertionError("nothing was parked")
+
+
 def test_parked_writes_are_taken_by_a_put_and_not_stored_alone() -> None:
     parking = WriteParking(linger=5.0)
-    stored_alone: list[str] = []
+    stored_alone: list[dict[str, Any]] = []
     finished = threading.Event()
 
     def put_writes() -> None:
-        parking.store(KEY, {"w": 1}, lambda: stored_alone.append("alone"), park=True)
+        parking.store(KEY, prepared({"w": 1}), stored_alone.append)
         finished.set()
 
     worker = threading.Thread(target=put_writes)
     worker.start()
-    taken: list[ParkedWrites] = []
-    deadline = time.monotonic() + 5
-    while not taken and time.monotonic() < deadline:
-        taken = list(parking.take([KEY]))
+    taken = take_when_parked(parking)
     assert [entry.params for entry in taken] == [{"w": 1}]
     assert not finished.wait(0.05)  # put_writes returns only once the put has committed
     settle(taken)
@@ -46,59 +58,67 @@ def test_parked_writes_are_taken_by_a_put_and_not_stored_alone() -> None:
     assert stored_alone == []
 
 
-def test_writes_no_put_takes_in_time_are_stored_alone() -> None:
+def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold() -> None:
     parking = WriteParking(linger=0.01)
-    stored_alone: list[str] = []
-    parking.store(KEY, {"w": 1}, lambda: stored_alone.append("alone"), park=True)
-    assert stored_alone == ["alone"]
+    stored_alone: list[dict[str, Any]] = []
+    parking.store(KEY, prepared({"w": 1}), stored_alone.append)
+    assert stored_alone == [{"w": 1}]
     assert parking.take([KEY]) == []  # nothing is left parked
-
-
-def test_special_writes_are_never_parked() -> None:
-    parking = WriteParking(linger=60.0)
-    stored_alone: list[str] = []
+    # The next calls of that thread do not wait for a put that cannot follow in time...
     started = time.monotonic()
-    parking.store(KEY, {"w": 1}, lambda: stored_alone.append("alone"), park=False)
-    assert stored_alone == ["alone"]
+    for n in range(COLD_CALLS):
+        parking.store(("thread", "", f"checkpoint-{n + 2}"), prepared({"n": n}), lambda p: None)
+    assert time.monotonic() - started < COLD_CALLS * 0.01
+    # ...and then it parks again.
+    warm = threading.Thread(
+        target=parking.store, args=(KEY, prepared({"w": 2}), stored_alone.append)
+    )
+    warm.start()
+    taken = take_when_parked(parking)
+    settle(taken)
+    warm.join(5)
+    assert stored_alone == [{"w": 1}]
+
+
+def test_writes_that_may_not_park_are_stored_at_once() -> None:
+    parking = WriteParking(linger=60.0)
+    stored_alone: list[dict[str, Any]] = []
+    started = time.monotonic()
+    parking.store(KEY, prepared({"w": 1}, park=False), stored_alone.append)
+    assert stored_alone == [{"w": 1}]
     assert time.monotonic() - started < 1
 
 
-def test_a_failed_put_fails_the_writes_it_carried() -> None:
+def test_writes_taken_by_a_failed_put_are_stored_alone() -> None:
+    """The writes were valid; only the checkpoint failed, and its error is the put's."""
     parking = WriteParking(linger=5.0)
-    errors: list[BaseException] = []
-
-    def put_writes() -> None:
-        try:
-            parking.store(KEY, {"w": 1}, lambda: None, park=True)
-        except RuntimeError as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=put_writes)
-    worker.start()
-    taken: list[ParkedWrites] = []
-    while not taken:
-        taken = list(parking.take([KEY]))
-    settle(taken, RuntimeError("server went away"))
-    worker.join(timeout=5)
-    assert [str(e) for e in errors] == ["server went away"]
-
-
-def test_take_waits_for_writes_being_stored_alone() -> None:
-    """Invariant I4: a checkpoint does not commit before writes stored on their own."""
-    parking = WriteParking(linger=0)
-    release, in_statement = threading.Event(), threading.Event()
-    order: list[str] = []
-
-    def slow_statement() -> None:
-        in_statement.set()
-        release.wait(5)
-        order.append("writes")
-
+    stored_alone: list[dict[str, Any]] = []
     worker = threading.Thread(
-        target=parking.store, args=(KEY, {}, slow_statement), kwargs={"park": True}
+        target=parking.store, args=(KEY, prepared({"w": 1}), stored_alone.append)
     )
     worker.start()
-    assert in_statement.wait(5)
+    settle(take_when_parked(parking), RuntimeError("server went away"))
+    worker.join(timeout=5)
+    assert stored_alone == [{"w": 1}]
+
+
+def test_take_waits_for_writes_being_serialized_or_stored_alone() -> None:
+    """Invariant I4: a checkpoint does not commit ahead of writes already under way, even
+    while they are still being serialized."""
+    parking = WriteParking(linger=0)
+    release, serializing = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow_prepare() -> tuple[bool, dict[str, Any]]:
+        serializing.set()
+        release.wait(5)
+        return True, {}
+
+    worker = threading.Thread(
+        target=parking.store, args=(KEY, slow_prepare, lambda p: order.append("writes"))
+    )
+    worker.start()
+    assert serializing.wait(5)
     taker = threading.Thread(target=lambda: (parking.take([KEY]), order.append("checkpoint")))
     taker.start()
     taker.join(timeout=0.1)
@@ -109,14 +129,25 @@ def test_take_waits_for_writes_being_stored_alone() -> None:
     assert order == ["writes", "checkpoint"]
 
 
+def test_a_failing_serialization_leaves_nothing_busy() -> None:
+    parking = WriteParking(linger=5.0)
+
+    def broken() -> tuple[bool, dict[str, Any]]:
+        raise ValueError("cannot serialize")
+
+    with pytest.raises(ValueError, match="cannot serialize"):
+        parking.store(KEY, broken, lambda p: None)
+    assert parking.take([KEY]) == []  # returns at once: nothing is busy or parked
+
+
 async def test_async_parked_writes_are_taken_by_a_put() -> None:
     parking = AsyncWriteParking(linger=5.0)
-    stored_alone: list[str] = []
+    stored_alone: list[dict[str, Any]] = []
 
-    async def alone() -> None:
-        stored_alone.append("alone")
+    async def alone(params: dict[str, Any]) -> None:
+        stored_alone.append(params)
 
-    writes = asyncio.create_task(parking.store(KEY, {"w": 1}, alone, park=True))
+    writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
     await asyncio.sleep(0)
     taken = await parking.take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
@@ -129,48 +160,82 @@ async def test_async_parked_writes_are_taken_by_a_put() -> None:
 
 async def test_async_writes_no_put_takes_are_stored_alone() -> None:
     parking = AsyncWriteParking(linger=0.01)
-    stored_alone: list[str] = []
+    stored_alone: list[dict[str, Any]] = []
 
-    async def alone() -> None:
-        stored_alone.append("alone")
+    async def alone(params: dict[str, Any]) -> None:
+        stored_alone.append(params)
 
-    await parking.store(KEY, {"w": 1}, alone, park=True)
-    assert stored_alone == ["alone"]
+    await parking.store(KEY, prepared({"w": 1}), alone)
+    assert stored_alone == [{"w": 1}]
     assert await parking.take([KEY]) == []
 
 
-async def test_async_failed_put_fails_the_writes_and_cancel_unparks() -> None:
+async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> None:
     parking = AsyncWriteParking(linger=5.0)
+    stored_alone: list[dict[str, Any]] = []
 
-    async def alone() -> None:
-        raise AssertionError("not stored alone")
+    async def alone(params: dict[str, Any]) -> None:
+        stored_alone.append(params)
 
-    writes = asyncio.create_task(parking.store(KEY, {}, alone, park=True))
+    writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
     await asyncio.sleep(0)
     settle(await parking.take([KEY]), RuntimeError("server went away"))
-    with pytest.raises(RuntimeError, match="server went away"):
-        await writes
+    await asyncio.wait_for(writes, 5)
+    assert stored_alone == [{"w": 1}]
 
-    cancelled = asyncio.create_task(parking.store(KEY, {}, alone, park=True))
+    cancelled = asyncio.create_task(parking.store(KEY, prepared({"w": 2}), alone))
     await asyncio.sleep(0)
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert await parking.take([KEY]) == []  # a cancelled caller's writes do not stay parked
+    assert await asyncio.wait_for(parking.take([KEY]), 1) == []  # not parked, not busy
+
+
+async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
+    """A put cancelled while it waits for writes under way must not strand parked ones."""
+    parking = AsyncWriteParking(linger=5.0)
+    release = asyncio.Event()
+    stored_alone: list[dict[str, Any]] = []
+
+    async def slow_alone(params: dict[str, Any]) -> None:
+        await release.wait()
+        stored_alone.append(params)
+
+    busy = asyncio.create_task(parking.store(KEY, prepared({"alone": 1}, park=False), slow_alone))
+    await asyncio.sleep(0)
+    parked = asyncio.create_task(parking.store(KEY, prepared({"parked": 1}), slow_alone))
+    await asyncio.sleep(0)
+    put = asyncio.create_task(parking.take([KEY]))
+    await asyncio.sleep(0.01)
+    put.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await put
+    release.set()
+    await asyncio.wait_for(busy, 5)
+    taken = await asyncio.wait_for(parking.take([KEY]), 5)
+    assert [entry.params for entry in taken] == [{"parked": 1}]
+    settle(taken)
+    await asyncio.wait_for(parked, 5)
+    assert stored_alone == [{"alone": 1}]
 
 
 def test_writes_langgraph_waits_for_are_never_parked() -> None:
-    from langgraph._internal._constants import ERROR_SOURCE_NODE
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME, ERROR_SOURCE_NODE
     from langgraph.checkpoint.base import WRITES_IDX_MAP
 
     from langgraph_durable.checkpoint import _core
 
-    assert _core.ERROR_SOURCE_NODE == ERROR_SOURCE_NODE  # caught if LangGraph renames it
-    assert _core.may_park([("log", 1), ("__pregel_tasks", 2)], set())
+    # caught if LangGraph renames them
+    assert _core.ERROR_SOURCE_NODE == ERROR_SOURCE_NODE
+    assert _core.RUNTIME_KEY == CONFIG_KEY_RUNTIME
+    in_loop: Any = {"configurable": {"thread_id": "t", CONFIG_KEY_RUNTIME: object()}}
+    assert _core.may_park(in_loop, [("log", 1), ("__pregel_tasks", 2)], set())
     for special in WRITES_IDX_MAP:
-        assert not _core.may_park([("log", 1), (special, 2)], set())
-    assert not _core.may_park([(ERROR_SOURCE_NODE, "node"), ("__error__", "boom")], set())
-    assert not _core.may_park([("messages", [1])], {"messages"})
+        assert not _core.may_park(in_loop, [("log", 1), (special, 2)], set())
+    assert not _core.may_park(in_loop, [(ERROR_SOURCE_NODE, "node"), ("__error__", "x")], set())
+    assert not _core.may_park(in_loop, [("messages", [1])], {"messages"})
+    # update_state stores its writes before its checkpoint, from the caller's thread
+    assert not _core.may_park({"configurable": {"thread_id": "t"}}, [("log", 1)], set())
 
 
 def test_delta_channels_are_learned_from_snapshots_and_counters() -> None:

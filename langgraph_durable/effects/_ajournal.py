@@ -16,6 +16,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from psycopg.rows import tuple_row
 from typing_extensions import LiteralString
 
 from langgraph_durable._sql import QUERIES
@@ -121,11 +122,22 @@ class AsyncEffectJournal:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description else []
 
+    @retry_on_disconnect
+    async def _fetch_first_column(
+        self, query: LiteralString, params: dict[str, Any]
+    ) -> builtins.list[Any]:
+        """The first column of each row: for the `RETURNING attempt` statements of the hot
+        path (claim, take over, complete), which need no dict per row."""
+        async with self._source.connection() as conn:
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(query, params)
+            return [row[0] for row in await cur.fetchall()] if cur.description else []
+
     async def aclaim(
         self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
-        rows = await self._fetch(
+        attempts = await self._fetch_first_column(
             QUERIES["effect_claim"],
             {
                 "key": key,
@@ -139,7 +151,7 @@ class AsyncEffectJournal:
                 "step": where.step if where else None,
             },
         )
-        return rows[0]["attempt"] if rows else None
+        return int(attempts[0]) if attempts else None
 
     async def aget(self, key: str) -> JournalRow | None:
         rows = await self._fetch(QUERIES["effect_get"], {"key": key})
@@ -149,7 +161,7 @@ class AsyncEffectJournal:
         self, key: str, seen_attempt: int, seen_status: str, lease_seconds: float
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
-        rows = await self._fetch(
+        attempts = await self._fetch_first_column(
             QUERIES["effect_take_over"],
             {
                 "key": key,
@@ -159,7 +171,7 @@ class AsyncEffectJournal:
                 "lease_seconds": lease_seconds,
             },
         )
-        return rows[0]["attempt"] if rows else None
+        return int(attempts[0]) if attempts else None
 
     async def acomplete(
         self,
@@ -173,7 +185,7 @@ class AsyncEffectJournal:
     ) -> bool:
         """Store the result; False if the attempt was taken over meanwhile."""
         type_, blob = self.serde.dumps_typed(result)
-        rows = await self._fetch(
+        rows = await self._fetch_first_column(
             QUERIES["effect_complete"],
             {
                 "key": key,

@@ -76,13 +76,17 @@ class _Beats:
 
     def schedule(self, heartbeat: Heartbeat, delay: float) -> None:
         with self._changed:
-            heapq.heappush(self._due, (time.monotonic() + delay, next(self._order), heartbeat))
+            entry = (time.monotonic() + delay, next(self._order), heartbeat)
+            heapq.heappush(self._due, entry)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="langgraph-durable-leases", daemon=True
                 )
                 self._thread.start()
-            self._changed.notify()
+            if self._due[0] is entry:
+                # Only a new earliest beat changes when the thread must wake; with one
+                # lease length per process that is rare, and a wake-up per call is not.
+                self._changed.notify()
 
     def stopped(self) -> None:
         """A heartbeat stopped; its entry waits in the queue until due, unless many do."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from psycopg.rows import tuple_row
 from typing_extensions import LiteralString
 
 from langgraph_durable._sql import QUERIES
@@ -119,11 +120,22 @@ class EffectJournal:
             cur = conn.execute(query, params)
             return cur.fetchall() if cur.description else []
 
+    @retry_on_disconnect
+    def _fetch_first_column(
+        self, query: LiteralString, params: dict[str, Any]
+    ) -> builtins.list[Any]:
+        """The first column of each row: for the `RETURNING attempt` statements of the hot
+        path (claim, take over, complete), which need no dict per row."""
+        with self._source.connection() as conn:
+            cur = conn.cursor(row_factory=tuple_row)
+            cur.execute(query, params)
+            return [row[0] for row in cur.fetchall()] if cur.description else []
+
     def claim(
         self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
-        rows = self._fetch(
+        attempts = self._fetch_first_column(
             QUERIES["effect_claim"],
             {
                 "key": key,
@@ -137,7 +149,7 @@ class EffectJournal:
                 "step": where.step if where else None,
             },
         )
-        return rows[0]["attempt"] if rows else None
+        return int(attempts[0]) if attempts else None
 
     def get(self, key: str) -> JournalRow | None:
         rows = self._fetch(QUERIES["effect_get"], {"key": key})
@@ -147,7 +159,7 @@ class EffectJournal:
         self, key: str, seen_attempt: int, seen_status: str, lease_seconds: float
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
-        rows = self._fetch(
+        attempts = self._fetch_first_column(
             QUERIES["effect_take_over"],
             {
                 "key": key,
@@ -157,7 +169,7 @@ class EffectJournal:
                 "lease_seconds": lease_seconds,
             },
         )
-        return rows[0]["attempt"] if rows else None
+        return int(attempts[0]) if attempts else None
 
     def complete(
         self,
@@ -171,7 +183,7 @@ class EffectJournal:
     ) -> bool:
         """Store the result; False if the attempt was taken over meanwhile."""
         type_, blob = self.serde.dumps_typed(result)
-        rows = self._fetch(
+        rows = self._fetch_first_column(
             QUERIES["effect_complete"],
             {
                 "key": key,

@@ -13,12 +13,14 @@ The protocol, per (thread, namespace, checkpoint) key:
   meanwhile waits for it instead of committing ahead of it.
 - It then parks, or, when parking is not allowed, stores its writes on its own ("alone");
   a `put` waits until no call for its keys is busy, then takes what is parked.
-- Writes no `put` takes in time are stored alone. That key's (thread, namespace) then
-  stops parking for its next `COLD_CALLS` calls: when a `put` cannot follow soon (a
-  fan-out wider than the executor, `max_concurrency=1`, a run that ends in an interrupt),
-  the linger is paid once, not at every step.
+- Writes no `put` takes in time are stored alone. Their thread then stops parking for its
+  next `COLD_PUTS` checkpoints (any namespace: a subgraph's namespace changes every step),
+  twice as many after each further timeout, until parked writes are taken again: when a
+  `put` cannot follow soon (a fan-out wider than the executor, `max_concurrency=1`, a run
+  that ends in an interrupt), the linger is paid a few times per thread, not per step.
 - If the `put` that took writes fails or is cancelled, the writes are stored alone: they
-  were valid, and the checkpoint's own error is the `put`'s to raise.
+  were valid, and the checkpoint's own error is the `put`'s to raise. They count as busy
+  again before their writer wakes, so a `put` retried at once waits for them.
 
 Which writes may park at all is `_core.may_park`'s rule. A hand-written pair, like
 `effects/_heartbeat.py`: waiting with a timeout is written differently for asyncio and for
@@ -33,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["COLD_CALLS", "AsyncWriteParking", "ParkedWrites", "WriteKey", "WriteParking"]
+__all__ = ["COLD_PUTS", "AsyncWriteParking", "ParkedWrites", "WriteKey", "WriteParking"]
 
 WriteKey = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id) the writes belong to."""
@@ -41,8 +43,11 @@ WriteKey = tuple[str, str, str]
 Prepare = Callable[[], tuple[bool, dict[str, Any]]]
 """Serializes a call's writes: (whether they may park, the statement's parameters)."""
 
-COLD_CALLS = 64
-"""Calls of a (thread, namespace) that store alone after its parked writes timed out."""
+COLD_PUTS = 64
+"""Checkpoints of a thread whose writes store alone after its parked writes first timed
+out; each further timeout doubles it, up to `_MAX_COLD_PUTS`."""
+
+_MAX_COLD_PUTS = 4096
 
 _MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
@@ -58,10 +63,15 @@ class _Signal(Protocol):
 class ParkedWrites:
     """One `put_writes` call's parameters, parked until a `put` takes them or time is up."""
 
+    key: WriteKey
     params: dict[str, Any]
     stored: _Signal
     state: str = _PARKED
     error: BaseException | None = None
+    counted_busy: bool = False
+    """Set by a failed `put`: the writes count as busy until their writer stores them."""
+    abandoned: bool = False
+    """The writer was cancelled after a `put` took its writes: nobody stores them alone."""
 
 
 class _Registry:
@@ -71,7 +81,8 @@ class _Registry:
         self.linger = linger
         self.parked: dict[WriteKey, list[ParkedWrites]] = {}
         self.busy: dict[WriteKey, int] = {}
-        self.cold: dict[tuple[str, str], int] = {}
+        self.cold: dict[str, int] = {}
+        self.cold_period: dict[str, int] = {}
 
     def enter(self, key: WriteKey) -> None:
         self.busy[key] = self.busy.get(key, 0) + 1
@@ -87,21 +98,11 @@ class _Registry:
         return not any(key in self.busy for key in keys)
 
     def may_park(self, key: WriteKey) -> bool:
-        """False while the key's (thread, namespace) is cold; counts the cold calls down."""
-        if self.linger <= 0:
-            return False
-        left = self.cold.get(key[:2])
-        if left is None:
-            return True
-        if left <= 1:
-            del self.cold[key[:2]]
-        else:
-            self.cold[key[:2]] = left - 1
-        return False
+        return self.linger > 0 and key[0] not in self.cold
 
     def park(self, key: WriteKey, params: dict[str, Any], stored: _Signal) -> ParkedWrites:
         """Moves a busy call's writes to the parked ones."""
-        entry = ParkedWrites(params, stored)
+        entry = ParkedWrites(key, params, stored)
         self.parked.setdefault(key, []).append(entry)
         self.leave(key)
         return entry
@@ -115,23 +116,49 @@ class _Registry:
         if not waiting:
             del self.parked[key]
         if timed_out:
-            if len(self.cold) >= _MAX_COLD_THREADS:
+            if len(self.cold_period) >= _MAX_COLD_THREADS:
                 self.cold.clear()
-            self.cold[key[:2]] = COLD_CALLS
+                self.cold_period.clear()
+            period = self.cold_period.get(key[0])
+            period = COLD_PUTS if period is None else min(2 * period, _MAX_COLD_PUTS)
+            self.cold_period[key[0]] = self.cold[key[0]] = period
         return True
 
     def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
+        """Takes the writes parked under `keys`, for one `put`; counts a cold thread down."""
+        thread = keys[0][0]
+        left = self.cold.get(thread)
+        if left is not None:
+            if left <= 1:
+                del self.cold[thread]
+            else:
+                self.cold[thread] = left - 1
         taken = [entry for key in keys for entry in self.parked.pop(key, ())]
         for entry in taken:
             entry.state = _TAKEN
+        if taken:
+            self.cold_period.pop(thread, None)  # parking works for this thread again
         return taken
 
+    def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None) -> None:
+        """Tells the parked callers that the `put` carrying their writes committed or failed.
 
-def settle(taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
-    """Tells the parked callers that the `put` carrying their writes committed or failed."""
-    for entry in taken:
-        entry.error = error
-        entry.stored.set()
+        On failure the writes count as busy before their writers wake, as they are to be
+        stored alone: a `put` that starts meanwhile waits for them.
+        """
+        for entry in taken:
+            entry.error = error
+            if error is not None and not entry.abandoned:
+                self.enter(entry.key)
+                entry.counted_busy = True
+            entry.stored.set()
+
+    def abandon(self, entry: ParkedWrites) -> None:
+        """The writer of taken writes was cancelled; drop what a failed put counted for it."""
+        entry.abandoned = True
+        if entry.counted_busy:
+            entry.counted_busy = False
+            self.leave(entry.key)
 
 
 class AsyncWriteParking:
@@ -172,15 +199,25 @@ class AsyncWriteParking:
                     await asyncio.wait_for(stored.wait(), registry.linger)
                 except asyncio.TimeoutError:
                     timed_out = True
-                finally:
-                    # Also on cancellation: writes nobody waits for must not stay parked.
-                    alone = registry.unpark(key, entry, timed_out=timed_out)
+                except BaseException:
+                    # Cancelled: writes nobody waits for must not stay parked, and taken
+                    # ones must not be stored alone for a writer that is gone.
+                    if not registry.unpark(key, entry, timed_out=False):
+                        registry.abandon(entry)
+                    raise
+                alone = registry.unpark(key, entry, timed_out=timed_out)
                 if not alone:
-                    await stored.wait()
+                    try:
+                        await stored.wait()
+                    except BaseException:
+                        registry.abandon(entry)
+                        raise
                     if entry.error is None:
                         return
-                registry.enter(key)  # stored alone from here; a later put waits for them
-                busy = True
+                    busy = True  # the failed put counted them busy again
+                else:
+                    registry.enter(key)  # stored alone from here; a later put waits for them
+                    busy = True
             await store_alone(params)
         finally:
             if busy:
@@ -192,6 +229,10 @@ class AsyncWriteParking:
         while not self._registry.none_busy(keys):
             await self._changed.wait()
         return self._registry.take(keys)
+
+    def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
+        """After the `put` that took `taken`: committed (no error) or failed."""
+        self._registry.settle(taken, error)
 
 
 class _Released:
@@ -255,9 +296,7 @@ class WriteParking:
                     stored.wait()
                     if entry.error is None:
                         return
-                    with self._changed:  # the put failed: store them alone after all
-                        registry.enter(key)
-                        busy = True
+                    busy = True  # the failed put counted them busy again
             store_alone(params)
         finally:
             if busy:
@@ -270,3 +309,8 @@ class WriteParking:
         with self._changed:
             self._changed.wait_for(lambda: self._registry.none_busy(keys))
             return self._registry.take(keys)
+
+    def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
+        """After the `put` that took `taken`: committed (no error) or failed."""
+        with self._changed:
+            self._registry.settle(taken, error)

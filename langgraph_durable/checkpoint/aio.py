@@ -47,7 +47,7 @@ from langgraph_durable.checkpoint._aconnection import (
 )
 from langgraph_durable.checkpoint._amigrate import acheck_schema, amigrate
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
-from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey, settle
+from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -83,8 +83,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         write_linger: Seconds a finished task's writes wait for the checkpoint that follows
             them, to be committed in its statement (one commit per step instead of two).
             LangGraph sends that checkpoint well within the default 2 ms. Writes it does
-            not take in time are stored on their own, and that thread's next 64 calls do
-            not wait (a fan-out wider than the executor, a run ending in an interrupt).
+            not take in time are stored on their own, and that thread's writes do not
+            wait during its next 64 checkpoints (a fan-out wider than the executor,
+            `max_concurrency=1`, a run ending in an interrupt).
             0 stores every write on its own.
     """
 
@@ -321,9 +322,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         try:
             await self._astore_checkpoint(params)
         except BaseException as exc:
-            settle(taken, exc)
+            self._parking.settle(taken, exc)
             raise
-        settle(taken)
+        self._parking.settle(taken)
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return {
             "configurable": {

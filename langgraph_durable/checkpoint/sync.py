@@ -49,7 +49,7 @@ from langgraph_durable.checkpoint._connection import (
     retry_on_disconnect,
 )
 from langgraph_durable.checkpoint._migrate import check_schema, migrate
-from langgraph_durable.checkpoint._parking import WriteKey, WriteParking, settle
+from langgraph_durable.checkpoint._parking import WriteKey, WriteParking
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -85,8 +85,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
         write_linger: Seconds a finished task's writes wait for the checkpoint that follows
             them, to be committed in its statement (one commit per step instead of two).
             LangGraph sends that checkpoint well within the default 2 ms. Writes it does
-            not take in time are stored on their own, and that thread's next 64 calls do
-            not wait (a fan-out wider than the executor, a run ending in an interrupt).
+            not take in time are stored on their own, and that thread's writes do not
+            wait during its next 64 checkpoints (a fan-out wider than the executor,
+            `max_concurrency=1`, a run ending in an interrupt).
             0 stores every write on its own.
     """
 
@@ -320,9 +321,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
         try:
             self._store_checkpoint(params)
         except BaseException as exc:
-            settle(taken, exc)
+            self._parking.settle(taken, exc)
             raise
-        settle(taken)
+        self._parking.settle(taken)
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return {
             "configurable": {

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from langgraph_durable.checkpoint._parking import (
-    COLD_CALLS,
+    COLD_PUTS,
     AsyncWriteParking,
     ParkedWrites,
     WriteParking,
-    settle,
 )
 
 KEY = ("thread", "", "checkpoint-1")
@@ -52,7 +51,7 @@ def test_parked_writes_are_taken_by_a_put_and_not_stored_alone() -> None:
     taken = take_when_parked(parking)
     assert [entry.params for entry in taken] == [{"w": 1}]
     assert not finished.wait(0.05)  # put_writes returns only once the put has committed
-    settle(taken)
+    parking.settle(taken)
     worker.join(timeout=5)
     assert finished.is_set()
     assert stored_alone == []
@@ -63,19 +62,22 @@ def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold()
     stored_alone: list[dict[str, Any]] = []
     parking.store(KEY, prepared({"w": 1}), stored_alone.append)
     assert stored_alone == [{"w": 1}]
-    assert parking.take([KEY]) == []  # nothing is left parked
-    # The next calls of that thread do not wait for a put that cannot follow in time...
+    assert parking.take([KEY]) == []  # nothing is left parked (and one cold put counted)
+    # The thread's next writes do not wait for a put that cannot follow in time, in any
+    # namespace (a subgraph's changes every step), however many calls a step makes...
     started = time.monotonic()
-    for n in range(COLD_CALLS):
-        parking.store(("thread", "", f"checkpoint-{n + 2}"), prepared({"n": n}), lambda p: None)
-    assert time.monotonic() - started < COLD_CALLS * 0.01
-    # ...and then it parks again.
+    for n in range(3 * COLD_PUTS):
+        parking.store(("thread", f"sub:{n}", "checkpoint-2"), prepared({"n": n}), lambda p: None)
+    assert time.monotonic() - started < COLD_PUTS * 0.01
+    # ...until the thread has made COLD_PUTS checkpoints; then it parks again.
+    for n in range(COLD_PUTS - 1):
+        parking.take([("thread", "", f"checkpoint-{n + 3}")])
     warm = threading.Thread(
         target=parking.store, args=(KEY, prepared({"w": 2}), stored_alone.append)
     )
     warm.start()
     taken = take_when_parked(parking)
-    settle(taken)
+    parking.settle(taken)
     warm.join(5)
     assert stored_alone == [{"w": 1}]
 
@@ -89,17 +91,29 @@ def test_writes_that_may_not_park_are_stored_at_once() -> None:
     assert time.monotonic() - started < 1
 
 
-def test_writes_taken_by_a_failed_put_are_stored_alone() -> None:
-    """The writes were valid; only the checkpoint failed, and its error is the put's."""
+def test_writes_taken_by_a_failed_put_are_stored_alone_before_a_retry_commits() -> None:
+    """The writes were valid; only the checkpoint failed, and its error is the put's. A put
+    retried at once waits for them to be stored (they count as busy before the writer
+    even wakes)."""
     parking = WriteParking(linger=5.0)
-    stored_alone: list[dict[str, Any]] = []
-    worker = threading.Thread(
-        target=parking.store, args=(KEY, prepared({"w": 1}), stored_alone.append)
-    )
+    release = threading.Event()
+    order: list[str] = []
+
+    def slow_alone(params: dict[str, Any]) -> None:
+        release.wait(5)
+        order.append("writes")
+
+    worker = threading.Thread(target=parking.store, args=(KEY, prepared({"w": 1}), slow_alone))
     worker.start()
-    settle(take_when_parked(parking), RuntimeError("server went away"))
+    parking.settle(take_when_parked(parking), RuntimeError("server went away"))
+    retry = threading.Thread(target=lambda: (parking.take([KEY]), order.append("checkpoint")))
+    retry.start()
+    retry.join(timeout=0.1)
+    assert order == []
+    release.set()
     worker.join(timeout=5)
-    assert stored_alone == [{"w": 1}]
+    retry.join(timeout=5)
+    assert order == ["writes", "checkpoint"]
 
 
 def test_take_waits_for_writes_being_serialized_or_stored_alone() -> None:
@@ -153,7 +167,7 @@ async def test_async_parked_writes_are_taken_by_a_put() -> None:
     assert [entry.params for entry in taken] == [{"w": 1}]
     await asyncio.sleep(0.01)
     assert not writes.done()
-    settle(taken)
+    parking.settle(taken)
     await asyncio.wait_for(writes, 5)
     assert stored_alone == []
 
@@ -179,7 +193,7 @@ async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> 
 
     writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
     await asyncio.sleep(0)
-    settle(await parking.take([KEY]), RuntimeError("server went away"))
+    parking.settle(await parking.take([KEY]), RuntimeError("server went away"))
     await asyncio.wait_for(writes, 5)
     assert stored_alone == [{"w": 1}]
 
@@ -214,7 +228,7 @@ async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
     await asyncio.wait_for(busy, 5)
     taken = await asyncio.wait_for(parking.take([KEY]), 5)
     assert [entry.params for entry in taken] == [{"parked": 1}]
-    settle(taken)
+    parking.settle(taken)
     await asyncio.wait_for(parked, 5)
     assert stored_alone == [{"alone": 1}]
 
@@ -247,3 +261,59 @@ def test_delta_channels_are_learned_from_snapshots_and_counters() -> None:
     blobs = {"history": _DeltaSnapshot([1, 2]), "plain": [3]}
     assert _core.delta_channel_names(metadata, blobs) == {"messages", "history"}
     assert _core.delta_channel_names({"step": 1}, {"plain": [3]}) == set()
+
+
+async def test_async_writer_cancelled_after_its_writes_were_taken_leaves_nothing_busy() -> None:
+    """Cancelled before the failed put settles: nobody stores the writes, nothing stays busy.
+    Cancelled after it: the writer may already be storing them (asyncio's wait_for returns
+    a finished result rather than raise); either way no busy count is left behind."""
+    for cancel_first in (True, False):
+        parking = AsyncWriteParking(linger=5.0)
+        stored_alone: list[dict[str, Any]] = []
+
+        async def alone(params: dict[str, Any], into: list[Any] = stored_alone) -> None:
+            into.append(params)
+
+        writer = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
+        await asyncio.sleep(0)
+        taken = await parking.take([KEY])
+        if cancel_first:
+            writer.cancel()
+            await asyncio.sleep(0)
+            parking.settle(taken, RuntimeError("put failed"))
+        else:
+            parking.settle(taken, RuntimeError("put failed"))
+            writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+        assert await asyncio.wait_for(parking.take([KEY]), 1) == []
+        if cancel_first:
+            assert stored_alone == []
+
+
+def test_cold_periods_double_on_repeated_timeouts_and_reset_once_parking_works() -> None:
+    from langgraph_durable.checkpoint._parking import _Registry
+
+    registry = _Registry(linger=0.002)
+    key = ("thread", "", "c1")
+
+    def time_out() -> None:
+        registry.enter(key)
+        entry = registry.park(key, {}, threading.Event())  # no longer busy: parked
+        assert registry.unpark(key, entry, timed_out=True)
+
+    def puts_until_warm() -> int:
+        count = 0
+        while not registry.may_park(key):
+            registry.take([("thread", "", f"p{count}")])
+            count += 1
+        return count
+
+    time_out()
+    assert puts_until_warm() == COLD_PUTS
+    time_out()
+    assert puts_until_warm() == 2 * COLD_PUTS
+    registry.enter(key)
+    registry.park(key, {}, threading.Event())
+    assert len(registry.take([key])) == 1  # taken: parking works again
+    time_out()
+    assert puts_until_warm() == COLD_PUTS

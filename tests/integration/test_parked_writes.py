@@ -25,8 +25,8 @@ from langgraph_durable.errors import ConfigurationError
 NODES = ["a", "b", "c", "d"]
 
 
-def linear_graph() -> StateGraph[Any, Any, Any, Any]:
-    builder = StateGraph(State)
+def linear_graph(state: Any = State) -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(state)
     previous = START
     for name in NODES:
         builder.add_node(name, lambda s, name=name: {"log": [name]})
@@ -115,14 +115,7 @@ class DeltaState(TypedDict, total=False):
 
 
 def delta_graph() -> StateGraph[Any, Any, Any, Any]:
-    builder = StateGraph(DeltaState)
-    previous = START
-    for name in NODES:
-        builder.add_node(name, lambda s, name=name: {"log": [name]})
-        builder.add_edge(previous, name)
-        previous = name
-    builder.add_edge(previous, END)
-    return builder
+    return linear_graph(DeltaState)
 
 
 def failing_graph() -> StateGraph[Any, Any, Any, Any]:

@@ -11,11 +11,11 @@ fix, or, in strict mode, an error. Strict mode is meant for development and test
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import warnings
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Literal
 
 from langgraph_durable.errors import (
@@ -27,11 +27,19 @@ __all__ = ["effect_performed", "interrupt_written", "set_interrupt_guard"]
 
 GuardMode = Literal["warn", "strict", "off"]
 
-logger = logging.getLogger("langgraph_durable.guard")
-
 _mode: GuardMode = "warn"
 _lock = threading.Lock()
-_effects: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
+
+
+@dataclass
+class _TaskEffects:
+    node: str
+    names: list[str] = field(default_factory=list)
+    call_site: tuple[str, int] | None = None
+    """Where the task's first effect was called: the user's node, for the report."""
+
+
+_effects: OrderedDict[str, _TaskEffects] = OrderedDict()
 _CAPACITY = 4096
 
 
@@ -53,38 +61,50 @@ def _current_mode() -> GuardMode:
     return _mode
 
 
-def effect_performed(task_id: str | None, node: str, effect_name: str) -> None:
-    """Remember that a task ran (or replayed) an effect."""
+def effect_performed(
+    task_id: str | None,
+    node: str,
+    effect_name: str,
+    call_site: tuple[str, int] | None = None,
+) -> None:
+    """Remember that a task ran (or replayed) an effect, and where it was called."""
     if not task_id:
         return
     with _lock:
         entry = _effects.get(task_id)
         if entry is None:
-            entry = (node, [])
+            entry = _TaskEffects(node, call_site=call_site)
             _effects[task_id] = entry
             while len(_effects) > _CAPACITY:
                 _effects.popitem(last=False)
-        if effect_name not in entry[1]:
-            entry[1].append(effect_name)
+        if effect_name not in entry.names:
+            entry.names.append(effect_name)
 
 
 def interrupt_written(task_id: str) -> None:
-    """Called when a task's interrupt is saved: warn or raise if it performed effects."""
+    """Called when a task's interrupt is saved: warn or raise if it performed effects.
+
+    Reported once per task, as one warning that points at the node's first effect call
+    (the user's code), not at the saver that noticed it.
+    """
     with _lock:
-        entry = _effects.get(task_id)
+        entry = _effects.pop(task_id, None)
     if entry is None:
         return
     mode = _current_mode()
     if mode == "off":
         return
-    node, names = entry
+    names = ", ".join(repr(n) for n in entry.names)
     message = (
-        f"Node {node!r} performed {', '.join(repr(n) for n in names)} and then called "
-        "interrupt(). LangGraph re-runs the whole node on resume; the effect journal keeps "
-        f"each effect to one call, but move {', '.join(names)} into its own node before "
-        "the approval node."
+        f"Node {entry.node!r} performed {names} and then called interrupt(). LangGraph "
+        "re-runs the whole node on resume; the effect journal keeps each effect to one "
+        f"call, but move {', '.join(entry.names)} into its own node before the approval "
+        "node."
     )
     if mode == "strict":
         raise SideEffectBeforeInterruptError(message)
-    logger.warning(message)
-    warnings.warn(message, SideEffectBeforeInterruptWarning, stacklevel=2)
+    if entry.call_site is None:
+        warnings.warn(message, SideEffectBeforeInterruptWarning, stacklevel=2)
+        return
+    filename, lineno = entry.call_site
+    warnings.warn_explicit(message, SideEffectBeforeInterruptWarning, filename, lineno)

@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> Any:
                     result = json.loads(args.completed)
                 except json.JSONDecodeError as exc:
                     raise DurableError(f"--completed must be JSON ({exc}).") from exc
-                journal.resolve(args.key, completed=result, is_completed=True)
+                journal.resolve(args.key, completed=result)
             elif args.failed is not None:
                 journal.resolve(args.key, failed=args.failed)
             else:

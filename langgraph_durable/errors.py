@@ -25,9 +25,10 @@ Each class docstring is its default message and says what to do. Driver errors
         ├── EffectOutcomeUnknown
         ├── EffectInProgressError
         ├── EffectDeferred
-        └── EffectFailedError
+        ├── EffectFailedError
+        └── EffectResultNotStoredError
 
-Warnings: `SideEffectBeforeInterruptWarning` (a `UserWarning`).
+Warnings (each a `UserWarning`): `SideEffectBeforeInterruptWarning`, `EffectNameWarning`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ __all__ = [
     "EffectFailedError",
     "EffectInProgressError",
     "EffectInputMismatchError",
+    "EffectNameWarning",
     "EffectOutcomeUnknown",
+    "EffectResultNotStoredError",
     "InvalidDecisionError",
     "InvalidInputError",
     "InvalidThreadIdError",
@@ -160,6 +163,10 @@ class SideEffectBeforeInterruptWarning(UserWarning):
     """A node performed effects before `interrupt()`; they are journaled, but move them."""
 
 
+class EffectNameWarning(UserWarning):
+    """An effect's default name may differ between runs; pass `@effect(name=...)`."""
+
+
 class EffectError(DurableError):
     """An effect could not be run or replayed; see the message for what to do."""
 
@@ -217,6 +224,15 @@ class EffectFailedError(EffectError):
     ) -> None:
         super().__init__(message, key=key)
         self.error_type = error_type
+
+
+class EffectResultNotStoredError(EffectError):
+    """An effect acted but its result cannot be serialized, so it was not journaled.
+
+    The attempt is journaled as unknown with this reason and is never attempted again
+    without a decision: make the effect return plain data, then resolve the key
+    (`EffectJournal.resolve(key, completed=...)` or `langgraph-durable resolve`).
+    """
 
 
 def translate_driver_error(exc: psycopg.Error) -> DurableError | None:

@@ -453,6 +453,8 @@ UPDATE langgraph_durable_effects SET
     lease_owner = %(owner)s,
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
     next_attempt_at = NULL,
+    error_type = NULL,
+    error_message = NULL,
     updated_at = clock_timestamp()
 FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = %(seen_status)s
@@ -504,11 +506,24 @@ UPDATE langgraph_durable_effects SET
     lease_expires_at = NULL,
     updated_at = clock_timestamp()
 FROM commit_mode
-WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
 RETURNING next_attempt_at
 
 -- name: effect_mark_unknown
-UPDATE langgraph_durable_effects SET status = 'unknown', updated_at = clock_timestamp()
+-- The attempt's outcome is open: a timeout or a dropped connection (error given, and a
+-- delay before reconciling, for a request that may still be on its way), a lease that ran
+-- out, or a result that could not be stored.
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+UPDATE langgraph_durable_effects SET
+    status = 'unknown',
+    error_type = coalesce(%(error_type)s, error_type),
+    error_message = coalesce(%(error_message)s, error_message),
+    next_attempt_at = CASE WHEN %(delay_seconds)s::float8 IS NULL THEN NULL
+        ELSE clock_timestamp() + make_interval(secs => %(delay_seconds)s::float8) END,
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    updated_at = clock_timestamp()
+FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
 
 -- name: effect_release

@@ -9,6 +9,7 @@ with the saver's serializer, so an encrypting serializer encrypts them too.
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import socket
 from collections.abc import Sequence
@@ -26,19 +27,29 @@ from langgraph_durable.checkpoint._aconnection import (
     retry_on_disconnect,
 )
 from langgraph_durable.effects._keys import TaskContext
-from langgraph_durable.effects._policy import JournalRow
-from langgraph_durable.errors import EffectError
+from langgraph_durable.effects._protocol import (
+    RESOLVABLE_STATUSES,
+    EffectStatus,
+    JournalRow,
+)
+from langgraph_durable.errors import EffectError, EffectResultNotStoredError
 
 __all__ = ["AsyncEffectJournal", "process_owner"]
 
 
+def _stat_fields(pid: str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _process_start() -> str:
     """This process's start time in clock ticks (Linux), so a reused pid is not taken for us."""
-    try:
-        with open(f"/proc/{os.getpid()}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return "0"
+    fields = _stat_fields(str(os.getpid()))
+    return fields[19] if fields and len(fields) > 19 else "0"
 
 
 def process_owner() -> str:
@@ -49,7 +60,9 @@ def process_owner() -> str:
 def owner_is_dead(owner: str | None) -> bool:
     """Whether a lease owner on this host is a process that no longer runs.
 
-    Owners on other hosts cannot be checked; their leases simply run out.
+    A pid that is gone, reused by a later process (another start time), or a zombie (dead,
+    not yet reaped by its parent) counts as dead. Owners on other hosts cannot be checked;
+    their leases simply run out.
     """
     if not owner:
         return False
@@ -57,17 +70,17 @@ def owner_is_dead(owner: str | None) -> bool:
     pid_text, _, started = rest.partition(":")
     if host != socket.gethostname() or not pid_text.isdigit():
         return False
+    fields = _stat_fields(pid_text)
+    if fields is not None and len(fields) > 19:
+        # fields[0] is the state: Z (zombie) and X (dead) no longer run any code.
+        return fields[0] in ("Z", "X") or fields[19] != started
     try:
-        with open(f"/proc/{pid_text}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19] != started
-    except (OSError, IndexError):
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return started != "0"
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return started != "0"
 
 
 def _row(found: dict[str, Any]) -> JournalRow:
@@ -75,19 +88,22 @@ def _row(found: dict[str, Any]) -> JournalRow:
         key=found["key"],
         effect_name=found["effect_name"],
         input_hash=found["input_hash"],
-        status=found["status"],
+        status=EffectStatus(found["status"]),
         attempt=found["attempt"],
+        lease_owner=found["lease_owner"],
         lease_expires_at=found["lease_expires_at"],
         next_attempt_at=found["next_attempt_at"],
         result_type=found["result_type"],
         result=found["result"],
         error_type=found["error_type"],
         error_message=found["error_message"],
-        extra={
-            k: found[k]
-            for k in ("lease_owner", "db_now", "usage", "replays", "thread_id", "node", "step")
-        },
+        db_now=found["db_now"],
+        extra={k: found[k] for k in ("usage", "replays", "thread_id", "node", "step")},
     )
+
+
+_UNSET: Any = object()
+"""`resolve(completed=...)` was not given (None is a valid result)."""
 
 
 class AsyncEffectJournal:
@@ -158,7 +174,7 @@ class AsyncEffectJournal:
         return _row(rows[0]) if rows else None
 
     async def atake_over(
-        self, key: str, seen_attempt: int, seen_status: str, lease_seconds: float
+        self, key: str, seen_attempt: int, seen_status: EffectStatus, lease_seconds: float
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
         attempts = await self._fetch_first_column(
@@ -166,12 +182,25 @@ class AsyncEffectJournal:
             {
                 "key": key,
                 "seen_attempt": seen_attempt,
-                "seen_status": seen_status,
+                "seen_status": seen_status.value,
                 "owner": self.owner,
                 "lease_seconds": lease_seconds,
             },
         )
         return int(attempts[0]) if attempts else None
+
+    def dump_result(self, key: str, result: Any) -> tuple[str, bytes]:
+        """Serialize a result for the journal, or raise `EffectResultNotStoredError`."""
+        try:
+            return self.serde.dumps_typed(result)
+        except Exception as exc:
+            raise EffectResultNotStoredError(
+                f"The result of the effect under key {key!r} (a {type(result).__name__}) "
+                f"cannot be serialized ({exc}), so it was not journaled. Return plain data "
+                "(str, numbers, dicts, lists, pydantic models), or convert the result inside "
+                "the effect.",
+                key=key,
+            ) from exc
 
     async def acomplete(
         self,
@@ -180,17 +209,21 @@ class AsyncEffectJournal:
         result: Any,
         *,
         usage: dict[str, Any] | None = None,
-        seen_statuses: Sequence[str] = ("running",),
+        seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
         resolved_by: str | None = None,
     ) -> bool:
-        """Store the result; False if the attempt was taken over meanwhile."""
-        type_, blob = self.serde.dumps_typed(result)
+        """Store the result; False if the attempt was taken over meanwhile.
+
+        Raises:
+            EffectResultNotStoredError: The result cannot be serialized; nothing was written.
+        """
+        type_, blob = self.dump_result(key, result)
         rows = await self._fetch_first_column(
             QUERIES["effect_complete"],
             {
                 "key": key,
                 "seen_attempt": attempt,
-                "seen_statuses": list(seen_statuses),
+                "seen_statuses": [s.value for s in seen_statuses],
                 "result_type": type_,
                 "result": blob,
                 "usage": None if usage is None else _json_text(usage),
@@ -206,15 +239,16 @@ class AsyncEffectJournal:
         error_type: str,
         error_message: str,
         *,
-        seen_statuses: Sequence[str] = ("running",),
+        seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
         resolved_by: str | None = None,
     ) -> bool:
+        """Store a terminal failure; False if the attempt was taken over meanwhile."""
         rows = await self._fetch(
             QUERIES["effect_fail"],
             {
                 "key": key,
                 "seen_attempt": attempt,
-                "seen_statuses": list(seen_statuses),
+                "seen_statuses": [s.value for s in seen_statuses],
                 "error_type": error_type,
                 "error_message": error_message,
                 "resolved_by": resolved_by,
@@ -227,18 +261,17 @@ class AsyncEffectJournal:
         key: str,
         attempt: int,
         *,
-        status: str,
+        status: EffectStatus,
         delay_seconds: float,
         error: BaseException,
     ) -> Any:
-        """Record a pending retry ('retry_wait') or a deferral ('deferred'); its time."""
+        """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
         rows = await self._fetch(
             QUERIES["effect_wait_retry"],
             {
                 "key": key,
                 "seen_attempt": attempt,
-                "seen_statuses": ["running"],
-                "status": status,
+                "status": status.value,
                 "delay_seconds": delay_seconds,
                 "error_type": type(error).__name__,
                 "error_message": str(error)[:2000],
@@ -252,8 +285,26 @@ class AsyncEffectJournal:
             {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds},
         )
 
-    async def amark_unknown(self, key: str, attempt: int) -> None:
-        await self._fetch(QUERIES["effect_mark_unknown"], {"key": key, "seen_attempt": attempt})
+    async def amark_unknown(
+        self,
+        key: str,
+        attempt: int,
+        *,
+        error_type: str | None = None,
+        error_message: str | None = None,
+        delay_seconds: float | None = None,
+    ) -> None:
+        """A running attempt's outcome is open: record why, and when to reconcile it."""
+        await self._fetch(
+            QUERIES["effect_mark_unknown"],
+            {
+                "key": key,
+                "seen_attempt": attempt,
+                "error_type": error_type,
+                "error_message": None if error_message is None else error_message[:2000],
+                "delay_seconds": delay_seconds,
+            },
+        )
 
     async def arelease(self, key: str, attempt: int) -> None:
         await self._fetch(QUERIES["effect_release"], {"key": key, "seen_attempt": attempt})
@@ -264,7 +315,11 @@ class AsyncEffectJournal:
     async def aallow_retry(self, key: str, *, resolved_by: str) -> bool:
         rows = await self._fetch(
             QUERIES["effect_allow_retry"],
-            {"key": key, "seen_statuses": ["unknown", "running"], "resolved_by": resolved_by},
+            {
+                "key": key,
+                "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
+                "resolved_by": resolved_by,
+            },
         )
         return bool(rows)
 
@@ -272,33 +327,45 @@ class AsyncEffectJournal:
         self,
         key: str,
         *,
-        completed: Any = None,
-        is_completed: bool = False,
+        completed: Any = _UNSET,
         allow_retry: bool = False,
         failed: str | None = None,
         resolved_by: str = "operator",
     ) -> None:
         """Resolve an unknown outcome by hand, after checking the receiver by key.
 
-        Exactly one of: `is_completed=True` with `completed=<result>` (the receiver acted),
-        `allow_retry=True` (it did not), or `failed="<reason>"` (give up).
+        Pass exactly one of:
+
+        - `completed=<result>`: the receiver acted; replays return this result (None is a
+          result too);
+        - `allow_retry=True`: it did not act; the next call attempts again;
+        - `failed="<reason>"`: give up; replays raise `EffectFailedError` with the reason.
+
+        Then resume the thread with `invoke(None, config)`.
+
+        Raises:
+            EffectError: Not exactly one choice, no such key, or nothing to resolve.
         """
-        chosen = sum([is_completed, allow_retry, failed is not None])
+        chosen = sum([completed is not _UNSET, bool(allow_retry), failed is not None])
         if chosen != 1:
             raise EffectError(
-                "resolve_effect needs exactly one of completed=..., allow_retry=True or "
-                "failed='reason'.",
+                "EffectJournal.resolve(key, ...) needs exactly one of completed=<result>, "
+                "allow_retry=True or failed='<reason>'.",
                 key=key,
             )
         row = await self.aget(key)
         if row is None:
-            raise EffectError(f"No effect journaled under key {key!r}.", key=key)
-        if row.status not in ("unknown", "running"):
             raise EffectError(
-                f"Effect {key!r} is {row.status}, not unknown; there is nothing to resolve.",
+                f"No effect is journaled under key {key!r}; list open effects with "
+                "`langgraph-durable effects` or EffectJournal.open_effects().",
                 key=key,
             )
-        statuses = ("unknown", "running")
+        if row.status not in RESOLVABLE_STATUSES:
+            raise EffectError(
+                f"Effect {key!r} is {row.status.value}, not unknown; there is nothing to resolve.",
+                key=key,
+            )
+        statuses = RESOLVABLE_STATUSES
         if allow_retry:
             done = await self.aallow_retry(key, resolved_by=resolved_by)
         elif failed is not None:
@@ -331,6 +398,4 @@ class AsyncEffectJournal:
 
 
 def _json_text(value: dict[str, Any]) -> str:
-    import json
-
     return json.dumps(value, default=str)

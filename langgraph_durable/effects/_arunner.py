@@ -1,33 +1,38 @@
 """Running one effect call against the journal (async source; `_runner.py` is generated).
 
 The order is the product (invariants I1-I3): the journal row is committed before the
-callable runs; a completed key is replayed, never called; an attempt that died without an
-outcome is reconciled through the hook, retried only when the receiver honours the key,
-or stops the run with `EffectOutcomeUnknown`. What to do with an existing row is decided
-by the pure `decide()`.
+callable runs; a completed key is replayed, never called; an attempt whose outcome is
+open (it timed out, or died) is reconciled through the hook, retried only when the
+receiver honours the key, or stops the run with `EffectOutcomeUnknown`. Every decision is
+taken by the pure functions of `_protocol.py`; this module only carries them out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
 import inspect
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard
 from langgraph_durable.effects._ajournal import AsyncEffectJournal, owner_is_dead
-from langgraph_durable.effects._call import EffectCall
+from langgraph_durable.effects._call import EffectCall, failed_message, unknown_message
 from langgraph_durable.effects._heartbeat import AsyncHeartbeat
 from langgraph_durable.effects._keys import current_key
-from langgraph_durable.effects._policy import (
+from langgraph_durable.effects._policy import Reconciled
+from langgraph_durable.effects._protocol import (
+    RESOLVABLE_STATUSES,
+    RESULT_NOT_STORED,
     Action,
-    Reconciled,
+    EffectStatus,
+    Failure,
+    after_absent,
     decide,
-    retry_after_of,
+    on_failure,
 )
 from langgraph_durable.errors import (
     EffectDeferred,
@@ -35,13 +40,15 @@ from langgraph_durable.errors import (
     EffectFailedError,
     EffectInProgressError,
     EffectOutcomeUnknown,
+    EffectResultNotStoredError,
 )
 
 __all__ = ["arun_effect"]
 
 logger = logging.getLogger("langgraph_durable.effects")
 
-_POLL = 0.05
+_MIN_PAUSE = 0.005
+_MAX_PAUSE = 1.0
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -50,9 +57,11 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-def _now_from(row_extra: dict[str, Any]) -> datetime:
-    found = row_extra.get("db_now")
-    return found if isinstance(found, datetime) else datetime.now(timezone.utc)
+def _pause(until: datetime | None, now: datetime) -> float:
+    """Seconds to sleep before looking at the row again."""
+    if until is None:
+        return _MIN_PAUSE
+    return min(max((until - now).total_seconds(), _MIN_PAUSE), _MAX_PAUSE)
 
 
 async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
@@ -60,7 +69,7 @@ async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     result = await _arun(journal, call)
     if call.where is not None and call.guarded:
         # Done (or replayed): an interrupt() later in this task comes after an effect.
-        _guard.effect_performed(call.where.task_id, call.where.node, call.name)
+        _guard.effect_performed(call.where.task_id, call.where.node, call.name, call.call_site)
     return result
 
 
@@ -68,160 +77,214 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     attempt = await journal.aclaim(
         call.key, call.name, call.input_hash, call.lease_seconds, call.where
     )
-    waited_since: datetime | None = None
-    while attempt is None:
+    first_seen: datetime | None = None
+    last_error: BaseException | None = None
+    while True:
+        if attempt is not None:
+            done, result, last_error = await _aattempt(journal, call, attempt)
+            if done:
+                return result
+            attempt = None
+            continue
         row = await journal.aget(call.key)
         if row is None:  # released between our insert and our read: claim afresh
             attempt = await journal.aclaim(
                 call.key, call.name, call.input_hash, call.lease_seconds, call.where
             )
             continue
-        now = _now_from(row.extra)
-        if row.status == "running" and owner_is_dead(row.extra.get("lease_owner")):
-            # The process holding the lease is gone: its lease is as good as expired.
-            row = dataclasses.replace(row, lease_expires_at=now - timedelta(seconds=1))
+        assert row.db_now is not None
+        now = row.db_now
+        first_seen = first_seen or now
         decision = decide(
             row,
             name=call.name,
             input_hash=call.input_hash,
-            now=now,
             policy=call.policy,
             has_reconcile=call.reconcile is not None,
+            now=now,
+            owner_dead=row.status is EffectStatus.RUNNING and owner_is_dead(row.lease_owner),
+            waited=now - first_seen,
+            wait_limit=timedelta(seconds=call.wait_seconds),
         )
-        if decision.action is Action.REPLAY:
+        action = decision.action
+        if action is Action.REPLAY:
             await journal.areplayed(call.key)
             return journal.load_result(row)
-        if decision.action is Action.RAISE_FAILED:
+        if action is Action.RAISE_FAILED:
             raise EffectFailedError(
-                f"Effect {call.name!r} (key {call.key!r}) failed before with "
-                f"{row.error_type}: {row.error_message}. The failure is journaled; replays "
-                "raise it again. Resolve it or use a new key to try again.",
+                failed_message(call, row.error_type, row.error_message),
                 key=call.key,
                 error_type=row.error_type,
             )
-        if decision.action is Action.RAISE_DEFERRED:
+        if action is Action.RAISE_DEFERRED:
             raise EffectDeferred(
                 f"Effect {call.name!r} (key {call.key!r}) is rate limited until "
                 f"{decision.until}; retry the run after that time.",
                 key=call.key,
                 retry_at=decision.until,
             )
-        if decision.action is Action.RAISE_UNKNOWN:
-            await journal.amark_unknown(call.key, row.attempt)
-            raise EffectOutcomeUnknown(
-                f"Effect {call.name!r} (key {call.key!r}): attempt {row.attempt} started and "
-                "never recorded an outcome, so the receiver may or may not have acted. Check "
-                "the receiver by this key, then resolve it (`langgraph-durable resolve KEY`, "
-                "or EffectJournal.resolve(key, completed=... | allow_retry=True | failed=...)) "
-                "and resume the thread with invoke(None, config): do not send the input "
-                "again, which would start a new run with new keys. A reconcile= hook or "
-                "retry='idempotent' resolves this automatically.",
+        if action is Action.RAISE_IN_PROGRESS:
+            raise EffectInProgressError(
+                f"Effect {call.name!r} (key {call.key!r}) is being attempted by "
+                f"{row.lease_owner} (lease until {row.lease_expires_at}); waited "
+                f"{call.wait_seconds:g}s. Retry later.",
                 key=call.key,
             )
-        if decision.action is Action.WAIT:
-            if row.status == "running":
-                waited_since = waited_since or now
-                if now - waited_since > timedelta(seconds=call.wait_seconds):
-                    raise EffectInProgressError(
-                        f"Effect {call.name!r} (key {call.key!r}) is being attempted by "
-                        f"{row.extra.get('lease_owner')} (lease until {row.lease_expires_at}); "
-                        f"waited {call.wait_seconds:g}s. Retry later.",
-                        key=call.key,
-                    )
-            pause = _POLL
-            if decision.until is not None:
-                pause = min(max((decision.until - now).total_seconds(), 0.0), 1.0) or _POLL
-            await asyncio.sleep(pause)
+        if action is Action.RAISE_UNKNOWN:
+            if row.status is EffectStatus.RUNNING:
+                await journal.amark_unknown(call.key, row.attempt)
+            raise EffectOutcomeUnknown(
+                unknown_message(call, row, decision.reason), key=call.key
+            ) from last_error
+        if action is Action.WAIT:
+            await asyncio.sleep(_pause(decision.until, now))
             continue
-        if decision.action is Action.RECONCILE:
-            assert call.reconcile is not None
-            found = await _maybe_await(call.reconcile(call.key))
-            if not isinstance(found, Reconciled):
-                raise EffectError(
-                    f"The reconcile hook of effect {call.name!r} returned {found!r}; return "
-                    "Reconciled.completed(result) or Reconciled.absent().",
-                    key=call.key,
-                )
+        if action is Action.RECONCILE:
+            found = await _areconcile(call)
             if found.found:
-                done = await journal.acomplete(
+                if await journal.acomplete(
                     call.key,
                     row.attempt,
                     found.result,
                     usage=call.usage_of(found.result) if call.usage_of else None,
-                    seen_statuses=("running", "unknown"),
+                    seen_statuses=RESOLVABLE_STATUSES,
                     resolved_by="reconcile",
-                )
-                if done:
+                ):
                     logger.info("effect %s reconciled as completed", call.key)
                     return found.result
-                continue
+                continue  # the row changed meanwhile: look again
+            decision = after_absent(row, call.policy)
+            if decision.action is Action.FAIL:
+                reason = f"reconciled as absent: {decision.reason}"
+                await journal.afail(
+                    call.key,
+                    row.attempt,
+                    row.error_type or "ReconciledAbsent",
+                    f"{row.error_message or ''} ({reason})".strip(),
+                    seen_statuses=RESOLVABLE_STATUSES,
+                    resolved_by="reconcile",
+                )
+                raise EffectFailedError(
+                    failed_message(call, row.error_type, reason),
+                    key=call.key,
+                    error_type=row.error_type,
+                ) from last_error
             logger.info("effect %s reconciled as absent; attempting again", call.key)
-        # TAKE_OVER, or RECONCILE that found nothing: the next attempt, if still as seen.
+        elif row.status in RESOLVABLE_STATUSES and call.may_reattempt is not None:
+            refused = await _maybe_await(call.may_reattempt(journal, row))
+            if refused:
+                raise EffectOutcomeUnknown(
+                    unknown_message(call, row, refused), key=call.key
+                ) from last_error
+        # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
         attempt = await journal.atake_over(call.key, row.attempt, row.status, call.lease_seconds)
-    return await _aattempt(journal, call, attempt)
 
 
-async def _aattempt(journal: AsyncEffectJournal, call: EffectCall, attempt: int) -> Any:
-    while True:
-        _crashpoints.reached("effect:after_claim")
-        token = current_key.set(call.key)
-        try:
-            heartbeat = AsyncHeartbeat(journal, call.key, attempt, call.lease_seconds)
-            async with heartbeat.running():
-                result = await _maybe_await(call.invoke(call.key))
-        except GraphBubbleUp:
-            # Control flow, not a failure: an interrupt re-runs the node, which calls again.
-            await journal.arelease(call.key, attempt)
+async def _areconcile(call: EffectCall) -> Reconciled:
+    assert call.reconcile is not None
+    found = await _maybe_await(call.reconcile(call.key))
+    if not isinstance(found, Reconciled):
+        raise EffectError(
+            f"The reconcile hook of effect {call.name!r} returned {found!r}; return "
+            "Reconciled.completed(result) or Reconciled.absent().",
+            key=call.key,
+        )
+    return found
+
+
+async def _aattempt(
+    journal: AsyncEffectJournal, call: EffectCall, attempt: int
+) -> tuple[bool, Any, BaseException | None]:
+    """One attempt: (done, its result, the error it journaled when not done)."""
+    _crashpoints.reached("effect:after_claim")
+    token = current_key.set(call.key)
+    try:
+        heartbeat = AsyncHeartbeat(journal, call.key, attempt, call.lease_seconds)
+        async with heartbeat.running():
+            result = await _maybe_await(call.invoke(call.key))
+    except GraphBubbleUp:
+        # Control flow, not a failure: an interrupt re-runs the node, which calls again.
+        await journal.arelease(call.key, attempt)
+        raise
+    except Exception as exc:
+        if not await _arecord_failure(journal, call, attempt, exc):
             raise
-        except Exception as exc:
-            attempt_again = await _arecord_failure(journal, call, attempt, exc)
-            if attempt_again is None:
-                raise
-            attempt = attempt_again
-            continue
-        finally:
-            current_key.reset(token)
-        _crashpoints.reached("effect:after_call")
-        usage = call.usage_of(result) if call.usage_of else None
-        if not await journal.acomplete(call.key, attempt, result, usage=usage):
-            logger.warning(
-                "effect %s: attempt %d finished after another worker took it over",
-                call.key,
-                attempt,
-            )
-        _crashpoints.reached("effect:after_result")
-        return result
+        return False, None, exc
+    except BaseException as exc:
+        # Cancelled, or the process is being interrupted: the call may have gone out.
+        # Journal that at once (best effort) rather than leave the lease to run out.
+        with contextlib.suppress(Exception):
+            await _arecord_failure(journal, call, attempt, exc)
+        raise
+    finally:
+        current_key.reset(token)
+    _crashpoints.reached("effect:after_call")
+    usage = call.usage_of(result) if call.usage_of else None
+    try:
+        completed = await journal.acomplete(call.key, attempt, result, usage=usage)
+    except EffectResultNotStoredError as exc:
+        # The receiver acted; without its result no replay is possible, and calling it
+        # again could act twice. Park the row for a decision.
+        await journal.amark_unknown(
+            call.key, attempt, error_type=RESULT_NOT_STORED, error_message=str(exc)
+        )
+        raise EffectResultNotStoredError(
+            f"Effect {call.name!r} (key {call.key!r}) acted, but its result (a "
+            f"{type(result).__name__}) cannot be serialized: {exc.__cause__}. The attempt is "
+            "journaled as unknown and will not be attempted again on its own. Make the "
+            "effect return plain data, then resolve the key (`langgraph-durable resolve "
+            "KEY --completed JSON`, or EffectJournal.resolve(key, completed=...)) and "
+            "resume with invoke(None, config).",
+            key=call.key,
+        ) from exc
+    if not completed:
+        logger.warning(
+            "effect %s: attempt %d finished after another worker took it over",
+            call.key,
+            attempt,
+        )
+    _crashpoints.reached("effect:after_result")
+    return True, result, None
 
 
 async def _arecord_failure(
-    journal: AsyncEffectJournal, call: EffectCall, attempt: int, exc: Exception
-) -> int | None:
-    """Journal a failed attempt; the next attempt's number if it should run now."""
-    retry_after = retry_after_of(exc)
-    if retry_after is not None:
+    journal: AsyncEffectJournal, call: EffectCall, attempt: int, exc: BaseException
+) -> bool:
+    """Journal a failed attempt; True when the caller should look at the row again."""
+    step = on_failure(exc, attempt=attempt, policy=call.policy)
+    error = f"{type(exc).__name__}: {exc}"
+    if step.kind is Failure.DEFER:
         retry_at = await journal.await_retry(
-            call.key, attempt, status="deferred", delay_seconds=retry_after, error=exc
+            call.key, attempt, status=EffectStatus.DEFERRED, delay_seconds=step.delay, error=exc
         )
         raise EffectDeferred(
             f"Effect {call.name!r} (key {call.key!r}) was rate limited; retry after {retry_at}.",
             key=call.key,
             retry_at=retry_at,
         ) from exc
-    if call.policy.retryable(exc) and attempt < call.policy.max_attempts:
-        delay = call.policy.delay(attempt)
+    if step.kind is Failure.RETRY:
         logger.info(
-            "effect %s attempt %d failed (%s); retrying in %.2fs", call.key, attempt, exc, delay
+            "effect %s attempt %d: %s, before anything was sent; retrying in %.2fs",
+            call.key,
+            attempt,
+            error,
+            step.delay,
         )
         await journal.await_retry(
-            call.key, attempt, status="retry_wait", delay_seconds=delay, error=exc
+            call.key, attempt, status=EffectStatus.RETRY_WAIT, delay_seconds=step.delay, error=exc
         )
-        await asyncio.sleep(delay)
-        taken = await journal.atake_over(call.key, attempt, "retry_wait", call.lease_seconds)
-        if taken is None:
-            raise EffectInProgressError(
-                f"Effect {call.name!r} (key {call.key!r}) was taken over while waiting to retry.",
-                key=call.key,
-            ) from exc
-        return taken
+        return True
+    if step.kind is Failure.UNKNOWN:
+        logger.warning(
+            "effect %s attempt %d: %s; the receiver may have acted", call.key, attempt, error
+        )
+        await journal.amark_unknown(
+            call.key,
+            attempt,
+            error_type=type(exc).__name__,
+            error_message=str(exc),
+            delay_seconds=step.delay,
+        )
+        return True
     await journal.afail(call.key, attempt, type(exc).__name__, str(exc)[:2000])
-    return None
+    return False

@@ -8,13 +8,21 @@ from typing import Any
 
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
+from langgraph_durable.effects._protocol import JournalRow
 
-__all__ = ["EffectCall"]
+__all__ = ["EffectCall", "failed_message", "unknown_message"]
 
 
 @dataclass(frozen=True)
 class EffectCall:
-    """Everything needed to run one call of an effect."""
+    """Everything needed to run one call of an effect.
+
+    Attributes:
+        may_reattempt: Asked before an attempt whose predecessor's outcome is unknown:
+            `(journal, row) -> None` to go ahead, or the reason not to (may be async for
+            async effects). The model ledger uses it for its token budget.
+        call_site: (file, line) of the user code that called the effect, for reports.
+    """
 
     name: str
     key: str
@@ -27,3 +35,43 @@ class EffectCall:
     reconcile: Callable[[str], Any] | None
     usage_of: Callable[[Any], dict[str, Any] | None] | None = None
     guarded: bool = True
+    may_reattempt: Callable[[Any, JournalRow], Any] | None = None
+    call_site: tuple[str, int] | None = None
+
+
+_RESOLVE_HINT = (
+    "Check the receiver by this key, then resolve it (`langgraph-durable resolve KEY "
+    "--completed JSON | --allow-retry | --failed REASON`, or EffectJournal.resolve(key, "
+    "completed=... | allow_retry=True | failed=...)) and resume the thread with "
+    "invoke(None, config): do not send the input again, which would start a new run with "
+    "new keys."
+)
+
+
+def unknown_message(call: EffectCall, row: JournalRow, reason: str) -> str:
+    """The message of `EffectOutcomeUnknown` for a row nothing may resolve automatically."""
+    if row.error_type and row.error_message is not None:
+        what = (
+            f"attempt {row.attempt} ended in {row.error_type} ({row.error_message}) after "
+            "the request may have gone out"
+        )
+    else:
+        what = f"attempt {row.attempt} started and never recorded an outcome"
+    because = f" Not retried on its own: {reason}." if reason else ""
+    automatic = (
+        " A reconcile= hook, or retry='idempotent' when the receiver honours the key, "
+        "resolves this automatically."
+    )
+    return (
+        f"Effect {call.name!r} (key {call.key!r}): {what}, so the receiver may or may not "
+        f"have acted.{because} {_RESOLVE_HINT}{automatic}"
+    )
+
+
+def failed_message(call: EffectCall, error_type: str | None, error: str | None) -> str:
+    """The message of `EffectFailedError` for a journaled terminal failure."""
+    return (
+        f"Effect {call.name!r} (key {call.key!r}) failed before with {error_type}: {error}. "
+        "The failure is journaled; replays raise it again. Resolve it or use a new key to "
+        "try again."
+    )

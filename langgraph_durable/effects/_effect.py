@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
@@ -30,7 +31,14 @@ from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._arunner import arun_effect
 from langgraph_durable.effects._call import EffectCall
 from langgraph_durable.effects._journal import EffectJournal
-from langgraph_durable.effects._keys import default_key, input_hash, next_ordinal, task_context
+from langgraph_durable.effects._keys import (
+    check_key,
+    default_effect_name,
+    default_key,
+    input_hash,
+    next_ordinal,
+    task_context,
+)
 from langgraph_durable.effects._policy import IDEMPOTENT_RECEIVER, RetryPolicy
 from langgraph_durable.effects._runner import run_effect
 from langgraph_durable.errors import (
@@ -82,9 +90,8 @@ class _LoopBridgedJournal:
         self._loop = loop
         self.serde = journal.serde
         self.owner = journal.owner
-
-    def load_result(self, row: Any) -> Any:
-        return self._journal.load_result(row)
+        self.load_result = journal.load_result
+        self.dump_result = journal.dump_result
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         target = getattr(self._journal, "await_retry" if name == "wait_retry" else f"a{name}")
@@ -114,9 +121,8 @@ class _ThreadedJournal:
         self._journal = journal
         self.serde = journal.serde
         self.owner = journal.owner
-
-    def load_result(self, row: Any) -> Any:
-        return self._journal.load_result(row)
+        self.load_result = journal.load_result
+        self.dump_result = journal.dump_result
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         plain = name[1:] if name.startswith("a") else name
@@ -177,9 +183,15 @@ class _Spec:
         journal: EffectJournal | AsyncEffectJournal | None,
         usage: Callable[[Any], dict[str, Any] | None] | None,
         interrupt_guard: bool = True,
+        may_reattempt: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         self.fn = fn
-        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidInputError(f"effect name={name!r}: pass a non-empty string.")
+        self.name = name or default_effect_name(fn)
+        check_key(self.name, self.name, what="effect name")
+        if isinstance(key, str):
+            check_key(self.name, key)
         self.key = key
         self.policy = IDEMPOTENT_RECEIVER if retry == "idempotent" else (retry or RetryPolicy())
         self.reconcile = reconcile
@@ -188,12 +200,18 @@ class _Spec:
         self.journal = journal
         self.usage = usage
         self.interrupt_guard = interrupt_guard
+        self.may_reattempt = may_reattempt
         self.signature = inspect.signature(fn)
         self.wants_key = KEY_PARAMETER in self.signature.parameters
         if lease_ttl <= 0 or wait_timeout < 0:
             raise InvalidInputError("lease_ttl must be positive and wait_timeout not negative.")
 
-    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[EffectCall, Any]:
+    def prepare(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call_site: tuple[str, int] | None = None,
+    ) -> tuple[EffectCall, Any]:
         """The call to run and the journal to run it with (sync or async, unresolved)."""
         try:
             config = get_config()
@@ -235,6 +253,8 @@ class _Spec:
             reconcile=reconcile,
             usage_of=self.usage,
             guarded=self.interrupt_guard,
+            may_reattempt=self.may_reattempt,
+            call_site=call_site,
         )
         return call, (journal, saver)
 
@@ -243,12 +263,7 @@ class _Spec:
             return self.key
         if self.key is not None:
             key = self.key(*args, **{k: v for k, v in kwargs.items() if k != KEY_PARAMETER})
-            if not isinstance(key, str) or not key or "\x00" in key:
-                raise InvalidInputError(
-                    f"The key function of effect {self.name!r} returned {key!r}; return a "
-                    "non-empty string without NUL characters."
-                )
-            return key
+            return check_key(self.name, key, what="key function's result")
         if where is None:
             raise InvalidInputError(
                 f"effect {self.name!r} was called outside a LangGraph node or task, where no "
@@ -256,6 +271,19 @@ class _Spec:
                 "arguments)."
             )
         return default_key(where, self.name, next_ordinal(where, self.name))
+
+
+def _caller() -> tuple[str, int] | None:
+    """(file, line) of the code that called the effect: two frames up from here.
+
+    Kept with the call so that the interrupt guard can point at the user's node rather than
+    at this package. One frame lookup; no stack walk on the hot path.
+    """
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # pragma: no cover - called from the top of a stack
+        return None
+    return frame.f_code.co_filename, frame.f_lineno
 
 
 @overload
@@ -301,7 +329,12 @@ def effect(
     Args:
         fn: The callable (sync or async). It receives the key as `idempotency_key=` when it
             declares that parameter; `current_effect_key()` gives it anywhere inside.
-        name: Stored with each row and checked on replay; defaults to module.qualname.
+        name: Stored with each row, part of default keys and checked on replay. Defaults
+            to `<module>.<qualname>` with only the module's own name (`payments.charge` for
+            `charge` in `billing/payments.py`), so the name is the same whether the file
+            runs as a script or is imported. Renaming an effect (or moving it to another
+            module) between a crash and its resume changes its keys: pass the old name
+            with `name=` until such runs have finished.
         key: A business key (string or function of the arguments) to deduplicate across
             threads; by default a key derived from where the call happens in the graph.
         retry: A `RetryPolicy`, or "idempotent" when the receiver honours the key (an
@@ -335,7 +368,7 @@ def effect(
 
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                call, (found, _saver) = spec.prepare(args, kwargs)
+                call, (found, _saver) = spec.prepare(args, kwargs, _caller())
                 return await arun_effect(_async_journal(found), call)
 
             run_async.__effect__ = spec  # type: ignore[attr-defined]
@@ -349,7 +382,7 @@ def effect(
 
         @functools.wraps(fn)
         def run_sync(*args: Any, **kwargs: Any) -> Any:
-            call, (found, saver) = spec.prepare(args, kwargs)
+            call, (found, saver) = spec.prepare(args, kwargs, _caller())
             return run_effect(_sync_journal(found, saver), call)
 
         run_sync.__effect__ = spec  # type: ignore[attr-defined]

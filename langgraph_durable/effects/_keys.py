@@ -28,26 +28,120 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import sys
 import threading
+import warnings
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_durable.errors import InvalidInputError, UnserializableValueError
+from langgraph_durable.errors import EffectNameWarning, InvalidInputError, UnserializableValueError
 
 __all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_NAME_BYTES",
     "TaskContext",
+    "check_key",
     "current_effect_key",
     "current_key",
+    "default_effect_name",
     "default_key",
     "input_hash",
     "next_ordinal",
     "task_context",
 ]
+
+MAX_KEY_BYTES = 2048
+"""Longest idempotency key, in UTF-8 bytes: the key is the journal's primary key, and a
+Postgres B-tree entry holds at most 2,704 bytes."""
+
+MAX_NAME_BYTES = 1024
+"""Longest effect name: default keys are the name plus 33 characters."""
+
+
+def check_key(name: str, key: object, *, what: str = "key") -> str:
+    """Validate an idempotency key (or an effect name) before anything is written."""
+    limit = MAX_NAME_BYTES if what == "effect name" else MAX_KEY_BYTES
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(f"Effect {name!r}: the {what} is {key!r}; use a non-empty string.")
+    if "\x00" in key:
+        raise InvalidInputError(
+            f"Effect {name!r}: the {what} {key!r} contains a NUL character; remove it."
+        )
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"Effect {name!r}: the {what} {key!r} is not valid text ({exc.reason} at "
+            f"position {exc.start}); remove the lone surrogate."
+        ) from exc
+    if size > limit:
+        raise InvalidInputError(
+            f"Effect {name!r}: the {what} is {size:,} bytes long; at most {limit:,} UTF-8 "
+            "bytes fit the journal's index. Hash long business data into the key."
+        )
+    return key
+
+
+def _module_stem(fn: Callable[..., Any]) -> str | None:
+    """The module's own name, the same whether its file runs as a script or is imported.
+
+    `billing.payments` -> `payments`; a script run as `python payments.py` (`__main__`) ->
+    `payments`; `python -m billing.payments` -> `payments`. None in an interactive session
+    (a REPL or a notebook), where no file names the code.
+    """
+    module = getattr(fn, "__module__", None) or ""
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and getattr(spec, "name", None):
+            module = spec.name
+        else:
+            file = getattr(main, "__file__", None)
+            if not file:
+                return None
+            path = Path(file)
+            return path.parent.name if path.stem == "__main__" else path.stem
+    parts = [p for p in module.split(".") if p]
+    if parts and parts[-1] == "__main__":  # python -m package
+        parts.pop()
+    return parts[-1] if parts else None
+
+
+def default_effect_name(fn: Callable[..., Any]) -> str:
+    """`<module's own name>.<qualname>`; warns when no name can be stable across runs."""
+    qualname = getattr(fn, "__qualname__", None)
+    stem = _module_stem(fn)
+    problem = ""
+    if not isinstance(qualname, str) or not qualname:
+        qualname = type(fn).__name__
+        problem = "it has no __qualname__ (a partial or a callable object)"
+    elif "<lambda>" in qualname:
+        problem = "every lambda is named <lambda>"
+    elif stem is None:
+        problem = (
+            "it is defined in an interactive session (a REPL or a notebook), so the same "
+            "code run from a file gets another name"
+        )
+    name = f"{stem}.{qualname}" if stem else qualname
+    if problem:
+        code = getattr(fn, "__code__", None)
+        warnings.warn_explicit(
+            f"The default name of effect {name!r} may not be stable: {problem}. The name is "
+            "part of its idempotency keys; pass @effect(name=...).",
+            EffectNameWarning,
+            # Point at the effect's own definition, not at this package.
+            filename=code.co_filename if code else "<unknown>",
+            lineno=code.co_firstlineno if code else 0,
+            module=getattr(fn, "__module__", None) or "<unknown>",
+        )
+    return name
+
 
 current_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "langgraph_durable_effect_key", default=None

@@ -1,29 +1,38 @@
-"""Retry policies and the decision taken on each journal row state; pure, no I/O.
+"""How an effect treats errors: retry policies, rate limits and reconcile answers; pure.
 
-`decide()` is the whole protocol of invariants I2 and I3 in one function: given the row
-found under a key, the call's name and input hash, and the time, it says whether to
-attempt, replay, wait, take over, reconcile or stop. The async runner and its generated
-sync twin only carry out what it says.
+An error raised by an effect's body means one of three things, and each is handled its own
+way (invariant I3):
+
+- **nothing happened** (the request never left: a refused connection). Only errors the
+  policy declares in `retry_on` count as such; they are retried in the same process with
+  backoff, up to `max_attempts`.
+- **the outcome is open** (the request may have gone out and been acted on: a timeout, a
+  dropped connection). Errors in `unknown_on`. The attempt is journaled as `unknown`; it is
+  reconciled through the effect's hook, retried with the same key only when the receiver
+  honours it (`retry="idempotent"`), or the call raises `EffectOutcomeUnknown`.
+- **it failed** (anything else: the receiver said no, the input was invalid). Journaled as a
+  terminal failure; replays raise it again.
+
+An error carrying a `retry_after` (ours: `RetryLater`) defers the call instead.
 """
 
 from __future__ import annotations
 
-import enum
+import asyncio
+import concurrent.futures
 import random
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from langgraph_durable.errors import EffectInputMismatchError
+from langgraph_durable.errors import InvalidInputError
 
 __all__ = [
-    "Action",
-    "Decision",
-    "JournalRow",
+    "IDEMPOTENT_RECEIVER",
+    "NOT_SENT_ERRORS",
+    "OPEN_OUTCOME_ERRORS",
     "Reconciled",
     "RetryLater",
     "RetryPolicy",
-    "decide",
     "retry_after_of",
 ]
 
@@ -43,9 +52,21 @@ class RetryLater(Exception):
 def retry_after_of(exc: BaseException) -> float | None:
     """Seconds to wait, if the error carries a retry-after (ours or a client library's)."""
     value = getattr(exc, "retry_after", None)
-    if isinstance(value, (int, float)) and value >= 0:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
     return None
+
+
+NOT_SENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionRefusedError,)
+"""Errors that prove the request never reached the receiver: safe to retry blindly."""
+
+OPEN_OUTCOME_ERRORS: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    asyncio.TimeoutError,  # a distinct class before Python 3.11
+    concurrent.futures.TimeoutError,  # likewise
+    ConnectionError,  # reset, aborted, broken pipe: the request may have been acted on
+)
+"""Errors after which the receiver may or may not have acted."""
 
 
 @dataclass(frozen=True)
@@ -53,16 +74,23 @@ class RetryPolicy:
     """How an effect retries. Attempt counts live in the journal, so restarts keep them.
 
     Attributes:
-        max_attempts: Attempts in all, the first included.
+        max_attempts: Attempts in all, the first included, across processes and restarts.
         initial_delay: Seconds before the second attempt.
         backoff: Factor applied to the delay after each attempt.
         max_delay: Upper bound of one delay.
         jitter: Fraction of the delay added or removed at random, so that many workers
             retrying at once spread out.
-        retry_on: Errors worth another attempt (network, timeouts).
-        unknown_outcome: What to do with an attempt that started and never recorded an
-            outcome: "raise" (`EffectOutcomeUnknown`, the safe default) or "retry", which is
-            right only when the receiver honours the idempotency key.
+        retry_on: Errors that prove nothing happened at the receiver (the request never
+            left), retried at once in the same process. Add your client's own, e.g.
+            `httpx.ConnectError`. Checked before `unknown_on`.
+        unknown_on: Errors that leave the outcome open (the request may have gone out):
+            the attempt becomes `unknown` and is reconciled, retried only under
+            `unknown_outcome="retry"`, or raises `EffectOutcomeUnknown`. Add your client's
+            own, e.g. `httpx.ReadTimeout`. Any other error is a terminal failure.
+        unknown_outcome: What to do with an attempt whose outcome is unknown (it timed
+            out, or died without recording one) when there is no reconcile hook: "raise"
+            (`EffectOutcomeUnknown`, the safe default) or "retry" with the same key, which
+            is right only when the receiver honours the idempotency key.
     """
 
     max_attempts: int = 3
@@ -70,11 +98,38 @@ class RetryPolicy:
     backoff: float = 2.0
     max_delay: float = 30.0
     jitter: float = 0.25
-    retry_on: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+    retry_on: tuple[type[BaseException], ...] = NOT_SENT_ERRORS
+    unknown_on: tuple[type[BaseException], ...] = OPEN_OUTCOME_ERRORS
     unknown_outcome: Literal["raise", "retry"] = "raise"
 
+    def __post_init__(self) -> None:
+        problems = []
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            problems.append(f"max_attempts={self.max_attempts!r} must be an int >= 1")
+        for name in ("initial_delay", "backoff", "max_delay"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                problems.append(f"{name}={value!r} must be a number >= 0")
+        if not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:
+            problems.append(f"jitter={self.jitter!r} must be between 0 and 1")
+        if self.unknown_outcome not in ("raise", "retry"):
+            problems.append(f"unknown_outcome={self.unknown_outcome!r} must be 'raise' or 'retry'")
+        for name in ("retry_on", "unknown_on"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(
+                isinstance(t, type) and issubclass(t, BaseException) for t in value
+            ):
+                problems.append(f"{name} must be a tuple of exception classes")
+        if problems:
+            raise InvalidInputError(f"RetryPolicy: {'; '.join(problems)}.")
+
     def retryable(self, exc: BaseException) -> bool:
+        """Whether the error proves nothing happened, so another attempt is safe."""
         return isinstance(exc, self.retry_on)
+
+    def leaves_outcome_open(self, exc: BaseException) -> bool:
+        """Whether the receiver may have acted before the error."""
+        return isinstance(exc, self.unknown_on)
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
@@ -100,86 +155,5 @@ class Reconciled:
 
     @classmethod
     def absent(cls) -> Reconciled:
-        """The receiver never acted: a new attempt is safe."""
+        """The receiver never acted, and no earlier attempt can still reach it."""
         return cls(False)
-
-
-@dataclass(frozen=True)
-class JournalRow:
-    """The columns of a journal row that decisions depend on."""
-
-    key: str
-    effect_name: str
-    input_hash: str
-    status: str
-    attempt: int
-    lease_expires_at: datetime | None = None
-    next_attempt_at: datetime | None = None
-    result_type: str | None = None
-    result: bytes | None = None
-    error_type: str | None = None
-    error_message: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Action(enum.Enum):
-    REPLAY = "replay"  # completed: return the stored result
-    RAISE_FAILED = "raise_failed"  # failed terminally: raise the stored error
-    WAIT = "wait"  # another attempt holds a live lease, or a backoff is pending
-    TAKE_OVER = "take_over"  # start the next attempt (conditional on the row not changing)
-    RECONCILE = "reconcile"  # outcome unknown: ask the receiver through the hook
-    RAISE_UNKNOWN = "raise_unknown"  # outcome unknown and nothing may resolve it
-    RAISE_DEFERRED = "raise_deferred"  # rate limited until next_attempt_at
-
-
-@dataclass(frozen=True)
-class Decision:
-    action: Action
-    until: datetime | None = None
-
-
-def decide(
-    row: JournalRow,
-    *,
-    name: str,
-    input_hash: str,
-    now: datetime,
-    policy: RetryPolicy,
-    has_reconcile: bool,
-) -> Decision:
-    """What to do with an existing journal row for this call (invariants I2, I3)."""
-    if row.effect_name != name:
-        raise EffectInputMismatchError(
-            f"Key {row.key!r} belongs to effect {row.effect_name!r}, not {name!r}; nothing "
-            "was called. Give each effect its own keys."
-        )
-    if row.input_hash != input_hash:
-        raise EffectInputMismatchError(
-            f"Key {row.key!r} of effect {name!r} was first used with input hash "
-            f"{row.input_hash} and now with {input_hash}; nothing was called. Use a new key "
-            "for a new input, or pass the original input."
-        )
-    if row.status == "completed":
-        return Decision(Action.REPLAY)
-    if row.status == "failed":
-        return Decision(Action.RAISE_FAILED)
-    if row.status == "deferred":
-        if row.next_attempt_at is not None and now < row.next_attempt_at:
-            return Decision(Action.RAISE_DEFERRED, row.next_attempt_at)
-        return Decision(Action.TAKE_OVER)
-    if row.status == "retry_wait":
-        if row.next_attempt_at is not None and now < row.next_attempt_at:
-            return Decision(Action.WAIT, row.next_attempt_at)
-        return Decision(Action.TAKE_OVER)
-    if row.status == "running" and row.lease_expires_at is not None and now < row.lease_expires_at:
-        return Decision(Action.WAIT, row.lease_expires_at)
-    # A running row whose lease expired, or one already marked unknown.
-    if has_reconcile:
-        return Decision(Action.RECONCILE)
-    if policy.unknown_outcome == "retry":
-        return Decision(Action.TAKE_OVER)
-    return Decision(Action.RAISE_UNKNOWN)
-
-
-def lease_until(now: datetime, seconds: float) -> datetime:
-    return now + timedelta(seconds=seconds)

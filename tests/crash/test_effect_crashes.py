@@ -275,7 +275,7 @@ def mailer_scenario(dsn: str, mode: str, flavor: str, kill: str) -> None:
             sent = conn.execute("SELECT id FROM mails WHERE key = %s", (key,)).fetchall()
             journal = EffectJournal(conn)
             if sent:
-                journal.resolve(key, completed={"mail_id": sent[0]["id"]}, is_completed=True)
+                journal.resolve(key, completed={"mail_id": sent[0]["id"]})
             else:
                 journal.resolve(key, allow_retry=True)
         done, resent = run.resume()

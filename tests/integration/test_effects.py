@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any
 
 import psycopg
@@ -173,7 +174,8 @@ def test_outside_a_graph_needs_a_key_and_a_journal(journal: EffectJournal) -> No
 
 
 def test_retryable_errors_retry_with_persisted_attempts(journal: EffectJournal) -> None:
-    failures = [ConnectionError("down"), TimeoutError("slow")]
+    """Errors that prove nothing was sent are retried; timeouts are not (test_effect_outcomes)."""
+    failures = [ConnectionRefusedError("down"), ConnectionRefusedError("still down")]
     key = f"flaky-{uuid.uuid4()}"
 
     @effect(
@@ -208,7 +210,7 @@ def test_validation_errors_fail_at_once_and_replay_as_failed(journal: EffectJour
     assert calls == [-1]
 
 
-def test_rate_limits_defer_with_a_time_to_retry(journal: EffectJournal) -> None:
+def test_rate_limits_defer_with_a_time_to_retry(db_dsn: str, journal: EffectJournal) -> None:
     calls: list[str] = []
     key = f"limited-{uuid.uuid4()}"
 
@@ -221,13 +223,23 @@ def test_rate_limits_defer_with_a_time_to_retry(journal: EffectJournal) -> None:
 
     with pytest.raises(EffectDeferred) as first:
         limited()
-    assert first.value.retry_at is not None
+    retry_at = first.value.retry_at
+    assert retry_at is not None
     with pytest.raises(EffectDeferred):
         limited()  # too early: nothing is called
     assert calls == ["call"]
-    time.sleep(0.35)
+    wait_for_database_clock(db_dsn, retry_at)
     assert limited() == "done"
     assert calls == ["call", "call"]
+
+
+def wait_for_database_clock(dsn: str, moment: datetime) -> None:
+    """Block until the database clock, which the journal decides by, has passed `moment`."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "SELECT pg_sleep(greatest(0, extract(epoch FROM %s - clock_timestamp())))",
+            (moment,),
+        )
 
 
 def dead_attempt(dsn: str, key: str, name: str, input_digest: str) -> None:
@@ -280,7 +292,7 @@ def test_resolving_as_completed_returns_the_operator_result(
         raise AssertionError("must not be called")
 
     dead_attempt(db_dsn, key, "manual", _digest(journal, manual))
-    journal.resolve(key, completed="found at receiver", is_completed=True)
+    journal.resolve(key, completed="found at receiver")
     assert manual() == "found at receiver"
 
 
@@ -349,7 +361,6 @@ def test_a_second_caller_waits_for_the_first(journal: EffectJournal) -> None:
         impatient()
     waiter = threading.Thread(target=lambda: results.append(slow()))
     waiter.start()
-    time.sleep(0.1)
     release.set()
     worker.join(5)
     waiter.join(5)
@@ -543,46 +554,74 @@ def test_effects_in_tasks_tools_and_as_whole_nodes(saver: DurablePostgresSaver) 
     assert seen == ["#ops", "#sales", "whole-node"]
 
 
-def test_heartbeat_keeps_a_long_attempt_alive(journal: EffectJournal) -> None:
-    """A call three times longer than its lease is not taken for dead by another caller."""
+def lease_of(dsn: str, key: str) -> datetime | None:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT lease_expires_at FROM langgraph_durable_effects WHERE key = %s", (key,)
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+def wait_for_lease_moves(dsn: str, key: str, times: int) -> None:
+    """Block until the lease of `key` has been moved forward `times` times (heartbeats)."""
+    seen: list[datetime] = []
+    deadline = time.monotonic() + 60  # only a guard against a hang
+    while len(seen) <= times:
+        assert time.monotonic() < deadline, f"lease moved {len(seen) - 1} times, not {times}"
+        found = lease_of(dsn, key)
+        if found is not None and (not seen or found > seen[-1]):
+            seen.append(found)
+        time.sleep(0.01)
+
+
+def test_heartbeat_keeps_a_long_attempt_alive(db_dsn: str, journal: EffectJournal) -> None:
+    """A call longer than its lease keeps it: the heartbeat moves it on, again and again."""
     key = f"long-{uuid.uuid4()}"
-    started = threading.Event()
+    release = threading.Event()
     calls: list[str] = []
 
-    @effect(key=key, journal=journal, lease_ttl=0.6, wait_timeout=10, name="long")
+    @effect(key=key, journal=journal, lease_ttl=0.6, wait_timeout=60, name="long")
     def long_call() -> str:
         calls.append("call")
-        started.set()
-        time.sleep(1.8)
+        release.wait(60)
         return "finished"
 
     results: list[str] = []
     worker = threading.Thread(target=lambda: results.append(long_call()))
     worker.start()
-    assert started.wait(5)
-    time.sleep(0.9)  # past the first lease: only the heartbeat keeps it
-    assert long_call() == "finished"  # waited for the live attempt, then replayed
-    worker.join(5)
+    try:
+        wait_for_lease_moves(db_dsn, key, times=3)  # beyond three leases of 0.6 s
+    finally:
+        release.set()
+        worker.join(60)
+    assert long_call() == "finished"  # replayed
     assert results == ["finished"]
     assert calls == ["call"]
+    row = journal.get(key)
+    assert row is not None
+    assert row.lease_expires_at is None  # completed: the heartbeat stopped with the call
 
 
 async def test_async_heartbeat_keeps_a_long_attempt_alive(db_dsn: str) -> None:
     """The async flavour: a `call_later` timer on the loop extends the lease."""
     key = f"long-async-{uuid.uuid4()}"
     calls: list[str] = []
+    release = asyncio.Event()
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
-        await saver.asetup()
+        await saver.setup()
         journal = AsyncEffectJournal(saver.conn)  # type: ignore[arg-type]
 
-        @effect(key=key, journal=journal, lease_ttl=0.6, wait_timeout=10, name="long")
+        @effect(key=key, journal=journal, lease_ttl=0.6, wait_timeout=60, name="long")
         async def long_call() -> str:
             calls.append("call")
-            await asyncio.sleep(1.8)
+            await release.wait()
             return "finished"
 
         first = asyncio.create_task(long_call())
-        await asyncio.sleep(0.9)  # past the first lease: only the heartbeat keeps it
-        assert await long_call() == "finished"  # waited for the live attempt, then replayed
+        try:
+            await asyncio.to_thread(wait_for_lease_moves, db_dsn, key, 3)
+        finally:
+            release.set()
         assert await first == "finished"
+        assert await long_call() == "finished"  # replayed
     assert calls == ["call"]

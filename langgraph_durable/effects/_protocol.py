@@ -1,0 +1,242 @@
+"""The effect protocol as pure functions: journal statuses and every decision; no I/O.
+
+Invariants I2 and I3 live here. The runners (`_arunner.py` and its generated twin) read a
+journal row, ask `decide()` what to do, do it, and after an attempt ask `on_failure()` how
+to journal an error; they never decide anything themselves. So every transition is tested
+without a database (`tests/unit/test_effect_protocol.py`), and the in-memory journal
+(`_memory.py`) follows the same rules as Postgres.
+
+The statuses of a journal row, and the moves between them:
+
+    (no row) --claim--> running --complete--> completed            (replayed forever)
+                           |  \\--fail------> failed               (raised again forever)
+                           |  \\--not sent--> retry_wait --due--> running (take over)
+                           |  \\--rate limit-> deferred --due---> running (take over)
+                           |  \\--interrupt--> retry_wait (released, next call attempts)
+                           \\--open outcome, or lease lost--> unknown
+    unknown --reconcile found--> completed
+    unknown --reconcile absent, or retry="idempotent"--> running (take over)
+    unknown --resolve by hand--> completed | failed | retry_wait
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph_durable.effects._policy import RetryPolicy, retry_after_of
+from langgraph_durable.errors import EffectInputMismatchError
+
+__all__ = [
+    "OPEN_STATUSES",
+    "RESOLVABLE_STATUSES",
+    "RESULT_NOT_STORED",
+    "Action",
+    "Decision",
+    "EffectStatus",
+    "Failure",
+    "FailureStep",
+    "JournalRow",
+    "after_absent",
+    "decide",
+    "on_failure",
+]
+
+
+class EffectStatus(str, enum.Enum):
+    """The status column of `langgraph_durable_effects` (its CHECK constraint lists these)."""
+
+    RUNNING = "running"
+    """An attempt holds the lease."""
+    COMPLETED = "completed"
+    """The result is stored; replays return it."""
+    FAILED = "failed"
+    """A terminal error is stored; replays raise it."""
+    RETRY_WAIT = "retry_wait"
+    """Nothing happened at the receiver; the next attempt may start at `next_attempt_at`."""
+    DEFERRED = "deferred"
+    """Rate limited: the run parks until `next_attempt_at`."""
+    UNKNOWN = "unknown"
+    """An attempt may or may not have acted; it needs reconciling or a decision."""
+
+
+OPEN_STATUSES = (
+    EffectStatus.RUNNING,
+    EffectStatus.UNKNOWN,
+    EffectStatus.DEFERRED,
+    EffectStatus.RETRY_WAIT,
+)
+"""Rows an operator may have to look at (`effects_open`, the partial index)."""
+
+RESOLVABLE_STATUSES = (EffectStatus.UNKNOWN, EffectStatus.RUNNING)
+"""Rows `resolve` may settle by hand."""
+
+RESULT_NOT_STORED = "ResultNotStored"
+"""`error_type` of an unknown row whose attempt acted but whose result could not be
+serialized: no automatic retry may call the receiver again; only reconcile or a person."""
+
+
+@dataclass(frozen=True)
+class JournalRow:
+    """The columns of a journal row that decisions depend on."""
+
+    key: str
+    effect_name: str
+    input_hash: str
+    status: EffectStatus
+    attempt: int
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    result_type: str | None = None
+    result: bytes | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    db_now: datetime | None = None
+    """The database clock when the row was read: every decision uses this clock."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Action(enum.Enum):
+    """What a caller does with the row found under its key."""
+
+    REPLAY = "replay"  # completed: return the stored result
+    RAISE_FAILED = "raise_failed"  # failed terminally: raise the stored error
+    WAIT = "wait"  # a live lease, a backoff or a reconcile delay is pending: look again
+    TAKE_OVER = "take_over"  # start the next attempt (conditional on the row not changing)
+    RECONCILE = "reconcile"  # outcome unknown: ask the receiver through the hook
+    RAISE_UNKNOWN = "raise_unknown"  # outcome unknown and nothing may resolve it
+    RAISE_DEFERRED = "raise_deferred"  # rate limited until next_attempt_at
+    RAISE_IN_PROGRESS = "raise_in_progress"  # another worker's attempt outlasted wait_timeout
+    FAIL = "fail"  # journal a terminal failure (reconciled absent, no attempts left)
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    until: datetime | None = None
+    """For WAIT: look again then. For RAISE_DEFERRED: when the call may run."""
+    reason: str = ""
+    """For RAISE_UNKNOWN and FAIL: why nothing may resolve the row automatically."""
+
+
+def _check_identity(row: JournalRow, name: str, input_hash: str) -> None:
+    """I2: a key names one operation; another effect or input under it is an error."""
+    if row.effect_name != name:
+        raise EffectInputMismatchError(
+            f"Key {row.key!r} belongs to effect {row.effect_name!r}, not {name!r}; nothing "
+            "was called. Give each effect its own keys (a renamed effect needs name= with "
+            "its old name until its runs have finished)."
+        )
+    if row.input_hash != input_hash:
+        raise EffectInputMismatchError(
+            f"Key {row.key!r} of effect {name!r} was first used with input hash "
+            f"{row.input_hash} and now with {input_hash}; nothing was called. Use a new key "
+            "for a new input, or pass the original input."
+        )
+
+
+def decide(
+    row: JournalRow,
+    *,
+    name: str,
+    input_hash: str,
+    policy: RetryPolicy,
+    has_reconcile: bool,
+    now: datetime,
+    owner_dead: bool = False,
+    waited: timedelta = timedelta(0),
+    wait_limit: timedelta = timedelta(seconds=30),
+) -> Decision:
+    """What to do with the row found under this call's key (invariants I2, I3).
+
+    Args:
+        row: The journal row.
+        name: The effect name of this call.
+        input_hash: The input hash of this call.
+        policy: The effect's retry policy.
+        has_reconcile: Whether the effect has a reconcile hook.
+        now: The database clock.
+        owner_dead: The process holding a running row's lease is known to be gone (same
+            host, no longer running): its lease counts as expired.
+        waited: How long this call has already waited for another worker's attempt.
+        wait_limit: How long it may wait (`wait_timeout`).
+    """
+    _check_identity(row, name, input_hash)
+    status = row.status
+    if status is EffectStatus.COMPLETED:
+        return Decision(Action.REPLAY)
+    if status is EffectStatus.FAILED:
+        return Decision(Action.RAISE_FAILED)
+    if status is EffectStatus.DEFERRED:
+        if row.next_attempt_at is not None and now < row.next_attempt_at:
+            return Decision(Action.RAISE_DEFERRED, row.next_attempt_at)
+        return Decision(Action.TAKE_OVER)
+    if status is EffectStatus.RETRY_WAIT:
+        if row.next_attempt_at is not None and now < row.next_attempt_at:
+            return Decision(Action.WAIT, row.next_attempt_at)
+        return Decision(Action.TAKE_OVER)
+    lease_live = row.lease_expires_at is not None and now < row.lease_expires_at
+    if status is EffectStatus.RUNNING and lease_live and not owner_dead:
+        if waited >= wait_limit:
+            return Decision(Action.RAISE_IN_PROGRESS)
+        assert row.lease_expires_at is not None
+        return Decision(Action.WAIT, min(row.lease_expires_at, now + wait_limit - waited))
+    # The outcome is open: an unknown row, or a running one whose lease is lost.
+    if row.error_type == RESULT_NOT_STORED:
+        may_retry, reason = False, "its result could not be stored"
+    elif policy.unknown_outcome != "retry":
+        may_retry, reason = False, "the receiver may not honour the key"
+    elif row.attempt >= policy.max_attempts:
+        may_retry, reason = False, f"all {policy.max_attempts} attempts were used"
+    else:
+        may_retry, reason = True, ""
+    if not has_reconcile and not may_retry:
+        return Decision(Action.RAISE_UNKNOWN, reason=reason)
+    waiting = row.next_attempt_at is not None and now < row.next_attempt_at
+    if status is EffectStatus.UNKNOWN and waiting:
+        # A request that timed out may still be on its way: give it the backoff delay.
+        return Decision(Action.WAIT, row.next_attempt_at)
+    return Decision(Action.RECONCILE if has_reconcile else Action.TAKE_OVER)
+
+
+def after_absent(row: JournalRow, policy: RetryPolicy) -> Decision:
+    """The reconcile hook found nothing at the receiver: attempt again, if attempts are left."""
+    if row.attempt < policy.max_attempts:
+        return Decision(Action.TAKE_OVER)
+    return Decision(
+        Action.FAIL,
+        reason=f"the receiver never acted, and all {policy.max_attempts} attempts were used",
+    )
+
+
+class Failure(enum.Enum):
+    """How to journal an error raised by an attempt."""
+
+    DEFER = "defer"  # rate limited: status deferred until the delay has passed
+    RETRY = "retry"  # nothing happened: status retry_wait, next attempt after the delay
+    UNKNOWN = "unknown"  # the outcome is open: status unknown, reconcile after the delay
+    FAIL = "fail"  # terminal: status failed
+
+
+@dataclass(frozen=True)
+class FailureStep:
+    kind: Failure
+    delay: float = 0.0
+
+
+def on_failure(exc: BaseException, *, attempt: int, policy: RetryPolicy) -> FailureStep:
+    """How to journal attempt number `attempt` that raised `exc` (see `_policy.py`)."""
+    retry_after = retry_after_of(exc)
+    if retry_after is not None:
+        return FailureStep(Failure.DEFER, retry_after)
+    if policy.retryable(exc):
+        if attempt < policy.max_attempts:
+            return FailureStep(Failure.RETRY, policy.delay(attempt))
+        return FailureStep(Failure.FAIL)
+    if policy.leaves_outcome_open(exc) or not isinstance(exc, Exception):
+        # A cancelled task or an interrupted process: the call may have gone out.
+        return FailureStep(Failure.UNKNOWN, policy.delay(attempt))
+    return FailureStep(Failure.FAIL)

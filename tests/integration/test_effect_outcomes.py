@@ -1,0 +1,456 @@
+"""Unknown outcomes with real receivers that act and then fail: never silently repeated.
+
+Each receiver is an HTTP server on a local port (`tests/receivers.py`). It performs the
+action and then times out or drops the connection, which is where duplicates hide: the
+client sees an error although the receiver acted. The count of actions at the receiver is
+what the tests check, with the journal row that says what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+from receivers import Receiver, acted, closed_port, post, receiver
+
+from langgraph_durable import (
+    DurablePostgresSaver,
+    EffectError,
+    EffectFailedError,
+    EffectInProgressError,
+    EffectJournal,
+    EffectOutcomeUnknown,
+    EffectResultNotStoredError,
+    InvalidInputError,
+    Reconciled,
+    RetryPolicy,
+    effect,
+)
+from langgraph_durable.effects._keys import input_hash
+from langgraph_durable.effects._protocol import RESULT_NOT_STORED, EffectStatus
+
+FAST = RetryPolicy(initial_delay=0.01, jitter=0)
+"""Short backoffs: a test waits on the journal's clock, never on a guess."""
+
+FAST_IDEMPOTENT = RetryPolicy(initial_delay=0.01, jitter=0, unknown_outcome="retry")
+
+
+@pytest.fixture(scope="module")
+def journal(db_dsn: str) -> Iterator[EffectJournal]:
+    with DurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        assert isinstance(saver.conn, ConnectionPool)
+        yield EffectJournal(saver.conn)
+
+
+@pytest.fixture
+def mailer() -> Iterator[Receiver]:
+    """A receiver that ignores idempotency keys: every request sends a mail."""
+    with receiver() as found:
+        yield found
+
+
+@pytest.fixture
+def payments() -> Iterator[Receiver]:
+    """A receiver that honours idempotency keys, like a payment API."""
+    with receiver(honours_keys=True) as found:
+        yield found
+
+
+def new_key(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+# --- a timeout or a dropped connection leaves the outcome open -----------------------------
+
+
+@pytest.mark.parametrize("failure", ["hang", "drop"])
+def test_an_error_after_the_receiver_acted_is_unknown_and_never_repeated(
+    journal: EffectJournal, mailer: Receiver, failure: Any
+) -> None:
+    """Default policy, receiver ignores keys: one mail, the call stops, the row says why."""
+    key = new_key("mail")
+    mailer.mode = failure
+
+    @effect(key=key, journal=journal, retry=FAST)
+    def send_mail(to: str) -> int:
+        return post(mailer.url, key, to, timeout=0.2)
+
+    with pytest.raises(EffectOutcomeUnknown, match="may or may not have acted") as raised:
+        send_mail("ana@example.com")
+    assert isinstance(raised.value.__cause__, (TimeoutError, ConnectionError))
+    assert mailer.count(key) == 1
+    row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.UNKNOWN
+    assert row.attempt == 1
+    assert row.error_type in ("TimeoutError", "RemoteDisconnected", "ConnectionResetError")
+    assert row.error_type is not None
+    assert row.error_type in str(raised.value)
+
+    # A resume asks again: still unknown, still one mail.
+    mailer.mode = "ok"
+    with pytest.raises(EffectOutcomeUnknown):
+        send_mail("ana@example.com")
+    assert mailer.count(key) == 1
+
+    # An operator checks the mailer and records what it did; replays return that.
+    journal.resolve(key, completed=1)
+    assert send_mail("ana@example.com") == 1
+    assert mailer.count(key) == 1
+
+
+def test_a_reconcile_hook_is_asked_after_a_timeout_and_its_answer_stored(
+    journal: EffectJournal, mailer: Receiver
+) -> None:
+    key = new_key("mail-rec")
+    asked: list[str] = []
+    mailer.script = ["hang"]
+
+    def find_mail(idempotency_key: str, to: str) -> Reconciled:
+        asked.append(idempotency_key)
+        found = acted(mailer.url, idempotency_key)
+        return Reconciled.completed(found) if found is not None else Reconciled.absent()
+
+    @effect(key=key, journal=journal, retry=FAST, reconcile=find_mail)
+    def send_mail(to: str) -> int:
+        return post(mailer.url, key, to, timeout=0.2)
+
+    first_id = send_mail("ana@example.com")
+    assert asked == [key]
+    assert mailer.count(key) == 1
+    assert first_id == mailer.acted[0]["id"]
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.COMPLETED, 1)
+    assert send_mail("ana@example.com") == first_id  # replayed
+    assert asked == [key]
+
+
+def test_a_reconcile_that_finds_nothing_attempts_again(
+    journal: EffectJournal, mailer: Receiver
+) -> None:
+    """A connection dropped before the receiver read the request: reconcile says absent."""
+    key = new_key("mail-absent")
+    calls: list[str] = []
+
+    def find_mail(idempotency_key: str) -> Reconciled:
+        found = acted(mailer.url, idempotency_key)
+        return Reconciled.completed(found) if found is not None else Reconciled.absent()
+
+    @effect(key=key, journal=journal, retry=FAST, reconcile=find_mail)
+    def send_mail() -> int:
+        calls.append("call")
+        if len(calls) == 1:
+            raise ConnectionResetError("reset before the request was read")
+        return post(mailer.url, key)
+
+    assert send_mail() == 1
+    assert calls == ["call", "call"]
+    assert mailer.count(key) == 1
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.COMPLETED, 2)
+
+
+def test_a_receiver_that_honours_keys_is_retried_with_the_same_key(
+    journal: EffectJournal, payments: Receiver
+) -> None:
+    key = new_key("charge")
+    payments.script = ["hang", "drop"]
+
+    @effect(key=key, journal=journal, retry=FAST_IDEMPOTENT)
+    def charge(amount: int, idempotency_key: str = "") -> int:
+        return post(payments.url, idempotency_key, amount, timeout=0.2)
+
+    assert charge(420) == 1
+    assert payments.requests == 3  # the same key three times
+    assert payments.count(key) == 1  # acted once
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.COMPLETED, 3)
+
+
+def test_attempts_after_unknown_outcomes_stop_at_max_attempts(
+    journal: EffectJournal, payments: Receiver
+) -> None:
+    key = new_key("charge-max")
+    payments.mode = "drop"
+    policy = RetryPolicy(max_attempts=2, initial_delay=0.01, jitter=0, unknown_outcome="retry")
+
+    @effect(key=key, journal=journal, retry=policy)
+    def charge(idempotency_key: str = "") -> int:
+        return post(payments.url, idempotency_key)
+
+    with pytest.raises(EffectOutcomeUnknown, match="all 2 attempts were used"):
+        charge()
+    assert payments.requests == 2
+    assert payments.count(key) == 1
+    with pytest.raises(EffectOutcomeUnknown):  # a resume does not start a third attempt
+        charge()
+    assert payments.requests == 2
+
+
+def test_errors_declared_as_not_sent_retry_in_process(
+    journal: EffectJournal, mailer: Receiver
+) -> None:
+    """A refused connection proves nothing went out: retried at once, with backoff."""
+    key = new_key("refused")
+    urls = [closed_port(), closed_port(), mailer.url]
+
+    @effect(key=key, journal=journal, retry=FAST)
+    def send_mail() -> int:
+        return post(urls.pop(0), key)
+
+    assert send_mail() == 1
+    assert mailer.count(key) == 1
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.COMPLETED, 3)
+
+
+def test_a_policy_names_its_clients_errors(journal: EffectJournal) -> None:
+    """Client libraries have their own errors; the policy says which mean what."""
+
+    class NotSent(Exception):
+        pass
+
+    class ReadTimeout(Exception):
+        pass
+
+    policy = RetryPolicy(
+        initial_delay=0.01, jitter=0, retry_on=(NotSent,), unknown_on=(ReadTimeout,)
+    )
+    errors: list[Exception] = [NotSent("connect failed"), ReadTimeout("no answer")]
+    key = new_key("client")
+
+    @effect(key=key, journal=journal, retry=policy)
+    def call() -> str:
+        raise errors.pop(0)
+
+    with pytest.raises(EffectOutcomeUnknown, match="ReadTimeout"):
+        call()
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.UNKNOWN, 2)
+
+
+def test_retries_of_not_sent_errors_end_as_failed(journal: EffectJournal) -> None:
+    key = new_key("never-up")
+
+    @effect(key=key, journal=journal, retry=RetryPolicy(max_attempts=2, initial_delay=0.01))
+    def send() -> int:
+        return post(closed_port(), key)
+
+    with pytest.raises(ConnectionRefusedError):
+        send()
+    with pytest.raises(EffectFailedError, match="ConnectionRefusedError"):
+        send()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_attempts": 0},
+        {"jitter": 2},
+        {"initial_delay": -1},
+        {"unknown_outcome": "maybe"},
+        {"retry_on": (ValueError, "x")},
+    ],
+)
+def test_an_invalid_retry_policy_is_a_named_error(options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInputError, match="RetryPolicy"):
+        RetryPolicy(**options)
+
+
+# --- a result that cannot be stored ----------------------------------------------------------
+
+
+def test_a_result_that_cannot_be_serialized_is_unknown_and_never_called_again(
+    journal: EffectJournal, payments: Receiver
+) -> None:
+    key = new_key("lock")
+
+    @effect(key=key, journal=journal, retry=FAST_IDEMPOTENT, name="payments.capture")
+    def capture(idempotency_key: str = "") -> Any:
+        post(payments.url, idempotency_key)
+        return threading.Lock()  # acted, and now the result cannot be journaled
+
+    with pytest.raises(EffectResultNotStoredError, match=r"'payments\.capture'") as raised:
+        capture()
+    assert "lock" in str(raised.value)
+    row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.UNKNOWN
+    assert row.error_type == RESULT_NOT_STORED
+    # Even though the receiver honours keys, nothing calls it again without a decision.
+    with pytest.raises(EffectOutcomeUnknown, match="result could not be stored"):
+        capture()
+    assert payments.requests == 1
+    journal.resolve(key, completed={"id": 1})
+    assert capture() == {"id": 1}
+    assert payments.requests == 1
+
+
+def test_a_reconcile_hook_may_settle_a_result_that_could_not_be_stored(
+    journal: EffectJournal, payments: Receiver
+) -> None:
+    key = new_key("lock-rec")
+    results: list[Any] = [threading.Lock()]
+
+    def ask(idempotency_key: str) -> Reconciled:
+        return Reconciled.completed({"id": acted(payments.url, idempotency_key)})
+
+    @effect(key=key, journal=journal, reconcile=ask)
+    def capture() -> Any:
+        post(payments.url, key)
+        return results.pop(0)
+
+    with pytest.raises(EffectResultNotStoredError):
+        capture()
+    assert capture() == {"id": 1}
+    assert payments.requests == 1
+
+
+# --- a dead owner on this host, and short waits ----------------------------------------------
+
+CLAIMER = """
+import sys
+from psycopg_pool import ConnectionPool
+from langgraph_durable import EffectJournal
+with ConnectionPool(sys.argv[1], kwargs={"autocommit": True}, open=True) as pool:
+    from psycopg.rows import dict_row
+    pool.kwargs["row_factory"] = dict_row
+    journal = EffectJournal(pool)
+    assert journal.claim(sys.argv[2], "zombie.send", sys.argv[3], 300, None) == 1
+print("claimed", flush=True)
+"""
+
+
+def test_a_zombie_lease_owner_counts_as_dead(
+    db_dsn: str, journal: EffectJournal, tmp_path: Path
+) -> None:
+    """The owner exited but its parent (this test) has not reaped it: it runs no code."""
+    key = new_key("zombie")
+
+    @effect(key=key, journal=journal, name="zombie.send", wait_timeout=0)
+    def send() -> str:
+        raise AssertionError("must not be called: the zombie may have sent it")
+
+    digest = input_hash(journal.serde, "zombie.send", {})
+    script = tmp_path / "claimer.py"
+    script.write_text(CLAIMER)
+    owner = subprocess.Popen(
+        [sys.executable, str(script), db_dsn, key, digest], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline().strip() == "claimed"
+        owner.stdout.close()
+        # Wait for the exit without reaping: the process stays a zombie.
+        os.waitid(os.P_PID, owner.pid, os.WEXITED | os.WNOWAIT)
+        state = Path(f"/proc/{owner.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state == "Z"
+        # wait_timeout=0: a live owner would make this EffectInProgressError at once.
+        with pytest.raises(EffectOutcomeUnknown, match="never recorded an outcome"):
+            send()
+    finally:
+        owner.wait()
+    row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.UNKNOWN
+
+
+def test_a_short_wait_timeout_gives_up_on_a_live_attempt(journal: EffectJournal) -> None:
+    key = new_key("busy")
+    started, release = threading.Event(), threading.Event()
+
+    @effect(key=key, journal=journal, name="busy")
+    def slow() -> str:
+        started.set()
+        release.wait(30)
+        return "done"
+
+    @effect(key=key, journal=journal, name="busy", wait_timeout=0.05)
+    def impatient() -> str:
+        raise AssertionError("must not be called")
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(EffectInProgressError, match=r"waited 0\.05s"):
+            impatient()
+    finally:
+        release.set()
+        worker.join(30)
+
+
+# --- resolving by hand: one call shape, as documented ----------------------------------------
+
+
+def dead_attempt(dsn: str, journal: EffectJournal, key: str, fn: Any) -> None:
+    digest = input_hash(journal.serde, fn.__effect__.name, {})
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "attempt, lease_owner, lease_expires_at) VALUES (%s, %s, %s, 'running', 1, "
+            "'elsewhere:1:1', now() - interval '1 second')",
+            (key, fn.__effect__.name, digest),
+        )
+
+
+@pytest.mark.parametrize("result", ["receipt-7", None, {"id": 7}])
+def test_resolve_completed_takes_the_result_alone(
+    db_dsn: str, journal: EffectJournal, result: Any
+) -> None:
+    key = new_key("resolve")
+
+    @effect(key=key, journal=journal, name="resolve.me")
+    def charge() -> Any:
+        raise AssertionError("must not be called")
+
+    dead_attempt(db_dsn, journal, key, charge)
+    journal.resolve(key, completed=result)
+    assert charge() == result
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [{}, {"completed": 1, "allow_retry": True}, {"failed": "x", "completed": None}],
+)
+def test_resolve_needs_exactly_one_choice_and_names_itself(
+    db_dsn: str, journal: EffectJournal, choice: dict[str, Any]
+) -> None:
+    key = new_key("resolve-bad")
+    with pytest.raises(EffectError, match=r"EffectJournal\.resolve\(key, \.\.\.\) needs exactly"):
+        journal.resolve(key, **choice)
+
+
+def test_resolve_of_an_unknown_key_says_where_to_look(journal: EffectJournal) -> None:
+    with pytest.raises(EffectError, match="langgraph-durable effects"):
+        journal.resolve(new_key("nothing"), allow_retry=True)
+
+
+def test_a_cancelled_attempt_is_journaled_as_unknown_at_once(journal: EffectJournal) -> None:
+    """An interrupted process (Ctrl-C) may have sent the request: unknown, not left running."""
+    key = new_key("interrupted")
+
+    @effect(key=key, journal=journal, name="interrupted")
+    def send() -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        send()
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.error_type) == (EffectStatus.UNKNOWN, "KeyboardInterrupt")

@@ -63,3 +63,17 @@ def feature_graph() -> StateGraph[Any, Any, Any, Any]:
     builder.add_edge("approve", "finish")
     builder.add_edge("finish", END)
     return builder
+
+
+def linear_graph(
+    nodes: tuple[str, ...] = ("a", "b"), state: Any = State
+) -> StateGraph[Any, Any, Any, Any]:
+    """START -> each node in turn -> END; each node appends its name to `log`."""
+    builder = StateGraph(state)
+    previous = START
+    for name in nodes:
+        builder.add_node(name, lambda s, name=name: {"log": [name]})
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncPipeline
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -102,19 +102,31 @@ async def open_pool(
 
 
 class AsyncConnectionSource:
-    """Lends connections, translating driver errors into named errors at one boundary."""
+    """Lends connections, translating driver errors into named errors at one boundary.
 
-    def __init__(self, conn: AsyncConn) -> None:
+    Args:
+        conn: A pool, or one connection (calls on it are serialised by `lock`).
+        pipe: A pipeline the caller opened on that one connection; it is synced when each
+            call gives the connection back, so errors surface at the call that caused them.
+    """
+
+    def __init__(self, conn: AsyncConn, pipe: AsyncPipeline | None = None) -> None:
         if not isinstance(conn, (AsyncConnection, AsyncConnectionPool)):
-            raise TypeError(
+            raise ConfigurationError(
                 "conn must be a psycopg AsyncConnection or AsyncConnectionPool, "
                 f"got {type(conn).__name__}."
             )
+        if pipe is not None and not isinstance(conn, AsyncConnection):
+            raise ConfigurationError(
+                "A pipeline belongs to one connection: pass pipe= only with a single "
+                "connection, not with a pool."
+            )
         self.conn = conn
+        self.pipe = pipe
         if isinstance(conn, AsyncConnection):
             _check_row_factory(conn)
-        # Only a single shared connection needs a lock; a pool hands out one per caller.
-        self._lock = asyncio.Lock() if isinstance(conn, AsyncConnection) else None
+        # Only a single shared connection needs the lock; a pool hands out one per caller.
+        self.lock = asyncio.Lock()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[DictRow]]:
@@ -124,9 +136,12 @@ class AsyncConnectionSource:
                     _check_row_factory(conn)
                     yield conn
             else:
-                assert self._lock is not None
-                async with self._lock:
-                    yield self.conn
+                async with self.lock:
+                    try:
+                        yield self.conn
+                    finally:
+                        if self.pipe is not None:
+                            await self.pipe.sync()
         except psycopg.Error as exc:
             named = translate_driver_error(exc)
             if named is None:

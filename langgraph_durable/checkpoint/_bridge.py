@@ -40,9 +40,6 @@ class SyncCallsViaLoop(BaseCheckpointSaver[str]):
 
     loop: asyncio.AbstractEventLoop
 
-    async def asetup(self) -> builtins.list[str]:
-        raise NotImplementedError
-
     async def acheck_schema(self) -> None:
         raise NotImplementedError
 
@@ -69,9 +66,6 @@ class SyncCallsViaLoop(BaseCheckpointSaver[str]):
             return await coro
 
         return asyncio.run_coroutine_threadsafe(wrapped(), self.loop).result()
-
-    def setup(self) -> builtins.list[str]:
-        return self._run(self.asetup(), "setup")
 
     def check_schema(self) -> None:
         self._run(self.acheck_schema(), "check_schema")

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
-from psycopg import Connection
+from psycopg import Connection, Pipeline
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -104,18 +104,30 @@ def open_pool(
 
 
 class ConnectionSource:
-    """Lends connections, translating driver errors into named errors at one boundary."""
+    """Lends connections, translating driver errors into named errors at one boundary.
 
-    def __init__(self, conn: Conn) -> None:
+    Args:
+        conn: A pool, or one connection (calls on it are serialised by `lock`).
+        pipe: A pipeline the caller opened on that one connection; it is synced when each
+            call gives the connection back, so errors surface at the call that caused them.
+    """
+
+    def __init__(self, conn: Conn, pipe: Pipeline | None = None) -> None:
         if not isinstance(conn, (Connection, ConnectionPool)):
-            raise TypeError(
+            raise ConfigurationError(
                 f"conn must be a psycopg Connection or ConnectionPool, got {type(conn).__name__}."
             )
+        if pipe is not None and not isinstance(conn, Connection):
+            raise ConfigurationError(
+                "A pipeline belongs to one connection: pass pipe= only with a single "
+                "connection, not with a pool."
+            )
         self.conn = conn
+        self.pipe = pipe
         if isinstance(conn, Connection):
             _check_row_factory(conn)
-        # Only a single shared connection needs a lock; a pool hands out one per caller.
-        self._lock = threading.Lock() if isinstance(conn, Connection) else None
+        # Only a single shared connection needs the lock; a pool hands out one per caller.
+        self.lock = threading.Lock()
 
     @contextmanager
     def connection(self) -> Iterator[Connection[DictRow]]:
@@ -125,9 +137,12 @@ class ConnectionSource:
                     _check_row_factory(conn)
                     yield conn
             else:
-                assert self._lock is not None
-                with self._lock:
-                    yield self.conn
+                with self.lock:
+                    try:
+                        yield self.conn
+                    finally:
+                        if self.pipe is not None:
+                            self.pipe.sync()
         except psycopg.Error as exc:
             named = translate_driver_error(exc)
             if named is None:

@@ -34,6 +34,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import INTERRUPT
+from psycopg import AsyncPipeline, Capabilities
 from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _guard
@@ -76,6 +77,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     Args:
         conn: A psycopg `AsyncConnectionPool` (recommended: calls run concurrently) or one
             `AsyncConnection` (calls are serialised on it).
+        pipe: A pipeline of `conn` (single connection only), as upstream accepts; each call
+            is synced before it returns, so errors surface at the call that caused them.
+            Every operation is already one round trip, so a pipeline saves little.
         serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
         async_commit: Commit checkpoints without waiting for the WAL flush. Safe against a
             worker crash; a server crash can lose the last few hundred milliseconds of
@@ -92,8 +96,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     def __init__(
         self,
         conn: AsyncConn,
-        *,
+        pipe: AsyncPipeline | None = None,
         serde: SerializerProtocol | None = None,
+        *,
         async_commit: bool = False,
         write_linger: float = 0.002,
     ) -> None:
@@ -102,8 +107,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             raise ConfigurationError(
                 f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
             )
-        self._source = AsyncConnectionSource(conn)
+        self._source = AsyncConnectionSource(conn, pipe)
         self.conn = conn
+        self.pipe = pipe
+        # Upstream's attributes, for code written against it: `lock` serialises calls on a
+        # single connection (with a pool, calls need no lock and this one is never taken).
+        self.lock = self._source.lock
+        self.supports_pipeline = Capabilities().has_pipeline()
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
         self._parking = AsyncWriteParking(0 if async_commit else write_linger)
@@ -124,6 +134,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         cls,
         conn_string: str,
         *,
+        pipeline: bool = False,
         serde: SerializerProtocol | None = None,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
@@ -134,6 +145,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
         Args:
             conn_string: A libpq DSN or URI.
+            pipeline: Accepted for upstream's call shape; has no effect, because every
+                operation of this saver is already a single round trip.
             serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
             max_connections: Pool size: how many calls can run at once.
             connect_timeout: Seconds to wait for the first connection before raising
@@ -141,6 +154,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             async_commit: See the class docstring.
             write_linger: See the class docstring.
         """
+        del pipeline  # one round trip per operation already
         pool = await open_pool(
             conn_string, max_size=max_connections, connect_timeout=connect_timeout
         )
@@ -149,8 +163,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         finally:
             await pool.close()
 
-    async def asetup(self) -> builtins.list[str]:
+    async def setup(self) -> builtins.list[str]:
         """Create or migrate the tables; idempotent and safe from many processes at once.
+
+        Called as upstream's is: awaited on the async saver (where `asetup` is an alias),
+        plainly on the sync one.
 
         Returns:
             The names of the migrations applied by this call (empty when up to date).
@@ -168,6 +185,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if applied:
             logger.info("langgraph-durable applied migrations: %s", ", ".join(applied))
         return applied
+
+    asetup = setup  # async-only
 
     async def acheck_schema(self) -> None:
         """Raise `SchemaNotReadyError` or `SchemaTooNewError` unless the schema fits."""

@@ -36,6 +36,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import INTERRUPT
+from psycopg import Capabilities, Pipeline
 from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _guard
@@ -78,6 +79,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
     Args:
         conn: A psycopg `ConnectionPool` (recommended: calls run concurrently) or one
             `Connection` (calls are serialised on it).
+        pipe: A pipeline of `conn` (single connection only), as upstream accepts; each call
+            is synced before it returns, so errors surface at the call that caused them.
+            Every operation is already one round trip, so a pipeline saves little.
         serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
         async_commit: Commit checkpoints without waiting for the WAL flush. Safe against a
             worker crash; a server crash can lose the last few hundred milliseconds of
@@ -94,8 +98,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
     def __init__(
         self,
         conn: Conn,
-        *,
+        pipe: Pipeline | None = None,
         serde: SerializerProtocol | None = None,
+        *,
         async_commit: bool = False,
         write_linger: float = 0.002,
     ) -> None:
@@ -104,8 +109,13 @@ class DurablePostgresSaver(AsyncCallsRefused):
             raise ConfigurationError(
                 f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
             )
-        self._source = ConnectionSource(conn)
+        self._source = ConnectionSource(conn, pipe)
         self.conn = conn
+        self.pipe = pipe
+        # Upstream's attributes, for code written against it: `lock` serialises calls on a
+        # single connection (with a pool, calls need no lock and this one is never taken).
+        self.lock = self._source.lock
+        self.supports_pipeline = Capabilities().has_pipeline()
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
         self._parking = WriteParking(0 if async_commit else write_linger)
@@ -125,6 +135,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         cls,
         conn_string: str,
         *,
+        pipeline: bool = False,
         serde: SerializerProtocol | None = None,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
@@ -135,6 +146,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
 
         Args:
             conn_string: A libpq DSN or URI.
+            pipeline: Accepted for upstream's call shape; has no effect, because every
+                operation of this saver is already a single round trip.
             serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
             max_connections: Pool size: how many calls can run at once.
             connect_timeout: Seconds to wait for the first connection before raising
@@ -142,6 +155,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
             async_commit: See the class docstring.
             write_linger: See the class docstring.
         """
+        del pipeline  # one round trip per operation already
         pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
         try:
             yield cls(pool, serde=serde, async_commit=async_commit, write_linger=write_linger)
@@ -150,6 +164,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
 
     def setup(self) -> builtins.list[str]:
         """Create or migrate the tables; idempotent and safe from many processes at once.
+
+        Called as upstream's is: awaited on the async saver (where `setup` is an alias),
+        plainly on the sync one.
 
         Returns:
             The names of the migrations applied by this call (empty when up to date).

@@ -272,7 +272,7 @@ def main() -> int:
 
             async def run() -> Any:
                 async with AsyncDurablePostgresSaver.from_conn_string(args.dsn) as saver:
-                    await saver.asetup()
+                    await saver.setup()
                     graph = builder.compile(checkpointer=saver)
                     return await graph.ainvoke(payload, config, durability=args.mode)
 

@@ -117,7 +117,7 @@ def main() -> int:
 
             async def run() -> None:
                 async with AsyncDurablePostgresSaver.from_conn_string(args.dsn) as saver:
-                    await saver.asetup()
+                    await saver.setup()
                     graph = builder.compile(checkpointer=saver)
                     await graph.ainvoke(payload, config, durability=args.mode)
 

@@ -69,7 +69,7 @@ async def test_async_saver_other_threads_proceed_while_one_is_blocked(db_dsn: st
     thread_a, thread_b = f"a-{uuid.uuid4()}", f"b-{uuid.uuid4()}"
     checkpoint = empty_checkpoint()
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn, max_connections=4) as saver:
-        await saver.asetup()
+        await saver.setup()
         await saver.aput(root(thread_a), checkpoint, {}, {})
         async with await psycopg.AsyncConnection.connect(db_dsn) as locker:
             await locker.execute(

@@ -93,7 +93,7 @@ async def test_async_saver_passes_all_capabilities(db_dsn: str) -> None:
     @checkpointer_test(name="AsyncDurablePostgresSaver")
     async def factory() -> AsyncIterator[AsyncDurablePostgresSaver]:
         async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
-            await saver.asetup()
+            await saver.setup()
             yield saver
 
     _assert_all_pass(await validate(factory))

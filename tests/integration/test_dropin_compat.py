@@ -389,7 +389,7 @@ async def test_thread_changes_saver_async(
         async with AsyncPostgresSaver.from_conn_string(fresh_db_dsn) as upstream:
             await upstream.setup()
     async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as ours:
-        await ours.asetup()
+        await ours.setup()
 
     async with aopen_saver(writer, fresh_db_dsn) as saver:
         phase_1 = await arun_ops(saver, {}, PHASE_1, durability)
@@ -412,16 +412,16 @@ async def test_our_setup_after_upstream_adds_only_our_rows_async(fresh_db_dsn: s
     assert migration_rows(fresh_db_dsn) == (UPSTREAM_VERSIONS, None)
 
     async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as ours:
-        applied = await ours.asetup()
+        applied = await ours.setup()  # spelled as upstream's
         await ours.acheck_schema()
-        assert await ours.asetup() == []
+        assert await ours.asetup() == []  # the alias
     assert applied == [name for _, name in DURABLE_ROWS]
     assert migration_rows(fresh_db_dsn) == (UPSTREAM_VERSIONS, DURABLE_ROWS)
 
 
 async def test_upstream_setup_after_ours_is_a_noop_async(fresh_db_dsn: str) -> None:
     async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as ours:
-        await ours.asetup()
+        await ours.setup()
     rows = migration_rows(fresh_db_dsn)
     schema = schema_fingerprint(fresh_db_dsn)
 

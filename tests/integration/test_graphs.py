@@ -75,7 +75,7 @@ def test_sync_saver_matches_reference(db_dsn: str, mode: str) -> None:
 async def test_async_saver_matches_reference(db_dsn: str, mode: str) -> None:
     expected = await _ascenario(InMemorySaver(), mode, "t")
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
-        await saver.asetup()
+        await saver.setup()
         got = await _ascenario(saver, mode, f"graphs-async-{mode}")
     assert got == expected
 

@@ -72,7 +72,7 @@ async def test_async_saver_commits_each_steps_writes_with_the_next_checkpoint(
 ) -> None:
     thread = f"fold-{uuid.uuid4()}"
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as saver:
-        await saver.asetup()
+        await saver.setup()
         graph = linear_graph().compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": thread}}
         out = await graph.ainvoke({"log": []}, config, durability="sync")

@@ -39,7 +39,7 @@ async def run_async(dsn: str) -> dict[str, Any]:
         reply({"ready": True})
         await asyncio.to_thread(sys.stdin.readline)
         try:
-            return {"applied": await saver.asetup()}
+            return {"applied": await saver.setup()}
         except Exception as exc:
             return failure(exc)
 

@@ -203,11 +203,11 @@ def test_setup_is_idempotent(fresh_db_dsn: str) -> None:
     assert version_rows(fresh_db_dsn) == rows
 
 
-async def test_asetup_is_idempotent(fresh_db_dsn: str) -> None:
+async def test_async_setup_is_idempotent(fresh_db_dsn: str) -> None:
     async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
-        assert await saver.asetup() == ALL_NAMES
+        assert await saver.setup() == ALL_NAMES
         rows = version_rows(fresh_db_dsn)
-        assert await saver.asetup() == []
+        assert await saver.setup() == []
         await saver.acheck_schema()
     assert version_rows(fresh_db_dsn) == rows
 
@@ -417,7 +417,7 @@ async def test_schema_too_new_async(fresh_db_dsn: str) -> None:
     _from_the_future(fresh_db_dsn)
     async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
         with pytest.raises(SchemaTooNewError):
-            await saver.asetup()
+            await saver.setup()
         with pytest.raises(SchemaTooNewError):
             await saver.acheck_schema()
         assert _advisory_locks(fresh_db_dsn) == 0
@@ -527,5 +527,5 @@ async def test_use_before_setup_async(fresh_db_dsn: str) -> None:
             with pytest.raises(SchemaNotReadyError) as raised:
                 await call()
             _check_not_ready(raised.value, name)
-        await saver.asetup()
+        await saver.setup()
         assert await saver.aget_tuple(THREAD) is None

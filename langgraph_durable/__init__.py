@@ -16,6 +16,12 @@ from langgraph_durable.effects import (
     effect,
     set_default_journal,
 )
+from langgraph_durable.effects.llm import (
+    JournaledChatModel,
+    ModelCostPolicy,
+    atoken_ledger,
+    token_ledger,
+)
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
@@ -65,6 +71,8 @@ __all__ = [
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
+    "JournaledChatModel",
+    "ModelCostPolicy",
     "NotWaitingError",
     "Reconciled",
     "RetryLater",
@@ -78,9 +86,11 @@ __all__ = [
     "UnknownPruneStrategyError",
     "UnserializableValueError",
     "WrongSaverClassError",
+    "atoken_ledger",
     "current_effect_key",
     "effect",
     "set_default_journal",
     "set_interrupt_guard",
+    "token_ledger",
     "with_durability",
 ]

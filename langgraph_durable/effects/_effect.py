@@ -48,7 +48,7 @@ from langgraph_durable.errors import (
     WrongSaverClassError,
 )
 
-__all__ = ["effect", "set_default_journal"]
+__all__ = ["EffectSpec", "effect", "journaled", "set_default_journal"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -167,7 +167,7 @@ def _async_journal(journal: Any) -> AsyncEffectJournal:
     )
 
 
-class _Spec:
+class EffectSpec:
     """The options of one decorated effect, and how to prepare each of its calls."""
 
     def __init__(
@@ -273,6 +273,33 @@ class _Spec:
         return default_key(where, self.name, next_ordinal(where, self.name))
 
 
+def journaled(fn: Callable[P, R], spec: EffectSpec) -> Callable[P, R]:
+    """`fn` run through the journal as `spec` says: the wrapper `@effect` returns."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            call, (found, _saver) = spec.prepare(args, kwargs, _caller())
+            return await arun_effect(_async_journal(found), call)
+
+        run_async.__effect__ = spec  # type: ignore[attr-defined]
+        return cast(Callable[P, R], run_async)
+
+    if spec.reconcile is not None and inspect.iscoroutinefunction(spec.reconcile):
+        raise InvalidInputError(
+            f"effect {spec.name!r} is sync but its reconcile hook is async; make both "
+            "sync or both async."
+        )
+
+    @functools.wraps(fn)
+    def run_sync(*args: Any, **kwargs: Any) -> Any:
+        call, (found, saver) = spec.prepare(args, kwargs, _caller())
+        return run_effect(_sync_journal(found, saver), call)
+
+    run_sync.__effect__ = spec  # type: ignore[attr-defined]
+    return cast(Callable[P, R], run_sync)
+
+
 def _caller() -> tuple[str, int] | None:
     """(file, line) of the code that called the effect: two frames up from here.
 
@@ -352,7 +379,7 @@ def effect(
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        spec = _Spec(
+        spec = EffectSpec(
             fn,
             name=name,
             key=key,
@@ -364,29 +391,7 @@ def effect(
             usage=usage,
             interrupt_guard=interrupt_guard,
         )
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def run_async(*args: Any, **kwargs: Any) -> Any:
-                call, (found, _saver) = spec.prepare(args, kwargs, _caller())
-                return await arun_effect(_async_journal(found), call)
-
-            run_async.__effect__ = spec  # type: ignore[attr-defined]
-            return cast(Callable[P, R], run_async)
-
-        if reconcile is not None and inspect.iscoroutinefunction(reconcile):
-            raise InvalidInputError(
-                f"effect {spec.name!r} is sync but its reconcile hook is async; make both "
-                "sync or both async."
-            )
-
-        @functools.wraps(fn)
-        def run_sync(*args: Any, **kwargs: Any) -> Any:
-            call, (found, saver) = spec.prepare(args, kwargs, _caller())
-            return run_effect(_sync_journal(found, saver), call)
-
-        run_sync.__effect__ = spec  # type: ignore[attr-defined]
-        return cast(Callable[P, R], run_sync)
+        return journaled(fn, spec)
 
     if fn is not None:
         return decorate(fn)

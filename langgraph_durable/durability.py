@@ -1,8 +1,8 @@
 """Binding a default durability mode to a compiled graph.
 
-LangGraph takes `durability` from each `invoke`/`stream` call, or from
-`config["configurable"]["__pregel_durability"]`, and defaults to `"async"`; it cannot be set
-at compile time. A subgraph called from a node runs with the parent's config, so a mode
+LangGraph takes `durability` from each `invoke`/`stream` call, or from a private config
+key (`_langgraph.CONFIG_KEY_DURABILITY`), and defaults to `"async"`; it cannot be set at
+compile time. A subgraph called from a node runs with the parent's config, so a mode
 carried in the config reaches subgraphs too, where a call argument would not.
 """
 
@@ -12,14 +12,13 @@ from typing import Any, Literal, TypeVar, get_args
 
 from langgraph.pregel import Pregel
 
+from langgraph_durable._langgraph import CONFIG_KEY_DURABILITY
 from langgraph_durable.errors import InvalidInputError
 
 __all__ = ["Durability", "with_durability"]
 
 Durability = Literal["sync", "async", "exit"]
 G = TypeVar("G", bound="Pregel[Any, Any, Any, Any]")
-
-_CONFIG_KEY = "__pregel_durability"
 
 
 def with_durability(graph: G, durability: Durability) -> G:
@@ -37,4 +36,4 @@ def with_durability(graph: G, durability: Durability) -> G:
         raise InvalidInputError(
             f"Unknown durability {durability!r}: use one of {get_args(Durability)}."
         )
-    return graph.with_config(configurable={_CONFIG_KEY: durability})
+    return graph.with_config(configurable={CONFIG_KEY_DURABILITY: durability})

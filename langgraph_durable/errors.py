@@ -242,4 +242,10 @@ def translate_driver_error(exc: psycopg.Error) -> DurableError | None:
             "The checkpoint tables do not exist in this database: call `saver.setup()` "
             f"once before using the saver (server said: {exc.diag.message_primary})."
         )
+    if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
+        return InvalidInputError(
+            "A value is too large for the database: an id or key longer than a Postgres "
+            "index entry (2,704 bytes) or a value over a server limit. Nothing was written "
+            f"(server said: {exc.diag.message_primary})."
+        )
     return None

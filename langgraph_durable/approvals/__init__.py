@@ -1,15 +1,16 @@
 """Approvals without double side effects: approval nodes, resume helpers and guards."""
 
-from langgraph_durable.approvals._apending import (
-    PendingApproval,
-    apending_approvals,
-    aresume_approval,
+from langgraph_durable.approvals._apending import apending_approvals, aresume_approval
+from langgraph_durable.approvals._builder import add_approval_before
+from langgraph_durable.approvals._node import (
+    ApprovalDecision,
+    Revalidation,
+    approval_node,
     validate_decision,
 )
-from langgraph_durable.approvals._builder import add_approval_before
-from langgraph_durable.approvals._node import ApprovalDecision, Revalidation, approval_node
 from langgraph_durable.approvals._pending import pending_approvals, resume_approval
 from langgraph_durable.approvals._static import GuardFinding, check_graph
+from langgraph_durable.approvals._waiting import PendingApproval
 
 __all__ = [
     "ApprovalDecision",

@@ -6,7 +6,8 @@ from typing import Any, cast
 
 from langgraph.graph import END, StateGraph
 
-from langgraph_durable.approvals._node import approval_node
+from langgraph_durable._langgraph import reroute_edges_into
+from langgraph_durable.approvals._node import approval_node, require_state_keys
 from langgraph_durable.errors import InvalidInputError
 
 __all__ = ["add_approval_before"]
@@ -46,17 +47,12 @@ def add_approval_before(
     name = name or f"approve_{target}"
     if name in builder.nodes:
         raise InvalidInputError(f"add_approval_before: a node named {name!r} already exists.")
-    for edge in [e for e in builder.edges if e[1] == target]:
-        builder.edges.discard(edge)
-        builder.edges.add((edge[0], name))
-    for waiting in [e for e in builder.waiting_edges if e[1] == target]:
-        builder.waiting_edges.discard(waiting)
-        builder.waiting_edges.add((waiting[0], name))
-    for branches in builder.branches.values():
-        for key, spec in list(branches.items()):
-            if spec.ends and target in spec.ends.values():
-                ends = {k: (name if v == target else v) for k, v in spec.ends.items()}
-                branches[key] = spec._replace(ends=ends)
+    require_state_keys(
+        (options.get("decision_key", "approval"), options.get("outcome_key", "approval_outcome")),
+        where="add_approval_before",
+        known=builder.channels,
+    )
+    reroute_edges_into(builder, target, name)
     node = approval_node(
         on_approve=target, on_reject=on_reject, on_no_longer_needed=on_no_longer_needed, **options
     )

@@ -21,19 +21,24 @@ latest answer is judged: earlier ones were judged when they came.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from langgraph.config import get_config
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from langgraph_durable._langgraph import answers_of_task, missing_state_keys
+from langgraph_durable.errors import ConfigurationError, InvalidDecisionError
 
 __all__ = [
     "APPROVAL_KIND",
     "ApprovalDecision",
     "Revalidation",
     "approval_node",
+    "require_state_keys",
+    "validate_decision",
 ]
 
 APPROVAL_KIND = "langgraph_durable.approval"
@@ -61,15 +66,68 @@ class ApprovalDecision(BaseModel):
 
 def _later_answer_exists(asked: int) -> bool:
     """Whether the task already holds an answer to a later question than this one."""
-    scratchpad = get_config()["configurable"].get("__pregel_scratchpad")
-    if scratchpad is None:
+    found = answers_of_task(get_config())
+    if found is None:
         return False
-    if len(scratchpad.resume) > asked:
+    answers, pending = found
+    if len(answers) > asked:
         return True
-    pending = scratchpad.get_null_resume(False)
     # A resume sent without an interrupt id stays visible after this call consumed it; it
     # is a later answer only if it is not the one this question just received.
-    return pending is not None and scratchpad.resume[asked - 1] is not pending
+    return pending is not None and answers[asked - 1] is not pending
+
+
+def require_state_keys(
+    keys: Sequence[str], *, where: str, known: Collection[str] | None = None
+) -> None:
+    """Fail unless the graph's state declares `keys`: LangGraph drops updates to others."""
+    missing = (
+        [k for k in keys if k not in known]
+        if known is not None
+        else missing_state_keys(get_config(), keys)
+    )
+    if missing:
+        names = ", ".join(repr(k) for k in missing)
+        raise ConfigurationError(
+            f"{where}: the graph's state has no {names}, so the decision would be dropped "
+            "without a word. Add them to the state, e.g. `approval: dict` and "
+            "`approval_outcome: str` in its TypedDict, or pass decision_key= and "
+            "outcome_key= naming keys it has."
+        )
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'decision'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def validate_decision(
+    decision: ApprovalDecision | dict[str, Any],
+    model: type[ApprovalDecision] = ApprovalDecision,
+) -> ApprovalDecision:
+    """Check a decision before anything is sent; `InvalidDecisionError` says what is wrong."""
+    if isinstance(decision, model):
+        return decision
+    try:
+        return model.model_validate(
+            decision.model_dump() if isinstance(decision, ApprovalDecision) else decision
+        )
+    except ValidationError as exc:
+        raise InvalidDecisionError(
+            f"Invalid approval decision ({_problems(exc)}). Nothing was sent; the run still waits."
+        ) from exc
+
+
+def _decision(payload: dict[str, Any], model: type[ApprovalDecision]) -> ApprovalDecision:
+    """Ask, and validate the answer (LangGraph validates it against `model`)."""
+    try:
+        return interrupt(payload, response_schema=model)
+    except ValidationError as exc:
+        raise InvalidDecisionError(
+            f"Invalid approval decision ({_problems(exc)}). Nothing was saved; the run still "
+            "waits for a valid answer (resume_approval checks one before sending it)."
+        ) from exc
 
 
 def approval_node(
@@ -99,18 +157,28 @@ def approval_node(
         decision_key: State key that receives the decision (as a dict).
         outcome_key: State key that receives "approved", "rejected" or "no_longer_needed".
 
-    The state must declare `decision_key` and `outcome_key`. Add the node with
-    `destinations=` or use `add_approval_before`, so graph drawings show the routes.
+    The state must declare `decision_key` and `outcome_key` (LangGraph would drop the
+    decision without a word otherwise): the node checks that at its first run and raises
+    `ConfigurationError`, and `add_approval_before` checks it at once. An answer that does
+    not validate raises `InvalidDecisionError`; nothing is saved and the run still waits.
+    Add the node with `destinations=` or use `add_approval_before`, so graph drawings show
+    the routes.
     """
     if inspect.iscoroutinefunction(request) or inspect.iscoroutinefunction(revalidate):
         raise TypeError("approval_node hooks must be plain functions, not async ones.")
 
+    checked = False
+
     def ask(state: Any) -> Command[str]:
+        nonlocal checked
+        if not checked:
+            require_state_keys((decision_key, outcome_key), where="approval_node")
+            checked = True
         payload: dict[str, Any] = {"kind": APPROVAL_KIND, "request": request(state)}
         asked = 0
         while True:
             asked += 1
-            decision = interrupt(payload, response_schema=decision_model)
+            decision = _decision(payload, decision_model)
             if _later_answer_exists(asked):
                 continue  # this answer was judged and refused when it came
             route, reason = _judge(state, decision)

@@ -26,8 +26,9 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import TASKS, _DeltaSnapshot
+from langgraph.checkpoint.serde.types import TASKS
 
+from langgraph_durable import _langgraph
 from langgraph_durable.errors import (
     InvalidInputError,
     InvalidThreadIdError,
@@ -40,8 +41,10 @@ __all__ = [
     "assemble_delta_history",
     "blob_params",
     "checkpoint_row",
+    "list_limit",
     "load_tuple",
     "next_version",
+    "stored_id",
     "target",
     "thread_id_of",
     "write_params",
@@ -51,21 +54,75 @@ PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 CheckpointRow = dict[str, Any]
 
+MAX_LIST_LIMIT = 2**63 - 1
+"""Postgres' LIMIT is a bigint."""
+
+ID_LIMITS = {
+    "thread_id": 1024,
+    "checkpoint_ns": 1024,
+    "checkpoint_id": 256,
+    "task_id": 256,
+    "channel": 256,
+    "run_id": 1024,
+}
+"""Longest ids written, in UTF-8 bytes. They are primary-key columns, and a Postgres B-tree
+entry holds at most 2,704 bytes: these limits keep every key of the tables within it
+(thread + namespace + checkpoint + task + index is at most 2,564 bytes plus headers)."""
+
+
+def _text(value: str, what: str) -> str:
+    """Text Postgres can store: no NUL characters, no lone surrogates."""
+    if "\x00" in value:
+        raise InvalidThreadIdError(f"{what} {value!r} contains a NUL character; remove it.")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidThreadIdError(
+                f"{what} {value!r} is not valid text ({exc.reason} at position {exc.start}); "
+                "remove the lone surrogate."
+            ) from exc
+    return value
+
 
 def thread_id_of(value: object, what: str = "thread_id") -> str:
-    """Validate a thread id (or namespace) the way Postgres will store it.
+    """Validate a thread id (or namespace, or checkpoint id) the way Postgres will store it.
 
-    Thread ids are stored as TEXT, which cannot hold NUL characters; upstream lets such an id
-    reach the server and fail mid-transaction. Integers and UUIDs are accepted as their text.
+    Thread ids are stored as TEXT, which cannot hold NUL characters or lone surrogates;
+    upstream lets such an id reach the server and fail mid-transaction. Integers and UUIDs
+    are accepted as their text.
     """
     if isinstance(value, (bytes, bytearray)) or value is None:
         raise InvalidThreadIdError(f"{what} must be a string, got {type(value).__name__}.")
-    text = str(value)
-    if "\x00" in text:
-        raise InvalidThreadIdError(f"{what} {text!r} contains a NUL character; remove it.")
+    text = _text(str(value), what)
     if what == "thread_id" and not text:
         raise InvalidThreadIdError("thread_id is empty; pass configurable.thread_id.")
     return text
+
+
+def stored_id(value: object, what: str) -> str:
+    """An id about to be written: valid text, and short enough for the tables' keys."""
+    text = thread_id_of(value, what)
+    limit = ID_LIMITS[what]
+    size = len(text.encode("utf-8")) if not text.isascii() else len(text)
+    if size > limit:
+        raise InvalidThreadIdError(
+            f"{what} is {size:,} bytes long; at most {limit:,} UTF-8 bytes fit the checkpoint "
+            "tables' keys (a Postgres index entry holds 2,704 bytes). Nothing was written; "
+            "use a shorter id, e.g. a hash of a long one."
+        )
+    return text
+
+
+def list_limit(limit: object) -> int | None:
+    """`list(limit=...)`: None, or a whole number from 0 to 2**63 - 1."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidInputError(
+            f"list(limit={limit!r}): pass None or a whole number from 0 to 2**63 - 1."
+        )
+    return limit
 
 
 def target(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -81,11 +138,6 @@ def target(config: RunnableConfig) -> tuple[str, str, str | None]:
     if checkpoint_id is not None:
         checkpoint_id = thread_id_of(checkpoint_id, "checkpoint_id")
     return thread_id, checkpoint_ns, checkpoint_id
-
-
-def durability_of(config: RunnableConfig) -> str:
-    """The durability mode LangGraph runs this call under ("async" when unset)."""
-    return str((config.get("configurable") or {}).get("__pregel_durability") or "async")
 
 
 def next_version(current: str | int | None) -> str:
@@ -114,13 +166,40 @@ def _is_inline(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, str):
-        return "\x00" not in value
+        return "\x00" not in value and (value.isascii() or _encodable(value))
     return False
+
+
+def _no_lone_surrogate(value: object, where: str) -> None:
+    """A string with a lone surrogate, which LangGraph's serializer would store as '?'.
+
+    Checked on channel values and writes, and one level into a mapping (a graph input or a
+    state update): a few `isascii()` calls, no walk through deep structures.
+    """
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(item, str):
+                _no_lone_surrogate(item, f"{where} (key {key!r})")
+        return
+    if isinstance(value, str) and not value.isascii() and not _encodable(value):
+        raise UnserializableValueError(
+            f"{where} is a string with a lone surrogate, which is not valid text (the "
+            "serializer would silently store '?' in its place); nothing was written. "
+            "Decode the text properly (e.g. errors='replace') before it enters the state."
+        )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _json(value: object, where: str) -> str:
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise UnserializableValueError(
             f"{where} cannot be stored as JSON ({exc}); nothing was written. "
@@ -131,6 +210,14 @@ def _json(value: object, where: str) -> str:
             f"{where} contains a NUL character, which Postgres JSONB cannot store; "
             "nothing was written. Remove the NUL character."
         )
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{where} contains a lone surrogate ({exc.object[exc.start]!r}), which is not "
+                "valid text; nothing was written. Remove it."
+            ) from exc
     return text
 
 
@@ -141,26 +228,31 @@ def checkpoint_row(
 ) -> tuple[CheckpointRow, dict[str, Any]]:
     """Split a checkpoint into its row and the channel values that go to blob rows."""
     thread_id, checkpoint_ns, parent_id = target(config)
+    stored_id(thread_id, "thread_id")
+    stored_id(checkpoint_ns, "checkpoint_ns")
     stored = checkpoint.copy()
     inline = dict(checkpoint["channel_values"])
     blob_values: dict[str, Any] = {}
     for channel, value in checkpoint["channel_values"].items():
-        if isinstance(value, _DeltaSnapshot):
+        _no_lone_surrogate(value, f"Channel {channel!r}")
+        if _langgraph.is_delta_snapshot(value):
             # The marker tells readers that a snapshot blob stands behind this channel.
             blob_values[channel] = value
             inline[channel] = True
         elif not _is_inline(value):
             blob_values[channel] = inline.pop(channel)
     stored["channel_values"] = inline
+    serializable_metadata = get_serializable_checkpoint_metadata(config, metadata)
+    run_id = serializable_metadata.get("run_id")
+    if run_id is not None:
+        stored_id(run_id, "run_id")
     row: CheckpointRow = {
         "thread_id": thread_id,
         "checkpoint_ns": checkpoint_ns,
-        "checkpoint_id": thread_id_of(checkpoint["id"], "checkpoint id"),
+        "checkpoint_id": stored_id(checkpoint["id"], "checkpoint_id"),
         "parent_checkpoint_id": parent_id,
         "checkpoint": _json(stored, f"checkpoint {checkpoint['id']}"),
-        "metadata": _json(
-            get_serializable_checkpoint_metadata(config, metadata), "checkpoint metadata"
-        ),
+        "metadata": _json(serializable_metadata, "checkpoint metadata"),
     }
     return row, blob_values
 
@@ -196,12 +288,6 @@ def rejected_key(config: RunnableConfig) -> tuple[str, str] | None:
     return thread_id, checkpoint_ns
 
 
-def _no_nul(text: str, what: str) -> str:
-    if "\x00" in text:
-        raise InvalidInputError(f"{what} {text!r} contains a NUL character; nothing was written.")
-    return text
-
-
 def blob_params(
     serde: SerializerProtocol,
     blob_values: Mapping[str, Any],
@@ -216,7 +302,7 @@ def blob_params(
         if channel not in blob_values:
             continue
         type_, blob = _dump(serde, blob_values[channel], f"Channel {channel!r}")
-        params["channels"].append(channel)
+        params["channels"].append(stored_id(channel, "channel"))
         params["versions"].append(str(version))
         params["types"].append(type_)
         params["blobs"].append(blob)
@@ -253,35 +339,29 @@ def write_params(
     """
     thread_id, checkpoint_ns, checkpoint_id = write_key(config)
     params: dict[str, Any] = {
-        "thread_id": thread_id,
-        "checkpoint_ns": checkpoint_ns,
+        "thread_id": stored_id(thread_id, "thread_id"),
+        "checkpoint_ns": stored_id(checkpoint_ns, "checkpoint_ns"),
         "checkpoint_id": checkpoint_id,
-        "task_id": thread_id_of(task_id, "task_id"),
-        "task_path": _no_nul(task_path, "task_path"),
+        "task_id": stored_id(task_id, "task_id"),
+        "task_path": thread_id_of(task_path, "task_path"),
         "idxs": [],
         "channels": [],
         "types": [],
         "blobs": [],
     }
     for idx, (channel, value) in enumerate(writes):
+        _no_lone_surrogate(value, f"Write to channel {channel!r} by task {task_id}")
         type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
         params["idxs"].append(WRITES_IDX_MAP.get(channel, idx))
-        params["channels"].append(_no_nul(channel, "write channel"))
+        params["channels"].append(stored_id(channel, "channel"))
         params["types"].append(type_)
         params["blobs"].append(blob)
     return params
 
 
-ERROR_SOURCE_NODE = "__error_source_node__"
-"""LangGraph's marker written next to an error for a node with an error handler."""
-
-RUNTIME_KEY = "__pregel_runtime"
-"""LangGraph's config key for the runtime of a running graph loop."""
-
-
 def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, Any]) -> set[str]:
     """The `DeltaChannel`s a checkpoint reveals: its snapshot markers and delta counters."""
-    names = {channel for channel, value in blob_values.items() if isinstance(value, _DeltaSnapshot)}
+    names = {ch for ch, value in blob_values.items() if _langgraph.is_delta_snapshot(value)}
     counters = metadata.get("counters_since_delta_snapshot")
     if isinstance(counters, Mapping):
         names.update(str(channel) for channel in counters)
@@ -300,10 +380,12 @@ def may_park(
     error-source marker an error handler waits for, and writes to a `DeltaChannel`, which
     the next checkpoint's save waits for. Parking those would add the linger to a step.
     """
-    if RUNTIME_KEY not in (config.get("configurable") or {}):
+    if not _langgraph.in_running_loop(config):
         return False
     return not any(
-        channel in WRITES_IDX_MAP or channel == ERROR_SOURCE_NODE or channel in delta_channels
+        channel in WRITES_IDX_MAP
+        or channel == _langgraph.ERROR_SOURCE_NODE
+        or channel in delta_channels
         for channel, _ in writes
     )
 

@@ -39,7 +39,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from psycopg import Capabilities, Pipeline
 from typing_extensions import LiteralString
 
-from langgraph_durable import _crashpoints, _guard
+from langgraph_durable import _crashpoints, _guard, _langgraph
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import AsyncCallsRefused
@@ -241,7 +241,9 @@ class DurablePostgresSaver(AsyncCallsRefused):
                     wheres.append(QUERIES["list_namespace"])
                     order = QUERIES["list_order_thread_namespace"]
             if configurable.get("checkpoint_id"):
-                params["checkpoint_id"] = str(configurable["checkpoint_id"])
+                params["checkpoint_id"] = _core.thread_id_of(
+                    configurable["checkpoint_id"], "checkpoint_id"
+                )
                 wheres.append(QUERIES["list_checkpoint_id"])
         if filter:
             params["metadata"] = _core.metadata_filter(filter)
@@ -249,14 +251,15 @@ class DurablePostgresSaver(AsyncCallsRefused):
         if before is not None:
             before_id = (before.get("configurable") or {}).get("checkpoint_id")
             if before_id:
-                params["before"] = str(before_id)
+                params["before"] = _core.thread_id_of(before_id, "before's checkpoint_id")
                 wheres.append(QUERIES["list_before"])
         query = QUERIES["select_tuple_columns"]
         if wheres:
             query = query + "\nWHERE " + "\n    AND ".join(wheres)
         query = query + "\n" + order
-        if limit is not None:
-            params["limit"] = int(limit)
+        checked_limit = _core.list_limit(limit)
+        if checked_limit is not None:
+            params["limit"] = checked_limit
             query = query + "\n" + QUERIES["list_limit"]
         for row in self._fetch_rows(query, params):
             yield _core.load_tuple(self.serde, row)
@@ -323,7 +326,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         keys = [own]
         if row["parent_checkpoint_id"]:
             keys.append((own[0], own[1], row["parent_checkpoint_id"]))
-        if _core.durability_of(config) == "exit":
+        if _langgraph.durability_of(config) == "exit":
             # At exit LangGraph submits the final checkpoint and then its pending writes.
             # Letting the writes that already started go first (they are waited for, or
             # taken) means a reader does not see the checkpoint without them. Writes that
@@ -450,7 +453,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         """
         params = {
             "source": _core.thread_id_of(source_thread_id),
-            "target": _core.thread_id_of(target_thread_id),
+            "target": _core.stored_id(target_thread_id, "thread_id"),
         }
         if params["source"] == params["target"]:
             raise InvalidInputError("copy_thread needs two different thread ids.")

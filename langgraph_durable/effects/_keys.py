@@ -40,6 +40,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable import _langgraph
 from langgraph_durable.errors import EffectNameWarning, InvalidInputError, UnserializableValueError
 
 __all__ = [
@@ -160,9 +161,6 @@ def current_effect_key() -> str:
     return key
 
 
-_SCRATCHPAD = "__pregel_scratchpad"
-
-
 @dataclass(frozen=True)
 class TaskContext:
     """Where an effect is called from inside a graph."""
@@ -206,9 +204,9 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
         node=str(metadata["langgraph_node"]),
         step=int(metadata.get("langgraph_step", 0)),
         path=_path_text(metadata.get("langgraph_path", ())),
-        checkpointer=configurable.get("__pregel_checkpointer"),
-        scratchpad=configurable.get(_SCRATCHPAD),
-        task_id=configurable.get("__pregel_task_id"),
+        checkpointer=_langgraph.checkpointer_of(config),
+        scratchpad=_langgraph.scratchpad_of(config),
+        task_id=_langgraph.task_id_of(config),
     )
 
 

@@ -7,6 +7,7 @@ import smtplib
 import uuid
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
+    ConfigurationError,
     DurablePostgresSaver,
     InvalidDecisionError,
     NotWaitingError,
@@ -45,6 +47,12 @@ class Refund(TypedDict, total=False):
 
 
 WORLD: dict[str, Any] = {}
+
+SEND_EMAIL_LINE = next(
+    n
+    for n, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+    if line.strip().endswith("(SEND_EMAIL)")
+)
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +128,10 @@ def test_invalid_decisions_change_nothing(saver: DurablePostgresSaver) -> None:
     config = {"configurable": {"thread_id": thread}}
     with pytest.raises(InvalidDecisionError, match="approver"):
         resume_approval(graph, thread, {"approved": True})
-    # Sent anyway, straight through LangGraph: the node refuses it and nothing is saved.
-    with pytest.raises(ValidationError):
+    # Sent anyway, straight through LangGraph: the node refuses it by name, nothing is saved.
+    with pytest.raises(InvalidDecisionError, match="approved") as raised:
         graph.invoke(Command(resume={"approved": "maybe"}), config)
+    assert isinstance(raised.value.__cause__, ValidationError)
     assert graph.get_state(config).next == ("approve_refund",)
     done = resume_approval(graph, thread, {"approved": True, "approver": "manager-bo"})
     assert done["log"] == ["check", "refund"]
@@ -168,6 +177,78 @@ def test_pending_approvals_lists_waiting_threads(saver: DurablePostgresSaver) ->
         resume_approval(graph, thread, {"approved": True, "approver": "clerk"})
 
 
+def test_pending_approvals_are_the_exported_type_in_both_flavours(
+    saver: DurablePostgresSaver, db_dsn: str
+) -> None:
+    import asyncio
+
+    from langgraph_durable import AsyncDurablePostgresSaver
+    from langgraph_durable.approvals import PendingApproval, apending_approvals
+
+    graph = refund_graph(saver)
+    thread, _ = start(graph, amount=55)
+    found = pending_approvals(saver, thread_id=thread)
+    assert [type(p) for p in found] == [PendingApproval]
+
+    async def listed() -> list[Any]:
+        async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as asaver:
+            return await apending_approvals(asaver, thread_id=thread)
+
+    assert [type(p) for p in asyncio.run(listed())] == [PendingApproval]
+
+
+def test_resuming_a_thread_that_never_existed_says_so(saver: DurablePostgresSaver) -> None:
+    graph = refund_graph(saver)
+    with pytest.raises(NotWaitingError, match="no checkpoints") as raised:
+        resume_approval(graph, "no-such-thread", {"approved": True, "approver": "ana"})
+    assert "finished" not in str(raised.value)
+
+
+class NoDecisionKeys(TypedDict, total=False):
+    order_id: str
+    amount: int
+    log: Annotated[list[str], operator.add]
+
+
+def test_approval_before_a_node_needs_the_decision_keys_in_the_state() -> None:
+    builder = StateGraph(NoDecisionKeys)
+    builder.add_node("refund", lambda s: {"log": ["refund"]})
+    builder.add_edge(START, "refund")
+    with pytest.raises(ConfigurationError, match="'approval', 'approval_outcome'"):
+        add_approval_before(builder, "refund", request=lambda s: s)
+    assert "approve_refund" not in builder.nodes  # nothing was changed
+
+
+def test_an_approval_node_added_by_hand_checks_the_keys_at_its_first_run(
+    saver: DurablePostgresSaver,
+) -> None:
+    builder = StateGraph(NoDecisionKeys)
+    builder.add_node(
+        "approve", approval_node(request=lambda s: s, on_approve=END), destinations=(END,)
+    )
+    builder.add_edge(START, "approve")
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": f"keys-{uuid.uuid4()}"}}
+    with pytest.raises(ConfigurationError, match="decision would be dropped"):
+        graph.invoke({"order_id": "o", "amount": 1, "log": []}, config)
+
+
+def test_the_guard_reports_once_at_the_users_effect_call(
+    saver: DurablePostgresSaver, caplog: pytest.LogCaptureFixture
+) -> None:
+    sent: list[str] = []
+    graph = wrong_way_graph(saver, sent)
+    config = {"configurable": {"thread_id": f"once-{uuid.uuid4()}"}}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        graph.invoke({"log": []}, config, durability="sync")
+    reports = [w for w in seen if issubclass(w.category, SideEffectBeforeInterruptWarning)]
+    assert len(reports) == 1
+    assert reports[0].filename == __file__
+    assert reports[0].lineno == SEND_EMAIL_LINE
+    assert not [r for r in caplog.records if r.name == "langgraph_durable.guard"]
+
+
 def wrong_way_graph(saver: DurablePostgresSaver, sent: list[str]) -> Any:
     @effect(name="send_email")
     def send_email(to: str) -> str:
@@ -175,7 +256,7 @@ def wrong_way_graph(saver: DurablePostgresSaver, sent: list[str]) -> Any:
         return "sent"
 
     def review_and_ask(state: Refund) -> dict[str, Any]:
-        send_email("customer@example.com")  # wrong: an effect before interrupt()
+        send_email("customer@example.com")  # wrong: an effect before interrupt() (SEND_EMAIL)
         answer = interrupt({"question": "refund?"})
         return {"log": [f"answer:{answer}"]}
 

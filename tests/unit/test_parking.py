@@ -239,9 +239,6 @@ def test_writes_langgraph_waits_for_are_never_parked() -> None:
 
     from langgraph_durable.checkpoint import _core
 
-    # caught if LangGraph renames them
-    assert _core.ERROR_SOURCE_NODE == ERROR_SOURCE_NODE
-    assert _core.RUNTIME_KEY == CONFIG_KEY_RUNTIME
     in_loop: Any = {"configurable": {"thread_id": "t", CONFIG_KEY_RUNTIME: object()}}
     assert _core.may_park(in_loop, [("log", 1), ("__pregel_tasks", 2)], set())
     for special in WRITES_IDX_MAP:

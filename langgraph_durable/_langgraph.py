@@ -1,0 +1,134 @@
+"""Every private name of LangGraph this package relies on, in one place.
+
+Checked against langgraph 1.2.24 and langgraph-checkpoint 4.3.2 (`CHECKED_AGAINST`). On an
+upgrade, audit this module and nothing else: `tests/unit/test_langgraph_internals.py`
+runs a real graph and fails loudly when one of these names or shapes has changed. Public
+LangGraph API (`langgraph.checkpoint.base`, `langgraph.types`, `langgraph.config`) is used
+directly elsewhere; only what LangGraph does not promise lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_READ,
+    CONFIG_KEY_RUNTIME,
+    CONFIG_KEY_SCRATCHPAD,
+    CONFIG_KEY_TASK_ID,
+    ERROR_SOURCE_NODE,
+)
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.graph import StateGraph
+
+__all__ = [
+    "CHECKED_AGAINST",
+    "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_DURABILITY",
+    "CONFIG_KEY_RUNTIME",
+    "CONFIG_KEY_SCRATCHPAD",
+    "CONFIG_KEY_TASK_ID",
+    "ERROR_SOURCE_NODE",
+    "answers_of_task",
+    "checkpointer_of",
+    "durability_of",
+    "in_running_loop",
+    "is_delta_snapshot",
+    "missing_state_keys",
+    "reroute_edges_into",
+    "scratchpad_of",
+    "task_id_of",
+]
+
+CHECKED_AGAINST = {"langgraph": "1.2.24", "langgraph-checkpoint": "4.3.2"}
+
+
+def _configurable(config: RunnableConfig | None) -> Mapping[str, Any]:
+    return (config or {}).get("configurable") or {}
+
+
+def durability_of(config: RunnableConfig) -> str:
+    """The durability mode LangGraph runs this call under ("async" when unset).
+
+    LangGraph carries `invoke(durability=...)` in the config under a private key; a mode
+    bound with `with_durability()` is put there too, so subgraphs inherit it.
+    """
+    return str(_configurable(config).get(CONFIG_KEY_DURABILITY) or "async")
+
+
+def in_running_loop(config: RunnableConfig) -> bool:
+    """Whether a saver call comes from a running graph loop (not from `update_state`)."""
+    return CONFIG_KEY_RUNTIME in _configurable(config)
+
+
+def is_delta_snapshot(value: object) -> bool:
+    """A `DeltaChannel` snapshot marker among a checkpoint's channel values."""
+    return isinstance(value, _DeltaSnapshot)
+
+
+def answers_of_task(config: RunnableConfig) -> tuple[Sequence[Any], Any] | None:
+    """(the resume values this task execution holds, the pending plain resume), or None.
+
+    LangGraph matches `interrupt()` answers to calls by order through the task's scratchpad;
+    a `Command(resume=value)` sent without an interrupt id is the "null resume".
+    """
+    scratchpad = _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+    if scratchpad is None:
+        return None
+    return scratchpad.resume, scratchpad.get_null_resume(False)
+
+
+def missing_state_keys(config: RunnableConfig, keys: Sequence[str]) -> list[str] | None:
+    """Which of `keys` the running graph's state does not have, or None if unknown here.
+
+    A node's update to a key the state does not declare is dropped without a word; reading
+    an undeclared channel through the task's reader raises KeyError, which tells them apart.
+    """
+    read = _configurable(config).get(CONFIG_KEY_READ)
+    if read is None:
+        return None
+    missing = []
+    for key in keys:
+        try:
+            read([key], False)
+        except KeyError:
+            missing.append(key)
+    return missing
+
+
+def reroute_edges_into(builder: StateGraph[Any, Any, Any, Any], target: str, via: str) -> None:
+    """Send every edge that leads to `target` to `via` instead, before `compile()`.
+
+    Plain edges, edges that wait for several nodes and conditional edges with a path map;
+    `StateGraph` keeps them in attributes it does not document.
+    """
+    for edge in [e for e in builder.edges if e[1] == target]:
+        builder.edges.discard(edge)
+        builder.edges.add((edge[0], via))
+    for waiting in [e for e in builder.waiting_edges if e[1] == target]:
+        builder.waiting_edges.discard(waiting)
+        builder.waiting_edges.add((waiting[0], via))
+    for branches in builder.branches.values():
+        for key, spec in list(branches.items()):
+            if spec.ends and target in spec.ends.values():
+                ends = {k: (via if v == target else v) for k, v in spec.ends.items()}
+                branches[key] = spec._replace(ends=ends)
+
+
+def checkpointer_of(config: RunnableConfig | None) -> Any:
+    """The checkpointer of the graph running this task (None outside a graph)."""
+    return _configurable(config).get(CONFIG_KEY_CHECKPOINTER)
+
+
+def task_id_of(config: RunnableConfig | None) -> str | None:
+    found = _configurable(config).get(CONFIG_KEY_TASK_ID)
+    return None if found is None else str(found)
+
+
+def scratchpad_of(config: RunnableConfig | None) -> Any:
+    """The task execution's scratchpad: a new object for every execution of a task."""
+    return _configurable(config).get(CONFIG_KEY_SCRATCHPAD)

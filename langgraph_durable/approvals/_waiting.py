@@ -1,0 +1,94 @@
+"""What waits for an answer, and which answer to send: pure, shared by both flavours.
+
+`_apending.py` (and its generated twin `_pending.py`) only read rows and call the graph;
+everything here is defined once, so both flavours return the very same types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.types import StateSnapshot
+
+from langgraph_durable.approvals._node import ApprovalDecision, is_approval_payload
+from langgraph_durable.errors import NotWaitingError
+
+__all__ = ["PendingApproval", "answer_for", "pending_from_rows"]
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """One question a thread is waiting on.
+
+    Attributes:
+        thread_id: The waiting thread.
+        checkpoint_id: The checkpoint the thread waits at.
+        interrupt_id: Pass it in `Command(resume={interrupt_id: answer})`.
+        value: The interrupt payload (for approval nodes: `{"kind": ..., "request": ...}`).
+        is_approval: Whether an `approval_node` asked it.
+        waiting_since: When the thread stopped.
+        age: How long it has waited, by the database clock.
+    """
+
+    thread_id: str
+    checkpoint_id: str
+    interrupt_id: str
+    value: Any
+    is_approval: bool
+    waiting_since: datetime | None
+    age: timedelta | None
+
+
+def pending_from_rows(
+    serde: SerializerProtocol, rows: Iterable[Mapping[str, Any]], *, only_approvals: bool
+) -> list[PendingApproval]:
+    """The questions in `pending_interrupts` rows, oldest first."""
+    found: list[PendingApproval] = []
+    for row in rows:
+        for item in serde.loads_typed((row["type"], row["blob"])) or ():
+            value = getattr(item, "value", item)
+            approval = is_approval_payload(value)
+            if only_approvals and not approval:
+                continue
+            since = row["waiting_since"]
+            found.append(
+                PendingApproval(
+                    thread_id=row["thread_id"],
+                    checkpoint_id=row["checkpoint_id"],
+                    interrupt_id=str(getattr(item, "id", "")),
+                    value=value,
+                    is_approval=approval,
+                    waiting_since=since,
+                    age=(row["db_now"] - since) if since is not None else None,
+                )
+            )
+    return found
+
+
+def answer_for(state: StateSnapshot, thread_id: str, decision: ApprovalDecision) -> Any:
+    """The resume value that answers the approval `state` waits on.
+
+    Raises:
+        NotWaitingError: The thread does not exist, has finished, or waits for something
+            other than an approval.
+    """
+    waiting = [i for i in state.interrupts if is_approval_payload(i.value)]
+    if not waiting:
+        if state.created_at is None:
+            reason = (
+                "it has no checkpoints: it never ran with this checkpointer, or it was "
+                "deleted. Check the thread id and the database"
+            )
+        elif state.next:
+            reason = f"it is not at an approval (next: {', '.join(state.next)})"
+        else:
+            reason = "it has finished"
+        raise NotWaitingError(f"Thread {thread_id!r} is not waiting for an approval: {reason}.")
+    answer = decision.model_dump()
+    # With one question pending, a plain resume replaces any earlier unanswerable one (a
+    # rejected answer sent straight through LangGraph stays saved as the plain resume).
+    return answer if len(state.interrupts) == 1 else {waiting[0].id: answer}

@@ -1,0 +1,116 @@
+"""LangGraph's private names we rely on (`langgraph_durable/_langgraph.py`), checked live.
+
+Each test runs real LangGraph code (an in-memory checkpointer, no database) and fails
+loudly when an upgrade renames or reshapes one of them: that is the signal to audit
+`_langgraph.py`, the only module that spells them.
+"""
+
+from __future__ import annotations
+
+import operator
+from importlib import metadata
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_config
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_durable import _langgraph
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    answer: Any
+
+
+def test_the_installed_versions_are_the_audited_line() -> None:
+    for package, checked in _langgraph.CHECKED_AGAINST.items():
+        installed = metadata.version(package)
+        assert installed.split(".")[:2] == checked.split(".")[:2], (
+            f"{package} {installed} is installed; _langgraph.py was audited against "
+            f"{checked}: audit it, then update CHECKED_AGAINST"
+        )
+
+
+def test_a_running_node_sees_every_config_key_we_read() -> None:
+    seen: dict[str, Any] = {}
+
+    def node(state: State) -> dict[str, Any]:
+        config = get_config()
+        seen["durability"] = _langgraph.durability_of(config)
+        seen["in_loop"] = _langgraph.in_running_loop(config)
+        seen["checkpointer"] = _langgraph.checkpointer_of(config)
+        seen["task_id"] = _langgraph.task_id_of(config)
+        seen["scratchpad"] = _langgraph.scratchpad_of(config)
+        seen["missing"] = _langgraph.missing_state_keys(config, ["log", "answer", "nope"])
+        return {"log": ["node"]}
+
+    saver = InMemorySaver()
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    builder.add_edge("node", END)
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"log": []}, {"configurable": {"thread_id": "t"}}, durability="exit")
+    assert seen["durability"] == "exit"
+    assert seen["in_loop"] is True
+    assert seen["checkpointer"] is saver
+    assert isinstance(seen["task_id"], str)
+    assert seen["task_id"]
+    assert hasattr(seen["scratchpad"], "resume")
+    assert seen["missing"] == ["nope"]
+
+
+def test_durability_defaults_to_async_and_update_state_is_not_a_running_loop() -> None:
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    assert _langgraph.durability_of(config) == "async"
+    assert _langgraph.in_running_loop(config) is False
+    assert _langgraph.missing_state_keys(config, ["x"]) is None  # no task reader here
+
+
+def test_answers_of_a_task_follow_resumes() -> None:
+    seen: list[Any] = []
+
+    def ask(state: State) -> dict[str, Any]:
+        first = interrupt("first?")
+        seen.append(_langgraph.answers_of_task(get_config()))
+        return {"answer": first}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"log": []}, config)
+    graph.invoke(Command(resume="yes"), config)
+    ((answers, pending),) = seen
+    assert list(answers) == ["yes"]
+    assert pending == "yes"  # a plain resume stays visible after it was used
+
+
+def test_edges_into_a_node_can_be_rerouted_before_compile() -> None:
+    builder = StateGraph(State)
+    for name in ("a", "b", "c", "target", "via"):
+        builder.add_node(name, lambda s: {})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "target")
+    builder.add_edge(["b", "c"], "target")
+    builder.add_conditional_edges("a", lambda s: "x", {"x": "target", "y": END})
+    _langgraph.reroute_edges_into(builder, "target", "via")
+    assert ("a", "via") in builder.edges
+    assert not [e for e in builder.edges if e[1] == "target"]
+    assert [e[1] for e in builder.waiting_edges] == ["via"]
+    (spec,) = builder.branches["a"].values()
+    assert spec.ends == {"x": "via", "y": END}
+
+
+def test_delta_snapshots_and_error_markers_keep_their_names() -> None:
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    assert _langgraph.is_delta_snapshot(_DeltaSnapshot([1]))
+    assert not _langgraph.is_delta_snapshot({"value": 1})
+    assert _langgraph.ERROR_SOURCE_NODE == "__error_source_node__"

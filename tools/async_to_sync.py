@@ -86,6 +86,7 @@ NAMES = [
     ("arelease", "release"),
     ("areplayed", "replayed"),
     ("aallow_retry", "allow_retry"),
+    ("asleep", "sleep"),
     ("aresolve", "resolve"),
     ("aopen_effects", "open_effects"),
     ("atoken_ledger", "token_ledger"),

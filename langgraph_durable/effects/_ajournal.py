@@ -8,6 +8,7 @@ with the saver's serializer, so an encrypting serializer encrypts them too.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import os
@@ -28,11 +29,16 @@ from langgraph_durable.checkpoint._aconnection import (
 )
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
+    NOT_GIVEN,
     RESOLVABLE_STATUSES,
+    RESOLVED_AS_FAILED,
     EffectStatus,
     JournalRow,
+    Resolution,
+    check_resolved,
+    choose_resolution,
 )
-from langgraph_durable.errors import EffectError, EffectResultNotStoredError
+from langgraph_durable.errors import EffectResultNotStoredError
 
 __all__ = ["AsyncEffectJournal", "process_owner"]
 
@@ -100,10 +106,6 @@ def _row(found: dict[str, Any]) -> JournalRow:
         db_now=found["db_now"],
         extra={k: found[k] for k in ("usage", "replays", "thread_id", "node", "step")},
     )
-
-
-_UNSET: Any = object()
-"""`resolve(completed=...)` was not given (None is a valid result)."""
 
 
 class AsyncEffectJournal:
@@ -327,7 +329,7 @@ class AsyncEffectJournal:
         self,
         key: str,
         *,
-        completed: Any = _UNSET,
+        completed: Any = NOT_GIVEN,
         allow_retry: bool = False,
         failed: str | None = None,
         resolved_by: str = "operator",
@@ -346,39 +348,30 @@ class AsyncEffectJournal:
         Raises:
             EffectError: Not exactly one choice, no such key, or nothing to resolve.
         """
-        chosen = sum([completed is not _UNSET, bool(allow_retry), failed is not None])
-        if chosen != 1:
-            raise EffectError(
-                "EffectJournal.resolve(key, ...) needs exactly one of completed=<result>, "
-                "allow_retry=True or failed='<reason>'.",
-                key=key,
-            )
         row = await self.aget(key)
-        if row is None:
-            raise EffectError(
-                f"No effect is journaled under key {key!r}; list open effects with "
-                "`langgraph-durable effects` or EffectJournal.open_effects().",
-                key=key,
-            )
-        if row.status not in RESOLVABLE_STATUSES:
-            raise EffectError(
-                f"Effect {key!r} is {row.status.value}, not unknown; there is nothing to resolve.",
-                key=key,
-            )
-        statuses = RESOLVABLE_STATUSES
-        if allow_retry:
+        how = choose_resolution(key, row, completed, allow_retry, failed)
+        assert row is not None
+        if how is Resolution.ALLOW_RETRY:
             done = await self.aallow_retry(key, resolved_by=resolved_by)
-        elif failed is not None:
+        elif how is Resolution.FAILED:
+            assert failed is not None
             done = await self.afail(
-                key, row.attempt, "ResolvedAsFailed", failed,
-                seen_statuses=statuses, resolved_by=resolved_by,
-            )  # fmt: skip
+                key,
+                row.attempt,
+                RESOLVED_AS_FAILED,
+                failed,
+                seen_statuses=RESOLVABLE_STATUSES,
+                resolved_by=resolved_by,
+            )
         else:
             done = await self.acomplete(
-                key, row.attempt, completed, seen_statuses=statuses, resolved_by=resolved_by
+                key,
+                row.attempt,
+                completed,
+                seen_statuses=RESOLVABLE_STATUSES,
+                resolved_by=resolved_by,
             )
-        if not done:
-            raise EffectError(f"Effect {key!r} changed while resolving; look again.", key=key)
+        check_resolved(key, done)
 
     async def aopen_effects(
         self, thread_id: str | None = None, limit: int = 100
@@ -390,6 +383,10 @@ class AsyncEffectJournal:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
         rows = await self._fetch(QUERIES["token_ledger"], {"thread_id": thread_id})
         return {k: int(v) for k, v in rows[0].items()}
+
+    async def asleep(self, seconds: float) -> None:
+        """How the runner waits for a backoff or another worker's lease."""
+        await asyncio.sleep(seconds)
 
     def load_result(self, row: JournalRow) -> Any:
         assert row.result_type is not None

@@ -9,7 +9,6 @@ taken by the pure functions of `_protocol.py`; this module only carries them out
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import logging
@@ -137,7 +136,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                 unknown_message(call, row, decision.reason), key=call.key
             ) from last_error
         if action is Action.WAIT:
-            await asyncio.sleep(_pause(decision.until, now))
+            await journal.asleep(_pause(decision.until, now))
             continue
         if action is Action.RECONCILE:
             found = await _areconcile(call)

@@ -39,6 +39,7 @@ from langgraph_durable.effects._keys import (
     next_ordinal,
     task_context,
 )
+from langgraph_durable.effects._memory import MemoryEffectJournal
 from langgraph_durable.effects._policy import IDEMPOTENT_RECEIVER, RetryPolicy
 from langgraph_durable.effects._runner import run_effect
 from langgraph_durable.errors import (
@@ -55,10 +56,13 @@ R = TypeVar("R")
 
 KEY_PARAMETER = "idempotency_key"
 
-_default_journal: EffectJournal | AsyncEffectJournal | None = None
+AnyJournal = EffectJournal | AsyncEffectJournal | MemoryEffectJournal
+SYNC_JOURNALS = (EffectJournal, MemoryEffectJournal)
+
+_default_journal: AnyJournal | None = None
 
 
-def set_default_journal(journal: EffectJournal | AsyncEffectJournal | None) -> None:
+def set_default_journal(journal: AnyJournal | None) -> None:
     """The journal for effects called outside a graph with a langgraph-durable saver."""
     global _default_journal
     _default_journal = journal
@@ -124,6 +128,9 @@ class _ThreadedJournal:
         self.load_result = journal.load_result
         self.dump_result = journal.dump_result
 
+    async def asleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)  # no thread for a wait
+
     def __getattr__(self, name: str) -> Callable[..., Any]:
         plain = name[1:] if name.startswith("a") else name
         target = getattr(self._journal, "wait_retry" if name == "await_retry" else plain)
@@ -142,8 +149,8 @@ def _find_journal(explicit: Any, saver: Any) -> Any:
 
 
 def _sync_journal(journal: Any, saver: Any) -> EffectJournal:
-    if isinstance(journal, EffectJournal):
-        return journal
+    if isinstance(journal, SYNC_JOURNALS):
+        return cast(EffectJournal, journal)
     if isinstance(journal, AsyncEffectJournal):
         loop = (
             getattr(saver, "loop", None) if isinstance(saver, AsyncDurablePostgresSaver) else None
@@ -160,8 +167,8 @@ def _sync_journal(journal: Any, saver: Any) -> EffectJournal:
 def _async_journal(journal: Any) -> AsyncEffectJournal:
     if isinstance(journal, AsyncEffectJournal):
         return journal
-    if isinstance(journal, EffectJournal):
-        return cast(AsyncEffectJournal, _ThreadedJournal(journal))
+    if isinstance(journal, SYNC_JOURNALS):
+        return cast(AsyncEffectJournal, _ThreadedJournal(cast(EffectJournal, journal)))
     raise ConfigurationError(
         f"journal must be an AsyncEffectJournal, got {type(journal).__name__}."
     )
@@ -180,7 +187,7 @@ class EffectSpec:
         reconcile: Callable[..., Any] | None,
         lease_ttl: float,
         wait_timeout: float,
-        journal: EffectJournal | AsyncEffectJournal | None,
+        journal: AnyJournal | None,
         usage: Callable[[Any], dict[str, Any] | None] | None,
         interrupt_guard: bool = True,
         may_reattempt: Callable[[Any, Any], Any] | None = None,
@@ -326,7 +333,7 @@ def effect(
     reconcile: Callable[..., Any] | None = None,
     lease_ttl: float = 300.0,
     wait_timeout: float = 30.0,
-    journal: EffectJournal | AsyncEffectJournal | None = None,
+    journal: AnyJournal | None = None,
     usage: Callable[[Any], dict[str, Any] | None] | None = None,
     interrupt_guard: bool = True,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
@@ -342,7 +349,7 @@ def effect(
     reconcile: Callable[..., Any] | None = None,
     lease_ttl: float = 300.0,
     wait_timeout: float = 30.0,
-    journal: EffectJournal | AsyncEffectJournal | None = None,
+    journal: AnyJournal | None = None,
     usage: Callable[[Any], dict[str, Any] | None] | None = None,
     interrupt_guard: bool = True,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:

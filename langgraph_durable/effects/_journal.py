@@ -14,6 +14,7 @@ import builtins
 import json
 import os
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,11 +31,16 @@ from langgraph_durable.checkpoint._connection import (
 )
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
+    NOT_GIVEN,
     RESOLVABLE_STATUSES,
+    RESOLVED_AS_FAILED,
     EffectStatus,
     JournalRow,
+    Resolution,
+    check_resolved,
+    choose_resolution,
 )
-from langgraph_durable.errors import EffectError, EffectResultNotStoredError
+from langgraph_durable.errors import EffectResultNotStoredError
 
 __all__ = ["EffectJournal", "process_owner"]
 
@@ -102,10 +108,6 @@ def _row(found: dict[str, Any]) -> JournalRow:
         db_now=found["db_now"],
         extra={k: found[k] for k in ("usage", "replays", "thread_id", "node", "step")},
     )
-
-
-_UNSET: Any = object()
-"""`resolve(completed=...)` was not given (None is a valid result)."""
 
 
 class EffectJournal:
@@ -325,7 +327,7 @@ class EffectJournal:
         self,
         key: str,
         *,
-        completed: Any = _UNSET,
+        completed: Any = NOT_GIVEN,
         allow_retry: bool = False,
         failed: str | None = None,
         resolved_by: str = "operator",
@@ -344,39 +346,30 @@ class EffectJournal:
         Raises:
             EffectError: Not exactly one choice, no such key, or nothing to resolve.
         """
-        chosen = sum([completed is not _UNSET, bool(allow_retry), failed is not None])
-        if chosen != 1:
-            raise EffectError(
-                "EffectJournal.resolve(key, ...) needs exactly one of completed=<result>, "
-                "allow_retry=True or failed='<reason>'.",
-                key=key,
-            )
         row = self.get(key)
-        if row is None:
-            raise EffectError(
-                f"No effect is journaled under key {key!r}; list open effects with "
-                "`langgraph-durable effects` or EffectJournal.open_effects().",
-                key=key,
-            )
-        if row.status not in RESOLVABLE_STATUSES:
-            raise EffectError(
-                f"Effect {key!r} is {row.status.value}, not unknown; there is nothing to resolve.",
-                key=key,
-            )
-        statuses = RESOLVABLE_STATUSES
-        if allow_retry:
+        how = choose_resolution(key, row, completed, allow_retry, failed)
+        assert row is not None
+        if how is Resolution.ALLOW_RETRY:
             done = self.allow_retry(key, resolved_by=resolved_by)
-        elif failed is not None:
+        elif how is Resolution.FAILED:
+            assert failed is not None
             done = self.fail(
-                key, row.attempt, "ResolvedAsFailed", failed,
-                seen_statuses=statuses, resolved_by=resolved_by,
-            )  # fmt: skip
+                key,
+                row.attempt,
+                RESOLVED_AS_FAILED,
+                failed,
+                seen_statuses=RESOLVABLE_STATUSES,
+                resolved_by=resolved_by,
+            )
         else:
             done = self.complete(
-                key, row.attempt, completed, seen_statuses=statuses, resolved_by=resolved_by
+                key,
+                row.attempt,
+                completed,
+                seen_statuses=RESOLVABLE_STATUSES,
+                resolved_by=resolved_by,
             )
-        if not done:
-            raise EffectError(f"Effect {key!r} changed while resolving; look again.", key=key)
+        check_resolved(key, done)
 
     def open_effects(
         self, thread_id: str | None = None, limit: int = 100
@@ -388,6 +381,10 @@ class EffectJournal:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
         rows = self._fetch(QUERIES["token_ledger"], {"thread_id": thread_id})
         return {k: int(v) for k, v in rows[0].items()}
+
+    def sleep(self, seconds: float) -> None:
+        """How the runner waits for a backoff or another worker's lease."""
+        time.sleep(seconds)
 
     def load_result(self, row: JournalRow) -> Any:
         assert row.result_type is not None

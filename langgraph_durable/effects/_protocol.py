@@ -27,11 +27,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph_durable.effects._policy import RetryPolicy, retry_after_of
-from langgraph_durable.errors import EffectInputMismatchError
+from langgraph_durable.errors import EffectError, EffectInputMismatchError
 
 __all__ = [
+    "NOT_GIVEN",
     "OPEN_STATUSES",
     "RESOLVABLE_STATUSES",
+    "RESOLVED_AS_FAILED",
     "RESULT_NOT_STORED",
     "Action",
     "Decision",
@@ -39,7 +41,10 @@ __all__ = [
     "Failure",
     "FailureStep",
     "JournalRow",
+    "Resolution",
     "after_absent",
+    "check_resolved",
+    "choose_resolution",
     "decide",
     "on_failure",
 ]
@@ -240,3 +245,51 @@ def on_failure(exc: BaseException, *, attempt: int, policy: RetryPolicy) -> Fail
         # A cancelled task or an interrupted process: the call may have gone out.
         return FailureStep(Failure.UNKNOWN, policy.delay(attempt))
     return FailureStep(Failure.FAIL)
+
+
+NOT_GIVEN: Any = object()
+"""`resolve(completed=...)` was not given (None is a valid result)."""
+
+RESOLVED_AS_FAILED = "ResolvedAsFailed"
+"""`error_type` of a row an operator resolved with `failed=`."""
+
+
+class Resolution(enum.Enum):
+    """What an operator says happened at the receiver for an unknown outcome."""
+
+    COMPLETED = "completed"  # it acted: store this result
+    ALLOW_RETRY = "allow_retry"  # it did not: the next call attempts again
+    FAILED = "failed"  # give up: replays raise the reason
+
+
+def choose_resolution(
+    key: str, row: JournalRow | None, completed: Any, allow_retry: bool, failed: str | None
+) -> Resolution:
+    """Which resolution `resolve(key, ...)` asks for, checked against the row found."""
+    chosen = sum([completed is not NOT_GIVEN, bool(allow_retry), failed is not None])
+    if chosen != 1:
+        raise EffectError(
+            "EffectJournal.resolve(key, ...) needs exactly one of completed=<result>, "
+            "allow_retry=True or failed='<reason>'.",
+            key=key,
+        )
+    if row is None:
+        raise EffectError(
+            f"No effect is journaled under key {key!r}; list open effects with "
+            "`langgraph-durable effects` or EffectJournal.open_effects().",
+            key=key,
+        )
+    if row.status not in RESOLVABLE_STATUSES:
+        raise EffectError(
+            f"Effect {key!r} is {row.status.value}, not unknown; there is nothing to resolve.",
+            key=key,
+        )
+    if allow_retry:
+        return Resolution.ALLOW_RETRY
+    return Resolution.FAILED if failed is not None else Resolution.COMPLETED
+
+
+def check_resolved(key: str, done: bool) -> None:
+    """The conditional write of a resolution found the row changed under it."""
+    if not done:
+        raise EffectError(f"Effect {key!r} changed while resolving; look again.", key=key)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -137,7 +136,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 unknown_message(call, row, decision.reason), key=call.key
             ) from last_error
         if action is Action.WAIT:
-            time.sleep(_pause(decision.until, now))
+            journal.sleep(_pause(decision.until, now))
             continue
         if action is Action.RECONCILE:
             found = _reconcile(call)

@@ -21,14 +21,8 @@ SELECT pg_try_advisory_lock(7236029419022517360) AS locked;
 -- name: unlock_setup
 SELECT pg_advisory_unlock(7236029419022517360);
 
--- name: upstream_version
-SELECT coalesce(max(v), -1) AS v FROM checkpoint_migrations;
-
 -- name: record_upstream_version
 INSERT INTO checkpoint_migrations (v) VALUES (%(v)s) ON CONFLICT (v) DO NOTHING;
-
--- name: durable_version
-SELECT coalesce(max(v), 0) AS v FROM langgraph_durable_migrations;
 
 -- name: record_durable_version
 INSERT INTO langgraph_durable_migrations (v, name) VALUES (%(v)s, %(name)s)
@@ -260,9 +254,6 @@ WHERE b.thread_id = g.thread_id
             AND c.checkpoint_ns = g.checkpoint_ns
             AND c.checkpoint -> 'channel_versions' ->> g.channel = g.version
     )
-
--- name: prune_snapshot
-SET TRANSACTION ISOLATION LEVEL REPEATABLE READ
 
 -- name: lock_thread
 -- Serialises maintenance of one thread (prune, retention) without blocking its runs.

@@ -36,17 +36,28 @@ from langgraph_durable.errors import (
 )
 
 __all__ = [
+    "ID_LIMITS",
+    "MAX_LIST_LIMIT",
     "PRUNE_STRATEGIES",
     "CheckpointRow",
     "assemble_delta_history",
     "blob_params",
     "checkpoint_row",
+    "delta_channel_names",
     "list_limit",
     "load_tuple",
+    "may_park",
+    "metadata_filter",
+    "migrate_pending_sends",
+    "needs_sends_migration",
     "next_version",
+    "parked_write_params",
+    "rejected_key",
+    "replaces_earlier",
     "stored_id",
     "target",
     "thread_id_of",
+    "write_key",
     "write_params",
 ]
 

@@ -34,9 +34,9 @@ from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from langgraph_durable import DurablePostgresSaver
+from langgraph_durable._db import CONNECTION_KWARGS
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
-from langgraph_durable.checkpoint._connection import CONNECTION_KWARGS
 from langgraph_durable.embedded import resolve_dsn
 
 

@@ -25,10 +25,9 @@ from datetime import timedelta
 from typing import Any
 
 from langgraph_durable._sql import SCHEMA
-from langgraph_durable.approvals._pending import pending_approvals
+from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import DurablePostgresSaver
-from langgraph_durable.effects._effect import _journal_of_saver
-from langgraph_durable.effects._journal import EffectJournal
+from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import DurableError
 
 __all__ = ["main", "parse_age"]
@@ -106,7 +105,7 @@ def _run(args: argparse.Namespace) -> Any:
                     for w in waiting
                 ]
             }
-        journal = _journal_of_saver(saver)
+        journal = journal_of(saver)
         assert isinstance(journal, EffectJournal)
         if args.command == "effects":
             rows = journal.open_effects(args.thread, args.limit)

@@ -1,5 +1,6 @@
-"""Waiting approvals across threads, and answering one (async source; `_pending.py` is
-generated from it).
+"""Waiting approvals across threads, and answering one.
+
+Async source: the sync twin is generated from this file.
 
 For a manager's UI or the CLI: which threads wait, for what, since when; then answer one.
 Only I/O lives here: the types and decisions are in `_waiting.py` and `_node.py`.
@@ -13,10 +14,11 @@ from typing import Any
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
+from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals._node import ApprovalDecision, validate_decision
 from langgraph_durable.approvals._waiting import PendingApproval, answer_for, pending_from_rows
-from langgraph_durable.checkpoint.aio import AsyncDurablePostgresSaver
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 
 __all__ = ["apending_approvals", "aresume_approval"]
 
@@ -30,7 +32,7 @@ async def apending_approvals(
 ) -> builtins.list[PendingApproval]:
     """Threads waiting at an `interrupt()`, oldest first."""
     params = {"thread_id": thread_id, "limit": limit}
-    async with saver._source.connection() as conn:
+    async with source_of(saver).connection() as conn:
         cur = await conn.execute(QUERIES["pending_interrupts"], params)
         rows = await cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)

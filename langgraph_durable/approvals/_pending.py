@@ -1,7 +1,8 @@
 # WARNING: generated from _apending.py by tools/async_to_sync.py. DO NOT EDIT.
 # Edit the async source and run `python tools/async_to_sync.py`.
-"""Waiting approvals across threads, and answering one (async source; `_pending.py` is
-generated from it).
+"""Waiting approvals across threads, and answering one.
+
+Generated from the async source; edit that file, not this one.
 
 For a manager's UI or the CLI: which threads wait, for what, since when; then answer one.
 Only I/O lives here: the types and decisions are in `_waiting.py` and `_node.py`.
@@ -15,10 +16,11 @@ from typing import Any
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
+from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals._node import ApprovalDecision, validate_decision
 from langgraph_durable.approvals._waiting import PendingApproval, answer_for, pending_from_rows
-from langgraph_durable.checkpoint.sync import DurablePostgresSaver
+from langgraph_durable.checkpoint import DurablePostgresSaver
 
 __all__ = ["pending_approvals", "resume_approval"]
 
@@ -32,7 +34,7 @@ def pending_approvals(
 ) -> builtins.list[PendingApproval]:
     """Threads waiting at an `interrupt()`, oldest first."""
     params = {"thread_id": thread_id, "limit": limit}
-    with saver._source.connection() as conn:
+    with source_of(saver).connection() as conn:
         cur = conn.execute(QUERIES["pending_interrupts"], params)
         rows = cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)

@@ -1,6 +1,22 @@
-"""The Postgres checkpointer: `aio.py` is the source, `sync.py` its generated twin."""
+"""The Postgres checkpointer, drop-in for langgraph-checkpoint-postgres.
 
-from langgraph_durable.checkpoint.aio import AsyncDurablePostgresSaver
-from langgraph_durable.checkpoint.sync import DurablePostgresSaver
+`_asaver.py` is the source; `_saver.py` its generated twin. `aio` mirrors upstream's
+`langgraph.checkpoint.postgres.aio`. The `*_txn` functions store a checkpoint or a task's
+writes inside the caller's own transaction.
+"""
 
-__all__ = ["AsyncDurablePostgresSaver", "DurablePostgresSaver"]
+from langgraph_durable.checkpoint._asaver import (
+    AsyncDurablePostgresSaver,
+    aput_txn,
+    aput_writes_txn,
+)
+from langgraph_durable.checkpoint._saver import DurablePostgresSaver, put_txn, put_writes_txn
+
+__all__ = [
+    "AsyncDurablePostgresSaver",
+    "DurablePostgresSaver",
+    "aput_txn",
+    "aput_writes_txn",
+    "put_txn",
+    "put_writes_txn",
+]

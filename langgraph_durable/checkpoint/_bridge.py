@@ -7,7 +7,7 @@ async method the same way, instead of the bare `NotImplementedError` users other
 from `ainvoke`.
 
 This module is written by hand: the generator maps `SyncCallsViaLoop` in `aio.py` to
-`AsyncCallsRefused` in `sync.py`.
+`RefusesAsyncCalls` in `sync.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import (
 
 from langgraph_durable.errors import WrongSaverClassError
 
-__all__ = ["AsyncCallsRefused", "SyncCallsViaLoop"]
+__all__ = ["RefusesAsyncCalls", "SyncCallsViaLoop"]
 
 T = TypeVar("T")
 
@@ -143,7 +143,7 @@ def _refuse(method: str) -> NoReturn:
     )
 
 
-class AsyncCallsRefused(BaseCheckpointSaver[str]):
+class RefusesAsyncCalls(BaseCheckpointSaver[str]):
     """Async methods of the sync saver: refuse with the name of the class to use."""
 
     def setup(self) -> builtins.list[str]:

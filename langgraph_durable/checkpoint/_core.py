@@ -43,6 +43,7 @@ __all__ = [
     "assemble_delta_history",
     "blob_params",
     "checkpoint_row",
+    "config_of",
     "delta_channel_names",
     "list_limit",
     "load_tuple",
@@ -266,6 +267,17 @@ def checkpoint_row(
         "metadata": _json(serializable_metadata, "checkpoint metadata"),
     }
     return row, blob_values
+
+
+def config_of(row: CheckpointRow) -> RunnableConfig:
+    """The config `put` returns for a stored checkpoint row."""
+    return {
+        "configurable": {
+            "thread_id": row["thread_id"],
+            "checkpoint_ns": row["checkpoint_ns"],
+            "checkpoint_id": row["checkpoint_id"],
+        }
+    }
 
 
 def _failing_key(serde: SerializerProtocol, value: Any) -> str:

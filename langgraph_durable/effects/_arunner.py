@@ -1,4 +1,6 @@
-"""Running one effect call against the journal (async source; `_runner.py` is generated).
+"""Running one effect call against the journal.
+
+Async source: the sync twin is generated from this file.
 
 The order is the product (invariants I1-I3): the journal row is committed before the
 callable runs; a completed key is replayed, never called; an attempt whose outcome is
@@ -18,9 +20,9 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard
-from langgraph_durable.effects._ajournal import AsyncEffectJournal, owner_is_dead
+from langgraph_durable._db import AsyncHeartbeat, owner_is_dead
+from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._call import EffectCall, failed_message, unknown_message
-from langgraph_durable.effects._heartbeat import AsyncHeartbeat
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import Reconciled
 from langgraph_durable.effects._protocol import (
@@ -32,6 +34,7 @@ from langgraph_durable.effects._protocol import (
     after_absent,
     decide,
     on_failure,
+    pause_before_looking_again,
 )
 from langgraph_durable.errors import (
     EffectDeferred,
@@ -46,21 +49,12 @@ __all__ = ["arun_effect"]
 
 logger = logging.getLogger("langgraph_durable.effects")
 
-_MIN_PAUSE = 0.005
-_MAX_PAUSE = 1.0
-
 
 async def _maybe_await(value: Any) -> Any:
+    """A hook's answer: awaited when the hook is async (async effects only)."""
     if inspect.isawaitable(value):
         return await value
     return value
-
-
-def _pause(until: datetime | None, now: datetime) -> float:
-    """Seconds to sleep before looking at the row again."""
-    if until is None:
-        return _MIN_PAUSE
-    return min(max((until - now).total_seconds(), _MIN_PAUSE), _MAX_PAUSE)
 
 
 async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
@@ -136,7 +130,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                 unknown_message(call, row, decision.reason), key=call.key
             ) from last_error
         if action is Action.WAIT:
-            await journal.asleep(_pause(decision.until, now))
+            await journal.asleep(pause_before_looking_again(decision.until, now))
             continue
         if action is Action.RECONCILE:
             found = await _areconcile(call)
@@ -198,7 +192,11 @@ async def _aattempt(
     _crashpoints.reached("effect:after_claim")
     token = current_key.set(call.key)
     try:
-        heartbeat = AsyncHeartbeat(journal, call.key, attempt, call.lease_seconds)
+        heartbeat = AsyncHeartbeat(
+            lambda: journal.aextend_lease(call.key, attempt, call.lease_seconds),
+            call.lease_seconds / 3,
+            call.key,
+        )
         async with heartbeat.running():
             result = await _maybe_await(call.invoke(call.key))
     except GraphBubbleUp:

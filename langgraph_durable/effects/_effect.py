@@ -19,14 +19,15 @@ import asyncio
 import functools
 import inspect
 import sys
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from langgraph.config import get_config
 
-from langgraph_durable.checkpoint.aio import AsyncDurablePostgresSaver
-from langgraph_durable.checkpoint.sync import DurablePostgresSaver
+from langgraph_durable._db import source_of
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._arunner import arun_effect
 from langgraph_durable.effects._call import EffectCall
@@ -49,7 +50,7 @@ from langgraph_durable.errors import (
     WrongSaverClassError,
 )
 
-__all__ = ["EffectSpec", "effect", "journaled", "set_default_journal"]
+__all__ = ["EffectSpec", "effect", "journal_of", "journaled", "set_default_journal"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,18 +69,27 @@ def set_default_journal(journal: AnyJournal | None) -> None:
     _default_journal = journal
 
 
-def _journal_of_saver(saver: Any) -> EffectJournal | AsyncEffectJournal | None:
-    """The journal living in a saver's database, made once per saver."""
+_journals: weakref.WeakKeyDictionary[Any, EffectJournal | AsyncEffectJournal] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def journal_of(saver: Any) -> EffectJournal | AsyncEffectJournal | None:
+    """The journal in a langgraph-durable saver's database (made once per saver), or None.
+
+    It borrows the saver's connections and uses its serializer.
+    """
     if not isinstance(saver, (DurablePostgresSaver, AsyncDurablePostgresSaver)):
         return None
-    journal = saver.__dict__.get("_effect_journal")
+    journal = _journals.get(saver)
     if journal is None:
+        source = source_of(saver)
         if isinstance(saver, AsyncDurablePostgresSaver):
-            journal = AsyncEffectJournal._from_source(saver._source, saver.serde)
+            journal = AsyncEffectJournal(source, serde=saver.serde)
         else:
-            journal = EffectJournal._from_source(saver._source, saver.serde)
-        saver.__dict__["_effect_journal"] = journal
-    return cast(EffectJournal | AsyncEffectJournal, journal)
+            journal = EffectJournal(source, serde=saver.serde)
+        _journals[saver] = journal
+    return journal
 
 
 class _LoopBridgedJournal:
@@ -142,7 +152,7 @@ class _ThreadedJournal:
 
 
 def _find_journal(explicit: Any, saver: Any) -> Any:
-    journal = explicit or _journal_of_saver(saver) or _default_journal
+    journal = explicit or journal_of(saver) or _default_journal
     if journal is None:
         raise JournalNotFoundError()
     return journal

@@ -1,34 +1,40 @@
 # WARNING: generated from _ajournal.py by tools/async_to_sync.py. DO NOT EDIT.
 # Edit the async source and run `python tools/async_to_sync.py`.
-"""The effect journal on Postgres (async source; `_journal.py` is generated from it).
+"""The effect journal on Postgres.
+
+Generated from the async source; edit that file, not this one.
 
 One row per idempotency key in `langgraph_durable_effects`, in the same database as the
-checkpoints. Each method is one statement; state changes are conditional on the attempt
-and status the caller saw, so only one worker ever owns an attempt. Results are stored
-with the saver's serializer, so an encrypting serializer encrypts them too.
+checkpoints. Each write is one statement, conditional on the attempt and status the caller
+saw, so only one worker ever owns an attempt, and each commits with synchronous_commit on
+whatever the session says (I1). Results are stored with the saver's serializer.
+
+Every write has a `*_txn(conn, ...)` form that runs inside the caller's transaction, so a
+change of one's own (an outbox event, a run's status) commits atomically with it; the
+methods of `EffectJournal` open their own connection and call those forms.
 """
 
 from __future__ import annotations
 
 import builtins
-import json
-import os
-import socket
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from psycopg.rows import tuple_row
+from psycopg import Connection
+from psycopg.rows import DictRow, tuple_row
 from typing_extensions import LiteralString
 
-from langgraph_durable._sql import QUERIES
-from langgraph_durable.checkpoint._connection import (
+from langgraph_durable._db import (
     Conn,
     ConnectionSource,
+    process_owner,
+    register_source,
     retry_on_disconnect,
 )
+from langgraph_durable._sql import QUERIES
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
     NOT_GIVEN,
@@ -40,74 +46,169 @@ from langgraph_durable.effects._protocol import (
     check_resolved,
     choose_resolution,
 )
-from langgraph_durable.errors import EffectResultNotStoredError
+from langgraph_durable.effects._rows import (
+    claim_params,
+    dump_result,
+    json_text,
+    load_result,
+    row_of,
+)
 
-__all__ = ["EffectJournal", "process_owner"]
+__all__ = [
+    "EffectJournal",
+    "claim_txn",
+    "complete_txn",
+    "fail_txn",
+    "mark_unknown_txn",
+    "release_txn",
+    "take_over_txn",
+    "wait_retry_txn",
+]
 
-
-def _stat_fields(pid: str) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name (Linux), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _process_start() -> str:
-    """This process's start time in clock ticks (Linux), so a reused pid is not taken for us."""
-    fields = _stat_fields(str(os.getpid()))
-    return fields[19] if fields and len(fields) > 19 else "0"
-
-
-def process_owner() -> str:
-    """Who holds a lease: host, pid and process start, checked by `owner_is_dead`."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start()}"
+T = TypeVar("T")
+PgConn = Connection[DictRow]
 
 
-def owner_is_dead(owner: str | None) -> bool:
-    """Whether a lease owner on this host is a process that no longer runs.
-
-    A pid that is gone, reused by a later process (another start time), or a zombie (dead,
-    not yet reaped by its parent) counts as dead. Owners on other hosts cannot be checked;
-    their leases simply run out.
-    """
-    if not owner:
-        return False
-    host, _, rest = owner.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    fields = _stat_fields(pid_text)
-    if fields is not None and len(fields) > 19:
-        # fields[0] is the state: Z (zombie) and X (dead) no longer run any code.
-        return fields[0] in ("Z", "X") or fields[19] != started
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return started != "0"
+def _first_column(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[Any]:
+    """The first column of each row: the `RETURNING` statements of the hot path need no
+    dict per row."""
+    cur = conn.cursor(row_factory=tuple_row)
+    cur.execute(query, params)
+    return [row[0] for row in cur.fetchall()] if cur.description else []
 
 
-def _row(found: dict[str, Any]) -> JournalRow:
-    return JournalRow(
-        key=found["key"],
-        effect_name=found["effect_name"],
-        input_hash=found["input_hash"],
-        status=EffectStatus(found["status"]),
-        attempt=found["attempt"],
-        lease_owner=found["lease_owner"],
-        lease_expires_at=found["lease_expires_at"],
-        next_attempt_at=found["next_attempt_at"],
-        result_type=found["result_type"],
-        result=found["result"],
-        error_type=found["error_type"],
-        error_message=found["error_message"],
-        db_now=found["db_now"],
-        extra={k: found[k] for k in ("usage", "replays", "thread_id", "node", "step")},
-    )
+def _rows(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cur = conn.execute(query, params)
+    return cur.fetchall() if cur.description else []
+
+
+def claim_txn(
+    conn: PgConn,
+    key: str,
+    name: str,
+    input_hash: str,
+    *,
+    owner: str,
+    lease_seconds: float,
+    where: TaskContext | None = None,
+) -> int | None:
+    """Insert the row for a first attempt; the attempt number, or None if the key exists."""
+    params = claim_params(key, name, input_hash, owner, lease_seconds, where)
+    attempts = _first_column(conn, QUERIES["effect_claim"], params)
+    return int(attempts[0]) if attempts else None
+
+
+def take_over_txn(
+    conn: PgConn,
+    key: str,
+    seen_attempt: int,
+    seen_status: EffectStatus,
+    *,
+    owner: str,
+    lease_seconds: float,
+) -> int | None:
+    """Start the next attempt if the row is still as seen; its number, or None."""
+    params = {
+        "key": key,
+        "seen_attempt": seen_attempt,
+        "seen_status": seen_status.value,
+        "owner": owner,
+        "lease_seconds": lease_seconds,
+    }
+    attempts = _first_column(conn, QUERIES["effect_take_over"], params)
+    return int(attempts[0]) if attempts else None
+
+
+def complete_txn(
+    conn: PgConn,
+    key: str,
+    attempt: int,
+    encoded: tuple[str, bytes],
+    *,
+    usage: dict[str, Any] | None = None,
+    seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
+    resolved_by: str | None = None,
+) -> bool:
+    """Store a serialized result (`dump_result`); False if the row changed meanwhile."""
+    params = {
+        "key": key,
+        "seen_attempt": attempt,
+        "seen_statuses": [s.value for s in seen_statuses],
+        "result_type": encoded[0],
+        "result": encoded[1],
+        "usage": None if usage is None else json_text(usage),
+        "resolved_by": resolved_by,
+    }
+    return bool(_first_column(conn, QUERIES["effect_complete"], params))
+
+
+def fail_txn(
+    conn: PgConn,
+    key: str,
+    attempt: int,
+    error_type: str,
+    error_message: str,
+    *,
+    seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
+    resolved_by: str | None = None,
+) -> bool:
+    """Store a terminal failure; False if the row changed meanwhile."""
+    params = {
+        "key": key,
+        "seen_attempt": attempt,
+        "seen_statuses": [s.value for s in seen_statuses],
+        "error_type": error_type,
+        "error_message": error_message,
+        "resolved_by": resolved_by,
+    }
+    return bool(_rows(conn, QUERIES["effect_fail"], params))
+
+
+def wait_retry_txn(
+    conn: PgConn,
+    key: str,
+    attempt: int,
+    *,
+    status: EffectStatus,
+    delay_seconds: float,
+    error: BaseException,
+) -> Any:
+    """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
+    params = {
+        "key": key,
+        "seen_attempt": attempt,
+        "status": status.value,
+        "delay_seconds": delay_seconds,
+        "error_type": type(error).__name__,
+        "error_message": str(error)[:2000],
+    }
+    rows = _rows(conn, QUERIES["effect_wait_retry"], params)
+    return rows[0]["next_attempt_at"] if rows else None
+
+
+def mark_unknown_txn(
+    conn: PgConn,
+    key: str,
+    attempt: int,
+    *,
+    error_type: str | None = None,
+    error_message: str | None = None,
+    delay_seconds: float | None = None,
+) -> None:
+    """A running attempt's outcome is open: record why, and when to reconcile it."""
+    params = {
+        "key": key,
+        "seen_attempt": attempt,
+        "error_type": error_type,
+        "error_message": None if error_message is None else error_message[:2000],
+        "delay_seconds": delay_seconds,
+    }
+    _rows(conn, QUERIES["effect_mark_unknown"], params)
+
+
+def release_txn(conn: PgConn, key: str, attempt: int) -> None:
+    """Control flow (an interrupt) left the call: the next call starts a fresh attempt."""
+    _rows(conn, QUERIES["effect_release"], {"key": key, "seen_attempt": attempt})
 
 
 class EffectJournal:
@@ -115,92 +216,64 @@ class EffectJournal:
 
     Args:
         conn: A psycopg `ConnectionPool` or `Connection` on a database where
-            `setup()` has run.
+            `setup()` has run (or the connection source of a saver).
         serde: How results are stored; by default the JSON-plus serializer LangGraph uses.
     """
 
-    def __init__(self, conn: Conn, *, serde: SerializerProtocol | None = None) -> None:
-        self._source = ConnectionSource(conn)
+    def __init__(
+        self,
+        conn: Conn | ConnectionSource,
+        *,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        self._source = conn if isinstance(conn, ConnectionSource) else ConnectionSource(conn)
+        register_source(self, self._source)
         self.serde = serde or JsonPlusSerializer()
         self.owner = process_owner()
 
-    @classmethod
-    def _from_source(cls, source: ConnectionSource, serde: SerializerProtocol) -> EffectJournal:
-        journal = cls.__new__(cls)
-        journal._source = source
-        journal.serde = serde
-        journal.owner = process_owner()
-        return journal
-
     @retry_on_disconnect
-    def _fetch(self, query: LiteralString, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+    def _run(self, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One `*_txn` operation on a connection of its own."""
         with self._source.connection() as conn:
-            cur = conn.execute(query, params)
-            return cur.fetchall() if cur.description else []
-
-    @retry_on_disconnect
-    def _fetch_first_column(
-        self, query: LiteralString, params: dict[str, Any]
-    ) -> builtins.list[Any]:
-        """The first column of each row: for the `RETURNING attempt` statements of the hot
-        path (claim, take over, complete), which need no dict per row."""
-        with self._source.connection() as conn:
-            cur = conn.cursor(row_factory=tuple_row)
-            cur.execute(query, params)
-            return [row[0] for row in cur.fetchall()] if cur.description else []
+            return operation(conn, *args, **kwargs)
 
     def claim(
         self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
-        attempts = self._fetch_first_column(
-            QUERIES["effect_claim"],
-            {
-                "key": key,
-                "effect_name": name,
-                "input_hash": input_hash,
-                "owner": self.owner,
-                "lease_seconds": lease_seconds,
-                "thread_id": where.thread_id if where else None,
-                "checkpoint_ns": where.namespace if where else None,
-                "node": where.node if where else None,
-                "step": where.step if where else None,
-            },
+        return self._run(
+            claim_txn,
+            key,
+            name,
+            input_hash,
+            owner=self.owner,
+            lease_seconds=lease_seconds,
+            where=where,
         )
-        return int(attempts[0]) if attempts else None
 
     def get(self, key: str) -> JournalRow | None:
-        rows = self._fetch(QUERIES["effect_get"], {"key": key})
-        return _row(rows[0]) if rows else None
+        rows = self._run(_rows, QUERIES["effect_get"], {"key": key})
+        return row_of(rows[0]) if rows else None
 
     def take_over(
         self, key: str, seen_attempt: int, seen_status: EffectStatus, lease_seconds: float
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
-        attempts = self._fetch_first_column(
-            QUERIES["effect_take_over"],
-            {
-                "key": key,
-                "seen_attempt": seen_attempt,
-                "seen_status": seen_status.value,
-                "owner": self.owner,
-                "lease_seconds": lease_seconds,
-            },
+        return self._run(
+            take_over_txn,
+            key,
+            seen_attempt,
+            seen_status,
+            owner=self.owner,
+            lease_seconds=lease_seconds,
         )
-        return int(attempts[0]) if attempts else None
 
     def dump_result(self, key: str, result: Any) -> tuple[str, bytes]:
         """Serialize a result for the journal, or raise `EffectResultNotStoredError`."""
-        try:
-            return self.serde.dumps_typed(result)
-        except Exception as exc:
-            raise EffectResultNotStoredError(
-                f"The result of the effect under key {key!r} (a {type(result).__name__}) "
-                f"cannot be serialized ({exc}), so it was not journaled. Return plain data "
-                "(str, numbers, dicts, lists, pydantic models), or convert the result inside "
-                "the effect.",
-                key=key,
-            ) from exc
+        return dump_result(self.serde, key, result)
+
+    def load_result(self, row: JournalRow) -> Any:
+        return load_result(self.serde, row)
 
     def complete(
         self,
@@ -217,20 +290,16 @@ class EffectJournal:
         Raises:
             EffectResultNotStoredError: The result cannot be serialized; nothing was written.
         """
-        type_, blob = self.dump_result(key, result)
-        rows = self._fetch_first_column(
-            QUERIES["effect_complete"],
-            {
-                "key": key,
-                "seen_attempt": attempt,
-                "seen_statuses": [s.value for s in seen_statuses],
-                "result_type": type_,
-                "result": blob,
-                "usage": None if usage is None else _json_text(usage),
-                "resolved_by": resolved_by,
-            },
+        encoded = self.dump_result(key, result)
+        return self._run(
+            complete_txn,
+            key,
+            attempt,
+            encoded,
+            usage=usage,
+            seen_statuses=seen_statuses,
+            resolved_by=resolved_by,
         )
-        return bool(rows)
 
     def fail(
         self,
@@ -243,18 +312,15 @@ class EffectJournal:
         resolved_by: str | None = None,
     ) -> bool:
         """Store a terminal failure; False if the attempt was taken over meanwhile."""
-        rows = self._fetch(
-            QUERIES["effect_fail"],
-            {
-                "key": key,
-                "seen_attempt": attempt,
-                "seen_statuses": [s.value for s in seen_statuses],
-                "error_type": error_type,
-                "error_message": error_message,
-                "resolved_by": resolved_by,
-            },
+        return self._run(
+            fail_txn,
+            key,
+            attempt,
+            error_type,
+            error_message,
+            seen_statuses=seen_statuses,
+            resolved_by=resolved_by,
         )
-        return bool(rows)
 
     def wait_retry(
         self,
@@ -266,24 +332,13 @@ class EffectJournal:
         error: BaseException,
     ) -> Any:
         """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
-        rows = self._fetch(
-            QUERIES["effect_wait_retry"],
-            {
-                "key": key,
-                "seen_attempt": attempt,
-                "status": status.value,
-                "delay_seconds": delay_seconds,
-                "error_type": type(error).__name__,
-                "error_message": str(error)[:2000],
-            },
+        return self._run(
+            wait_retry_txn, key, attempt, status=status, delay_seconds=delay_seconds, error=error
         )
-        return rows[0]["next_attempt_at"] if rows else None
 
     def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> None:
-        self._fetch(
-            QUERIES["effect_extend_lease"],
-            {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds},
-        )
+        params = {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds}
+        self._run(_rows, QUERIES["effect_extend_lease"], params)
 
     def mark_unknown(
         self,
@@ -295,33 +350,28 @@ class EffectJournal:
         delay_seconds: float | None = None,
     ) -> None:
         """A running attempt's outcome is open: record why, and when to reconcile it."""
-        self._fetch(
-            QUERIES["effect_mark_unknown"],
-            {
-                "key": key,
-                "seen_attempt": attempt,
-                "error_type": error_type,
-                "error_message": None if error_message is None else error_message[:2000],
-                "delay_seconds": delay_seconds,
-            },
+        self._run(
+            mark_unknown_txn,
+            key,
+            attempt,
+            error_type=error_type,
+            error_message=error_message,
+            delay_seconds=delay_seconds,
         )
 
     def release(self, key: str, attempt: int) -> None:
-        self._fetch(QUERIES["effect_release"], {"key": key, "seen_attempt": attempt})
+        self._run(release_txn, key, attempt)
 
     def replayed(self, key: str) -> None:
-        self._fetch(QUERIES["effect_replayed"], {"key": key})
+        self._run(_rows, QUERIES["effect_replayed"], {"key": key})
 
     def allow_retry(self, key: str, *, resolved_by: str) -> bool:
-        rows = self._fetch(
-            QUERIES["effect_allow_retry"],
-            {
-                "key": key,
-                "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
-                "resolved_by": resolved_by,
-            },
-        )
-        return bool(rows)
+        params = {
+            "key": key,
+            "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
+            "resolved_by": resolved_by,
+        }
+        return bool(self._run(_rows, QUERIES["effect_allow_retry"], params))
 
     def resolve(
         self,
@@ -375,22 +425,14 @@ class EffectJournal:
         self, thread_id: str | None = None, limit: int = 100
     ) -> builtins.list[dict[str, Any]]:
         """Effects running, unknown, deferred or waiting to retry, oldest first."""
-        return self._fetch(QUERIES["effects_open"], {"thread_id": thread_id, "limit": limit})
+        params = {"thread_id": thread_id, "limit": limit}
+        return self._run(_rows, QUERIES["effects_open"], params)
 
     def token_ledger(self, thread_id: str) -> dict[str, int]:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
-        rows = self._fetch(QUERIES["token_ledger"], {"thread_id": thread_id})
+        rows = self._run(_rows, QUERIES["token_ledger"], {"thread_id": thread_id})
         return {k: int(v) for k, v in rows[0].items()}
 
     def sleep(self, seconds: float) -> None:
         """How the runner waits for a backoff or another worker's lease."""
         time.sleep(seconds)
-
-    def load_result(self, row: JournalRow) -> Any:
-        assert row.result_type is not None
-        assert row.result is not None
-        return self.serde.loads_typed((row.result_type, row.result))
-
-
-def _json_text(value: dict[str, Any]) -> str:
-    return json.dumps(value, default=str)

@@ -25,7 +25,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_durable.effects._ajournal import process_owner
+from langgraph_durable._db import process_owner
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
     NOT_GIVEN,
@@ -38,7 +38,7 @@ from langgraph_durable.effects._protocol import (
     check_resolved,
     choose_resolution,
 )
-from langgraph_durable.errors import EffectResultNotStoredError
+from langgraph_durable.effects._rows import dump_result, load_result
 
 __all__ = ["ManualClock", "MemoryEffectJournal"]
 
@@ -187,13 +187,7 @@ class MemoryEffectJournal:
             return row.attempt
 
     def dump_result(self, key: str, result: Any) -> tuple[str, bytes]:
-        try:
-            return self.serde.dumps_typed(result)
-        except Exception as exc:
-            raise EffectResultNotStoredError(
-                f"The result of the effect under key {key!r} cannot be serialized ({exc}).",
-                key=key,
-            ) from exc
+        return dump_result(self.serde, key, result)
 
     def complete(
         self,
@@ -320,9 +314,7 @@ class MemoryEffectJournal:
                 self._rows[key].replays += 1
 
     def load_result(self, row: JournalRow) -> Any:
-        assert row.result_type is not None
-        assert row.result is not None
-        return self.serde.loads_typed((row.result_type, row.result))
+        return load_result(self.serde, row)
 
     def sleep(self, seconds: float) -> None:
         """Wait: moves a `ManualClock` at once, sleeps for real otherwise."""

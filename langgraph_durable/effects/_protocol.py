@@ -47,6 +47,7 @@ __all__ = [
     "choose_resolution",
     "decide",
     "on_failure",
+    "pause_before_looking_again",
 ]
 
 
@@ -215,6 +216,18 @@ def after_absent(row: JournalRow, policy: RetryPolicy) -> Decision:
         Action.FAIL,
         reason=f"the receiver never acted, and all {policy.max_attempts} attempts were used",
     )
+
+
+_MIN_PAUSE = 0.005
+_MAX_PAUSE = 1.0
+
+
+def pause_before_looking_again(until: datetime | None, now: datetime) -> float:
+    """Seconds a WAIT sleeps: until the moment it waits for, but at most a second, so a
+    row that changes earlier (another worker finished) is seen soon."""
+    if until is None:
+        return _MIN_PAUSE
+    return min(max((until - now).total_seconds(), _MIN_PAUSE), _MAX_PAUSE)
 
 
 class Failure(enum.Enum):

@@ -1,6 +1,8 @@
 # WARNING: generated from _arunner.py by tools/async_to_sync.py. DO NOT EDIT.
 # Edit the async source and run `python tools/async_to_sync.py`.
-"""Running one effect call against the journal (async source; `_runner.py` is generated).
+"""Running one effect call against the journal.
+
+Generated from the async source; edit that file, not this one.
 
 The order is the product (invariants I1-I3): the journal row is committed before the
 callable runs; a completed key is replayed, never called; an attempt whose outcome is
@@ -20,9 +22,9 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard
+from langgraph_durable._db import Heartbeat, owner_is_dead
 from langgraph_durable.effects._call import EffectCall, failed_message, unknown_message
-from langgraph_durable.effects._heartbeat import Heartbeat
-from langgraph_durable.effects._journal import EffectJournal, owner_is_dead
+from langgraph_durable.effects._journal import EffectJournal
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import Reconciled
 from langgraph_durable.effects._protocol import (
@@ -34,6 +36,7 @@ from langgraph_durable.effects._protocol import (
     after_absent,
     decide,
     on_failure,
+    pause_before_looking_again,
 )
 from langgraph_durable.errors import (
     EffectDeferred,
@@ -48,21 +51,12 @@ __all__ = ["run_effect"]
 
 logger = logging.getLogger("langgraph_durable.effects")
 
-_MIN_PAUSE = 0.005
-_MAX_PAUSE = 1.0
-
 
 def _maybe_await(value: Any) -> Any:
+    """A hook's answer: awaited when the hook is async (async effects only)."""
     if inspect.isawaitable(value):
         return value
     return value
-
-
-def _pause(until: datetime | None, now: datetime) -> float:
-    """Seconds to sleep before looking at the row again."""
-    if until is None:
-        return _MIN_PAUSE
-    return min(max((until - now).total_seconds(), _MIN_PAUSE), _MAX_PAUSE)
 
 
 def run_effect(journal: EffectJournal, call: EffectCall) -> Any:
@@ -136,7 +130,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 unknown_message(call, row, decision.reason), key=call.key
             ) from last_error
         if action is Action.WAIT:
-            journal.sleep(_pause(decision.until, now))
+            journal.sleep(pause_before_looking_again(decision.until, now))
             continue
         if action is Action.RECONCILE:
             found = _reconcile(call)
@@ -198,7 +192,11 @@ def _attempt(
     _crashpoints.reached("effect:after_claim")
     token = current_key.set(call.key)
     try:
-        heartbeat = Heartbeat(journal, call.key, attempt, call.lease_seconds)
+        heartbeat = Heartbeat(
+            lambda: journal.extend_lease(call.key, attempt, call.lease_seconds),
+            call.lease_seconds / 3,
+            call.key,
+        )
         with heartbeat.running():
             result = _maybe_await(call.invoke(call.key))
     except GraphBubbleUp:

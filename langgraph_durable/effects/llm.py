@@ -31,10 +31,9 @@ from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_durable.checkpoint.aio import AsyncDurablePostgresSaver
-from langgraph_durable.checkpoint.sync import DurablePostgresSaver
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
-from langgraph_durable.effects._effect import EffectSpec, _journal_of_saver, journaled
+from langgraph_durable.effects._effect import EffectSpec, journal_of, journaled
 from langgraph_durable.effects._journal import EffectJournal
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
@@ -228,7 +227,7 @@ def _as_messages(messages: LanguageModelInput) -> Sequence[BaseMessage] | str:
 def _journal_for(saver: Any) -> EffectJournal | AsyncEffectJournal:
     if isinstance(saver, (EffectJournal, AsyncEffectJournal)):
         return saver
-    journal = _journal_of_saver(saver)
+    journal = journal_of(saver)
     if journal is None:
         raise ConfigurationError(
             f"token_ledger needs a langgraph-durable saver or an effect journal, not "

@@ -45,10 +45,10 @@ from psycopg_pool import ConnectionPool
 from typing_extensions import LiteralString, Self, TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
-from langgraph_durable.checkpoint._aconnection import (
-    CONNECTION_KWARGS as ASYNC_CONNECTION_KWARGS,
-)
-from langgraph_durable.checkpoint._connection import CONNECTION_KWARGS as SYNC_CONNECTION_KWARGS
+from langgraph_durable._db import CONNECTION_KWARGS
+
+# One set of connection settings serves both flavours.
+ASYNC_CONNECTION_KWARGS = SYNC_CONNECTION_KWARGS = CONNECTION_KWARGS
 
 TABLES = frozenset({"checkpoints", "checkpoint_blobs", "checkpoint_writes"})
 CHECKPOINT_INDEXES = frozenset({"checkpoints_pkey", "lgd_checkpoints_thread_id_checkpoint_id_idx"})

@@ -1,8 +1,8 @@
-# WARNING: generated from aio.py by tools/async_to_sync.py. DO NOT EDIT.
-# Edit the async source and run `python tools/async_to_sync.py`.
-"""`DurablePostgresSaver`: the source of the saver; `sync.py` is generated from it.
+"""`AsyncDurablePostgresSaver`, the LangGraph checkpointer on Postgres.
 
-Compared with `PostgresSaver` from langgraph-checkpoint-postgres, on the same tables:
+Async source: the sync twin is generated from this file.
+
+Compared with `AsyncPostgresSaver` from langgraph-checkpoint-postgres, on the same tables:
 
 - no global lock: with a pool, calls for different threads run at once;
 - each `put` and each `put_writes` is one transaction sent in one round trip (pipeline);
@@ -12,17 +12,15 @@ Compared with `PostgresSaver` from langgraph-checkpoint-postgres, on the same ta
 - bad input fails with a named error before a connection is taken (invariant I8);
 - `copy_thread`, `delete_for_runs`, a `DeltaChannel`-safe `prune`, idle-thread retention
   and a one-statement `get_delta_channel_history`.
-
-Edit this file, then run `python tools/async_to_sync.py`; CI fails when `sync.py` is stale.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -36,21 +34,24 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import INTERRUPT
-from psycopg import Capabilities, Pipeline
+from psycopg import AsyncConnection, AsyncPipeline, Capabilities
+from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _guard, _langgraph
+from langgraph_durable._db import (
+    AsyncConn,
+    AsyncConnectionSource,
+    acheck_schema,
+    amigrate,
+    aopen_pool,
+    aretry_on_disconnect,
+    register_source,
+)
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
-from langgraph_durable.checkpoint._bridge import AsyncCallsRefused
-from langgraph_durable.checkpoint._connection import (
-    Conn,
-    ConnectionSource,
-    open_pool,
-    retry_on_disconnect,
-)
-from langgraph_durable.checkpoint._migrate import check_schema, migrate
-from langgraph_durable.checkpoint._parking import WriteKey, WriteParking
+from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
+from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -58,27 +59,74 @@ from langgraph_durable.errors import (
     UnknownPruneStrategyError,
 )
 
-__all__ = ["DurablePostgresSaver"]
+__all__ = ["AsyncDurablePostgresSaver", "aput_txn", "aput_writes_txn"]
 
 logger = logging.getLogger("langgraph_durable.checkpoint")
 
 
-class DurablePostgresSaver(AsyncCallsRefused):
+async def aput_txn(
+    conn: AsyncConnection[DictRow],
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    *,
+    serde: SerializerProtocol,
+) -> RunnableConfig:
+    """Store a checkpoint inside the caller's transaction; upstream's rows, one statement.
+
+    For code that must commit a checkpoint together with rows of its own (an event to
+    announce it, a run's status): both commit or neither does. The caller commits; the
+    statement makes that commit synchronous. Writes parked in a running saver are not
+    taken: use the saver's `put` inside graphs.
+
+    Returns:
+        The config of the stored checkpoint, as `put` returns it.
+    """
+    row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+    params = {
+        **row,
+        **_core.blob_params(serde, blob_values, new_versions),
+        **_core.parked_write_params(()),
+        "synchronous_commit": "on",
+    }
+    await conn.execute(QUERIES["put_checkpoint"], params)
+    return _core.config_of(row)
+
+
+async def aput_writes_txn(
+    conn: AsyncConnection[DictRow],
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str = "",
+    *,
+    serde: SerializerProtocol,
+) -> None:
+    """Store a task's writes against a checkpoint inside the caller's transaction."""
+    if not writes:
+        return
+    replace = _core.replaces_earlier(writes)
+    query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
+    await conn.execute(query, _core.write_params(serde, config, writes, task_id, task_path))
+
+
+class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     """A LangGraph checkpointer on Postgres that survives crashes and restarts.
 
-    Use it where you would use `PostgresSaver`; it reads and writes the same tables.
+    Use it where you would use `AsyncPostgresSaver`; it reads and writes the same tables.
 
     Example:
         ```python
-        with DurablePostgresSaver.from_conn_string(dsn) as saver:
-            saver.setup()
+        async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+            await saver.setup()
             graph = builder.compile(checkpointer=saver)
-            graph.invoke(inputs, {"configurable": {"thread_id": "t-1"}})
+            await graph.ainvoke(inputs, {"configurable": {"thread_id": "t-1"}})
         ```
 
     Args:
-        conn: A psycopg `ConnectionPool` (recommended: calls run concurrently) or one
-            `Connection` (calls are serialised on it).
+        conn: A psycopg `AsyncConnectionPool` (recommended: calls run concurrently) or one
+            `AsyncConnection` (calls are serialised on it).
         pipe: A pipeline of `conn` (single connection only), as upstream accepts; each call
             is synced before it returns, so errors surface at the call that caused them.
             Every operation is already one round trip, so a pipeline saves little.
@@ -97,8 +145,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
 
     def __init__(
         self,
-        conn: Conn,
-        pipe: Pipeline | None = None,
+        conn: AsyncConn,
+        pipe: AsyncPipeline | None = None,
         serde: SerializerProtocol | None = None,
         *,
         async_commit: bool = False,
@@ -109,7 +157,8 @@ class DurablePostgresSaver(AsyncCallsRefused):
             raise ConfigurationError(
                 f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
             )
-        self._source = ConnectionSource(conn, pipe)
+        self._source = AsyncConnectionSource(conn, pipe)
+        register_source(self, self._source)
         self.conn = conn
         self.pipe = pipe
         # Upstream's attributes, for code written against it: `lock` serialises calls on a
@@ -118,7 +167,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         self.supports_pipeline = Capabilities().has_pipeline()
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
-        self._parking = WriteParking(0 if async_commit else write_linger)
+        self._parking = AsyncWriteParking(0 if async_commit else write_linger)
         # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
         # writes before it saves the next checkpoint, so they are never parked.
         self._delta_channels: set[str] = set()
@@ -128,10 +177,11 @@ class DurablePostgresSaver(AsyncCallsRefused):
         # LangGraph runs the next tasks anyway, and their writes must not land against
         # checkpoints that will never exist. Cleared by the next accepted put there.
         self._rejected: dict[tuple[str, str], InvalidInputError] = {}
+        self.loop = asyncio.get_running_loop()  # async-only
 
     @classmethod
-    @contextmanager
-    def from_conn_string(
+    @asynccontextmanager
+    async def from_conn_string(
         cls,
         conn_string: str,
         *,
@@ -141,7 +191,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
         connect_timeout: float = 10.0,
         async_commit: bool = False,
         write_linger: float = 0.002,
-    ) -> Iterator[DurablePostgresSaver]:
+    ) -> AsyncIterator[AsyncDurablePostgresSaver]:
         """Open a saver on a checked connection pool; closes the pool on exit.
 
         Args:
@@ -156,16 +206,18 @@ class DurablePostgresSaver(AsyncCallsRefused):
             write_linger: See the class docstring.
         """
         del pipeline  # one round trip per operation already
-        pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
+        pool = await aopen_pool(
+            conn_string, max_size=max_connections, connect_timeout=connect_timeout
+        )
         try:
             yield cls(pool, serde=serde, async_commit=async_commit, write_linger=write_linger)
         finally:
-            pool.close()
+            await pool.close()
 
-    def setup(self) -> builtins.list[str]:
+    async def setup(self) -> builtins.list[str]:
         """Create or migrate the tables; idempotent and safe from many processes at once.
 
-        Called as upstream's is: awaited on the async saver (where `setup` is an alias),
+        Called as upstream's is: awaited on the async saver (where `asetup` is an alias),
         plainly on the sync one.
 
         Returns:
@@ -174,24 +226,26 @@ class DurablePostgresSaver(AsyncCallsRefused):
         Raises:
             SchemaTooNewError: A newer langgraph-durable migrated this database.
         """
-        with self._source.connection() as conn:
+        async with self._source.connection() as conn:
             if not conn.autocommit:
                 raise ConfigurationError(
                     "setup() needs a connection with autocommit=True (index builds run "
                     "CONCURRENTLY); connect with `autocommit=True`."
                 )
-            applied = migrate(conn)
+            applied = await amigrate(conn)
         if applied:
             logger.info("langgraph-durable applied migrations: %s", ", ".join(applied))
         return applied
 
-    def check_schema(self) -> None:
-        """Raise `SchemaNotReadyError` or `SchemaTooNewError` unless the schema fits."""
-        with self._source.connection() as conn:
-            check_schema(conn)
+    asetup = setup  # async-only
 
-    @retry_on_disconnect
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+    async def acheck_schema(self) -> None:
+        """Raise `SchemaNotReadyError` or `SchemaTooNewError` unless the schema fits."""
+        async with self._source.connection() as conn:
+            await acheck_schema(conn)
+
+    @aretry_on_disconnect
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
         where = QUERIES["where_exact"] if checkpoint_id else QUERIES["where_latest"]
@@ -200,23 +254,23 @@ class DurablePostgresSaver(AsyncCallsRefused):
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
         }
-        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
-            cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
-            row = cur.fetchone()
+        async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            await cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
+            row = await cur.fetchone()
             if row is None:
                 return None
             if _core.needs_sends_migration(row):
-                self._migrate_sends(cur, [row])
+                await self._amigrate_sends(cur, [row])
         return _core.load_tuple(self.serde, row)
 
-    def list(
+    async def alist(
         self,
         config: RunnableConfig | None,
         *,
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
+    ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints matching the filters, newest first.
 
         Args:
@@ -261,26 +315,26 @@ class DurablePostgresSaver(AsyncCallsRefused):
         if checked_limit is not None:
             params["limit"] = checked_limit
             query = query + "\n" + QUERIES["list_limit"]
-        for row in self._fetch_rows(query, params):
+        for row in await self._afetch_rows(query, params):
             yield _core.load_tuple(self.serde, row)
 
-    @retry_on_disconnect
-    def _fetch_rows(
+    @aretry_on_disconnect
+    async def _afetch_rows(
         self, query: LiteralString, params: dict[str, Any]
     ) -> builtins.list[_core.CheckpointRow]:
-        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
             # Never prepared: a generic plan knows only the average thread and, with a
             # metadata filter, sorts a whole huge thread instead of walking its index.
-            cur.execute(query, params, prepare=False)
-            rows = cur.fetchall()
+            await cur.execute(query, params, prepare=False)
+            rows = await cur.fetchall()
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
-                self._migrate_sends(cur, to_migrate)
+                await self._amigrate_sends(cur, to_migrate)
         return rows
 
-    def _migrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
+    async def _amigrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
         """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
         for row in rows:
-            cur.execute(
+            await cur.execute(
                 QUERIES["select_pending_sends"],
                 {
                     "thread_id": row["thread_id"],
@@ -288,13 +342,13 @@ class DurablePostgresSaver(AsyncCallsRefused):
                     "checkpoint_ids": [row["parent_checkpoint_id"]],
                 },
             )
-            found = cur.fetchone()
+            found = await cur.fetchone()
             if found is not None:
                 _core.migrate_pending_sends(
                     self.serde, row, found["sends"], self.get_next_version(None, None)
                 )
 
-    def put(
+    async def aput(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
@@ -335,31 +389,25 @@ class DurablePostgresSaver(AsyncCallsRefused):
                 self._exit_checkpoints.clear()
             self._exit_checkpoints.add(own)
             # Yield once: the writes are scheduled (async) or being submitted (threads).
-            time.sleep(0)
-        taken = self._parking.take(keys)
+            await asyncio.sleep(0)
+        taken = await self._parking.take(keys)
         params.update(_core.parked_write_params(entry.params for entry in taken))
         try:
-            self._store_checkpoint(params)
+            await self._astore_checkpoint(params)
         except BaseException as exc:
             self._parking.settle(taken, exc)
             raise
         self._parking.settle(taken)
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
-        return {
-            "configurable": {
-                "thread_id": row["thread_id"],
-                "checkpoint_ns": row["checkpoint_ns"],
-                "checkpoint_id": row["checkpoint_id"],
-            }
-        }
+        return _core.config_of(row)
 
-    @retry_on_disconnect
-    def _store_checkpoint(self, params: dict[str, Any]) -> None:
-        with self._source.connection() as conn:
-            conn.execute(QUERIES["put_checkpoint"], params)
+    @aretry_on_disconnect
+    async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
+        async with self._source.connection() as conn:
+            await conn.execute(QUERIES["put_checkpoint"], params)
             _crashpoints.reached("put:after_commit")
 
-    def put_writes(
+    async def aput_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
@@ -397,25 +445,25 @@ class DurablePostgresSaver(AsyncCallsRefused):
                 _crashpoints.reached("put_writes:parked")
             return park, params
 
-        self._parking.store(key, prepare, lambda params: self._store_writes(query, params))
+        await self._parking.store(key, prepare, lambda params: self._astore_writes(query, params))
         _crashpoints.reached("put_writes:after_commit")
 
-    @retry_on_disconnect
-    def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
-        with self._source.connection() as conn:
-            conn.execute(query, params)
+    @aretry_on_disconnect
+    async def _astore_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
+        async with self._source.connection() as conn:
+            await conn.execute(query, params)
 
-    def delete_thread(self, thread_id: str) -> None:
+    async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
-        self._delete_threads([_core.thread_id_of(thread_id)])
+        await self._adelete_threads([_core.thread_id_of(thread_id)])
 
-    @retry_on_disconnect
-    def _delete_threads(self, thread_ids: Sequence[str]) -> None:
-        with self._source.connection() as conn:
-            conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
+    @aretry_on_disconnect
+    async def _adelete_threads(self, thread_ids: Sequence[str]) -> None:
+        async with self._source.connection() as conn:
+            await conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
 
-    @retry_on_disconnect
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    @aretry_on_disconnect
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes and unshared blobs) of the given runs.
 
         A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
@@ -426,14 +474,14 @@ class DurablePostgresSaver(AsyncCallsRefused):
         ids = [str(r) for r in run_ids]
         if not ids:
             return
-        with self._source.connection() as conn, conn.transaction():
-            cur = conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
-            self._delete_unreferenced(conn, cur.fetchall())
+        async with self._source.connection() as conn, conn.transaction():
+            cur = await conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
+            await self._adelete_unreferenced(conn, await cur.fetchall())
 
-    def _delete_unreferenced(self, conn: Any, freed: Sequence[Mapping[str, Any]]) -> None:
+    async def _adelete_unreferenced(self, conn: Any, freed: Sequence[Mapping[str, Any]]) -> None:
         if not freed:
             return
-        conn.execute(
+        await conn.execute(
             QUERIES["delete_unreferenced_blobs"],
             {
                 "thread_ids": [r.get("thread_id") for r in freed],
@@ -443,7 +491,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
             },
         )
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of a thread into a new, empty thread.
 
         The whole parent chain is copied, so `DeltaChannel` state rebuilds on the copy.
@@ -457,20 +505,22 @@ class DurablePostgresSaver(AsyncCallsRefused):
         }
         if params["source"] == params["target"]:
             raise InvalidInputError("copy_thread needs two different thread ids.")
-        with self._source.connection() as conn, conn.transaction():
-            conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
-            cur = conn.execute(QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]})
-            found = cur.fetchone()
+        async with self._source.connection() as conn, conn.transaction():
+            await conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
+            cur = await conn.execute(
+                QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]}
+            )
+            found = await cur.fetchone()
             if found is not None and found["found"]:
                 raise TargetThreadNotEmptyError(
                     f"copy_thread: thread {params['target']!r} already has checkpoints; delete "
                     "it first or pick a new thread id. Nothing was copied."
                 )
-            conn.execute(QUERIES["copy_thread_checkpoints"], params)
-            conn.execute(QUERIES["copy_thread_blobs"], params)
-            conn.execute(QUERIES["copy_thread_writes"], params)
+            await conn.execute(QUERIES["copy_thread_checkpoints"], params)
+            await conn.execute(QUERIES["copy_thread_blobs"], params)
+            await conn.execute(QUERIES["copy_thread_writes"], params)
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads.
 
         Args:
@@ -489,20 +539,20 @@ class DurablePostgresSaver(AsyncCallsRefused):
         if not ids:
             return
         if strategy == "delete":
-            self._delete_threads(ids)
+            await self._adelete_threads(ids)
             return
         for thread_id in ids:
-            self._keep_latest(thread_id)
+            await self._akeep_latest(thread_id)
 
-    @retry_on_disconnect
-    def _keep_latest(self, thread_id: str) -> None:
-        with self._source.connection() as conn, conn.transaction():
-            conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
-            cur = conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
-            for head in cur.fetchall():
+    @aretry_on_disconnect
+    async def _akeep_latest(self, thread_id: str) -> None:
+        async with self._source.connection() as conn, conn.transaction():
+            await conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
+            cur = await conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
+            for head in await cur.fetchall():
                 kept = [head["checkpoint_id"]]
                 if head["delta_channels"]:
-                    chain = conn.execute(
+                    chain = await conn.execute(
                         QUERIES["delta_history"],
                         {
                             "thread_id": thread_id,
@@ -512,15 +562,17 @@ class DurablePostgresSaver(AsyncCallsRefused):
                             "chain_only": True,
                         },
                     )
-                    kept = [r["checkpoint_id"] for r in chain.fetchall()]
+                    kept = [r["checkpoint_id"] for r in await chain.fetchall()]
                 params = {
                     "thread_id": thread_id,
                     "checkpoint_ns": head["checkpoint_ns"],
                     "kept": kept,
                 }
-                freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
-                conn.execute(QUERIES["prune_cut_parents"], params)
-                self._delete_unreferenced(
+                freed = await (
+                    await conn.execute(QUERIES["prune_delete_checkpoints"], params)
+                ).fetchall()
+                await conn.execute(QUERIES["prune_cut_parents"], params)
+                await self._adelete_unreferenced(
                     conn,
                     [
                         {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}
@@ -528,7 +580,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
                     ],
                 )
 
-    def delete_idle_threads(
+    async def adelete_idle_threads(
         self, older_than: timedelta, *, batch_size: int = 500
     ) -> builtins.list[str]:
         """Delete threads whose newest checkpoint is older than `older_than`.
@@ -544,17 +596,19 @@ class DurablePostgresSaver(AsyncCallsRefused):
         cutoff = datetime.now(timezone.utc) - older_than
         deleted: builtins.list[str] = []
         while True:
-            with self._source.connection() as conn:
-                cur = conn.execute(QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size})
-                ids = [r["thread_id"] for r in cur.fetchall()]
+            async with self._source.connection() as conn:
+                cur = await conn.execute(
+                    QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size}
+                )
+                ids = [r["thread_id"] for r in await cur.fetchall()]
             if not ids:
                 return deleted
-            self._delete_threads(ids)
+            await self._adelete_threads(ids)
             deleted.extend(ids)
             logger.info("retention: deleted %d idle threads so far", len(deleted))
 
-    @retry_on_disconnect
-    def get_delta_channel_history(
+    @aretry_on_disconnect
+    async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Per-channel writes and seed along the parent chain, in one statement."""
@@ -563,14 +617,14 @@ class DurablePostgresSaver(AsyncCallsRefused):
         channels = list(channels)
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
         params: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
             if checkpoint_id is None:
-                cur.execute(QUERIES["latest_checkpoint_id"], params)
-                latest = cur.fetchone()
+                await cur.execute(QUERIES["latest_checkpoint_id"], params)
+                latest = await cur.fetchone()
                 if latest is None:
                     return {ch: {"writes": []} for ch in channels}
                 checkpoint_id = latest["checkpoint_id"]
-            cur.execute(
+            await cur.execute(
                 QUERIES["delta_history"],
                 {
                     **params,
@@ -579,7 +633,7 @@ class DurablePostgresSaver(AsyncCallsRefused):
                     "chain_only": False,
                 },
             )
-            rows = cur.fetchall()
+            rows = await cur.fetchall()
         return _core.assemble_delta_history(self.serde, channels, rows)
 
     def get_next_version(self, current: str | None, channel: None) -> str:

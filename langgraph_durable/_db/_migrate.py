@@ -1,4 +1,8 @@
+# WARNING: generated from _amigrate.py by tools/async_to_sync.py. DO NOT EDIT.
+# Edit the async source and run `python tools/async_to_sync.py`.
 """Schema setup: idempotent, safe from many processes at once, and version-checked.
+
+Generated from the async source; edit that file, not this one.
 
 An advisory lock serialises concurrent `setup()` calls (upstream's races on its version
 table); it is tried in a loop rather than waited for in the server, because a waiting
@@ -6,35 +10,38 @@ session holds a snapshot that the lock holder's `CREATE INDEX CONCURRENTLY` woul
 Each migration commits together with its version row; `CONCURRENTLY` index builds cannot
 run in a transaction, so they run alone and their version row follows, which is safe because
 every statement is `IF NOT EXISTS`; an index left invalid by an interrupted build is dropped
-and built again. Upstream's migrations are recorded in its own
-table with its numbers, so `PostgresSaver.setup()` finds nothing left to do afterwards.
+and built again. Upstream's migrations are recorded in its own table with its numbers, so
+`PostgresSaver.setup()` finds nothing left to do afterwards.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
-from psycopg import AsyncConnection, sql
+from psycopg import Connection, sql
 from psycopg.rows import DictRow
 
+from langgraph_durable._db.schema import (
+    DURABLE_SCHEMA_VERSION,
+    check_versions,
+    not_ready_upstream_only,
+    too_new,
+)
 from langgraph_durable._sql import MIGRATIONS, QUERIES, Migration
-from langgraph_durable.errors import SchemaError, SchemaNotReadyError, SchemaTooNewError
+from langgraph_durable.errors import SchemaError, SchemaNotReadyError
 
-__all__ = ["DURABLE_SCHEMA_VERSION", "acheck_schema", "amigrate"]
-
-DURABLE_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "durable")
+__all__ = ["check_schema", "migrate"]
 
 logger = logging.getLogger("langgraph_durable.setup")
 
 
-async def _alock(conn: AsyncConnection[DictRow], timeout: float) -> None:
+def _lock(conn: Connection[DictRow], timeout: float) -> None:
     """Take the setup lock, polling with backoff; give up after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     delay = 0.01
     while True:
-        row = await (await conn.execute(QUERIES["try_lock_setup"])).fetchone()
+        row = (conn.execute(QUERIES["try_lock_setup"])).fetchone()
         if row is not None and row["locked"]:
             return
         if time.monotonic() > deadline:
@@ -42,19 +49,19 @@ async def _alock(conn: AsyncConnection[DictRow], timeout: float) -> None:
                 f"Another process has held the setup lock for more than {timeout:.0f}s. If "
                 "no setup() is running, look for a stuck session in pg_stat_activity."
             )
-        await asyncio.sleep(delay)
+        time.sleep(delay)
         delay = min(delay * 2, 0.2)
 
 
-async def _apply(conn: AsyncConnection[DictRow], migration: Migration) -> None:
+def _apply_migration(conn: Connection[DictRow], migration: Migration) -> None:
     record = (
         "record_upstream_version" if migration.series == "upstream" else "record_durable_version"
     )
     params = {"v": migration.version, "name": migration.name}
     if migration.concurrently:
         if migration.index is not None:
-            found = await (
-                await conn.execute(QUERIES["index_is_invalid"], {"name": migration.index})
+            found = (
+                conn.execute(QUERIES["index_is_invalid"], {"name": migration.index})
             ).fetchone()
             if found is not None and found["invalid"]:
                 logger.warning(
@@ -63,65 +70,49 @@ async def _apply(conn: AsyncConnection[DictRow], migration: Migration) -> None:
                 drop = sql.SQL(QUERIES["drop_index_concurrently"]).format(
                     index=sql.Identifier(migration.index)
                 )
-                await conn.execute(drop)
-        await conn.execute(migration.sql, prepare=False)
-        await conn.execute(QUERIES[record], params)
+                conn.execute(drop)
+        conn.execute(migration.sql, prepare=False)
+        conn.execute(QUERIES[record], params)
         return
-    async with conn.transaction():
-        await conn.execute(migration.sql, prepare=False)
-        await conn.execute(QUERIES[record], params)
+    with conn.transaction():
+        conn.execute(migration.sql, prepare=False)
+        conn.execute(QUERIES[record], params)
 
 
-async def amigrate(conn: AsyncConnection[DictRow], *, lock_timeout: float = 300) -> list[str]:
+def migrate(conn: Connection[DictRow], *, lock_timeout: float = 300) -> list[str]:
     """Bring the schema up to date; returns the names of the migrations applied.
 
     `conn` must be in autocommit mode (CONCURRENTLY needs it).
     """
     applied: list[str] = []
-    await _alock(conn, lock_timeout)
+    _lock(conn, lock_timeout)
     try:
         # Upstream's version table is its migration 0; ours is bootstrapped the same way.
-        await conn.execute(MIGRATIONS[0].sql)
-        await conn.execute(QUERIES["create_durable_migrations_table"])
-        row = await (await conn.execute(QUERIES["schema_versions"])).fetchone()
+        conn.execute(MIGRATIONS[0].sql)
+        conn.execute(QUERIES["create_durable_migrations_table"])
+        row = (conn.execute(QUERIES["schema_versions"])).fetchone()
         assert row is not None
         if row["durable"] > DURABLE_SCHEMA_VERSION:
-            raise SchemaTooNewError(
-                f"This database is at langgraph-durable schema version {row['durable']}, but "
-                f"this installation knows only up to {DURABLE_SCHEMA_VERSION}. Upgrade "
-                "langgraph-durable; older code must not write to a newer schema."
-            )
+            raise too_new(row["durable"])
         for migration in MIGRATIONS:
             done = row["upstream"] if migration.series == "upstream" else row["durable"]
             if migration.version <= done:
                 continue
-            await _apply(conn, migration)
+            _apply_migration(conn, migration)
             applied.append(migration.name)
     finally:
-        await conn.execute(QUERIES["unlock_setup"])
+        conn.execute(QUERIES["unlock_setup"])
     return applied
 
 
-async def acheck_schema(conn: AsyncConnection[DictRow]) -> None:
+def check_schema(conn: Connection[DictRow]) -> None:
     """Raise a named error unless the schema is set up and not newer than this library."""
-    exists = await (await conn.execute(QUERIES["durable_schema_exists"])).fetchone()
+    exists = (conn.execute(QUERIES["durable_schema_exists"])).fetchone()
     assert exists is not None
     if not exists["upstream"]:
         raise SchemaNotReadyError()
     if not exists["durable"]:
-        raise SchemaNotReadyError(
-            "The checkpoint tables were created by langgraph-checkpoint-postgres; call "
-            "`saver.setup()` once to add langgraph-durable's indexes (it changes no data)."
-        )
-    row = await (await conn.execute(QUERIES["schema_versions"])).fetchone()
+        raise not_ready_upstream_only()
+    row = (conn.execute(QUERIES["schema_versions"])).fetchone()
     assert row is not None
-    if row["durable"] > DURABLE_SCHEMA_VERSION:
-        raise SchemaTooNewError(
-            f"This database is at langgraph-durable schema version {row['durable']}, but this "
-            f"installation knows only up to {DURABLE_SCHEMA_VERSION}. Upgrade langgraph-durable."
-        )
-    if row["durable"] < DURABLE_SCHEMA_VERSION:
-        raise SchemaNotReadyError(
-            f"The schema is at version {row['durable']} of {DURABLE_SCHEMA_VERSION}: call "
-            "`saver.setup()` to apply the missing migrations."
-        )
+    check_versions(row["durable"])

@@ -1,14 +1,15 @@
-"""Keeping an attempt's lease alive while a long call runs.
+"""Keeping a lease alive while a long call runs: effect attempts now, runs later.
 
-Without it, a call that outlives `lease_ttl` looks dead to workers on other hosts, which
-would then stop with `EffectOutcomeUnknown`. The heartbeat extends the lease every third of
-the lease; it stops when the call returns or raises. A failed extension is logged, not
-raised: the call itself is what matters, and an expired lease is handled safely anyway.
+Without it, a call that outlives its lease looks dead to workers on other hosts. The
+heartbeat calls `beat` every `every` seconds until the call returns or raises. A failed
+beat is logged, not raised: the call itself is what matters, and a lost lease is handled
+safely by whoever reads it.
 
 Almost every call ends long before its first beat, so arming a heartbeat must cost next to
 nothing: a thread started per call doubled the cost of an `@effect` call. The sync flavour
 shares one daemon thread per process that sleeps until the earliest beat is due; the async
-flavour arms a `call_later` timer on the running loop.
+flavour arms a `call_later` timer on the running loop. A hand-written pair: waiting is
+written differently for asyncio and for threads.
 """
 
 from __future__ import annotations
@@ -20,34 +21,38 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 __all__ = ["AsyncHeartbeat", "Heartbeat"]
 
-logger = logging.getLogger("langgraph_durable.effects")
+logger = logging.getLogger("langgraph_durable.leases")
 
 
 class AsyncHeartbeat:
-    """Extends a lease from the running loop while the `async with` body runs."""
+    """Calls `beat` from the running loop every `every` seconds while the body runs.
 
-    def __init__(self, journal: Any, key: str, attempt: int, lease_seconds: float) -> None:
-        self._journal, self._key, self._attempt = journal, key, attempt
-        self._lease = lease_seconds
+    Args:
+        beat: Extends the lease (one statement); its errors are logged.
+        every: Seconds between beats (a third of the lease is usual).
+        what: What the lease is for, in log messages.
+    """
+
+    def __init__(self, beat: Callable[[], Awaitable[object]], every: float, what: str) -> None:
+        self._beat_once, self._every, self._what = beat, every, what
         self._timer: asyncio.TimerHandle | None = None
         self._beating: asyncio.Task[None] | None = None
 
     def _arm(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(self._lease / 3, self._fire)
+        self._timer = asyncio.get_running_loop().call_later(self._every, self._fire)
 
     def _fire(self) -> None:
         self._beating = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:
         try:
-            await self._journal.aextend_lease(self._key, self._attempt, self._lease)
+            await self._beat_once()
         except Exception as exc:
-            logger.warning("could not extend the lease of %s: %s", self._key, exc)
+            logger.warning("could not extend the lease of %s: %s", self._what, exc)
         self._arm()
 
     @contextlib.asynccontextmanager
@@ -65,7 +70,7 @@ class AsyncHeartbeat:
 
 
 class _Beats:
-    """One daemon thread per process that extends the leases of every running sync call."""
+    """One daemon thread per process that beats for every running sync heartbeat."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -117,19 +122,18 @@ _BEATS = _Beats()
 
 
 class Heartbeat:
-    """Extends a lease from the shared lease thread while the `with` body runs."""
+    """Calls `beat` from the shared lease thread every `every` seconds while the body runs."""
 
-    def __init__(self, journal: Any, key: str, attempt: int, lease_seconds: float) -> None:
-        self._journal, self._key, self._attempt = journal, key, attempt
-        self._lease = lease_seconds
-        self.interval = lease_seconds / 3
+    def __init__(self, beat: Callable[[], object], every: float, what: str) -> None:
+        self._beat_once, self._what = beat, what
+        self.interval = every
         self.stopped = False
 
     def beat(self) -> None:
         try:
-            self._journal.extend_lease(self._key, self._attempt, self._lease)
+            self._beat_once()
         except Exception as exc:
-            logger.warning("could not extend the lease of %s: %s", self._key, exc)
+            logger.warning("could not extend the lease of %s: %s", self._what, exc)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:

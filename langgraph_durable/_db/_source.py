@@ -1,14 +1,19 @@
-# WARNING: generated from _aconnection.py by tools/async_to_sync.py. DO NOT EDIT.
+# WARNING: generated from _asource.py by tools/async_to_sync.py. DO NOT EDIT.
 # Edit the async source and run `python tools/async_to_sync.py`.
-"""Connections for the async saver: a pool from a DSN, or what the caller gave us.
+"""Connections: a checked pool from a DSN, or what the caller gave us, lent one call at a time.
+
+Generated from the async source; edit that file, not this one.
 
 A server restart or an idle disconnect must cost one retry, not the process (upstream's
 `from_conn_string` holds one bare connection: "the connection is closed" forever after).
 Checking every connection on checkout would cost a round trip per call, so instead an
 operation that fails because its connection died is retried once on a fresh connection
-(`retry_on_disconnect`); the pool drops the dead one. Only idempotent operations are
+(`retry_on_disconnect`); the pool drops the dead ones first. Only idempotent operations are
 wrapped. A single connection given by the caller is still accepted; calls on it are
 serialised because one connection runs one transaction.
+
+The saver, the effect journal and the approvals queries all borrow connections here; each
+registers its source (`registry.py`), so nothing reads another object's private state.
 """
 
 from __future__ import annotations
@@ -18,13 +23,21 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import psycopg
 from psycopg import Connection, Pipeline
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from langgraph_durable._db.connections import (
+    CONNECTION_KWARGS,
+    check_dsn,
+    check_row_factory,
+    describe_dsn,
+    is_disconnect,
+)
+from langgraph_durable._db.registry import source_of
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
@@ -34,8 +47,6 @@ from langgraph_durable.errors import (
 __all__ = [
     "Conn",
     "ConnectionSource",
-    "describe_dsn",
-    "is_disconnect",
     "open_pool",
     "retry_on_disconnect",
 ]
@@ -47,33 +58,18 @@ T = TypeVar("T")
 
 Conn = Connection[DictRow] | ConnectionPool[Connection[DictRow]]
 
-CONNECTION_KWARGS: dict[str, Any] = {
-    "autocommit": True,
-    # Prepared at first use: planning the tuple query costs more than running it.
-    "prepare_threshold": 0,
-    "row_factory": dict_row,
-}
-
-
-def describe_dsn(dsn: str) -> str:
-    """host:port/dbname of a DSN, for error messages (never the password)."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparseable DSN>"
-    host = info.get("host") or "localhost (socket)"
-    port = info.get("port") or "5432"
-    return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
-
 
 def open_pool(
     dsn: str, *, max_size: int, connect_timeout: float
 ) -> ConnectionPool[Connection[DictRow]]:
     """Open a pool and wait for its first connection, failing fast with the host named.
 
-    One direct connection is tried first: a refused or misnamed server fails at once with
-    the driver's reason, where a pool would keep retrying quietly until its timeout.
+    The DSN is checked first (a malformed one is named without being repeated, as it may
+    hold a password). One direct connection is tried next: a refused or misnamed server
+    fails at once with the driver's reason, where a pool would keep retrying quietly until
+    its timeout.
     """
+    check_dsn(dsn)
     timeout = max(1, round(connect_timeout))
     try:
         probe = Connection.connect(dsn, connect_timeout=timeout)
@@ -125,16 +121,17 @@ class ConnectionSource:
         self.conn = conn
         self.pipe = pipe
         if isinstance(conn, Connection):
-            _check_row_factory(conn)
+            check_row_factory(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = threading.Lock()
 
     @contextmanager
     def connection(self) -> Iterator[Connection[DictRow]]:
+        """A connection for one call: the caller's own, or one from the pool."""
         try:
             if isinstance(self.conn, ConnectionPool):
                 with self.conn.connection() as conn:
-                    _check_row_factory(conn)
+                    check_row_factory(conn)
                     yield conn
             else:
                 with self.lock:
@@ -149,29 +146,19 @@ class ConnectionSource:
                 raise
             raise named from exc
 
-
-def _check_row_factory(conn: Connection[Any]) -> None:
-    if conn.row_factory is not dict_row:
-        raise ConfigurationError(
-            "The connection (or the pool's connections) must return rows as dicts: create "
-            "it with row_factory=dict_row (and autocommit=True), as for PostgresSaver."
-        )
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    """Whether an error means the connection died (server restart, idle kill, network)."""
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    # No SQLSTATE: the socket failed. 08xxx: connection exceptions. 57P0x: the server
-    # terminated the session (shutdown, restart, pg_terminate_backend).
-    return state is None or state.startswith(("08", "57P"))
+    def drop_dead_connections(self) -> None:
+        """After a lost connection: a restart kills every idle one, so check them all."""
+        if isinstance(self.conn, ConnectionPool):
+            self.conn.check()
 
 
 def retry_on_disconnect(
     fn: Callable[P, T],
 ) -> Callable[P, T]:
-    """Run an idempotent operation again, once, if its connection died under it."""
+    """Run an idempotent method again, once, if its connection died under it.
+
+    The method's object must have registered its connection source (`register_source`).
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -181,11 +168,9 @@ def retry_on_disconnect(
             if not is_disconnect(exc):
                 raise
             logger.warning("connection lost (%s); retrying %s once", exc, fn.__name__)
-            # A restart kills every idle connection in the pool, not just this one: drop
-            # them all first, or the retry draws the next dead one and fails the same way.
-            source = getattr(args[0], "_source", None) if args else None
-            if source is not None and isinstance(source.conn, ConnectionPool):
-                source.conn.check()
+            source = source_of(args[0]) if args else None
+            if source is not None:
+                source.drop_dead_connections()
             return fn(*args, **kwargs)
 
     return wrapper

@@ -1,6 +1,6 @@
-# WARNING: generated from _amigrate.py by tools/async_to_sync.py. DO NOT EDIT.
-# Edit the async source and run `python tools/async_to_sync.py`.
 """Schema setup: idempotent, safe from many processes at once, and version-checked.
+
+Async source: the sync twin is generated from this file.
 
 An advisory lock serialises concurrent `setup()` calls (upstream's races on its version
 table); it is tried in a loop rather than waited for in the server, because a waiting
@@ -8,34 +8,39 @@ session holds a snapshot that the lock holder's `CREATE INDEX CONCURRENTLY` woul
 Each migration commits together with its version row; `CONCURRENTLY` index builds cannot
 run in a transaction, so they run alone and their version row follows, which is safe because
 every statement is `IF NOT EXISTS`; an index left invalid by an interrupted build is dropped
-and built again. Upstream's migrations are recorded in its own
-table with its numbers, so `PostgresSaver.setup()` finds nothing left to do afterwards.
+and built again. Upstream's migrations are recorded in its own table with its numbers, so
+`PostgresSaver.setup()` finds nothing left to do afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
-from psycopg import Connection, sql
+from psycopg import AsyncConnection, sql
 from psycopg.rows import DictRow
 
+from langgraph_durable._db.schema import (
+    DURABLE_SCHEMA_VERSION,
+    check_versions,
+    not_ready_upstream_only,
+    too_new,
+)
 from langgraph_durable._sql import MIGRATIONS, QUERIES, Migration
-from langgraph_durable.errors import SchemaError, SchemaNotReadyError, SchemaTooNewError
+from langgraph_durable.errors import SchemaError, SchemaNotReadyError
 
-__all__ = ["DURABLE_SCHEMA_VERSION", "check_schema", "migrate"]
-
-DURABLE_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "durable")
+__all__ = ["acheck_schema", "amigrate"]
 
 logger = logging.getLogger("langgraph_durable.setup")
 
 
-def _alock(conn: Connection[DictRow], timeout: float) -> None:
+async def _alock(conn: AsyncConnection[DictRow], timeout: float) -> None:
     """Take the setup lock, polling with backoff; give up after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     delay = 0.01
     while True:
-        row = (conn.execute(QUERIES["try_lock_setup"])).fetchone()
+        row = await (await conn.execute(QUERIES["try_lock_setup"])).fetchone()
         if row is not None and row["locked"]:
             return
         if time.monotonic() > deadline:
@@ -43,19 +48,19 @@ def _alock(conn: Connection[DictRow], timeout: float) -> None:
                 f"Another process has held the setup lock for more than {timeout:.0f}s. If "
                 "no setup() is running, look for a stuck session in pg_stat_activity."
             )
-        time.sleep(delay)
+        await asyncio.sleep(delay)
         delay = min(delay * 2, 0.2)
 
 
-def _apply(conn: Connection[DictRow], migration: Migration) -> None:
+async def _aapply_migration(conn: AsyncConnection[DictRow], migration: Migration) -> None:
     record = (
         "record_upstream_version" if migration.series == "upstream" else "record_durable_version"
     )
     params = {"v": migration.version, "name": migration.name}
     if migration.concurrently:
         if migration.index is not None:
-            found = (
-                conn.execute(QUERIES["index_is_invalid"], {"name": migration.index})
+            found = await (
+                await conn.execute(QUERIES["index_is_invalid"], {"name": migration.index})
             ).fetchone()
             if found is not None and found["invalid"]:
                 logger.warning(
@@ -64,65 +69,49 @@ def _apply(conn: Connection[DictRow], migration: Migration) -> None:
                 drop = sql.SQL(QUERIES["drop_index_concurrently"]).format(
                     index=sql.Identifier(migration.index)
                 )
-                conn.execute(drop)
-        conn.execute(migration.sql, prepare=False)
-        conn.execute(QUERIES[record], params)
+                await conn.execute(drop)
+        await conn.execute(migration.sql, prepare=False)
+        await conn.execute(QUERIES[record], params)
         return
-    with conn.transaction():
-        conn.execute(migration.sql, prepare=False)
-        conn.execute(QUERIES[record], params)
+    async with conn.transaction():
+        await conn.execute(migration.sql, prepare=False)
+        await conn.execute(QUERIES[record], params)
 
 
-def migrate(conn: Connection[DictRow], *, lock_timeout: float = 300) -> list[str]:
+async def amigrate(conn: AsyncConnection[DictRow], *, lock_timeout: float = 300) -> list[str]:
     """Bring the schema up to date; returns the names of the migrations applied.
 
     `conn` must be in autocommit mode (CONCURRENTLY needs it).
     """
     applied: list[str] = []
-    _alock(conn, lock_timeout)
+    await _alock(conn, lock_timeout)
     try:
         # Upstream's version table is its migration 0; ours is bootstrapped the same way.
-        conn.execute(MIGRATIONS[0].sql)
-        conn.execute(QUERIES["create_durable_migrations_table"])
-        row = (conn.execute(QUERIES["schema_versions"])).fetchone()
+        await conn.execute(MIGRATIONS[0].sql)
+        await conn.execute(QUERIES["create_durable_migrations_table"])
+        row = await (await conn.execute(QUERIES["schema_versions"])).fetchone()
         assert row is not None
         if row["durable"] > DURABLE_SCHEMA_VERSION:
-            raise SchemaTooNewError(
-                f"This database is at langgraph-durable schema version {row['durable']}, but "
-                f"this installation knows only up to {DURABLE_SCHEMA_VERSION}. Upgrade "
-                "langgraph-durable; older code must not write to a newer schema."
-            )
+            raise too_new(row["durable"])
         for migration in MIGRATIONS:
             done = row["upstream"] if migration.series == "upstream" else row["durable"]
             if migration.version <= done:
                 continue
-            _apply(conn, migration)
+            await _aapply_migration(conn, migration)
             applied.append(migration.name)
     finally:
-        conn.execute(QUERIES["unlock_setup"])
+        await conn.execute(QUERIES["unlock_setup"])
     return applied
 
 
-def check_schema(conn: Connection[DictRow]) -> None:
+async def acheck_schema(conn: AsyncConnection[DictRow]) -> None:
     """Raise a named error unless the schema is set up and not newer than this library."""
-    exists = (conn.execute(QUERIES["durable_schema_exists"])).fetchone()
+    exists = await (await conn.execute(QUERIES["durable_schema_exists"])).fetchone()
     assert exists is not None
     if not exists["upstream"]:
         raise SchemaNotReadyError()
     if not exists["durable"]:
-        raise SchemaNotReadyError(
-            "The checkpoint tables were created by langgraph-checkpoint-postgres; call "
-            "`saver.setup()` once to add langgraph-durable's indexes (it changes no data)."
-        )
-    row = (conn.execute(QUERIES["schema_versions"])).fetchone()
+        raise not_ready_upstream_only()
+    row = await (await conn.execute(QUERIES["schema_versions"])).fetchone()
     assert row is not None
-    if row["durable"] > DURABLE_SCHEMA_VERSION:
-        raise SchemaTooNewError(
-            f"This database is at langgraph-durable schema version {row['durable']}, but this "
-            f"installation knows only up to {DURABLE_SCHEMA_VERSION}. Upgrade langgraph-durable."
-        )
-    if row["durable"] < DURABLE_SCHEMA_VERSION:
-        raise SchemaNotReadyError(
-            f"The schema is at version {row['durable']} of {DURABLE_SCHEMA_VERSION}: call "
-            "`saver.setup()` to apply the missing migrations."
-        )
+    check_versions(row["durable"])

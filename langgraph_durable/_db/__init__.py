@@ -1,0 +1,58 @@
+"""The database layer the saver, the effect journal, approvals and the CLI share.
+
+Connections (a checked pool from a DSN, or a caller's pool or connection, lent one call at
+a time with driver errors named at one boundary), a retry after a lost connection,
+migrations under an advisory lock, lease owners, and the heartbeat that keeps a lease.
+Other packages import from here, never from the private modules behind it.
+"""
+
+from langgraph_durable._db._amigrate import acheck_schema, amigrate
+from langgraph_durable._db._asource import (
+    AsyncConn,
+    AsyncConnectionSource,
+    aopen_pool,
+    aretry_on_disconnect,
+)
+from langgraph_durable._db._migrate import check_schema, migrate
+from langgraph_durable._db._source import (
+    Conn,
+    ConnectionSource,
+    open_pool,
+    retry_on_disconnect,
+)
+from langgraph_durable._db.connections import (
+    CONNECTION_KWARGS,
+    check_dsn,
+    describe_dsn,
+    is_disconnect,
+)
+from langgraph_durable._db.heartbeat import AsyncHeartbeat, Heartbeat
+from langgraph_durable._db.leases import owner_is_dead, process_owner
+from langgraph_durable._db.registry import register_source, source_of
+from langgraph_durable._db.schema import DURABLE_SCHEMA_VERSION
+
+__all__ = [
+    "CONNECTION_KWARGS",
+    "DURABLE_SCHEMA_VERSION",
+    "AsyncConn",
+    "AsyncConnectionSource",
+    "AsyncHeartbeat",
+    "Conn",
+    "ConnectionSource",
+    "Heartbeat",
+    "acheck_schema",
+    "amigrate",
+    "aopen_pool",
+    "aretry_on_disconnect",
+    "check_dsn",
+    "check_schema",
+    "describe_dsn",
+    "is_disconnect",
+    "migrate",
+    "open_pool",
+    "owner_is_dead",
+    "process_owner",
+    "register_source",
+    "retry_on_disconnect",
+    "source_of",
+]

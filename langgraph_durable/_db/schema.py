@@ -1,0 +1,37 @@
+"""Facts about the schema both migration flavours share: versions and what to tell users."""
+
+from __future__ import annotations
+
+from langgraph_durable._sql import MIGRATIONS
+from langgraph_durable.errors import SchemaNotReadyError, SchemaTooNewError
+
+__all__ = ["DURABLE_SCHEMA_VERSION", "check_versions", "not_ready_upstream_only", "too_new"]
+
+DURABLE_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "durable")
+"""The newest langgraph-durable migration this installation knows."""
+
+
+def too_new(found: int) -> SchemaTooNewError:
+    return SchemaTooNewError(
+        f"This database is at langgraph-durable schema version {found}, but this "
+        f"installation knows only up to {DURABLE_SCHEMA_VERSION}. Upgrade langgraph-durable; "
+        "older code must not write to a newer schema."
+    )
+
+
+def check_versions(durable: int) -> None:
+    """Raise unless the recorded version is the one this installation expects."""
+    if durable > DURABLE_SCHEMA_VERSION:
+        raise too_new(durable)
+    if durable < DURABLE_SCHEMA_VERSION:
+        raise SchemaNotReadyError(
+            f"The schema is at version {durable} of {DURABLE_SCHEMA_VERSION}: call "
+            "`saver.setup()` to apply the missing migrations."
+        )
+
+
+def not_ready_upstream_only() -> SchemaNotReadyError:
+    return SchemaNotReadyError(
+        "The checkpoint tables were created by langgraph-checkpoint-postgres; call "
+        "`saver.setup()` once to add langgraph-durable's indexes (it changes no data)."
+    )

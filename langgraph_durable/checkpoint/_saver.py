@@ -1,0 +1,632 @@
+# WARNING: generated from _asaver.py by tools/async_to_sync.py. DO NOT EDIT.
+# Edit the async source and run `python tools/async_to_sync.py`.
+"""`DurablePostgresSaver`, the LangGraph checkpointer on Postgres.
+
+Generated from the async source; edit that file, not this one.
+
+Compared with `PostgresSaver` from langgraph-checkpoint-postgres, on the same tables:
+
+- no global lock: with a pool, calls for different threads run at once;
+- each `put` and each `put_writes` is one transaction sent in one round trip (pipeline);
+- a finished task's writes are parked for a moment and committed in the statement of the
+  checkpoint that moves past them: one commit per step (`_parking.py`); writes stored on
+  their own are waited for, so they are never younger than the checkpoint after them (I4);
+- bad input fails with a named error before a connection is taken (invariant I8);
+- `copy_thread`, `delete_for_runs`, a `DeltaChannel`-safe `prune`, idle-thread retention
+  and a one-statement `get_delta_channel_history`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import INTERRUPT
+from psycopg import Capabilities, Connection, Pipeline
+from psycopg.rows import DictRow
+from typing_extensions import LiteralString
+
+from langgraph_durable import _crashpoints, _guard, _langgraph
+from langgraph_durable._db import (
+    Conn,
+    ConnectionSource,
+    check_schema,
+    migrate,
+    open_pool,
+    register_source,
+    retry_on_disconnect,
+)
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import _core
+from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
+from langgraph_durable.checkpoint._parking import WriteKey, WriteParking
+from langgraph_durable.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    TargetThreadNotEmptyError,
+    UnknownPruneStrategyError,
+)
+
+__all__ = ["DurablePostgresSaver", "put_txn", "put_writes_txn"]
+
+logger = logging.getLogger("langgraph_durable.checkpoint")
+
+
+def put_txn(
+    conn: Connection[DictRow],
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    *,
+    serde: SerializerProtocol,
+) -> RunnableConfig:
+    """Store a checkpoint inside the caller's transaction; upstream's rows, one statement.
+
+    For code that must commit a checkpoint together with rows of its own (an event to
+    announce it, a run's status): both commit or neither does. The caller commits; the
+    statement makes that commit synchronous. Writes parked in a running saver are not
+    taken: use the saver's `put` inside graphs.
+
+    Returns:
+        The config of the stored checkpoint, as `put` returns it.
+    """
+    row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+    params = {
+        **row,
+        **_core.blob_params(serde, blob_values, new_versions),
+        **_core.parked_write_params(()),
+        "synchronous_commit": "on",
+    }
+    conn.execute(QUERIES["put_checkpoint"], params)
+    return _core.config_of(row)
+
+
+def put_writes_txn(
+    conn: Connection[DictRow],
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str = "",
+    *,
+    serde: SerializerProtocol,
+) -> None:
+    """Store a task's writes against a checkpoint inside the caller's transaction."""
+    if not writes:
+        return
+    replace = _core.replaces_earlier(writes)
+    query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
+    conn.execute(query, _core.write_params(serde, config, writes, task_id, task_path))
+
+
+class DurablePostgresSaver(RefusesAsyncCalls):
+    """A LangGraph checkpointer on Postgres that survives crashes and restarts.
+
+    Use it where you would use `PostgresSaver`; it reads and writes the same tables.
+
+    Example:
+        ```python
+        with DurablePostgresSaver.from_conn_string(dsn) as saver:
+            saver.setup()
+            graph = builder.compile(checkpointer=saver)
+            graph.invoke(inputs, {"configurable": {"thread_id": "t-1"}})
+        ```
+
+    Args:
+        conn: A psycopg `ConnectionPool` (recommended: calls run concurrently) or one
+            `Connection` (calls are serialised on it).
+        pipe: A pipeline of `conn` (single connection only), as upstream accepts; each call
+            is synced before it returns, so errors surface at the call that caused them.
+            Every operation is already one round trip, so a pipeline saves little.
+        serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
+        async_commit: Commit checkpoints without waiting for the WAL flush. Safe against a
+            worker crash; a server crash can lose the last few hundred milliseconds of
+            checkpoints. Writes of finished tasks keep synchronous commits.
+        write_linger: Seconds a finished task's writes wait for the checkpoint that follows
+            them, to be committed in its statement (one commit per step instead of two).
+            LangGraph sends that checkpoint well within the default 2 ms. Writes it does
+            not take in time are stored on their own, and that thread's writes do not
+            wait during its next 64 checkpoints (a fan-out wider than the executor,
+            `max_concurrency=1`, a run ending in an interrupt).
+            0 stores every write on its own.
+    """
+
+    def __init__(
+        self,
+        conn: Conn,
+        pipe: Pipeline | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        async_commit: bool = False,
+        write_linger: float = 0.002,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not 0 <= write_linger <= 1:
+            raise ConfigurationError(
+                f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
+            )
+        self._source = ConnectionSource(conn, pipe)
+        register_source(self, self._source)
+        self.conn = conn
+        self.pipe = pipe
+        # Upstream's attributes, for code written against it: `lock` serialises calls on a
+        # single connection (with a pool, calls need no lock and this one is never taken).
+        self.lock = self._source.lock
+        self.supports_pipeline = Capabilities().has_pipeline()
+        self.async_commit = async_commit
+        # Checkpoints committed asynchronously must not carry writes, which commit durably.
+        self._parking = WriteParking(0 if async_commit else write_linger)
+        # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
+        # writes before it saves the next checkpoint, so they are never parked.
+        self._delta_channels: set[str] = set()
+        # Final checkpoints of runs under durability="exit": writes for them come after.
+        self._exit_checkpoints: set[WriteKey] = set()
+        # (thread, namespace) whose last put was rejected: under durability="async"
+        # LangGraph runs the next tasks anyway, and their writes must not land against
+        # checkpoints that will never exist. Cleared by the next accepted put there.
+        self._rejected: dict[tuple[str, str], InvalidInputError] = {}
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        serde: SerializerProtocol | None = None,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+        async_commit: bool = False,
+        write_linger: float = 0.002,
+    ) -> Iterator[DurablePostgresSaver]:
+        """Open a saver on a checked connection pool; closes the pool on exit.
+
+        Args:
+            conn_string: A libpq DSN or URI.
+            pipeline: Accepted for upstream's call shape; has no effect, because every
+                operation of this saver is already a single round trip.
+            serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
+            max_connections: Pool size: how many calls can run at once.
+            connect_timeout: Seconds to wait for the first connection before raising
+                `DatabaseUnreachableError`.
+            async_commit: See the class docstring.
+            write_linger: See the class docstring.
+        """
+        del pipeline  # one round trip per operation already
+        pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
+        try:
+            yield cls(pool, serde=serde, async_commit=async_commit, write_linger=write_linger)
+        finally:
+            pool.close()
+
+    def setup(self) -> builtins.list[str]:
+        """Create or migrate the tables; idempotent and safe from many processes at once.
+
+        Called as upstream's is: awaited on the async saver (where `asetup` is an alias),
+        plainly on the sync one.
+
+        Returns:
+            The names of the migrations applied by this call (empty when up to date).
+
+        Raises:
+            SchemaTooNewError: A newer langgraph-durable migrated this database.
+        """
+        with self._source.connection() as conn:
+            if not conn.autocommit:
+                raise ConfigurationError(
+                    "setup() needs a connection with autocommit=True (index builds run "
+                    "CONCURRENTLY); connect with `autocommit=True`."
+                )
+            applied = migrate(conn)
+        if applied:
+            logger.info("langgraph-durable applied migrations: %s", ", ".join(applied))
+        return applied
+
+    def check_schema(self) -> None:
+        """Raise `SchemaNotReadyError` or `SchemaTooNewError` unless the schema fits."""
+        with self._source.connection() as conn:
+            check_schema(conn)
+
+    @retry_on_disconnect
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by `config`, or the thread's latest when it names none."""
+        thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        where = QUERIES["where_exact"] if checkpoint_id else QUERIES["where_latest"]
+        params = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
+            row = cur.fetchone()
+            if row is None:
+                return None
+            if _core.needs_sends_migration(row):
+                self._migrate_sends(cur, [row])
+        return _core.load_tuple(self.serde, row)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints matching the filters, newest first.
+
+        Args:
+            config: Restricts to a thread, and to a namespace and checkpoint when given.
+            filter: Metadata that the checkpoints' metadata must contain.
+            before: Only checkpoints older than this one.
+            limit: At most this many.
+        """
+        wheres: list[LiteralString] = []
+        params: dict[str, Any] = {}
+        order = QUERIES["list_order_any"]
+        if config is not None:
+            configurable = config.get("configurable") or {}
+            if "thread_id" in configurable:
+                params["thread_id"] = _core.thread_id_of(configurable["thread_id"])
+                wheres.append(QUERIES["list_thread"])
+                order = QUERIES["list_order_thread"]
+                if configurable.get("checkpoint_ns") is not None:
+                    params["checkpoint_ns"] = _core.thread_id_of(
+                        configurable["checkpoint_ns"], "checkpoint_ns"
+                    )
+                    wheres.append(QUERIES["list_namespace"])
+                    order = QUERIES["list_order_thread_namespace"]
+            if configurable.get("checkpoint_id"):
+                params["checkpoint_id"] = _core.thread_id_of(
+                    configurable["checkpoint_id"], "checkpoint_id"
+                )
+                wheres.append(QUERIES["list_checkpoint_id"])
+        if filter:
+            params["metadata"] = _core.metadata_filter(filter)
+            wheres.append(QUERIES["list_metadata"])
+        if before is not None:
+            before_id = (before.get("configurable") or {}).get("checkpoint_id")
+            if before_id:
+                params["before"] = _core.thread_id_of(before_id, "before's checkpoint_id")
+                wheres.append(QUERIES["list_before"])
+        query = QUERIES["select_tuple_columns"]
+        if wheres:
+            query = query + "\nWHERE " + "\n    AND ".join(wheres)
+        query = query + "\n" + order
+        checked_limit = _core.list_limit(limit)
+        if checked_limit is not None:
+            params["limit"] = checked_limit
+            query = query + "\n" + QUERIES["list_limit"]
+        for row in self._fetch_rows(query, params):
+            yield _core.load_tuple(self.serde, row)
+
+    @retry_on_disconnect
+    def _fetch_rows(
+        self, query: LiteralString, params: dict[str, Any]
+    ) -> builtins.list[_core.CheckpointRow]:
+        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            # Never prepared: a generic plan knows only the average thread and, with a
+            # metadata filter, sorts a whole huge thread instead of walking its index.
+            cur.execute(query, params, prepare=False)
+            rows = cur.fetchall()
+            if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
+                self._migrate_sends(cur, to_migrate)
+        return rows
+
+    def _migrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
+        """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
+        for row in rows:
+            cur.execute(
+                QUERIES["select_pending_sends"],
+                {
+                    "thread_id": row["thread_id"],
+                    "checkpoint_ns": row["checkpoint_ns"],
+                    "checkpoint_ids": [row["parent_checkpoint_id"]],
+                },
+            )
+            found = cur.fetchone()
+            if found is not None:
+                _core.migrate_pending_sends(
+                    self.serde, row, found["sends"], self.get_next_version(None, None)
+                )
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint, the new versions of its channels and parked writes at once.
+
+        Takes the writes parked against the checkpoint this one moves past (or against
+        itself, as at exit) into its statement, and waits for those being stored on their own,
+        so that a crash can never leave a checkpoint ahead of its tasks' results.
+        """
+        try:
+            row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+            params = {
+                **row,
+                **_core.blob_params(self.serde, blob_values, new_versions),
+                "synchronous_commit": "off" if self.async_commit else "on",
+            }
+        except InvalidInputError as exc:
+            key = _core.rejected_key(config)
+            if key is not None:
+                if len(self._rejected) > 1024:
+                    self._rejected.clear()
+                self._rejected[key] = exc
+            raise
+        self._delta_channels.update(_core.delta_channel_names(metadata, blob_values))
+        own: WriteKey = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+        keys = [own]
+        if row["parent_checkpoint_id"]:
+            keys.append((own[0], own[1], row["parent_checkpoint_id"]))
+        if _langgraph.durability_of(config) == "exit":
+            # At exit LangGraph submits the final checkpoint and then its pending writes.
+            # Letting the writes that already started go first (they are waited for, or
+            # taken) means a reader does not see the checkpoint without them. Writes that
+            # arrive later are not parked: no later checkpoint would take them.
+            if len(self._exit_checkpoints) >= 1024:
+                self._exit_checkpoints.clear()
+            self._exit_checkpoints.add(own)
+            # Yield once: the writes are scheduled (async) or being submitted (threads).
+            time.sleep(0)
+        taken = self._parking.take(keys)
+        params.update(_core.parked_write_params(entry.params for entry in taken))
+        try:
+            self._store_checkpoint(params)
+        except BaseException as exc:
+            self._parking.settle(taken, exc)
+            raise
+        self._parking.settle(taken)
+        self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
+        return _core.config_of(row)
+
+    @retry_on_disconnect
+    def _store_checkpoint(self, params: dict[str, Any]) -> None:
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["put_checkpoint"], params)
+            _crashpoints.reached("put:after_commit")
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes against a checkpoint, durably, in one transaction.
+
+        Regular writes wait up to `write_linger` for the next checkpoint to carry them;
+        writes LangGraph waits for (errors, interrupts, resumes, `DeltaChannel` writes) are
+        stored at once.
+        """
+        key = _core.write_key(config)
+        if any(channel == INTERRUPT for channel, _ in writes):
+            _guard.interrupt_written(task_id)
+        if not writes:
+            return
+        if key[:2] in self._rejected:
+            rejected = self._rejected[key[:2]]
+            raise type(rejected)(
+                f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
+                f"({rejected}); these writes were not stored either."
+            )
+        replace = _core.replaces_earlier(writes)
+        query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
+
+        def prepare() -> tuple[bool, dict[str, Any]]:
+            params = _core.write_params(self.serde, config, writes, task_id, task_path)
+            park = (
+                not replace
+                and key not in self._exit_checkpoints
+                and _core.may_park(config, writes, self._delta_channels)
+            )
+            if park:
+                _crashpoints.reached("put_writes:parked")
+            return park, params
+
+        self._parking.store(key, prepare, lambda params: self._store_writes(query, params))
+        _crashpoints.reached("put_writes:after_commit")
+
+    @retry_on_disconnect
+    def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
+        with self._source.connection() as conn:
+            conn.execute(query, params)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        self._delete_threads([_core.thread_id_of(thread_id)])
+
+    @retry_on_disconnect
+    def _delete_threads(self, thread_ids: Sequence[str]) -> None:
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
+
+    @retry_on_disconnect
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes and unshared blobs) of the given runs.
+
+        A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
+        afterwards; delete whole threads (or `prune`) for threads that use one.
+        """
+        if isinstance(run_ids, str):
+            raise InvalidInputError("run_ids must be a list of run ids, not one string.")
+        ids = [str(r) for r in run_ids]
+        if not ids:
+            return
+        with self._source.connection() as conn, conn.transaction():
+            cur = conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
+            self._delete_unreferenced(conn, cur.fetchall())
+
+    def _delete_unreferenced(self, conn: Any, freed: Sequence[Mapping[str, Any]]) -> None:
+        if not freed:
+            return
+        conn.execute(
+            QUERIES["delete_unreferenced_blobs"],
+            {
+                "thread_ids": [r.get("thread_id") for r in freed],
+                "namespaces": [r.get("checkpoint_ns") for r in freed],
+                "channels": [r["channel"] for r in freed],
+                "versions": [r["version"] for r in freed],
+            },
+        )
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and blob of a thread into a new, empty thread.
+
+        The whole parent chain is copied, so `DeltaChannel` state rebuilds on the copy.
+
+        Raises:
+            TargetThreadNotEmptyError: The target thread already has checkpoints.
+        """
+        params = {
+            "source": _core.thread_id_of(source_thread_id),
+            "target": _core.stored_id(target_thread_id, "thread_id"),
+        }
+        if params["source"] == params["target"]:
+            raise InvalidInputError("copy_thread needs two different thread ids.")
+        with self._source.connection() as conn, conn.transaction():
+            conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
+            cur = conn.execute(QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]})
+            found = cur.fetchone()
+            if found is not None and found["found"]:
+                raise TargetThreadNotEmptyError(
+                    f"copy_thread: thread {params['target']!r} already has checkpoints; delete "
+                    "it first or pick a new thread id. Nothing was copied."
+                )
+            conn.execute(QUERIES["copy_thread_checkpoints"], params)
+            conn.execute(QUERIES["copy_thread_blobs"], params)
+            conn.execute(QUERIES["copy_thread_writes"], params)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads.
+
+        Args:
+            thread_ids: The threads to prune.
+            strategy: `"keep_latest"` keeps the latest checkpoint of each namespace, plus the
+                ancestors (and their writes) that its `DeltaChannel`s need to rebuild;
+                `"delete"` removes the threads entirely.
+        """
+        if isinstance(thread_ids, str):
+            raise InvalidInputError("thread_ids must be a list of thread ids, not one string.")
+        if strategy not in _core.PRUNE_STRATEGIES:
+            raise UnknownPruneStrategyError(
+                f"Unknown prune strategy {strategy!r}: use one of {_core.PRUNE_STRATEGIES}."
+            )
+        ids = [_core.thread_id_of(t) for t in thread_ids]
+        if not ids:
+            return
+        if strategy == "delete":
+            self._delete_threads(ids)
+            return
+        for thread_id in ids:
+            self._keep_latest(thread_id)
+
+    @retry_on_disconnect
+    def _keep_latest(self, thread_id: str) -> None:
+        with self._source.connection() as conn, conn.transaction():
+            conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
+            cur = conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
+            for head in cur.fetchall():
+                kept = [head["checkpoint_id"]]
+                if head["delta_channels"]:
+                    chain = conn.execute(
+                        QUERIES["delta_history"],
+                        {
+                            "thread_id": thread_id,
+                            "checkpoint_ns": head["checkpoint_ns"],
+                            "checkpoint_id": head["checkpoint_id"],
+                            "channels": head["delta_channels"],
+                            "chain_only": True,
+                        },
+                    )
+                    kept = [r["checkpoint_id"] for r in chain.fetchall()]
+                params = {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": head["checkpoint_ns"],
+                    "kept": kept,
+                }
+                freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
+                conn.execute(QUERIES["prune_cut_parents"], params)
+                self._delete_unreferenced(
+                    conn,
+                    [
+                        {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}
+                        for r in freed
+                    ],
+                )
+
+    def delete_idle_threads(
+        self, older_than: timedelta, *, batch_size: int = 500
+    ) -> builtins.list[str]:
+        """Delete threads whose newest checkpoint is older than `older_than`.
+
+        Works in batches, logging progress; whole threads go, so `DeltaChannel` chains are
+        never cut.
+
+        Returns:
+            The deleted thread ids, oldest activity first.
+        """
+        if older_than <= timedelta(0):
+            raise InvalidInputError("older_than must be a positive timedelta.")
+        cutoff = datetime.now(timezone.utc) - older_than
+        deleted: builtins.list[str] = []
+        while True:
+            with self._source.connection() as conn:
+                cur = conn.execute(QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size})
+                ids = [r["thread_id"] for r in cur.fetchall()]
+            if not ids:
+                return deleted
+            self._delete_threads(ids)
+            deleted.extend(ids)
+            logger.info("retention: deleted %d idle threads so far", len(deleted))
+
+    @retry_on_disconnect
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per-channel writes and seed along the parent chain, in one statement."""
+        if not channels:
+            return {}
+        channels = list(channels)
+        thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        params: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+            if checkpoint_id is None:
+                cur.execute(QUERIES["latest_checkpoint_id"], params)
+                latest = cur.fetchone()
+                if latest is None:
+                    return {ch: {"writes": []} for ch in channels}
+                checkpoint_id = latest["checkpoint_id"]
+            cur.execute(
+                QUERIES["delta_history"],
+                {
+                    **params,
+                    "checkpoint_id": checkpoint_id,
+                    "channels": channels,
+                    "chain_only": False,
+                },
+            )
+            rows = cur.fetchall()
+        return _core.assemble_delta_history(self.serde, channels, rows)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Channel versions in upstream's format, so both savers can share a thread."""
+        return _core.next_version(current)

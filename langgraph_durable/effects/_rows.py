@@ -1,0 +1,79 @@
+"""Journal rows and results in both flavours: pure, shared by `_ajournal.py` and its twin."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langgraph_durable.effects._keys import TaskContext
+from langgraph_durable.effects._protocol import EffectStatus, JournalRow
+from langgraph_durable.errors import EffectResultNotStoredError
+
+__all__ = ["claim_params", "dump_result", "json_text", "load_result", "row_of"]
+
+
+def row_of(found: dict[str, Any]) -> JournalRow:
+    """An `effect_get` row as the protocol sees it."""
+    return JournalRow(
+        key=found["key"],
+        effect_name=found["effect_name"],
+        input_hash=found["input_hash"],
+        status=EffectStatus(found["status"]),
+        attempt=found["attempt"],
+        lease_owner=found["lease_owner"],
+        lease_expires_at=found["lease_expires_at"],
+        next_attempt_at=found["next_attempt_at"],
+        result_type=found["result_type"],
+        result=found["result"],
+        error_type=found["error_type"],
+        error_message=found["error_message"],
+        db_now=found["db_now"],
+        extra={k: found[k] for k in ("usage", "replays", "thread_id", "node", "step")},
+    )
+
+
+def claim_params(
+    key: str,
+    name: str,
+    input_hash: str,
+    owner: str,
+    lease_seconds: float,
+    where: TaskContext | None,
+) -> dict[str, Any]:
+    return {
+        "key": key,
+        "effect_name": name,
+        "input_hash": input_hash,
+        "owner": owner,
+        "lease_seconds": lease_seconds,
+        "thread_id": where.thread_id if where else None,
+        "checkpoint_ns": where.namespace if where else None,
+        "node": where.node if where else None,
+        "step": where.step if where else None,
+    }
+
+
+def dump_result(serde: SerializerProtocol, key: str, result: Any) -> tuple[str, bytes]:
+    """Serialize a result for the journal, or raise `EffectResultNotStoredError`."""
+    try:
+        return serde.dumps_typed(result)
+    except Exception as exc:
+        raise EffectResultNotStoredError(
+            f"The result of the effect under key {key!r} (a {type(result).__name__}) "
+            f"cannot be serialized ({exc}), so it was not journaled. Return plain data "
+            "(str, numbers, dicts, lists, pydantic models), or convert the result inside "
+            "the effect.",
+            key=key,
+        ) from exc
+
+
+def load_result(serde: SerializerProtocol, row: JournalRow) -> Any:
+    assert row.result_type is not None
+    assert row.result is not None
+    return serde.loads_typed((row.result_type, row.result))
+
+
+def json_text(value: dict[str, Any]) -> str:
+    return json.dumps(value, default=str)

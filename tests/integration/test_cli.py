@@ -1,0 +1,202 @@
+"""The CLI as scripts and people use it: real commands on a real database.
+
+Options go before or after the subcommand, `--json` has a stable shape with numbers as
+numbers, exit codes mean 0 done / 1 failed / 2 wrong command line, and no error ever shows a
+password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from graphs import linear_graph
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable import __name__ as package_name
+from langgraph_durable.cli import _parser, main
+
+SECRET = "s3cret-pw-123"
+
+
+@pytest.fixture
+def dsn(fresh_db_dsn: str) -> str:
+    assert main(["--dsn", fresh_db_dsn, "setup"]) == 0
+    return fresh_db_dsn
+
+
+def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Any:
+    capsys.readouterr()
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def a_thread(dsn: str) -> str:
+    thread = f"cli-{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        linear_graph(("a", "b")).compile(checkpointer=saver).invoke(
+            {"log": []}, {"configurable": {"thread_id": thread}}, durability="sync"
+        )
+    return thread
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["--dsn", "{dsn}", "--json", "check"],
+        ["check", "--dsn", "{dsn}", "--json"],
+        ["--json", "check", "--dsn", "{dsn}"],
+        ["--dsn", "{dsn}", "check", "--json"],
+    ],
+    ids=["before", "after", "json-before", "dsn-before"],
+)
+def test_dsn_and_json_go_before_or_after_the_subcommand(
+    dsn: str, capsys: pytest.CaptureFixture[str], order: list[str]
+) -> None:
+    argv = [part.replace("{dsn}", dsn) for part in order]
+    assert run_json(capsys, argv) == {"schema": "ok"}
+
+
+def test_the_dsn_falls_back_to_the_environment(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGGRAPH_DURABLE_DSN", dsn)
+    assert run_json(capsys, ["check", "--json"]) == {"schema": "ok"}
+
+
+def test_effects_json_keeps_numbers_numbers_and_times_iso(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = f"cli-effect-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "attempt, thread_id, node, step) VALUES (%s, 'mail', 'h', 'unknown', 2, 't', 'n', 7)",
+            (key,),
+        )
+    (row,) = run_json(capsys, ["effects", "--json", "--dsn", dsn])["effects"]
+    assert row["key"] == key
+    assert row["attempt"] == 2
+    assert row["step"] == 7
+    assert row["lease_expires_at"] is None
+    assert datetime.fromisoformat(row["updated_at"]).tzinfo is not None
+    assert set(row) >= {"status", "effect_name", "error_type", "thread_id", "node"}
+
+
+def test_approvals_json_gives_ages_in_seconds(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_json(capsys, ["approvals", "--json", "--dsn", dsn]) == {"approvals": []}
+
+
+def test_prune_of_an_unknown_thread_says_so_and_fails(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = a_thread(dsn)
+    capsys.readouterr()
+    assert main(["prune", known, "no-such-thread", "--dsn", dsn]) == 1
+    err = capsys.readouterr().err
+    assert "'no-such-thread'" in err
+    assert "nothing was pruned" in err
+    assert run_json(capsys, ["prune", known, "--json", "--dsn", dsn]) == {
+        "pruned": [known],
+        "strategy": "keep_latest",
+    }
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        f"postgresql://ana:{SECRET}@127.0.0.1:notaport/db",
+        f"host=127.0.0.1 password={SECRET} port=abc",
+        f"host=127.0.0.1 password={SECRET} port=5432 dbname='unterminated",
+    ],
+    ids=["uri-port", "keyword-port", "unterminated-quote"],
+)
+def test_a_malformed_dsn_is_one_line_without_the_password(
+    capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    assert main(["check", "--dsn", bad]) == 1
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert captured.err.startswith("error: ")
+    assert captured.err.count("\n") == 1
+    assert "DSN" in captured.err
+
+
+def test_the_library_never_shows_the_password_either() -> None:
+    from langgraph_durable import ConfigurationError
+
+    bad = f"postgresql://u:{SECRET}@h:port/x"
+    with pytest.raises(ConfigurationError) as raised, DurablePostgresSaver.from_conn_string(bad):
+        pass
+    text = f"{raised.value} {raised.value.__cause__} {raised.value.__context__}"
+    assert SECRET not in text
+
+
+def test_an_unreachable_server_is_named_by_host_and_port(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check", "--dsn", f"postgresql://u:{SECRET}@127.0.0.1:1/db"]) == 1
+    err = capsys.readouterr().err
+    assert "127.0.0.1:1/db" in err
+    assert SECRET not in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["delete-idle", "--older-than", "soon", "--dsn", "x"])
+    assert raised.value.code == 2
+    assert "90m, 12h, 30d, 2w" in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as raised:
+        main(["--version"])
+    assert raised.value.code == 0
+    assert capsys.readouterr().out.strip() == f"langgraph-durable {version('langgraph-durable')}"
+    assert package_name == "langgraph_durable"
+
+
+def test_every_option_and_argument_has_help() -> None:
+    parser = _parser()
+    missing = []
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in [("", parser), *subparsers.choices.items()]:
+        for action in sub._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            if not action.help:
+                missing.append(f"{name} {action.dest}")
+    assert not missing
+
+
+def test_the_installed_command_runs(dsn: str) -> None:
+    command = Path(sys.executable).with_name("langgraph-durable")
+    done = subprocess.run(
+        [str(command), "check", "--json", "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"schema": "ok"}
+    failed = subprocess.run(
+        [str(command), "check", "--dsn", f"postgresql://u:{SECRET}@h:x/db"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert failed.returncode == 1
+    assert SECRET not in failed.stdout + failed.stderr
+    assert "Traceback" not in failed.stderr

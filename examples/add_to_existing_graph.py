@@ -23,7 +23,7 @@ from langgraph.types import RetryPolicy
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, effect
-from langgraph_durable.embedded import resolve_dsn
+from langgraph_durable.embedded import demo_database, demo_note
 
 
 class Ticket(TypedDict, total=False):
@@ -121,7 +121,8 @@ def main() -> int:
     changed = diff()
     print(f"\n{len(changed)} changed lines:")
     print("\n".join(changed))
-    dsn, embedded = resolve_dsn()
+    dsn, embedded = demo_database()
+    print(demo_note(embedded))
     try:
         new_desk = Helpdesk()
         new = after(question, new_desk, dsn, f"ticket-{uuid.uuid4().hex[:8]}")

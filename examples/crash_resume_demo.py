@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable.embedded import resolve_dsn
+from langgraph_durable.embedded import demo_database, demo_note
 
 STEPS = ["fetch_order", "check_rules", "draft_reply", "review_reply", "send_summary"]
 SLOW_STEP = "draft_reply"
@@ -86,7 +86,7 @@ def _wait_for_step(dsn: str, thread: str, step: str, timeout: float = 60) -> Non
 
 
 def main() -> int:
-    dsn, embedded = resolve_dsn()
+    dsn, embedded = demo_database()
     try:
         with DurablePostgresSaver.from_conn_string(dsn) as saver:
             saver.setup()
@@ -96,6 +96,7 @@ def main() -> int:
                 "pid INT, at TIMESTAMPTZ DEFAULT clock_timestamp())"
             )
         thread = f"demo-{uuid.uuid4().hex[:8]}"
+        print(demo_note(embedded))
         print(f"thread {thread} on {'embedded Postgres' if embedded else 'your Postgres'}")
         cmd = [sys.executable, __file__, "--worker", dsn, thread]
         first = subprocess.Popen(cmd)

@@ -38,7 +38,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, effect
 from langgraph_durable.approvals import ApprovalDecision, add_approval_before, resume_approval
-from langgraph_durable.embedded import resolve_dsn
+from langgraph_durable.embedded import demo_database, demo_note
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS northwind_clock (id INT PRIMARY KEY, now TIMESTAMPTZ NOT NULL);
@@ -330,9 +330,10 @@ def main() -> int:
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--approver", default="manager-ana")
     args = parser.parse_args()
-    dsn, embedded = resolve_dsn(args.dsn)
+    dsn, embedded = demo_database(args.dsn)
     try:
         if args.command == "story":
+            print(demo_note(embedded))
             return run_story(dsn, args.mode, args.wrong_way)
         if args.command == "start":
             start(dsn, args.thread, args.mode, args.wrong_way, args.hold)

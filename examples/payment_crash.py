@@ -38,7 +38,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, EffectOutcomeUnknown, Reconciled, effect
-from langgraph_durable.embedded import resolve_dsn
+from langgraph_durable.embedded import demo_database, demo_note
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS pay_charges (
@@ -290,9 +290,10 @@ def main() -> int:
     commands = ["story", "setup", "worker", "report"]
     parser.add_argument("command", nargs="?", default="story", choices=commands)
     args = parser.parse_args()
-    dsn, embedded = resolve_dsn(args.dsn)
+    dsn, embedded = demo_database(args.dsn)
     try:
         if args.command == "story":
+            print(demo_note(embedded))
             return story(dsn)
         if args.command == "setup":
             setup(dsn)

@@ -51,7 +51,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import Durability, DurablePostgresSaver, Reconciled, effect
 from langgraph_durable.effects.llm import JournaledChatModel, token_ledger
-from langgraph_durable.embedded import resolve_dsn
+from langgraph_durable.embedded import demo_database, demo_note
 
 STEPS = [
     "fetch_account",
@@ -497,9 +497,10 @@ def main() -> int:
     commands = ["story", "setup", "worker", "report"]
     parser.add_argument("command", nargs="?", default="story", choices=commands)
     args = parser.parse_args()
-    dsn, embedded = resolve_dsn(args.dsn)
+    dsn, embedded = demo_database(args.dsn)
     try:
         if args.command == "story":
+            print(demo_note(embedded))
             where = "embedded Postgres" if embedded else "your Postgres"
             return story(dsn, where, args.mode)
         if args.command == "setup":

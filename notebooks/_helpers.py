@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from langgraph_durable.embedded import EmbeddedPostgres, resolve_dsn
+from langgraph_durable.embedded import EmbeddedPostgres, demo_database, demo_note
 
 __all__ = [
     "EXAMPLES",
@@ -55,10 +55,13 @@ if str(EXAMPLES) not in sys.path:
 
 
 def database() -> tuple[str, EmbeddedPostgres | None]:
-    """LANGGRAPH_DURABLE_DSN if set, else a fresh embedded Postgres (stop it at the end)."""
-    dsn, embedded = resolve_dsn()
-    where = "an embedded Postgres" if embedded else "LANGGRAPH_DURABLE_DSN"
-    print(f"database: {where}")
+    """LANGGRAPH_DURABLE_DSN if set, else a fresh embedded Postgres (stop it at the end).
+
+    Every table goes to the schema `langgraph_durable_demo`, so a notebook run against your
+    database leaves the rest of it alone.
+    """
+    dsn, embedded = demo_database()
+    print(demo_note(embedded))
     return dsn, embedded
 
 

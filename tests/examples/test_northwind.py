@@ -18,6 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from langgraph_durable.embedded import in_schema
+
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "northwind_refund.py"
 
 
@@ -53,7 +55,7 @@ def test_wrong_way_is_reported_and_still_emails_once(db_dsn: str, mode: str) -> 
 def test_manual_refund_while_waiting_means_no_second_refund(db_dsn: str) -> None:
     thread = f"northwind-manual-{uuid.uuid4().hex[:6]}"
     run(db_dsn, "story", "--mode", "sync")  # sets up the schema and the world
-    with psycopg.connect(db_dsn, autocommit=True) as conn:
+    with psycopg.connect(in_schema(db_dsn), autocommit=True) as conn:
         conn.execute("DELETE FROM northwind_payments WHERE order_id = '8890'")
         conn.execute("UPDATE northwind_orders SET refunded = 0 WHERE order_id = '8890'")
         conn.execute("DELETE FROM langgraph_durable_effects WHERE key = 'refund:8890'")

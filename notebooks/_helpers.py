@@ -86,21 +86,51 @@ def show(
     return print_rows(query(dsn, sql, params), title)
 
 
+class Table:
+    """Rows shown as a table: markdown in Jupyter (and on GitHub), plain text elsewhere."""
+
+    def __init__(self, rows: list[dict[str, Any]], title: str = "") -> None:
+        self.rows, self.title = rows, title
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**{self.title}**", ""] if self.title else []
+        if not self.rows:
+            return "\n".join([*lines, "*(no rows)*"])
+        names = list(self.rows[0])
+        lines.append("| " + " | ".join(names) + " |")
+        lines.append("|" + "|".join("---" for _ in names) + "|")
+        for row in self.rows:
+            cells = (_cell(row[n]).replace("|", "\\|").replace("\n", " ") for n in names)
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        lines = [self.title] if self.title else []
+        if not self.rows:
+            return "\n".join([*lines, "  (no rows)"])
+        names = list(self.rows[0])
+        cells = [[_cell(r[n]) for n in names] for r in self.rows]
+        widths = [max(len(n), *(len(c[i]) for c in cells)) for i, n in enumerate(names)]
+        lines.append("  " + "  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)))
+        lines.append("  " + "  ".join("-" * w for w in widths))
+        for line in cells:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)))
+        return "\n".join(lines)
+
+
 def print_rows(rows: list[dict[str, Any]], title: str = "") -> list[dict[str, Any]]:
-    """Print dicts with the same keys as a plain table."""
-    if title:
-        print(title)
-    if not rows:
-        print("  (no rows)\n")
+    """Show dicts with the same keys as a table; return them for assertions."""
+    table = Table(rows, title)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # pragma: no cover - outside Jupyter without IPython
+        print(repr(table), end="\n\n")
         return rows
-    names = list(rows[0])
-    cells = [[_cell(r[n]) for n in names] for r in rows]
-    widths = [max(len(n), *(len(c[i]) for c in cells)) for i, n in enumerate(names)]
-    print("  " + "  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)))
-    print("  " + "  ".join("-" * w for w in widths))
-    for line in cells:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)))
-    print()
+    if get_ipython() is None:
+        print(repr(table), end="\n\n")
+    else:
+        display(table)
     return rows
 
 

@@ -174,17 +174,30 @@ else:
 # %%
 fig, ax = plt.subplots(figsize=(9, 2.8))
 start_at, killed_at, answered_at = timeline[0][0], timeline[1][0], timeline[-1][0]
-ax.plot([start_at, killed_at], [3, 3], lw=6, color="tab:gray", solid_capstyle="butt")
-ax.plot([start_at, answered_at], [2, 2], lw=6, color="tab:orange", solid_capstyle="butt")
+ax.plot(
+    [start_at, killed_at], [3, 3], lw=6, color="tab:gray", solid_capstyle="butt",
+    label="worker alive (then SIGKILLed)",
+)
+ax.plot(
+    [start_at, answered_at], [2, 2], lw=6, color="tab:orange", solid_capstyle="butt",
+    label="run waiting for the manager",
+)
 for at, text, side, height in timeline:
     ax.axvline(at, color="black", lw=0.6, ls=":")
     ax.annotate(f" {text} ", (at, height), fontsize=7, ha=side)
-ax.scatter([e["at"] for e in emails], [1] * len(emails), marker="v", color="tab:blue")
-ax.scatter([p["at"] for p in payments], [0] * len(payments), marker="D", color="tab:green")
+ax.scatter(
+    [e["at"] for e in emails], [1] * len(emails), marker="v", color="tab:blue", label="email sent"
+)
+ax.scatter(
+    [p["at"] for p in payments], [0] * len(payments), marker="D", color="tab:green",
+    label="refund made",
+)
 ax.set_yticks([3, 2, 1, 0], ["worker process", "run waiting\n(in Postgres)", "emails", "refunds"])
 ax.set_ylim(-0.6, 4.1)
 ax.xaxis.set_major_formatter(mdates.DateFormatter("%a %H:%M"))
 ax.set_title("one email per step, one refund, across a SIGKILL and three days", fontsize=9)
+ax.set_xlabel("the story's clock")
+ax.legend(fontsize=7, loc="upper left", ncols=2)
 fig.tight_layout()
 plt.show()
 

@@ -191,9 +191,20 @@ for row, pid in enumerate([first.pid, second]):
             ha="center",
             va="bottom",
         )
+legend = {
+    "billed": "acted, or a model call paid for",
+    "replayed": "replayed from the journal",
+    "ran": "ran (a read)",
+    "killed": "killed before it acted",
+}
+for kind, label in legend.items():
+    color, marker = STYLE[kind]
+    ax.scatter([], [], s=80, color=color, marker=marker, label=label)
+ax.legend(fontsize=7, loc="upper left", ncols=4)
+ax.set_xlabel("step")
 ax.set_yticks([0, 1], [f"killed worker\n{first.pid}", f"new worker\n{second}"])
 ax.set_xticks(range(1, 8), [s.replace("_", "\n") for s in seven.STEPS], fontsize=8)
-ax.set_ylim(-0.5, 1.9)
+ax.set_ylim(-0.5, 2.3)
 ax.grid(axis="x", alpha=0.3)
 saved = found["ledger"]["saved_total_tokens"]
 ax.set_title(

@@ -72,6 +72,7 @@ for i, name in enumerate(savers):
     ax.bar(xs, [cost[(name, mode)] for mode in MODES], width, label=name)
 ax.axhline(cost[("none", "-")], color="black", lw=0.8, ls="--", label="graph alone")
 ax.set_xticks(range(len(MODES)), [f'durability="{m}"' for m in MODES])
+ax.set_xlabel("durability mode")
 ax.set_ylabel("ms per step (median)")
 ax.legend(fontsize=7)
 ax.set_title("what each mode costs per step", fontsize=9)
@@ -163,10 +164,17 @@ assert by_mode["exit"]["tokens saved"] > 0
 
 # %%
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3))
-left.bar(MODES, [ours[m] for m in MODES], color="tab:blue")
+left.bar(MODES, [ours[m] for m in MODES], color="tab:blue", label="DurablePostgresSaver")
+left.set_xlabel("durability mode")
 left.set_ylabel("ms per step")
+left.legend(fontsize=7)
 left.set_title("cost per step (DurablePostgresSaver)", fontsize=9)
-right.bar(MODES, [by_mode[m]["steps run again"] for m in MODES], color="tab:orange")
+right.bar(
+    MODES,
+    [by_mode[m]["steps run again"] for m in MODES],
+    color="tab:orange",
+    label="steps run again",
+)
 for i, mode in enumerate(MODES):
     row = by_mode[mode]
     right.annotate(
@@ -179,7 +187,9 @@ for i, mode in enumerate(MODES):
         fontsize=7,
     )
 right.set_ylim(0, 8.5)
+right.set_xlabel("durability mode")
 right.set_ylabel("steps run again after SIGKILL")
+right.legend(fontsize=7, loc="upper left")
 right.set_title("what a crash before step 7 costs", fontsize=9)
 fig.tight_layout()
 plt.show()

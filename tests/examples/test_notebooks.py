@@ -1,9 +1,10 @@
 """Every notebook runs top to bottom in a real kernel, and each asserts its own claims.
 
-The reviewable source of a notebook is its jupytext percent-format `.py` file; the `.ipynb`
-is made from it here, in a temporary folder, so committed notebooks carry no outputs and no
-machine paths. The kernel is this interpreter (`sys.executable -m ipykernel_launcher`),
-through a kernelspec written to a temporary folder that is the only one searched, so a
+The reviewable source of a notebook is its jupytext percent-format `.py` file; the test
+makes an `.ipynb` from it in a temporary folder and runs that (the committed `.ipynb` files,
+with the outputs of a run, are made by `tools/notebooks.py --execute` and checked against
+their sources by `tests/unit/test_notebook_files.py`). The kernel is this interpreter
+(`sys.executable -m ipykernel_launcher`), through a kernelspec written to a temporary folder that is the only one searched, so a
 `python3` kernelspec installed elsewhere on the machine cannot be picked up instead.
 Notebooks run from `notebooks/` with `LANGGRAPH_DURABLE_DSN` set to the test database.
 """

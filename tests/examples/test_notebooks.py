@@ -4,8 +4,9 @@ The reviewable source of a notebook is its jupytext percent-format `.py` file; t
 makes an `.ipynb` from it in a temporary folder and runs that (the committed `.ipynb` files,
 with the outputs of a run, are made by `tools/notebooks.py --execute` and checked against
 their sources by `tests/unit/test_notebook_files.py`). The kernel is this interpreter
-(`sys.executable -m ipykernel_launcher`), through a kernelspec written to a temporary folder that is the only one searched, so a
-`python3` kernelspec installed elsewhere on the machine cannot be picked up instead.
+(`sys.executable -m ipykernel_launcher`), through a kernelspec written to a temporary
+folder that is the only one searched, so a `python3` kernelspec installed elsewhere on the
+machine cannot be picked up instead.
 Notebooks run from `notebooks/` with `LANGGRAPH_DURABLE_DSN` set to the test database.
 """
 

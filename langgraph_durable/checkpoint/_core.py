@@ -82,18 +82,26 @@ entry holds at most 2,704 bytes: these limits keep every key of the tables withi
 (thread + namespace + checkpoint + task + index is at most 2,564 bytes plus headers)."""
 
 
+def _lone_surrogate(text: str) -> int | None:
+    """The position of a lone surrogate (text UTF-8 cannot encode), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def _text(value: str, what: str) -> str:
     """Text Postgres can store: no NUL characters, no lone surrogates."""
     if "\x00" in value:
         raise InvalidThreadIdError(f"{what} {value!r} contains a NUL character; remove it.")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidThreadIdError(
-                f"{what} {value!r} is not valid text ({exc.reason} at position {exc.start}); "
-                "remove the lone surrogate."
-            ) from exc
+    at = _lone_surrogate(value)
+    if at is not None:
+        raise InvalidThreadIdError(
+            f"{what} {value!r} is not valid text (a lone surrogate at position {at}); remove it."
+        )
     return value
 
 
@@ -178,7 +186,7 @@ def _is_inline(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, str):
-        return "\x00" not in value and (value.isascii() or _encodable(value))
+        return "\x00" not in value and _lone_surrogate(value) is None
     return False
 
 
@@ -193,20 +201,12 @@ def _no_lone_surrogate(value: object, where: str) -> None:
             if isinstance(item, str):
                 _no_lone_surrogate(item, f"{where} (key {key!r})")
         return
-    if isinstance(value, str) and not value.isascii() and not _encodable(value):
+    if isinstance(value, str) and _lone_surrogate(value) is not None:
         raise UnserializableValueError(
             f"{where} is a string with a lone surrogate, which is not valid text (the "
             "serializer would silently store '?' in its place); nothing was written. "
             "Decode the text properly (e.g. errors='replace') before it enters the state."
         )
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _json(value: object, where: str) -> str:
@@ -222,14 +222,12 @@ def _json(value: object, where: str) -> str:
             f"{where} contains a NUL character, which Postgres JSONB cannot store; "
             "nothing was written. Remove the NUL character."
         )
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(
-                f"{where} contains a lone surrogate ({exc.object[exc.start]!r}), which is not "
-                "valid text; nothing was written. Remove it."
-            ) from exc
+    at = _lone_surrogate(text)
+    if at is not None:
+        raise InvalidInputError(
+            f"{where} contains a lone surrogate ({text[at]!r}), which is not valid text; "
+            "nothing was written. Remove it."
+        )
     return text
 
 

@@ -40,7 +40,6 @@ from langgraph_durable.effects._keys import (
     next_ordinal,
     task_context,
 )
-from langgraph_durable.effects._memory import MemoryEffectJournal
 from langgraph_durable.effects._policy import IDEMPOTENT_RECEIVER, RetryPolicy
 from langgraph_durable.effects._runner import run_effect
 from langgraph_durable.errors import (
@@ -57,8 +56,7 @@ R = TypeVar("R")
 
 KEY_PARAMETER = "idempotency_key"
 
-AnyJournal = EffectJournal | AsyncEffectJournal | MemoryEffectJournal
-SYNC_JOURNALS = (EffectJournal, MemoryEffectJournal)
+AnyJournal = EffectJournal | AsyncEffectJournal
 
 _default_journal: AnyJournal | None = None
 
@@ -159,8 +157,8 @@ def _find_journal(explicit: Any, saver: Any) -> Any:
 
 
 def _sync_journal(journal: Any, saver: Any) -> EffectJournal:
-    if isinstance(journal, SYNC_JOURNALS):
-        return cast(EffectJournal, journal)
+    if isinstance(journal, EffectJournal):
+        return journal
     if isinstance(journal, AsyncEffectJournal):
         loop = (
             getattr(saver, "loop", None) if isinstance(saver, AsyncDurablePostgresSaver) else None
@@ -177,8 +175,8 @@ def _sync_journal(journal: Any, saver: Any) -> EffectJournal:
 def _async_journal(journal: Any) -> AsyncEffectJournal:
     if isinstance(journal, AsyncEffectJournal):
         return journal
-    if isinstance(journal, SYNC_JOURNALS):
-        return cast(AsyncEffectJournal, _ThreadedJournal(cast(EffectJournal, journal)))
+    if isinstance(journal, EffectJournal):
+        return cast(AsyncEffectJournal, _ThreadedJournal(journal))
     raise ConfigurationError(
         f"journal must be an AsyncEffectJournal, got {type(journal).__name__}."
     )

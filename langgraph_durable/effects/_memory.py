@@ -1,9 +1,12 @@
 """An effect journal in memory, with a clock the caller can move: for fast tests.
 
-It keeps the rules of the Postgres journal (`queries.sql`, the `effect_*` statements):
-every change is conditional on the attempt and status the caller saw, times come from one
-clock, results go through the serializer. `tests/unit/test_memory_journal.py` runs the
-same scenarios against both journals, so the two cannot drift apart unnoticed. With a
+`MemoryEffectJournal` is an `EffectJournal` whose statements run on dicts instead of
+Postgres: it overrides the methods that send one, and inherits the rest (resolving by
+hand, results in and out). It keeps the rules of the `effect_*` statements of
+`queries.sql`: every change is conditional on the attempt and status the caller saw,
+times come from one clock, results go through the serializer.
+`tests/integration/test_journal_parity.py` runs the same scenarios against both journals,
+so the two cannot drift apart unnoticed. With a
 `ManualClock`, the runner's waits move the clock instead of sleeping, so backoffs,
 leases and deferrals are tested in microseconds.
 
@@ -26,21 +29,18 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable._db import process_owner
+from langgraph_durable.effects._journal import EffectJournal
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
-    NOT_GIVEN,
     OPEN_STATUSES,
     RESOLVABLE_STATUSES,
-    RESOLVED_AS_FAILED,
     EffectStatus,
     JournalRow,
-    Resolution,
-    check_resolved,
-    choose_resolution,
 )
-from langgraph_durable.effects._rows import dump_result, load_result
 
 __all__ = ["ManualClock", "MemoryEffectJournal"]
+
+_TOKENS = ("input_tokens", "output_tokens", "total_tokens")
 
 
 class ManualClock:
@@ -79,7 +79,7 @@ class _Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class MemoryEffectJournal:
+class MemoryEffectJournal(EffectJournal):
     """A sync effect journal in this process's memory (see the module docstring).
 
     Args:
@@ -96,6 +96,7 @@ class MemoryEffectJournal:
         clock: Callable[[], datetime] | None = None,
         owner: str | None = None,
     ) -> None:
+        # No connection source: every method that would use one is overridden here.
         self.serde = serde or JsonPlusSerializer()
         self.owner = owner or process_owner()
         self.clock = clock or (lambda: datetime.now(timezone.utc))
@@ -185,9 +186,6 @@ class MemoryEffectJournal:
             row.lease_expires_at = self.clock() + timedelta(seconds=lease_seconds)
             row.next_attempt_at = row.error_type = row.error_message = None
             return row.attempt
-
-    def dump_result(self, key: str, result: Any) -> tuple[str, bytes]:
-        return dump_result(self.serde, key, result)
 
     def complete(
         self,
@@ -313,9 +311,6 @@ class MemoryEffectJournal:
             if key in self._rows:
                 self._rows[key].replays += 1
 
-    def load_result(self, row: JournalRow) -> Any:
-        return load_result(self.serde, row)
-
     def sleep(self, seconds: float) -> None:
         """Wait: moves a `ManualClock` at once, sleeps for real otherwise."""
         if isinstance(self.clock, ManualClock):
@@ -338,40 +333,26 @@ class MemoryEffectJournal:
         )
         return changed is not None
 
-    def resolve(
-        self,
-        key: str,
-        *,
-        completed: Any = NOT_GIVEN,
-        allow_retry: bool = False,
-        failed: str | None = None,
-        resolved_by: str = "operator",
-    ) -> None:
-        """Resolve an unknown outcome by hand; the rules of `EffectJournal.resolve`."""
-        row = self.get(key)
-        how = choose_resolution(key, row, completed, allow_retry, failed)
-        assert row is not None
-        if how is Resolution.ALLOW_RETRY:
-            done = self.allow_retry(key, resolved_by=resolved_by)
-        elif how is Resolution.FAILED:
-            assert failed is not None
-            done = self.fail(
-                key,
-                row.attempt,
-                RESOLVED_AS_FAILED,
-                failed,
-                seen_statuses=RESOLVABLE_STATUSES,
-                resolved_by=resolved_by,
-            )
-        else:
-            done = self.complete(
-                key,
-                row.attempt,
-                completed,
-                seen_statuses=RESOLVABLE_STATUSES,
-                resolved_by=resolved_by,
-            )
-        check_resolved(key, done)
+    def _run(self, operation: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"MemoryEffectJournal keeps no database; {getattr(operation, '__name__', operation)}"
+            " is not available in memory."
+        )
+
+    def token_ledger(self, thread_id: str) -> dict[str, int]:
+        """Tokens of completed calls with usage, and tokens saved by their replays."""
+        with self._lock:
+            rows = [
+                r
+                for r in self._rows.values()
+                if r.thread_id == thread_id and r.usage and r.status is EffectStatus.COMPLETED
+            ]
+        total = {k: sum(int(r.usage.get(k, 0)) for r in rows if r.usage) for k in _TOKENS}
+        saved = {
+            f"saved_{k}": sum(int(r.usage.get(k, 0)) * r.replays for r in rows if r.usage)
+            for k in _TOKENS
+        }
+        return {**total, **saved, "calls": len(rows), "replays": sum(r.replays for r in rows)}
 
     def open_effects(self, thread_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         with self._lock:

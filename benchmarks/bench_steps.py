@@ -235,6 +235,11 @@ def _rate(invoke: Callable[[], Any], threads: int, seconds: float) -> float:
     time.sleep(min(1.0, seconds / 4))  # ramp up: every thread is mid-invoke from here on
     begin, done_before = time.perf_counter(), sum(counts)
     time.sleep(seconds)
+    # A rate needs invokes to count: on a loaded machine a short window may see none
+    # finish (a rate of 0 that no ratio can use), so it lasts until as many invokes as
+    # threads have finished in it (or every worker has died of an error).
+    while sum(counts) - done_before < threads and any(w.is_alive() for w in workers):
+        time.sleep(0.01)
     end, done_after = time.perf_counter(), sum(counts)
     stop.set()
     for w in workers:

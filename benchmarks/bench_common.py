@@ -94,14 +94,16 @@ def scratch_database(server_dsn: str, tag: str, copy_of: str | None = None) -> I
         sql.Identifier(name), sql.Identifier(str(template))
     )
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        # Autovacuum may be connected to a freshly loaded template for a moment; copying it
-        # then fails with "being accessed by other users", so try again briefly.
-        for attempt in range(50):
+        # Autovacuum may be connected to a freshly loaded template for a moment (longer on
+        # a loaded machine); copying it then fails with "being accessed by other users", so
+        # try again until it has left, for up to a minute.
+        deadline = time.monotonic() + 60
+        while True:
             try:
                 conn.execute(create)
                 break
             except psycopg.errors.ObjectInUse:
-                if attempt == 49:
+                if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
     try:

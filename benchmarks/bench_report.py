@@ -57,6 +57,8 @@ class Target:
             return "not measured"
         if self.passed:
             return "-"
+        if not self.measured:
+            return "ours measured 0"
         if self.at_most:
             return f"needs {1 - self.goal / self.measured:.0%} less"
         return f"needs {self.goal / self.measured:.2f}x more"
@@ -67,6 +69,8 @@ def _ms(stats: Stats) -> str:
 
 
 def _ratio(ours: float, baseline: float) -> str:
+    if not baseline:  # nothing measured to compare with: report it, do not crash the run
+        return "n/a"
     return f"{ours / baseline:.2f}x"
 
 

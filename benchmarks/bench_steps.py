@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import _core
 
 MODES = ("sync", "async", "exit")
 
@@ -100,28 +101,47 @@ class OneCommitSaver(NoopSaver):
 
 class StatementOnlySaver(NoopSaver):
     """Runs our real `put_checkpoint` statement, with the parameters of a real step (its
-    checkpoint row and the parent's two write rows) captured once and reused: what storing
-    upstream's row format costs in one statement, with no saver Python around it. The floor
-    for a drop-in saver."""
+    checkpoint row and the parent's write rows, as a put that took them parked sends them)
+    captured once and reused: what storing upstream's row format costs in one statement,
+    with no saver Python around it. The floor for a drop-in saver."""
 
     def __init__(self, saver: DurablePostgresSaver) -> None:
         super().__init__()
         self._pool: Any = saver.conn
-        captured: list[dict[str, Any]] = []
-        store = saver._store_checkpoint
+        self._template = self._capture(saver.conn)
 
-        def capture(params: dict[str, Any]) -> None:
-            captured.append(dict(params))
-            store(params)
+    @staticmethod
+    def _capture(pool: Any) -> dict[str, Any]:
+        """The parameters of the last step of one real run, writes included.
 
-        saver._store_checkpoint = capture  # type: ignore[method-assign]
-        try:
-            graph_builder().compile(checkpointer=saver).invoke(
-                {}, {"configurable": {"thread_id": str(uuid.uuid4())}}, durability="sync"
-            )
-        finally:
-            del saver._store_checkpoint  # back to the class's method
-        self._template = next(p for p in reversed(captured) if p["w_task_ids"])
+        Captured with parking off, so that every write has a statement of its own and the
+        step's write rows are found whatever the machine's load: with parking on, writes no
+        put takes within the linger are stored alone and their thread stops parking for its
+        next 64 checkpoints, so under load no put of the run might carry any.
+        """
+        capturing = DurablePostgresSaver(pool, write_linger=0)
+        checkpoints: list[dict[str, Any]] = []
+        writes: list[dict[str, Any]] = []
+        store_checkpoint, store_writes = capturing._store_checkpoint, capturing._store_writes
+
+        def keep_checkpoint(params: dict[str, Any]) -> None:
+            checkpoints.append(dict(params))
+            store_checkpoint(params)
+
+        def keep_writes(query: Any, params: dict[str, Any]) -> None:
+            writes.append(dict(params))
+            store_writes(query, params)
+
+        capturing._store_checkpoint = keep_checkpoint  # type: ignore[method-assign]
+        capturing._store_writes = keep_writes  # type: ignore[method-assign]
+        graph_builder().compile(checkpointer=capturing).invoke(
+            {}, {"configurable": {"thread_id": str(uuid.uuid4())}}, durability="sync"
+        )
+        for params in reversed(checkpoints):
+            parents = [w for w in writes if w["checkpoint_id"] == params["parent_checkpoint_id"]]
+            if parents:
+                return {**params, **_core.parked_write_params(parents)}
+        raise RuntimeError("the captured run stored no writes against a checkpoint's parent")
 
     def put(
         self,
@@ -215,6 +235,11 @@ def _rate(invoke: Callable[[], Any], threads: int, seconds: float) -> float:
     time.sleep(min(1.0, seconds / 4))  # ramp up: every thread is mid-invoke from here on
     begin, done_before = time.perf_counter(), sum(counts)
     time.sleep(seconds)
+    # A rate needs invokes to count: on a loaded machine a short window may see none
+    # finish (a rate of 0 that no ratio can use), so it lasts until as many invokes as
+    # threads have finished in it (or every worker has died of an error).
+    while sum(counts) - done_before < threads and any(w.is_alive() for w in workers):
+        time.sleep(0.01)
     end, done_after = time.perf_counter(), sum(counts)
     stop.set()
     for w in workers:

@@ -548,22 +548,31 @@ async def test_async_saver_sync_call_on_its_loop_says_to_await(dsn: str) -> None
 # ---------------------------------------------------------------------------------------
 
 
+# A refused connection fails at the first attempt with the driver's reason, not after a
+# pool has retried quietly until connect_timeout (its PoolTimeout says only "within 2s").
+# What proves it is where the error came from, not how long it took.
+REFUSED = r"127\.0\.0\.1:1/postgres: .*Connection refused"
+
+
+def assert_failed_at_first_attempt(error: DatabaseUnreachableError) -> None:
+    assert isinstance(error.__cause__, psycopg.OperationalError), repr(error.__cause__)
+    assert "within" not in str(error)
+
+
 def test_unreachable_server_sync() -> None:
-    started = time.monotonic()
     with (
-        pytest.raises(DatabaseUnreachableError, match=r"127\.0\.0\.1:1"),
+        pytest.raises(DatabaseUnreachableError, match=REFUSED) as caught,
         DurablePostgresSaver.from_conn_string(UNREACHABLE, connect_timeout=2),
     ):
         pass
-    assert time.monotonic() - started < 2 + 1.5
+    assert_failed_at_first_attempt(caught.value)
 
 
 async def test_unreachable_server_async() -> None:
-    started = time.monotonic()
-    with pytest.raises(DatabaseUnreachableError, match=r"127\.0\.0\.1:1"):
+    with pytest.raises(DatabaseUnreachableError, match=REFUSED) as caught:
         async with AsyncDurablePostgresSaver.from_conn_string(UNREACHABLE, connect_timeout=2):
             pass
-    assert time.monotonic() - started < 2 + 1.5
+    assert_failed_at_first_attempt(caught.value)
 
 
 def terminate_backends(server_dsn: str, dsn: str) -> int:
@@ -575,15 +584,16 @@ def terminate_backends(server_dsn: str, dsn: str) -> int:
             "WHERE datname = %s AND pid <> pg_backend_pid()",
             [name],
         ).fetchone()
-        for _ in range(100):
+        deadline = time.monotonic() + 60  # guards against a hang only
+        while True:
             left = admin.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name]
             ).fetchone()
             if left == (0,):
                 break
+            if time.monotonic() > deadline:
+                raise AssertionError("backends survived pg_terminate_backend")
             time.sleep(0.05)
-        else:
-            raise AssertionError("backends survived pg_terminate_backend")
     assert row is not None
     return int(row[0])
 

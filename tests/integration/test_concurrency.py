@@ -27,11 +27,15 @@ WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE %
 PUT_CHECKPOINT = "%WITH commit_mode AS%"  # pg_stat_activity keeps the first 1 KiB of a query
 PUT_WRITES = "%INSERT INTO checkpoint_writes%"
 
+HANG_S = 60.0
+"""Bounds waits that only guard against a hang; a correct run never waits it out."""
+
 
 def wait_until_blocked(dsn: str, statement: str = PUT_CHECKPOINT) -> None:
     """Return once a session is waiting on a row lock: the save really is in the database."""
+    deadline = time.monotonic() + HANG_S
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for _ in range(1000):
+        while time.monotonic() < deadline:
             row = conn.execute(WAITING_ON_LOCK, (statement,)).fetchone()
             if row is not None and row[0] > 0:
                 return
@@ -61,7 +65,7 @@ def test_sync_saver_other_threads_proceed_while_one_is_blocked(db_dsn: str) -> N
             assert saver.get_tuple(root(thread_b)) is not None
             assert not done.is_set()
             locker.rollback()
-        blocked.join(timeout=10)
+        blocked.join(timeout=HANG_S)
         assert done.is_set()
 
 
@@ -81,7 +85,7 @@ async def test_async_saver_other_threads_proceed_while_one_is_blocked(db_dsn: st
             assert await saver.aget_tuple(root(thread_b)) is not None
             assert not blocked.done()
             await locker.rollback()
-        await asyncio.wait_for(blocked, timeout=10)
+        await asyncio.wait_for(blocked, timeout=HANG_S)
 
 
 def test_checkpoint_waits_for_the_writes_of_the_checkpoint_it_moves_past(db_dsn: str) -> None:
@@ -115,9 +119,12 @@ def test_checkpoint_waits_for_the_writes_of_the_checkpoint_it_moves_past(db_dsn:
                 )
             )
             child.start()
+            # The checkpoint waits for the blocked writes. A bounded look: a slow machine can
+            # only make it miss a checkpoint that did not wait, never fail a correct run;
+            # the order of the two at the end decides.
             child.join(timeout=0.5)
-            assert done == []  # the checkpoint waits for the blocked writes
+            assert done == []
             locker.rollback()
-        writes.join(timeout=10)
-        child.join(timeout=10)
+        writes.join(timeout=HANG_S)
+        child.join(timeout=HANG_S)
     assert done == ["writes", "checkpoint"]

@@ -1,8 +1,8 @@
 """A step's writes and the checkpoint after them commit together: one commit per step.
 
-Proof by transaction id: rows inserted by one transaction share `xmin`. With a long
-`write_linger` the fold is deterministic; without parking every write row has an `xmin`
-of its own.
+Proof by transaction id: rows inserted by one transaction share `xmin`. With a linger no
+put can miss the fold is deterministic; without parking every write row has an `xmin` of
+its own.
 """
 
 from __future__ import annotations
@@ -23,6 +23,18 @@ from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.errors import ConfigurationError
 
 NODES = ["a", "b", "c", "d"]
+
+HANG_S = 60.0
+
+
+def outwait_any_load(saver: DurablePostgresSaver | AsyncDurablePostgresSaver) -> None:
+    """Parked writes wait up to HANG_S for their put, not the 1 s the setting allows.
+
+    Writes whose put comes after the linger are stored alone, and their thread stops
+    parking for its next 64 checkpoints: with any linger a loaded machine could miss, the
+    fold would depend on its speed. A correct run never waits this out: the put takes them.
+    """
+    saver._parking._registry.linger = HANG_S
 
 
 def linear_graph(state: Any = State) -> StateGraph[Any, Any, Any, Any]:
@@ -59,6 +71,8 @@ def test_sync_saver_commits_each_steps_writes_with_the_next_checkpoint(
     thread = f"fold-{uuid.uuid4()}"
     with DurablePostgresSaver.from_conn_string(db_dsn, write_linger=linger) as saver:
         saver.setup()
+        if folded:
+            outwait_any_load(saver)
         graph = linear_graph().compile(checkpointer=saver)
         out = graph.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability="sync")
     assert out["log"] == NODES
@@ -73,6 +87,7 @@ async def test_async_saver_commits_each_steps_writes_with_the_next_checkpoint(
     thread = f"fold-{uuid.uuid4()}"
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as saver:
         await saver.setup()
+        outwait_any_load(saver)
         graph = linear_graph().compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": thread}}
         out = await graph.ainvoke({"log": []}, config, durability="sync")

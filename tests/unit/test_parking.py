@@ -2,13 +2,17 @@
 
 `prepare` stands for serializing a call's writes and `store_alone` for their own
 statement; `take` and `settle` are what a `put` does around its statement.
+
+Nothing here depends on the machine's speed. A put is made to find writes parked by
+starting it once their call is busy (its `prepare` has run): `take` waits while a call for
+its keys is busy, so it returns when the writes have parked, or once they were stored
+alone. Lingers that a put must beat are `HANG_S` long: a correct run never waits them out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,102 +21,139 @@ import pytest
 from langgraph_durable.checkpoint._parking import (
     COLD_PUTS,
     AsyncWriteParking,
-    ParkedWrites,
     WriteParking,
 )
 
 KEY = ("thread", "", "checkpoint-1")
+
+HANG_S = 60.0
+"""Bounds waits that only guard against a hang; a correct run never waits it out."""
 
 
 def prepared(params: dict[str, Any], *, park: bool = True) -> Callable[[], Any]:
     return lambda: (park, params)
 
 
-def take_when_parked(parking: WriteParking) -> list[ParkedWrites]:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        if taken := parking.take([KEY]):
-            return taken
-        time.sleep(0.001)
-    raise AssertionError("nothing was parked")
+def store_in_thread(
+    parking: WriteParking,
+    key: tuple[str, str, str],
+    params: dict[str, Any],
+    store_alone: Callable[[dict[str, Any]], None],
+    *,
+    park: bool = True,
+    then: Callable[[], None] = lambda: None,
+) -> threading.Thread:
+    """Starts `store` (then `then`) in a thread; returns once the call counts as busy.
+
+    A `take` made from then on waits for the call: it finds the writes if they parked.
+    Daemon, so that a test failing while the writer waits for a put cannot hang the run.
+    """
+    busy = threading.Event()
+
+    def prepare() -> tuple[bool, dict[str, Any]]:
+        busy.set()
+        return park, params
+
+    def run() -> None:
+        parking.store(key, prepare, store_alone)
+        then()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    assert busy.wait(HANG_S)
+    return worker
 
 
 def test_parked_writes_are_taken_by_a_put_and_not_stored_alone() -> None:
-    parking = WriteParking(linger=5.0)
+    parking = WriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
-    finished = threading.Event()
-
-    def put_writes() -> None:
-        parking.store(KEY, prepared({"w": 1}), stored_alone.append)
-        finished.set()
-
-    worker = threading.Thread(target=put_writes)
-    worker.start()
-    taken = take_when_parked(parking)
+    order: list[str] = []
+    worker = store_in_thread(
+        parking, KEY, {"w": 1}, stored_alone.append, then=lambda: order.append("returned")
+    )
+    taken = parking.take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
-    assert not finished.wait(0.05)  # put_writes returns only once the put has committed
+    # A bounded look for an early return; it can only miss one on a slow machine, never
+    # fail a correct run. The order below is what decides.
+    worker.join(timeout=0.05)
+    assert order == []
+    order.append("committed")
     parking.settle(taken)
-    worker.join(timeout=5)
-    assert finished.is_set()
+    worker.join(HANG_S)
+    assert order == ["committed", "returned"]  # put_writes returns once the put committed
     assert stored_alone == []
 
 
 def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold() -> None:
     parking = WriteParking(linger=0.01)
     stored_alone: list[dict[str, Any]] = []
-    parking.store(KEY, prepared({"w": 1}), stored_alone.append)
+    parking.store(KEY, prepared({"w": 1}), stored_alone.append)  # no put ever comes
     assert stored_alone == [{"w": 1}]
     assert parking.take([KEY]) == []  # nothing is left parked (and one cold put counted)
-    # The thread's next writes do not wait for a put that cannot follow in time, in any
-    # namespace (a subgraph's changes every step), however many calls a step makes...
-    started = time.monotonic()
-    for n in range(3 * COLD_PUTS):
-        parking.store(("thread", f"sub:{n}", "checkpoint-2"), prepared({"n": n}), lambda p: None)
-    assert time.monotonic() - started < COLD_PUTS * 0.01
+    # From here a put must find any writes that park, however slow this thread is to get
+    # to it: the 10 ms linger was for the timeout above.
+    parking._registry.linger = HANG_S
+    # The thread's next writes are stored at once, however many calls a step makes, in
+    # any namespace (a subgraph's changes every step)...
+    for step in range(COLD_PUTS - 1):
+        key = ("thread", f"sub:{step}", f"checkpoint-{step + 2}")
+        cold: list[dict[str, Any]] = []
+        workers = [store_in_thread(parking, key, {"call": n}, cold.append) for n in range(3)]
+        # The put waits for the busy calls and would take their writes had they parked.
+        assert parking.take([key]) == [], f"writes parked {step + 2} checkpoints in"
+        assert sorted(params["call"] for params in cold) == [0, 1, 2]
+        for worker in workers:
+            worker.join(HANG_S)
     # ...until the thread has made COLD_PUTS checkpoints; then it parks again.
-    for n in range(COLD_PUTS - 1):
-        parking.take([("thread", "", f"checkpoint-{n + 3}")])
-    warm = threading.Thread(
-        target=parking.store, args=(KEY, prepared({"w": 2}), stored_alone.append)
-    )
-    warm.start()
-    taken = take_when_parked(parking)
+    warm = store_in_thread(parking, KEY, {"w": 2}, stored_alone.append)
+    taken = parking.take([KEY])
+    assert [entry.params for entry in taken] == [{"w": 2}]
     parking.settle(taken)
-    warm.join(5)
+    warm.join(HANG_S)
     assert stored_alone == [{"w": 1}]
 
 
 def test_writes_that_may_not_park_are_stored_at_once() -> None:
-    parking = WriteParking(linger=60.0)
+    parking = WriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
-    started = time.monotonic()
-    parking.store(KEY, prepared({"w": 1}, park=False), stored_alone.append)
+    worker = store_in_thread(parking, KEY, {"w": 1}, stored_alone.append, park=False)
+    # The put waits for the busy call and would take its writes had they parked; stored
+    # at once, they are in before it goes on.
+    assert parking.take([KEY]) == []
     assert stored_alone == [{"w": 1}]
-    assert time.monotonic() - started < 1
+    worker.join(HANG_S)
+    assert not worker.is_alive()
 
 
 def test_writes_taken_by_a_failed_put_are_stored_alone_before_a_retry_commits() -> None:
     """The writes were valid; only the checkpoint failed, and its error is the put's. A put
     retried at once waits for them to be stored (they count as busy before the writer
     even wakes)."""
-    parking = WriteParking(linger=5.0)
-    release = threading.Event()
+    parking = WriteParking(linger=HANG_S)
+    release, taking = threading.Event(), threading.Event()
     order: list[str] = []
 
     def slow_alone(params: dict[str, Any]) -> None:
-        release.wait(5)
+        release.wait(HANG_S)
         order.append("writes")
 
-    worker = threading.Thread(target=parking.store, args=(KEY, prepared({"w": 1}), slow_alone))
-    worker.start()
-    parking.settle(take_when_parked(parking), RuntimeError("server went away"))
-    retry = threading.Thread(target=lambda: (parking.take([KEY]), order.append("checkpoint")))
+    def retried_put() -> None:
+        taking.set()
+        parking.take([KEY])
+        order.append("checkpoint")
+
+    worker = store_in_thread(parking, KEY, {"w": 1}, slow_alone)
+    taken = parking.take([KEY])
+    assert [entry.params for entry in taken] == [{"w": 1}]
+    parking.settle(taken, RuntimeError("server went away"))
+    retry = threading.Thread(target=retried_put, daemon=True)
     retry.start()
-    retry.join(timeout=0.1)
+    assert taking.wait(HANG_S)
+    retry.join(timeout=0.1)  # a bounded look for a put that did not wait; order decides
     assert order == []
     release.set()
-    worker.join(timeout=5)
-    retry.join(timeout=5)
+    worker.join(HANG_S)
+    retry.join(HANG_S)
     assert order == ["writes", "checkpoint"]
 
 
@@ -125,21 +166,26 @@ def test_take_waits_for_writes_being_serialized_or_stored_alone() -> None:
 
     def slow_prepare() -> tuple[bool, dict[str, Any]]:
         serializing.set()
-        release.wait(5)
+        release.wait(HANG_S)
         return True, {}
 
     worker = threading.Thread(
         target=parking.store, args=(KEY, slow_prepare, lambda p: order.append("writes"))
     )
     worker.start()
-    assert serializing.wait(5)
-    taker = threading.Thread(target=lambda: (parking.take([KEY]), order.append("checkpoint")))
+    assert serializing.wait(HANG_S)
+
+    def put() -> None:
+        parking.take([KEY])
+        order.append("checkpoint")
+
+    taker = threading.Thread(target=put, daemon=True)
     taker.start()
-    taker.join(timeout=0.1)
+    taker.join(timeout=0.1)  # a bounded look for a put that did not wait; order decides
     assert order == []
     release.set()
-    worker.join(timeout=5)
-    taker.join(timeout=5)
+    worker.join(HANG_S)
+    taker.join(HANG_S)
     assert order == ["writes", "checkpoint"]
 
 
@@ -154,8 +200,14 @@ def test_a_failing_serialization_leaves_nothing_busy() -> None:
     assert parking.take([KEY]) == []  # returns at once: nothing is busy or parked
 
 
+async def yield_to_others(times: int = 10) -> None:
+    """Lets every other ready task on the loop run (a few rounds); no wall time involved."""
+    for _ in range(times):
+        await asyncio.sleep(0)
+
+
 async def test_async_parked_writes_are_taken_by_a_put() -> None:
-    parking = AsyncWriteParking(linger=5.0)
+    parking = AsyncWriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
 
     async def alone(params: dict[str, Any]) -> None:
@@ -165,10 +217,10 @@ async def test_async_parked_writes_are_taken_by_a_put() -> None:
     await asyncio.sleep(0)
     taken = await parking.take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
-    await asyncio.sleep(0.01)
-    assert not writes.done()
+    await yield_to_others()
+    assert not writes.done()  # it returns only once the put has committed
     parking.settle(taken)
-    await asyncio.wait_for(writes, 5)
+    await asyncio.wait_for(writes, HANG_S)
     assert stored_alone == []
 
 
@@ -185,7 +237,7 @@ async def test_async_writes_no_put_takes_are_stored_alone() -> None:
 
 
 async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> None:
-    parking = AsyncWriteParking(linger=5.0)
+    parking = AsyncWriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
 
     async def alone(params: dict[str, Any]) -> None:
@@ -193,8 +245,10 @@ async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> 
 
     writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
     await asyncio.sleep(0)
-    parking.settle(await parking.take([KEY]), RuntimeError("server went away"))
-    await asyncio.wait_for(writes, 5)
+    taken = await parking.take([KEY])
+    assert [entry.params for entry in taken] == [{"w": 1}]
+    parking.settle(taken, RuntimeError("server went away"))
+    await asyncio.wait_for(writes, HANG_S)
     assert stored_alone == [{"w": 1}]
 
     cancelled = asyncio.create_task(parking.store(KEY, prepared({"w": 2}), alone))
@@ -202,12 +256,12 @@ async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> 
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert await asyncio.wait_for(parking.take([KEY]), 1) == []  # not parked, not busy
+    assert await asyncio.wait_for(parking.take([KEY]), HANG_S) == []  # not parked, not busy
 
 
 async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
     """A put cancelled while it waits for writes under way must not strand parked ones."""
-    parking = AsyncWriteParking(linger=5.0)
+    parking = AsyncWriteParking(linger=HANG_S)
     release = asyncio.Event()
     stored_alone: list[dict[str, Any]] = []
 
@@ -220,16 +274,17 @@ async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
     parked = asyncio.create_task(parking.store(KEY, prepared({"parked": 1}), slow_alone))
     await asyncio.sleep(0)
     put = asyncio.create_task(parking.take([KEY]))
-    await asyncio.sleep(0.01)
+    await yield_to_others()
+    assert not put.done()  # waiting for the writes stored alone
     put.cancel()
     with pytest.raises(asyncio.CancelledError):
         await put
     release.set()
-    await asyncio.wait_for(busy, 5)
-    taken = await asyncio.wait_for(parking.take([KEY]), 5)
+    await asyncio.wait_for(busy, HANG_S)
+    taken = await asyncio.wait_for(parking.take([KEY]), HANG_S)
     assert [entry.params for entry in taken] == [{"parked": 1}]
     parking.settle(taken)
-    await asyncio.wait_for(parked, 5)
+    await asyncio.wait_for(parked, HANG_S)
     assert stored_alone == [{"alone": 1}]
 
 
@@ -265,7 +320,7 @@ async def test_async_writer_cancelled_after_its_writes_were_taken_leaves_nothing
     Cancelled after it: the writer may already be storing them (asyncio's wait_for returns
     a finished result rather than raise); either way no busy count is left behind."""
     for cancel_first in (True, False):
-        parking = AsyncWriteParking(linger=5.0)
+        parking = AsyncWriteParking(linger=HANG_S)
         stored_alone: list[dict[str, Any]] = []
 
         async def alone(params: dict[str, Any], into: list[Any] = stored_alone) -> None:
@@ -282,7 +337,7 @@ async def test_async_writer_cancelled_after_its_writes_were_taken_leaves_nothing
             parking.settle(taken, RuntimeError("put failed"))
             writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
-        assert await asyncio.wait_for(parking.take([KEY]), 1) == []
+        assert await asyncio.wait_for(parking.take([KEY]), HANG_S) == []
         if cancel_first:
             assert stored_alone == []
 

@@ -346,7 +346,7 @@ def test_a_second_caller_waits_for_the_first(journal: EffectJournal) -> None:
     def slow() -> str:
         calls.append("call")
         started.set()
-        release.wait(5)
+        release.wait(60)
         return "result"
 
     @effect(key=key, journal=journal, wait_timeout=0.2, name=slow.__effect__.name)  # type: ignore[attr-defined]
@@ -356,14 +356,24 @@ def test_a_second_caller_waits_for_the_first(journal: EffectJournal) -> None:
     results: list[str] = []
     worker = threading.Thread(target=lambda: results.append(slow()))
     worker.start()
-    assert started.wait(5)
+    assert started.wait(60)
     with pytest.raises(EffectInProgressError, match="being attempted"):
         impatient()
+    # The second caller waits through the journal: release the first only once it does.
+    waiting = threading.Event()
+    sleep = journal.sleep
+
+    def sleep_and_say(seconds: float) -> None:
+        waiting.set()
+        sleep(seconds)
+
+    journal.sleep = sleep_and_say  # type: ignore[method-assign]
     waiter = threading.Thread(target=lambda: results.append(slow()))
     waiter.start()
+    assert waiting.wait(60)
     release.set()
-    worker.join(5)
-    waiter.join(5)
+    worker.join(60)
+    waiter.join(60)
     assert results == ["result", "result"]
     assert calls == ["call"]
 

@@ -95,7 +95,7 @@ def _instrument(saver: Any, timers: Timers) -> None:
     saver._store_checkpoint = timers.wrap("put._store_checkpoint", saver._store_checkpoint)
     saver._store_writes = timers.wrap("put_writes._store_writes", saver._store_writes)
     parking = saver._parking
-    parking.take = timers.wrap("put.take_parked_writes", parking.take)
+    parking._take = timers.wrap("put.take_parked_writes", parking._take)
     parking.store = timers.wrap("put_writes.park_or_store", parking.store)
 
 

@@ -51,7 +51,7 @@ from langgraph_durable._db import (
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
-from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey
+from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey, writes_may_wait
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -390,14 +390,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             self._exit_checkpoints.add(own)
             # Yield once: the writes are scheduled (async) or being submitted (threads).
             await asyncio.sleep(0)
-        taken = await self._parking.take(keys)
-        params.update(_core.parked_write_params(entry.params for entry in taken))
-        try:
+        async with self._parking.carried_by_put(keys) as taken:
+            params.update(_core.parked_write_params(entry.params for entry in taken))
             await self._astore_checkpoint(params)
-        except BaseException as exc:
-            self._parking.settle(taken, exc)
-            raise
-        self._parking.settle(taken)
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
@@ -436,10 +431,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
         def prepare() -> tuple[bool, dict[str, Any]]:
             params = _core.write_params(self.serde, config, writes, task_id, task_path)
-            park = (
-                not replace
-                and key not in self._exit_checkpoints
-                and _core.may_park(config, writes, self._delta_channels)
+            park = writes_may_wait(
+                config,
+                writes,
+                self._delta_channels,
+                final_checkpoint=key in self._exit_checkpoints,
             )
             if park:
                 _crashpoints.reached("put_writes:parked")

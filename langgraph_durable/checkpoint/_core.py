@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -47,7 +47,6 @@ __all__ = [
     "delta_channel_names",
     "list_limit",
     "load_tuple",
-    "may_park",
     "metadata_filter",
     "migrate_pending_sends",
     "needs_sends_migration",
@@ -387,28 +386,6 @@ def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, 
     if isinstance(counters, Mapping):
         names.update(str(channel) for channel in counters)
     return names
-
-
-def may_park(
-    config: RunnableConfig, writes: Sequence[tuple[str, Any]], delta_channels: Set[str]
-) -> bool:
-    """Whether writes may wait for the next checkpoint to carry them (see `_parking.py`).
-
-    Only writes of a running graph loop (its config carries LangGraph's runtime), whose
-    checkpoint follows on another thread or task: `update_state` stores its writes and
-    only then the checkpoint, and would wait out the linger. And not the writes LangGraph
-    itself waits for before it goes on: special writes (errors, interrupts, resumes), the
-    error-source marker an error handler waits for, and writes to a `DeltaChannel`, which
-    the next checkpoint's save waits for. Parking those would add the linger to a step.
-    """
-    if not _langgraph.in_running_loop(config):
-        return False
-    return not any(
-        channel in WRITES_IDX_MAP
-        or channel == _langgraph.ERROR_SOURCE_NODE
-        or channel in delta_channels
-        for channel, _ in writes
-    )
 
 
 def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:

@@ -22,20 +22,41 @@ The protocol, per (thread, namespace, checkpoint) key:
   were valid, and the checkpoint's own error is the `put`'s to raise. They count as busy
   again before their writer wakes, so a `put` retried at once waits for them.
 
-Which writes may park at all is `_core.may_park`'s rule. A hand-written pair, like
-`effects/_heartbeat.py`: waiting with a timeout is written differently for asyncio and for
-threads.
+Two rules decide whether writes park, and they are named apart:
+
+- `writes_may_wait(...)`: may *these writes* wait for a checkpoint at all? (the kind of
+  writes, and where they come from);
+- `_Registry.thread_is_warm(key)`: does *their thread* park now? (parking is on, and the
+  thread is not cold after a timeout).
+
+A `put` takes parked writes only through `carried_by_put(keys)`, a context manager that
+settles them whatever happens to the put: committed, failed or cancelled. A hand-written
+pair, like `_db/heartbeat.py`: waiting with a timeout is written differently for asyncio
+and for threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["COLD_PUTS", "AsyncWriteParking", "ParkedWrites", "WriteKey", "WriteParking"]
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+from langgraph_durable import _langgraph
+
+__all__ = [
+    "COLD_PUTS",
+    "AsyncWriteParking",
+    "ParkedWrites",
+    "WriteKey",
+    "WriteParking",
+    "writes_may_wait",
+]
 
 WriteKey = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id) the writes belong to."""
@@ -51,6 +72,34 @@ _MAX_COLD_PUTS = 4096
 
 _MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
+
+
+def writes_may_wait(
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    delta_channels: Set[str],
+    *,
+    final_checkpoint: bool,
+) -> bool:
+    """Whether a task's writes may wait for the next checkpoint to carry them.
+
+    Only writes of a running graph loop (its config carries LangGraph's runtime), whose
+    checkpoint follows on another thread or task: `update_state` stores its writes and
+    only then the checkpoint, and would wait out the linger. Not writes for a final
+    checkpoint under durability="exit": no later checkpoint would take them. And not the
+    writes LangGraph itself waits for before it goes on: special writes (errors,
+    interrupts, resumes), the error-source marker an error handler waits for, and writes
+    to a `DeltaChannel`, which the next checkpoint's save waits for. Parking those would
+    add the linger to a step.
+    """
+    if final_checkpoint or not _langgraph.in_running_loop(config):
+        return False
+    return not any(
+        channel in WRITES_IDX_MAP
+        or channel == _langgraph.ERROR_SOURCE_NODE
+        or channel in delta_channels
+        for channel, _ in writes
+    )
 
 
 class _Signal(Protocol):
@@ -97,7 +146,8 @@ class _Registry:
     def none_busy(self, keys: Sequence[WriteKey]) -> bool:
         return not any(key in self.busy for key in keys)
 
-    def may_park(self, key: WriteKey) -> bool:
+    def thread_is_warm(self, key: WriteKey) -> bool:
+        """Parking is on, and the thread of `key` is not cold after a timeout."""
         return self.linger > 0 and key[0] not in self.cold
 
     def park(self, key: WriteKey, params: dict[str, Any], stored: _Signal) -> ParkedWrites:
@@ -189,7 +239,7 @@ class AsyncWriteParking:
         busy = True
         try:
             park, params = prepare()
-            if park and registry.may_park(key):
+            if park and registry.thread_is_warm(key):
                 stored = asyncio.Event()
                 entry = registry.park(key, params, stored)
                 busy = False
@@ -224,14 +274,28 @@ class AsyncWriteParking:
                 registry.leave(key)
             self._notify()
 
-    async def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
-        """Waits until no call for `keys` is busy (I4), then takes the writes parked there."""
+    @contextlib.asynccontextmanager
+    async def carried_by_put(self, keys: Sequence[WriteKey]) -> AsyncIterator[list[ParkedWrites]]:
+        """The writes a `put` for `keys` carries, settled when the put's block ends.
+
+        Waits until no call for `keys` is busy (I4), takes what is parked there, and on
+        leaving tells the writers that their writes committed, or that the put failed (or
+        was cancelled) and they must store them alone.
+        """
+        taken = await self._take(keys)
+        try:
+            yield taken
+        except BaseException as exc:
+            self._settle(taken, exc)
+            raise
+        self._settle(taken)
+
+    async def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
         while not self._registry.none_busy(keys):
             await self._changed.wait()
         return self._registry.take(keys)
 
-    def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
-        """After the `put` that took `taken`: committed (no error) or failed."""
+    def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         self._registry.settle(taken, error)
 
 
@@ -280,7 +344,7 @@ class WriteParking:
             park, params = prepare()
             with self._changed:
                 entry = None
-                if park and registry.may_park(key):
+                if park and registry.thread_is_warm(key):
                     stored = _Released()
                     entry = registry.park(key, params, stored)
                     busy = False
@@ -304,13 +368,22 @@ class WriteParking:
                     registry.leave(key)
                     self._changed.notify_all()
 
-    def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
-        """Waits until no call for `keys` is busy (I4), then takes the writes parked there."""
+    @contextlib.contextmanager
+    def carried_by_put(self, keys: Sequence[WriteKey]) -> Iterator[list[ParkedWrites]]:
+        """The writes a `put` for `keys` carries, settled when the put's block ends."""
+        taken = self._take(keys)
+        try:
+            yield taken
+        except BaseException as exc:
+            self._settle(taken, exc)
+            raise
+        self._settle(taken)
+
+    def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
         with self._changed:
             self._changed.wait_for(lambda: self._registry.none_busy(keys))
             return self._registry.take(keys)
 
-    def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
-        """After the `put` that took `taken`: committed (no error) or failed."""
+    def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._changed:
             self._registry.settle(taken, error)

@@ -71,14 +71,14 @@ def test_parked_writes_are_taken_by_a_put_and_not_stored_alone() -> None:
     worker = store_in_thread(
         parking, KEY, {"w": 1}, stored_alone.append, then=lambda: order.append("returned")
     )
-    taken = parking.take([KEY])
+    taken = parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
     # A bounded look for an early return; it can only miss one on a slow machine, never
     # fail a correct run. The order below is what decides.
     worker.join(timeout=0.05)
     assert order == []
     order.append("committed")
-    parking.settle(taken)
+    parking._settle(taken)
     worker.join(HANG_S)
     assert order == ["committed", "returned"]  # put_writes returns once the put committed
     assert stored_alone == []
@@ -89,7 +89,7 @@ def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold()
     stored_alone: list[dict[str, Any]] = []
     parking.store(KEY, prepared({"w": 1}), stored_alone.append)  # no put ever comes
     assert stored_alone == [{"w": 1}]
-    assert parking.take([KEY]) == []  # nothing is left parked (and one cold put counted)
+    assert parking._take([KEY]) == []  # nothing is left parked (and one cold put counted)
     # From here a put must find any writes that park, however slow this thread is to get
     # to it: the 10 ms linger was for the timeout above.
     parking._registry.linger = HANG_S
@@ -100,15 +100,15 @@ def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold()
         cold: list[dict[str, Any]] = []
         workers = [store_in_thread(parking, key, {"call": n}, cold.append) for n in range(3)]
         # The put waits for the busy calls and would take their writes had they parked.
-        assert parking.take([key]) == [], f"writes parked {step + 2} checkpoints in"
+        assert parking._take([key]) == [], f"writes parked {step + 2} checkpoints in"
         assert sorted(params["call"] for params in cold) == [0, 1, 2]
         for worker in workers:
             worker.join(HANG_S)
     # ...until the thread has made COLD_PUTS checkpoints; then it parks again.
     warm = store_in_thread(parking, KEY, {"w": 2}, stored_alone.append)
-    taken = parking.take([KEY])
+    taken = parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 2}]
-    parking.settle(taken)
+    parking._settle(taken)
     warm.join(HANG_S)
     assert stored_alone == [{"w": 1}]
 
@@ -119,7 +119,7 @@ def test_writes_that_may_not_park_are_stored_at_once() -> None:
     worker = store_in_thread(parking, KEY, {"w": 1}, stored_alone.append, park=False)
     # The put waits for the busy call and would take its writes had they parked; stored
     # at once, they are in before it goes on.
-    assert parking.take([KEY]) == []
+    assert parking._take([KEY]) == []
     assert stored_alone == [{"w": 1}]
     worker.join(HANG_S)
     assert not worker.is_alive()
@@ -139,13 +139,13 @@ def test_writes_taken_by_a_failed_put_are_stored_alone_before_a_retry_commits() 
 
     def retried_put() -> None:
         taking.set()
-        parking.take([KEY])
+        parking._take([KEY])
         order.append("checkpoint")
 
     worker = store_in_thread(parking, KEY, {"w": 1}, slow_alone)
-    taken = parking.take([KEY])
+    taken = parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
-    parking.settle(taken, RuntimeError("server went away"))
+    parking._settle(taken, RuntimeError("server went away"))
     retry = threading.Thread(target=retried_put, daemon=True)
     retry.start()
     assert taking.wait(HANG_S)
@@ -176,7 +176,7 @@ def test_take_waits_for_writes_being_serialized_or_stored_alone() -> None:
     assert serializing.wait(HANG_S)
 
     def put() -> None:
-        parking.take([KEY])
+        parking._take([KEY])
         order.append("checkpoint")
 
     taker = threading.Thread(target=put, daemon=True)
@@ -197,7 +197,7 @@ def test_a_failing_serialization_leaves_nothing_busy() -> None:
 
     with pytest.raises(ValueError, match="cannot serialize"):
         parking.store(KEY, broken, lambda p: None)
-    assert parking.take([KEY]) == []  # returns at once: nothing is busy or parked
+    assert parking._take([KEY]) == []  # returns at once: nothing is busy or parked
 
 
 async def yield_to_others(times: int = 10) -> None:
@@ -215,11 +215,11 @@ async def test_async_parked_writes_are_taken_by_a_put() -> None:
 
     writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
     await asyncio.sleep(0)
-    taken = await parking.take([KEY])
+    taken = await parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
     await yield_to_others()
     assert not writes.done()  # it returns only once the put has committed
-    parking.settle(taken)
+    parking._settle(taken)
     await asyncio.wait_for(writes, HANG_S)
     assert stored_alone == []
 
@@ -233,7 +233,7 @@ async def test_async_writes_no_put_takes_are_stored_alone() -> None:
 
     await parking.store(KEY, prepared({"w": 1}), alone)
     assert stored_alone == [{"w": 1}]
-    assert await parking.take([KEY]) == []
+    assert await parking._take([KEY]) == []
 
 
 async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> None:
@@ -245,9 +245,9 @@ async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> 
 
     writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
     await asyncio.sleep(0)
-    taken = await parking.take([KEY])
+    taken = await parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
-    parking.settle(taken, RuntimeError("server went away"))
+    parking._settle(taken, RuntimeError("server went away"))
     await asyncio.wait_for(writes, HANG_S)
     assert stored_alone == [{"w": 1}]
 
@@ -256,7 +256,7 @@ async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> 
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert await asyncio.wait_for(parking.take([KEY]), HANG_S) == []  # not parked, not busy
+    assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []  # not parked, not busy
 
 
 async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
@@ -273,7 +273,7 @@ async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
     await asyncio.sleep(0)
     parked = asyncio.create_task(parking.store(KEY, prepared({"parked": 1}), slow_alone))
     await asyncio.sleep(0)
-    put = asyncio.create_task(parking.take([KEY]))
+    put = asyncio.create_task(parking._take([KEY]))
     await yield_to_others()
     assert not put.done()  # waiting for the writes stored alone
     put.cancel()
@@ -281,9 +281,9 @@ async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
         await put
     release.set()
     await asyncio.wait_for(busy, HANG_S)
-    taken = await asyncio.wait_for(parking.take([KEY]), HANG_S)
+    taken = await asyncio.wait_for(parking._take([KEY]), HANG_S)
     assert [entry.params for entry in taken] == [{"parked": 1}]
-    parking.settle(taken)
+    parking._settle(taken)
     await asyncio.wait_for(parked, HANG_S)
     assert stored_alone == [{"alone": 1}]
 
@@ -292,16 +292,21 @@ def test_writes_langgraph_waits_for_are_never_parked() -> None:
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME, ERROR_SOURCE_NODE
     from langgraph.checkpoint.base import WRITES_IDX_MAP
 
-    from langgraph_durable.checkpoint import _core
+    from langgraph_durable.checkpoint._parking import writes_may_wait
+
+    def may_wait(config: Any, writes: Any, delta_channels: set[str]) -> bool:
+        return writes_may_wait(config, writes, delta_channels, final_checkpoint=False)
 
     in_loop: Any = {"configurable": {"thread_id": "t", CONFIG_KEY_RUNTIME: object()}}
-    assert _core.may_park(in_loop, [("log", 1), ("__pregel_tasks", 2)], set())
+    assert may_wait(in_loop, [("log", 1), ("__pregel_tasks", 2)], set())
     for special in WRITES_IDX_MAP:
-        assert not _core.may_park(in_loop, [("log", 1), (special, 2)], set())
-    assert not _core.may_park(in_loop, [(ERROR_SOURCE_NODE, "node"), ("__error__", "x")], set())
-    assert not _core.may_park(in_loop, [("messages", [1])], {"messages"})
+        assert not may_wait(in_loop, [("log", 1), (special, 2)], set())
+    assert not may_wait(in_loop, [(ERROR_SOURCE_NODE, "node"), ("__error__", "x")], set())
+    assert not may_wait(in_loop, [("messages", [1])], {"messages"})
+    # writes for the final checkpoint of a run under durability="exit": nothing follows
+    assert not writes_may_wait(in_loop, [("log", 1)], set(), final_checkpoint=True)
     # update_state stores its writes before its checkpoint, from the caller's thread
-    assert not _core.may_park({"configurable": {"thread_id": "t"}}, [("log", 1)], set())
+    assert not may_wait({"configurable": {"thread_id": "t"}}, [("log", 1)], set())
 
 
 def test_delta_channels_are_learned_from_snapshots_and_counters() -> None:
@@ -328,16 +333,16 @@ async def test_async_writer_cancelled_after_its_writes_were_taken_leaves_nothing
 
         writer = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
         await asyncio.sleep(0)
-        taken = await parking.take([KEY])
+        taken = await parking._take([KEY])
         if cancel_first:
             writer.cancel()
             await asyncio.sleep(0)
-            parking.settle(taken, RuntimeError("put failed"))
+            parking._settle(taken, RuntimeError("put failed"))
         else:
-            parking.settle(taken, RuntimeError("put failed"))
+            parking._settle(taken, RuntimeError("put failed"))
             writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
-        assert await asyncio.wait_for(parking.take([KEY]), HANG_S) == []
+        assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []
         if cancel_first:
             assert stored_alone == []
 
@@ -355,7 +360,7 @@ def test_cold_periods_double_on_repeated_timeouts_and_reset_once_parking_works()
 
     def puts_until_warm() -> int:
         count = 0
-        while not registry.may_park(key):
+        while not registry.thread_is_warm(key):
             registry.take([("thread", "", f"p{count}")])
             count += 1
         return count

@@ -13,7 +13,9 @@ way (invariant I3):
 - **it failed** (anything else: the receiver said no, the input was invalid). Journaled as a
   terminal failure; replays raise it again.
 
-An error carrying a `retry_after` (ours: `RetryLater`) defers the call instead.
+An error carrying a `retry_after` (ours: `RetryLater`; a 429 with Retry-After) also says
+nothing happened: a short wait (up to `max_inline_wait`) is waited out in the same
+process; a longer one defers the call (`EffectDeferred`), so the run can park.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ class RetryPolicy:
             out, or died without recording one) when there is no reconcile hook: "raise"
             (`EffectOutcomeUnknown`, the safe default) or "retry" with the same key, which
             is right only when the receiver honours the idempotency key.
+        max_inline_wait: A rate limit asking to retry within this many seconds is waited
+            out in the same process (while attempts are left); a longer one raises
+            `EffectDeferred` with the time to retry.
     """
 
     max_attempts: int = 3
@@ -101,12 +106,13 @@ class RetryPolicy:
     retry_on: tuple[type[BaseException], ...] = NOT_SENT_ERRORS
     unknown_on: tuple[type[BaseException], ...] = OPEN_OUTCOME_ERRORS
     unknown_outcome: Literal["raise", "retry"] = "raise"
+    max_inline_wait: float = 5.0
 
     def __post_init__(self) -> None:
         problems = []
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             problems.append(f"max_attempts={self.max_attempts!r} must be an int >= 1")
-        for name in ("initial_delay", "backoff", "max_delay"):
+        for name in ("initial_delay", "backoff", "max_delay", "max_inline_wait"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 problems.append(f"{name}={value!r} must be a number >= 0")

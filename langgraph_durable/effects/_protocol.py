@@ -233,8 +233,8 @@ def pause_before_looking_again(until: datetime | None, now: datetime) -> float:
 class Failure(enum.Enum):
     """How to journal an error raised by an attempt."""
 
-    DEFER = "defer"  # rate limited: status deferred until the delay has passed
-    RETRY = "retry"  # nothing happened: status retry_wait, next attempt after the delay
+    DEFER = "defer"  # rate limited for long: status deferred until the delay has passed
+    RETRY = "retry"  # nothing happened (or a short rate limit): retry_wait, then again
     UNKNOWN = "unknown"  # the outcome is open: status unknown, reconcile after the delay
     FAIL = "fail"  # terminal: status failed
 
@@ -249,6 +249,9 @@ def on_failure(exc: BaseException, *, attempt: int, policy: RetryPolicy) -> Fail
     """How to journal attempt number `attempt` that raised `exc` (see `_policy.py`)."""
     retry_after = retry_after_of(exc)
     if retry_after is not None:
+        # Rate limited: nothing happened. Wait a short time here, park the run for longer.
+        if retry_after <= policy.max_inline_wait and attempt < policy.max_attempts:
+            return FailureStep(Failure.RETRY, retry_after)
         return FailureStep(Failure.DEFER, retry_after)
     if policy.retryable(exc):
         if attempt < policy.max_attempts:

@@ -210,7 +210,7 @@ def test_validation_errors_fail_at_once_and_replay_as_failed(journal: EffectJour
     assert calls == [-1]
 
 
-def test_rate_limits_defer_with_a_time_to_retry(db_dsn: str, journal: EffectJournal) -> None:
+def test_a_long_rate_limit_defers_with_a_time_to_retry(db_dsn: str, journal: EffectJournal) -> None:
     calls: list[str] = []
     key = f"limited-{uuid.uuid4()}"
 
@@ -218,7 +218,7 @@ def test_rate_limits_defer_with_a_time_to_retry(db_dsn: str, journal: EffectJour
     def limited() -> str:
         calls.append("call")
         if len(calls) == 1:
-            raise RetryLater(0.3)
+            raise RetryLater(3600)
         return "done"
 
     with pytest.raises(EffectDeferred) as first:
@@ -228,18 +228,31 @@ def test_rate_limits_defer_with_a_time_to_retry(db_dsn: str, journal: EffectJour
     with pytest.raises(EffectDeferred):
         limited()  # too early: nothing is called
     assert calls == ["call"]
-    wait_for_database_clock(db_dsn, retry_at)
+    # An hour later (moved, not waited for): the next call attempts again.
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE langgraph_durable_effects SET next_attempt_at = now() WHERE key = %s",
+            (key,),
+        )
     assert limited() == "done"
     assert calls == ["call", "call"]
 
 
-def wait_for_database_clock(dsn: str, moment: datetime) -> None:
-    """Block until the database clock, which the journal decides by, has passed `moment`."""
-    with psycopg.connect(dsn) as conn:
-        conn.execute(
-            "SELECT pg_sleep(greatest(0, extract(epoch FROM %s - clock_timestamp())))",
-            (moment,),
-        )
+def test_a_short_rate_limit_is_waited_out_in_the_same_call(journal: EffectJournal) -> None:
+    calls: list[str] = []
+    key = f"short-limit-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal)
+    def limited() -> str:
+        calls.append("call")
+        if len(calls) == 1:
+            raise RetryLater(0.05)  # within RetryPolicy.max_inline_wait
+        return "done"
+
+    assert limited() == "done"
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status.value, row.attempt) == ("completed", 2)
 
 
 def dead_attempt(dsn: str, key: str, name: str, input_digest: str) -> None:

@@ -156,7 +156,9 @@ class NotSent(Exception):
 @pytest.mark.parametrize(
     ("error", "attempt", "kind"),
     [
-        (RetryLater(2.5), 1, Failure.DEFER),
+        (RetryLater(60), 1, Failure.DEFER),  # a long rate limit parks the run
+        (RetryLater(2.5), 1, Failure.RETRY),  # a short one is waited out here
+        (RetryLater(2.5), 3, Failure.DEFER),  # unless the attempts are used up
         (ConnectionRefusedError(), 1, Failure.RETRY),
         (ConnectionRefusedError(), 3, Failure.FAIL),  # attempts used up
         (TimeoutError(), 1, Failure.UNKNOWN),
@@ -185,7 +187,9 @@ def test_delays_grow_and_are_capped() -> None:
     policy = RetryPolicy(initial_delay=1, backoff=2, max_delay=3, jitter=0)
     assert [policy.delay(n) for n in (1, 2, 3, 4)] == [1, 2, 3, 3]
     deferred = on_failure(RetryLater(7), attempt=1, policy=policy)
-    assert deferred.delay == 7
+    assert (deferred.kind, deferred.delay) == (Failure.DEFER, 7)
+    waited = on_failure(RetryLater(1.5), attempt=1, policy=policy)
+    assert (waited.kind, waited.delay) == (Failure.RETRY, 1.5)
     assert on_failure(ConnectionRefusedError(), attempt=2, policy=policy).delay == 2
 
 

@@ -20,6 +20,11 @@ Each class docstring is its default message and says what to do. Driver errors
     │   └── InvalidDecisionError
     ├── NotWaitingError
     ├── SideEffectBeforeInterruptError
+    ├── RunError
+    │   ├── FencedOutError
+    │   ├── RunNotFoundError
+    │   ├── RunConflictError             (also an InvalidInputError)
+    │   └── ThreadBusyError
     └── EffectError
         ├── JournalNotFoundError          (also a ConfigurationError)
         ├── EffectOutcomeUnknown
@@ -50,17 +55,22 @@ __all__ = [
     "EffectNameWarning",
     "EffectOutcomeUnknown",
     "EffectResultNotStoredError",
+    "FencedOutError",
     "InvalidDecisionError",
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
     "NotWaitingError",
+    "RunConflictError",
+    "RunError",
+    "RunNotFoundError",
     "SchemaError",
     "SchemaNotReadyError",
     "SchemaTooNewError",
     "SideEffectBeforeInterruptError",
     "SideEffectBeforeInterruptWarning",
     "TargetThreadNotEmptyError",
+    "ThreadBusyError",
     "UnknownPruneStrategyError",
     "UnserializableValueError",
     "WrongSaverClassError",
@@ -161,6 +171,34 @@ class SideEffectBeforeInterruptError(DurableError):
 
 class SideEffectBeforeInterruptWarning(UserWarning):
     """A node performed effects before `interrupt()`; they are journaled, but move them."""
+
+
+class RunError(DurableError):
+    """A run could not be created, found, taken or advanced; see the message."""
+
+
+class FencedOutError(RunError):
+    """This writer no longer holds the thread's lease: another worker took the run over.
+
+    Nothing was written. The process must stop working on this thread; the run goes on
+    where the new lease holder is.
+    """
+
+
+class RunNotFoundError(RunError):
+    """No run has this id in this database."""
+
+
+class RunConflictError(RunError, InvalidInputError):
+    """The thread already has an active run and the multitask strategy is "reject".
+
+    Nothing was created. Wait for the active run, or pass multitask_strategy "enqueue",
+    "interrupt" or "rollback".
+    """
+
+
+class ThreadBusyError(RunError):
+    """Another process holds this thread's lease; try again when it is done."""
 
 
 class EffectNameWarning(UserWarning):

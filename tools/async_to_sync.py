@@ -42,6 +42,8 @@ FILES = {
     "effects/_ajournal.py": "effects/_journal.py",
     "effects/_arunner.py": "effects/_runner.py",
     "approvals/_apending.py": "approvals/_pending.py",
+    "runs/_aregistry.py": "runs/_registry.py",
+    "runs/_aworker.py": "runs/_worker.py",
 }
 
 # Names defined outside our sources, and the hand-written pair of `checkpoint/_bridge.py`.

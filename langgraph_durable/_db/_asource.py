@@ -145,6 +145,11 @@ class AsyncConnectionSource:
                 raise
             raise named from exc
 
+    @property
+    def pooled(self) -> bool:
+        """Whether connections come from a pool (else: the caller's one connection)."""
+        return isinstance(self.conn, AsyncConnectionPool)
+
     async def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, AsyncConnectionPool):

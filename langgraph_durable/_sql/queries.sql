@@ -141,14 +141,26 @@ GROUP BY checkpoint_id
 -- BEGIN/COMMIT. `synchronous_commit` is set for this statement's own transaction only
 -- ('off' when the saver opts into asynchronous commits; then the parked writes, which
 -- would otherwise commit synchronously on their own, are not taken).
+-- Under a thread lease (a run's worker, or `exclusive`) the config carries a fencing token:
+-- the statement writes nothing unless the token is still the thread's (`fence`; the row
+-- lock serialises it with a takeover), and it records the run's progress in the same
+-- transaction. Without a token, `fence` passes without a lookup. The caller reads the
+-- row count: 0 means fenced out (invariant I5).
 WITH commit_mode AS (
     SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
+), fence AS (
+    SELECT %(fence_token)s::bigint IS NULL OR EXISTS (
+        SELECT 1 FROM langgraph_durable_threads t
+        WHERE t.thread_id = %(thread_id)s AND t.fencing_token = %(fence_token)s::bigint
+        FOR SHARE
+    ) AS ok
 ), new_blobs AS (
     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
     FROM unnest(
         %(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]
     ) AS b(channel, version, type, blob)
+    WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 ), parked_writes AS (
     INSERT INTO checkpoint_writes
@@ -159,36 +171,68 @@ WITH commit_mode AS (
         %(w_checkpoint_ids)s::text[], %(w_task_ids)s::text[], %(w_task_paths)s::text[],
         %(w_idxs)s::int[], %(w_channels)s::text[], %(w_types)s::text[], %(w_blobs)s::bytea[]
     ) AS w(checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+), progress AS (
+    UPDATE langgraph_durable_runs SET
+        last_progress_at = clock_timestamp(),
+        step = %(step)s,
+        stuck_since = NULL,
+        updated_at = clock_timestamp()
+    WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s::bigint
+        AND status = 'running' AND (SELECT ok FROM fence)
 )
 INSERT INTO checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
 SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(parent_checkpoint_id)s,
     %(checkpoint)s::jsonb, %(metadata)s::jsonb
 FROM commit_mode
+WHERE (SELECT ok FROM fence)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
 DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
 
 -- name: upsert_writes
--- Special writes (errors, interrupts, resumes) replace what a task wrote before.
-INSERT INTO checkpoint_writes
-    (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-    w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
-    AS w(idx, channel, type, blob)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
-    channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
+-- Special writes (errors, interrupts, resumes) replace what a task wrote before. Fenced
+-- like `put_checkpoint`; the one row returned says whether the fence let them through.
+WITH fence AS (
+    SELECT %(fence_token)s::bigint IS NULL OR EXISTS (
+        SELECT 1 FROM langgraph_durable_threads t
+        WHERE t.thread_id = %(thread_id)s AND t.fencing_token = %(fence_token)s::bigint
+        FOR SHARE
+    ) AS ok
+), stored AS (
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+        w.idx, w.channel, w.type, w.blob
+    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+        AS w(idx, channel, type, blob)
+    WHERE (SELECT ok FROM fence)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+        channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
+)
+SELECT ok FROM fence
 
 -- name: insert_writes
 -- Regular writes are kept as first stored: a re-run of the same task cannot change them.
-INSERT INTO checkpoint_writes
-    (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-    w.idx, w.channel, w.type, w.blob
-FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
-    AS w(idx, channel, type, blob)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+-- Fenced like `put_checkpoint`; the one row returned says whether the fence let them through.
+WITH fence AS (
+    SELECT %(fence_token)s::bigint IS NULL OR EXISTS (
+        SELECT 1 FROM langgraph_durable_threads t
+        WHERE t.thread_id = %(thread_id)s AND t.fencing_token = %(fence_token)s::bigint
+        FOR SHARE
+    ) AS ok
+), stored AS (
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+        w.idx, w.channel, w.type, w.blob
+    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+        AS w(idx, channel, type, blob)
+    WHERE (SELECT ok FROM fence)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+)
+SELECT ok FROM fence
 
 -- name: delete_threads
 -- Every row of the given threads, in one atomic statement.
@@ -587,3 +631,308 @@ UPDATE langgraph_durable_effects SET
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
     updated_at = clock_timestamp()
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
+
+-- ---------------------------------------------------------------------------------------
+-- Runs (langgraph_durable/runs/). A thread's runs go one at a time, oldest first; a worker
+-- takes one with its thread's lease at a new fencing token, in one statement.
+
+-- name: thread_lease_row
+-- Serialises every change to one thread's runs (create with a multitask strategy, cancel,
+-- resume): the row is made if missing, then locked for the transaction.
+WITH made AS (
+    INSERT INTO langgraph_durable_threads (thread_id) VALUES (%(thread_id)s)
+    ON CONFLICT (thread_id) DO NOTHING
+)
+SELECT thread_id, fencing_token, owner, run_id, lease_expires_at
+FROM langgraph_durable_threads WHERE thread_id = %(thread_id)s
+FOR UPDATE
+
+-- name: thread_fence_bump
+-- Takes the thread away from whoever holds it: its next write is refused (fenced out).
+UPDATE langgraph_durable_threads SET
+    fencing_token = fencing_token + 1, owner = NULL, run_id = NULL, lease_expires_at = NULL,
+    updated_at = clock_timestamp()
+WHERE thread_id = %(thread_id)s
+RETURNING fencing_token
+
+-- name: thread_active_runs
+SELECT run_id, status FROM langgraph_durable_runs
+WHERE thread_id = %(thread_id)s
+    AND status IN ('pending', 'running', 'deferred', 'blocked')
+ORDER BY created_at, run_id
+
+-- name: run_insert
+INSERT INTO langgraph_durable_runs (
+    run_id, thread_id, graph_name, graph_version, status, multitask_strategy, durability,
+    input_type, input, input_after, config, metadata, max_attempts, deadline_at)
+VALUES (
+    %(run_id)s, %(thread_id)s, %(graph_name)s, %(graph_version)s, 'pending',
+    %(multitask_strategy)s, %(durability)s, %(input_type)s, %(input)s, %(input_after)s,
+    %(config)s::jsonb, %(metadata)s::jsonb, %(max_attempts)s,
+    CASE WHEN %(timeout)s::float8 IS NULL THEN NULL
+        ELSE clock_timestamp() + make_interval(secs => %(timeout)s::float8) END)
+RETURNING *
+
+-- name: runs_wake
+-- Workers LISTEN here: a run became takeable (or a thread's next run may go).
+SELECT pg_notify('langgraph_durable_runs', %(run_id)s)
+
+-- name: runs_listen
+LISTEN langgraph_durable_runs
+
+-- name: runs_unlisten
+UNLISTEN langgraph_durable_runs
+
+-- name: run_get
+SELECT * FROM langgraph_durable_runs WHERE run_id = %(run_id)s
+
+-- name: run_list
+SELECT * FROM langgraph_durable_runs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+    AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+    AND (%(graph_name)s::text IS NULL OR graph_name = %(graph_name)s)
+ORDER BY created_at DESC, run_id DESC
+LIMIT %(limit)s
+
+-- name: runs_set_status
+-- A person (or a newer run) changes runs that no worker must go on with.
+UPDATE langgraph_durable_runs SET
+    status = %(status)s, status_reason = %(reason)s,
+    owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN %(status)s IN ('success', 'error', 'timeout', 'interrupted',
+        'cancelled') THEN clock_timestamp() END,
+    updated_at = clock_timestamp()
+WHERE run_id = ANY(%(run_ids)s)
+RETURNING *
+
+-- name: run_requeue
+-- Back to the queue: retry after an error, unblock, resume an interrupted run (with a new
+-- input, e.g. a Command), or move to another graph version.
+UPDATE langgraph_durable_runs SET
+    status = 'pending', status_reason = NULL, retry_at = NULL, stuck_since = NULL,
+    finished_at = NULL, error_type = NULL, error_message = NULL,
+    attempt = CASE WHEN %(reset_attempts)s THEN 0 ELSE attempt END,
+    input_type = coalesce(%(input_type)s, input_type),
+    input = CASE WHEN %(input_type)s::text IS NULL THEN input ELSE %(input)s END,
+    input_after = CASE WHEN %(input_type)s::text IS NULL THEN input_after
+        ELSE %(input_after)s END,
+    graph_version = coalesce(%(graph_version)s, graph_version),
+    updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s AND status = ANY(%(from_statuses)s)
+RETURNING *
+
+-- name: run_claim
+-- Take the oldest run this worker can run: pending, deferred and due, or running under a
+-- lease that ran out (its worker died), or blocked only for want of a worker of its
+-- version. Not while an older run of its thread is active, nor while someone alive holds
+-- the thread's lease. The thread's lease is taken at the next fencing token in the same
+-- statement; if someone took it meanwhile, nothing is claimed.
+WITH candidate AS (
+    SELECT r.run_id, r.thread_id
+    FROM langgraph_durable_runs r
+    JOIN unnest(%(names)s::text[], %(versions)s::text[]) AS g(name, version)
+        ON g.name = r.graph_name AND g.version = r.graph_version
+    WHERE (
+        (r.status = 'pending' AND (r.retry_at IS NULL OR r.retry_at <= clock_timestamp()))
+        OR (r.status = 'deferred' AND r.retry_at <= clock_timestamp())
+        OR (r.status = 'running' AND r.lease_expires_at < clock_timestamp())
+        OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%')
+    )
+    AND NOT EXISTS (
+        SELECT 1 FROM langgraph_durable_runs e
+        WHERE e.thread_id = r.thread_id AND e.run_id <> r.run_id
+            AND e.status IN ('pending', 'running', 'deferred', 'blocked')
+            AND (e.created_at, e.run_id) < (r.created_at, r.run_id)
+    )
+    AND NOT EXISTS (
+        SELECT 1 FROM langgraph_durable_threads t
+        WHERE t.thread_id = r.thread_id AND t.owner IS NOT NULL
+            AND t.lease_expires_at >= clock_timestamp()
+    )
+    ORDER BY r.created_at, r.run_id
+    LIMIT 1
+    FOR UPDATE OF r SKIP LOCKED
+), lease AS (
+    INSERT INTO langgraph_durable_threads AS t
+        (thread_id, fencing_token, owner, run_id, lease_expires_at, updated_at)
+    SELECT thread_id, 1, %(owner)s, run_id,
+        clock_timestamp() + make_interval(secs => %(lease_seconds)s), clock_timestamp()
+    FROM candidate
+    ON CONFLICT (thread_id) DO UPDATE SET
+        fencing_token = t.fencing_token + 1, owner = EXCLUDED.owner, run_id = EXCLUDED.run_id,
+        lease_expires_at = EXCLUDED.lease_expires_at, updated_at = clock_timestamp()
+    WHERE t.owner IS NULL OR t.lease_expires_at < clock_timestamp()
+    RETURNING thread_id, fencing_token
+)
+UPDATE langgraph_durable_runs r SET
+    status = 'running', status_reason = NULL, attempt = r.attempt + 1, owner = %(owner)s,
+    fencing_token = lease.fencing_token,
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    heartbeat_at = clock_timestamp(), last_progress_at = clock_timestamp(),
+    stuck_since = NULL, retry_at = NULL,
+    started_at = coalesce(r.started_at, clock_timestamp()), updated_at = clock_timestamp()
+FROM candidate JOIN lease USING (thread_id)
+WHERE r.run_id = candidate.run_id
+RETURNING r.*
+
+-- name: run_set_version
+-- A worker moved a run's state forward (a migration hook) and continues it as its version.
+UPDATE langgraph_durable_runs SET graph_version = %(graph_version)s, updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
+RETURNING run_id
+
+-- name: run_heartbeat
+-- The run and its thread lease move on together, while they are still this worker's.
+WITH run AS (
+    UPDATE langgraph_durable_runs SET
+        lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+        heartbeat_at = clock_timestamp(), updated_at = clock_timestamp()
+    WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
+    RETURNING thread_id
+)
+UPDATE langgraph_durable_threads t SET
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    updated_at = clock_timestamp()
+FROM run
+WHERE t.thread_id = run.thread_id AND t.fencing_token = %(fence_token)s
+RETURNING t.fencing_token
+
+-- name: run_finish
+-- The worker's last word on an execution, taken only while the run is still its own; the
+-- thread's lease is let go in the same statement.
+WITH run AS (
+    UPDATE langgraph_durable_runs SET
+        status = %(status)s, status_reason = %(reason)s,
+        retry_at = CASE WHEN %(retry_in)s::float8 IS NOT NULL
+            THEN clock_timestamp() + make_interval(secs => %(retry_in)s::float8)
+            ELSE %(retry_at)s::timestamptz END,
+        output_type = %(output_type)s, output = %(output)s,
+        error_type = %(error_type)s, error_message = %(error_message)s,
+        owner = NULL, lease_expires_at = NULL,
+        finished_at = CASE WHEN %(status)s IN ('success', 'error', 'timeout', 'interrupted',
+            'cancelled') THEN clock_timestamp() END,
+        updated_at = clock_timestamp()
+    WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
+    RETURNING thread_id
+), lease AS (
+    UPDATE langgraph_durable_threads t SET
+        owner = NULL, run_id = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+    FROM run
+    WHERE t.thread_id = run.thread_id AND t.fencing_token = %(fence_token)s
+)
+SELECT thread_id FROM run
+
+-- name: thread_take_lease
+-- `exclusive()`: a plain graph.invoke takes the thread's lease, if nobody alive holds it
+-- and no run of the thread is running.
+INSERT INTO langgraph_durable_threads AS t
+    (thread_id, fencing_token, owner, lease_expires_at, updated_at)
+SELECT %(thread_id)s, 1, %(owner)s,
+    clock_timestamp() + make_interval(secs => %(lease_seconds)s), clock_timestamp()
+WHERE NOT EXISTS (
+    SELECT 1 FROM langgraph_durable_runs r
+    WHERE r.thread_id = %(thread_id)s AND r.status = 'running'
+        AND r.lease_expires_at >= clock_timestamp()
+)
+ON CONFLICT (thread_id) DO UPDATE SET
+    fencing_token = t.fencing_token + 1, owner = EXCLUDED.owner, run_id = NULL,
+    lease_expires_at = EXCLUDED.lease_expires_at, updated_at = clock_timestamp()
+WHERE t.owner IS NULL OR t.lease_expires_at < clock_timestamp()
+RETURNING fencing_token
+
+-- name: thread_extend_lease
+UPDATE langgraph_durable_threads SET
+    lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+    updated_at = clock_timestamp()
+WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
+RETURNING fencing_token
+
+-- name: thread_release_lease
+UPDATE langgraph_durable_threads SET
+    owner = NULL, run_id = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
+
+-- name: runs_time_out
+-- Runs past their deadline end as timeout; a running one loses its thread (fenced out).
+WITH late AS (
+    UPDATE langgraph_durable_runs SET
+        status = 'timeout', status_reason = 'not finished by its deadline',
+        owner = NULL, lease_expires_at = NULL, finished_at = clock_timestamp(),
+        updated_at = clock_timestamp()
+    WHERE status IN ('pending', 'running', 'deferred', 'blocked')
+        AND deadline_at < clock_timestamp()
+    RETURNING run_id, thread_id
+), fenced AS (
+    UPDATE langgraph_durable_threads t SET
+        fencing_token = t.fencing_token + 1, owner = NULL, run_id = NULL,
+        lease_expires_at = NULL, updated_at = clock_timestamp()
+    FROM late WHERE t.thread_id = late.thread_id
+)
+SELECT run_id, thread_id FROM late
+
+-- name: runs_flag_stuck
+-- Running without progress (or waiting for a person) longer than its graph allows: flagged
+-- once, until progress clears the flag.
+UPDATE langgraph_durable_runs r SET stuck_since = clock_timestamp()
+FROM unnest(%(names)s::text[], %(running_seconds)s::float8[], %(waiting_seconds)s::float8[])
+    AS g(name, running_seconds, waiting_seconds)
+WHERE r.graph_name = g.name AND r.stuck_since IS NULL AND (
+    (r.status = 'running'
+        AND r.last_progress_at < clock_timestamp() - make_interval(secs => g.running_seconds))
+    OR (r.status = 'interrupted' AND g.waiting_seconds IS NOT NULL
+        AND r.updated_at < clock_timestamp() - make_interval(secs => g.waiting_seconds))
+)
+RETURNING r.run_id, r.thread_id, r.graph_name, r.status, r.last_progress_at, r.updated_at
+
+-- name: runs_stuck
+SELECT * FROM langgraph_durable_runs WHERE stuck_since IS NOT NULL
+    AND status IN ('running', 'interrupted')
+ORDER BY stuck_since
+LIMIT %(limit)s
+
+-- name: worker_heartbeat
+INSERT INTO langgraph_durable_workers (worker_id, owner, graphs)
+VALUES (%(worker_id)s, %(owner)s, %(graphs)s::jsonb)
+ON CONFLICT (worker_id) DO UPDATE SET graphs = EXCLUDED.graphs, heartbeat_at = clock_timestamp()
+
+-- name: worker_gone
+DELETE FROM langgraph_durable_workers WHERE worker_id = %(worker_id)s
+
+-- name: workers_list
+SELECT worker_id, owner, graphs, started_at, heartbeat_at,
+    heartbeat_at >= clock_timestamp() - make_interval(secs => %(live_seconds)s) AS live
+FROM langgraph_durable_workers
+ORDER BY started_at
+
+-- name: runs_block_unrunnable
+-- Runs of a graph whose version no live worker takes are blocked, saying which versions
+-- the live workers do take; a worker of their version takes them back.
+WITH live AS (
+    SELECT g ->> 'name' AS name, v AS version
+    FROM langgraph_durable_workers w
+    CROSS JOIN LATERAL jsonb_array_elements(w.graphs) AS g
+    CROSS JOIN LATERAL jsonb_array_elements_text(g -> 'versions') AS v
+    WHERE w.heartbeat_at >= clock_timestamp() - make_interval(secs => %(live_seconds)s)
+), offered AS (
+    SELECT name, string_agg(DISTINCT version, ', ' ORDER BY version) AS versions
+    FROM live GROUP BY name
+)
+UPDATE langgraph_durable_runs r SET
+    status = 'blocked',
+    status_reason = 'version: this run is ' || r.graph_name || ' version ' || r.graph_version
+        || ', and no live worker takes it (live workers take versions ' || o.versions
+        || '). Start a worker of that version, declare a newer one compatible_with it or '
+        || 'give it a migration, or move the run to a version with registry.migrate().',
+    updated_at = clock_timestamp()
+FROM offered o
+WHERE r.graph_name = o.name AND r.status IN ('pending', 'deferred')
+    AND NOT EXISTS (SELECT 1 FROM live l WHERE l.name = r.graph_name
+        AND l.version = r.graph_version)
+RETURNING r.run_id, r.graph_name, r.graph_version, o.versions
+
+-- name: run_latest_checkpoint
+-- The latest root checkpoint a run wrote (LangGraph copies the run id into the metadata).
+SELECT checkpoint_id FROM checkpoints
+WHERE metadata ->> 'run_id' = %(run_id)s AND thread_id = %(thread_id)s AND checkpoint_ns = ''
+ORDER BY checkpoint_id DESC
+LIMIT 1

@@ -81,9 +81,70 @@ CREATE INDEX lgd_effects_thread_idx ON langgraph_durable_effects (thread_id);
 CREATE INDEX lgd_effects_open_idx ON langgraph_durable_effects (status, lease_expires_at)
     WHERE status IN ('running', 'unknown', 'deferred', 'retry_wait');
 
+CREATE TABLE langgraph_durable_threads (
+    thread_id TEXT PRIMARY KEY,
+    fencing_token BIGINT NOT NULL DEFAULT 0,
+    owner TEXT,
+    run_id TEXT,
+    lease_expires_at TIMESTAMPTZ,
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+CREATE TABLE langgraph_durable_runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    graph_name TEXT NOT NULL,
+    graph_version TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'success', 'error', 'timeout',
+        'interrupted', 'deferred', 'blocked', 'cancelled')),
+    status_reason TEXT,
+    multitask_strategy TEXT NOT NULL DEFAULT 'enqueue'
+        CHECK (multitask_strategy IN ('reject', 'enqueue', 'interrupt', 'rollback')),
+    durability TEXT NOT NULL DEFAULT 'sync' CHECK (durability IN ('sync', 'async', 'exit')),
+    input_type TEXT,
+    input BYTEA,
+    input_after TEXT,
+    config JSONB NOT NULL DEFAULT '{}',
+    metadata JSONB NOT NULL DEFAULT '{}',
+    attempt INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL DEFAULT 3,
+    owner TEXT,
+    fencing_token BIGINT,
+    lease_expires_at TIMESTAMPTZ,
+    heartbeat_at TIMESTAMPTZ,
+    last_progress_at TIMESTAMPTZ,
+    step INTEGER,
+    retry_at TIMESTAMPTZ,
+    deadline_at TIMESTAMPTZ,
+    stuck_since TIMESTAMPTZ,
+    output_type TEXT,
+    output BYTEA,
+    error_type TEXT,
+    error_message TEXT,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    started_at TIMESTAMPTZ,
+    finished_at TIMESTAMPTZ
+);
+CREATE UNIQUE INDEX lgd_runs_one_running_per_thread
+    ON langgraph_durable_runs (thread_id) WHERE status = 'running';
+CREATE INDEX lgd_runs_queue ON langgraph_durable_runs (created_at)
+    WHERE status IN ('pending', 'deferred', 'running');
+CREATE INDEX lgd_runs_thread ON langgraph_durable_runs (thread_id, created_at);
+CREATE INDEX lgd_runs_status ON langgraph_durable_runs (status, updated_at);
+
+CREATE TABLE langgraph_durable_workers (
+    worker_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    graphs JSONB NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+);
+
 INSERT INTO checkpoint_migrations (v) SELECT generate_series(0, 9);
 INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (1, 'durable_001_checkpoints_run_id_idx_concurrently'),
     (2, 'durable_002_checkpoints_thread_order_idx_concurrently'),
     (3, 'durable_003_effects_journal'),
-    (4, 'durable_004_interrupt_writes_idx_concurrently');
+    (4, 'durable_004_interrupt_writes_idx_concurrently'),
+    (5, 'durable_005_runs');

@@ -7,16 +7,24 @@ writes inside the caller's own transaction.
 
 from langgraph_durable.checkpoint._asaver import (
     AsyncDurablePostgresSaver,
+    adelete_for_runs_txn,
     aput_txn,
     aput_writes_txn,
 )
-from langgraph_durable.checkpoint._saver import DurablePostgresSaver, put_txn, put_writes_txn
+from langgraph_durable.checkpoint._saver import (
+    DurablePostgresSaver,
+    delete_for_runs_txn,
+    put_txn,
+    put_writes_txn,
+)
 
 __all__ = [
     "AsyncDurablePostgresSaver",
     "DurablePostgresSaver",
+    "adelete_for_runs_txn",
     "aput_txn",
     "aput_writes_txn",
+    "delete_for_runs_txn",
     "put_txn",
     "put_writes_txn",
 ]

@@ -59,7 +59,7 @@ from langgraph_durable.errors import (
     UnknownPruneStrategyError,
 )
 
-__all__ = ["AsyncDurablePostgresSaver", "aput_txn", "aput_writes_txn"]
+__all__ = ["AsyncDurablePostgresSaver", "adelete_for_runs_txn", "aput_txn", "aput_writes_txn"]
 
 logger = logging.getLogger("langgraph_durable.checkpoint")
 
@@ -90,7 +90,8 @@ async def aput_txn(
         **_core.parked_write_params(()),
         "synchronous_commit": "on",
     }
-    await conn.execute(QUERIES["put_checkpoint"], params)
+    cur = await conn.execute(QUERIES["put_checkpoint"], params)
+    _core.check_fenced(cur.rowcount == 1, params)
     return _core.config_of(row)
 
 
@@ -108,7 +109,37 @@ async def aput_writes_txn(
         return
     replace = _core.replaces_earlier(writes)
     query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
-    await conn.execute(query, _core.write_params(serde, config, writes, task_id, task_path))
+    params = _core.write_params(serde, config, writes, task_id, task_path)
+    found = await (await conn.execute(query, params)).fetchone()
+    _core.check_fenced(bool(found and found["ok"]), params)
+
+
+async def adelete_for_runs_txn(conn: AsyncConnection[DictRow], run_ids: Sequence[str]) -> None:
+    """`delete_for_runs` inside the caller's transaction (a rollback of a run, say)."""
+    if isinstance(run_ids, str):
+        raise InvalidInputError("run_ids must be a list of run ids, not one string.")
+    ids = [str(r) for r in run_ids]
+    if not ids:
+        return
+    cur = await conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
+    await _adelete_unreferenced(conn, await cur.fetchall())
+
+
+async def _adelete_unreferenced(
+    conn: AsyncConnection[DictRow], freed: Sequence[Mapping[str, Any]]
+) -> None:
+    """Delete the blobs among `freed` that no remaining checkpoint names."""
+    if not freed:
+        return
+    await conn.execute(
+        QUERIES["delete_unreferenced_blobs"],
+        {
+            "thread_ids": [r.get("thread_id") for r in freed],
+            "namespaces": [r.get("checkpoint_ns") for r in freed],
+            "channels": [r["channel"] for r in freed],
+            "versions": [r["version"] for r in freed],
+        },
+    )
 
 
 class AsyncDurablePostgresSaver(SyncCallsViaLoop):
@@ -399,8 +430,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     @aretry_on_disconnect
     async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
         async with self._source.connection() as conn:
-            await conn.execute(QUERIES["put_checkpoint"], params)
+            cur = await conn.execute(QUERIES["put_checkpoint"], params)
             _crashpoints.reached("put:after_commit")
+        _core.check_fenced(cur.rowcount == 1, params)
 
     async def aput_writes(
         self,
@@ -447,7 +479,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     @aretry_on_disconnect
     async def _astore_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
         async with self._source.connection() as conn:
-            await conn.execute(query, params)
+            found = await (await conn.execute(query, params)).fetchone()
+        _core.check_fenced(bool(found and found["ok"]), params)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
@@ -465,27 +498,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
         afterwards; delete whole threads (or `prune`) for threads that use one.
         """
-        if isinstance(run_ids, str):
-            raise InvalidInputError("run_ids must be a list of run ids, not one string.")
-        ids = [str(r) for r in run_ids]
-        if not ids:
-            return
         async with self._source.connection() as conn, conn.transaction():
-            cur = await conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
-            await self._adelete_unreferenced(conn, await cur.fetchall())
-
-    async def _adelete_unreferenced(self, conn: Any, freed: Sequence[Mapping[str, Any]]) -> None:
-        if not freed:
-            return
-        await conn.execute(
-            QUERIES["delete_unreferenced_blobs"],
-            {
-                "thread_ids": [r.get("thread_id") for r in freed],
-                "namespaces": [r.get("checkpoint_ns") for r in freed],
-                "channels": [r["channel"] for r in freed],
-                "versions": [r["version"] for r in freed],
-            },
-        )
+            await adelete_for_runs_txn(conn, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of a thread into a new, empty thread.
@@ -568,7 +582,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                     await conn.execute(QUERIES["prune_delete_checkpoints"], params)
                 ).fetchall()
                 await conn.execute(QUERIES["prune_cut_parents"], params)
-                await self._adelete_unreferenced(
+                await _adelete_unreferenced(
                     conn,
                     [
                         {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}

@@ -29,7 +29,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
 
 from langgraph_durable import _langgraph
+from langgraph_durable._fencing import fence_of
+from langgraph_durable._ids import ID_LIMITS, lone_surrogate, stored_id, thread_id_of
 from langgraph_durable.errors import (
+    FencedOutError,
     InvalidInputError,
     InvalidThreadIdError,
     UnserializableValueError,
@@ -42,9 +45,11 @@ __all__ = [
     "CheckpointRow",
     "assemble_delta_history",
     "blob_params",
+    "check_fenced",
     "checkpoint_row",
     "config_of",
     "delta_channel_names",
+    "fence_params",
     "list_limit",
     "load_tuple",
     "metadata_filter",
@@ -67,70 +72,6 @@ CheckpointRow = dict[str, Any]
 
 MAX_LIST_LIMIT = 2**63 - 1
 """Postgres' LIMIT is a bigint."""
-
-ID_LIMITS = {
-    "thread_id": 1024,
-    "checkpoint_ns": 1024,
-    "checkpoint_id": 256,
-    "task_id": 256,
-    "channel": 256,
-    "run_id": 1024,
-}
-"""Longest ids written, in UTF-8 bytes. They are primary-key columns, and a Postgres B-tree
-entry holds at most 2,704 bytes: these limits keep every key of the tables within it
-(thread + namespace + checkpoint + task + index is at most 2,564 bytes plus headers)."""
-
-
-def _lone_surrogate(text: str) -> int | None:
-    """The position of a lone surrogate (text UTF-8 cannot encode), or None."""
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return None
-
-
-def _text(value: str, what: str) -> str:
-    """Text Postgres can store: no NUL characters, no lone surrogates."""
-    if "\x00" in value:
-        raise InvalidThreadIdError(f"{what} {value!r} contains a NUL character; remove it.")
-    at = _lone_surrogate(value)
-    if at is not None:
-        raise InvalidThreadIdError(
-            f"{what} {value!r} is not valid text (a lone surrogate at position {at}); remove it."
-        )
-    return value
-
-
-def thread_id_of(value: object, what: str = "thread_id") -> str:
-    """Validate a thread id (or namespace, or checkpoint id) the way Postgres will store it.
-
-    Thread ids are stored as TEXT, which cannot hold NUL characters or lone surrogates;
-    upstream lets such an id reach the server and fail mid-transaction. Integers and UUIDs
-    are accepted as their text.
-    """
-    if isinstance(value, (bytes, bytearray)) or value is None:
-        raise InvalidThreadIdError(f"{what} must be a string, got {type(value).__name__}.")
-    text = _text(str(value), what)
-    if what == "thread_id" and not text:
-        raise InvalidThreadIdError("thread_id is empty; pass configurable.thread_id.")
-    return text
-
-
-def stored_id(value: object, what: str) -> str:
-    """An id about to be written: valid text, and short enough for the tables' keys."""
-    text = thread_id_of(value, what)
-    limit = ID_LIMITS[what]
-    size = len(text.encode("utf-8")) if not text.isascii() else len(text)
-    if size > limit:
-        raise InvalidThreadIdError(
-            f"{what} is {size:,} bytes long; at most {limit:,} UTF-8 bytes fit the checkpoint "
-            "tables' keys (a Postgres index entry holds 2,704 bytes). Nothing was written; "
-            "use a shorter id, e.g. a hash of a long one."
-        )
-    return text
 
 
 def list_limit(limit: object) -> int | None:
@@ -185,11 +126,11 @@ def _is_inline(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, str):
-        return "\x00" not in value and _lone_surrogate(value) is None
+        return "\x00" not in value and lone_surrogate(value) is None
     return False
 
 
-def _no_lone_surrogate(value: object, where: str) -> None:
+def _nolone_surrogate(value: object, where: str) -> None:
     """A string with a lone surrogate, which LangGraph's serializer would store as '?'.
 
     Checked on channel values and writes, and one level into a mapping (a graph input or a
@@ -198,9 +139,9 @@ def _no_lone_surrogate(value: object, where: str) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(item, str):
-                _no_lone_surrogate(item, f"{where} (key {key!r})")
+                _nolone_surrogate(item, f"{where} (key {key!r})")
         return
-    if isinstance(value, str) and _lone_surrogate(value) is not None:
+    if isinstance(value, str) and lone_surrogate(value) is not None:
         raise UnserializableValueError(
             f"{where} is a string with a lone surrogate, which is not valid text (the "
             "serializer would silently store '?' in its place); nothing was written. "
@@ -221,7 +162,7 @@ def _json(value: object, where: str) -> str:
             f"{where} contains a NUL character, which Postgres JSONB cannot store; "
             "nothing was written. Remove the NUL character."
         )
-    at = _lone_surrogate(text)
+    at = lone_surrogate(text)
     if at is not None:
         raise InvalidInputError(
             f"{where} contains a lone surrogate ({text[at]!r}), which is not valid text; "
@@ -243,7 +184,7 @@ def checkpoint_row(
     inline = dict(checkpoint["channel_values"])
     blob_values: dict[str, Any] = {}
     for channel, value in checkpoint["channel_values"].items():
-        _no_lone_surrogate(value, f"Channel {channel!r}")
+        _nolone_surrogate(value, f"Channel {channel!r}")
         if _langgraph.is_delta_snapshot(value):
             # The marker tells readers that a snapshot blob stands behind this channel.
             blob_values[channel] = value
@@ -255,6 +196,7 @@ def checkpoint_row(
     run_id = serializable_metadata.get("run_id")
     if run_id is not None:
         stored_id(run_id, "run_id")
+    step = serializable_metadata.get("step")
     row: CheckpointRow = {
         "thread_id": thread_id,
         "checkpoint_ns": checkpoint_ns,
@@ -262,8 +204,29 @@ def checkpoint_row(
         "parent_checkpoint_id": parent_id,
         "checkpoint": _json(stored, f"checkpoint {checkpoint['id']}"),
         "metadata": _json(serializable_metadata, "checkpoint metadata"),
+        **fence_params(config),
+        "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
     }
     return row, blob_values
+
+
+def check_fenced(written: bool, params: Mapping[str, Any]) -> None:
+    """Raise `FencedOutError` when the statement's fence refused a write."""
+    if written:
+        return
+    raise FencedOutError(
+        f"Thread {params['thread_id']!r}: this process's lease (fencing token "
+        f"{params.get('fence_token')}) was taken over by another worker, so nothing was "
+        "written. Stop working on this thread: the run goes on where the new lease holder is."
+    )
+
+
+def fence_params(config: RunnableConfig) -> dict[str, Any]:
+    """The fencing token (and run) a write carries, or NULLs when it holds no lease."""
+    fence = fence_of(config)
+    if fence is None:
+        return {"fence_token": None, "run_id": None}
+    return {"fence_token": fence.token, "run_id": fence.run_id}
 
 
 def config_of(row: CheckpointRow) -> RunnableConfig:
@@ -364,13 +327,14 @@ def write_params(
         "checkpoint_id": checkpoint_id,
         "task_id": stored_id(task_id, "task_id"),
         "task_path": thread_id_of(task_path, "task_path"),
+        "fence_token": fence_params(config)["fence_token"],
         "idxs": [],
         "channels": [],
         "types": [],
         "blobs": [],
     }
     for idx, (channel, value) in enumerate(writes):
-        _no_lone_surrogate(value, f"Write to channel {channel!r} by task {task_id}")
+        _nolone_surrogate(value, f"Write to channel {channel!r} by task {task_id}")
         type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
         params["idxs"].append(WRITES_IDX_MAP.get(channel, idx))
         params["channels"].append(stored_id(channel, "channel"))

@@ -61,7 +61,7 @@ from langgraph_durable.errors import (
     UnknownPruneStrategyError,
 )
 
-__all__ = ["DurablePostgresSaver", "put_txn", "put_writes_txn"]
+__all__ = ["DurablePostgresSaver", "delete_for_runs_txn", "put_txn", "put_writes_txn"]
 
 logger = logging.getLogger("langgraph_durable.checkpoint")
 
@@ -92,7 +92,8 @@ def put_txn(
         **_core.parked_write_params(()),
         "synchronous_commit": "on",
     }
-    conn.execute(QUERIES["put_checkpoint"], params)
+    cur = conn.execute(QUERIES["put_checkpoint"], params)
+    _core.check_fenced(cur.rowcount == 1, params)
     return _core.config_of(row)
 
 
@@ -110,7 +111,35 @@ def put_writes_txn(
         return
     replace = _core.replaces_earlier(writes)
     query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
-    conn.execute(query, _core.write_params(serde, config, writes, task_id, task_path))
+    params = _core.write_params(serde, config, writes, task_id, task_path)
+    found = (conn.execute(query, params)).fetchone()
+    _core.check_fenced(bool(found and found["ok"]), params)
+
+
+def delete_for_runs_txn(conn: Connection[DictRow], run_ids: Sequence[str]) -> None:
+    """`delete_for_runs` inside the caller's transaction (a rollback of a run, say)."""
+    if isinstance(run_ids, str):
+        raise InvalidInputError("run_ids must be a list of run ids, not one string.")
+    ids = [str(r) for r in run_ids]
+    if not ids:
+        return
+    cur = conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
+    _delete_unreferenced(conn, cur.fetchall())
+
+
+def _delete_unreferenced(conn: Connection[DictRow], freed: Sequence[Mapping[str, Any]]) -> None:
+    """Delete the blobs among `freed` that no remaining checkpoint names."""
+    if not freed:
+        return
+    conn.execute(
+        QUERIES["delete_unreferenced_blobs"],
+        {
+            "thread_ids": [r.get("thread_id") for r in freed],
+            "namespaces": [r.get("checkpoint_ns") for r in freed],
+            "channels": [r["channel"] for r in freed],
+            "versions": [r["version"] for r in freed],
+        },
+    )
 
 
 class DurablePostgresSaver(RefusesAsyncCalls):
@@ -396,8 +425,9 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     @retry_on_disconnect
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
         with self._source.connection() as conn:
-            conn.execute(QUERIES["put_checkpoint"], params)
+            cur = conn.execute(QUERIES["put_checkpoint"], params)
             _crashpoints.reached("put:after_commit")
+        _core.check_fenced(cur.rowcount == 1, params)
 
     def put_writes(
         self,
@@ -444,7 +474,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     @retry_on_disconnect
     def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
         with self._source.connection() as conn:
-            conn.execute(query, params)
+            found = (conn.execute(query, params)).fetchone()
+        _core.check_fenced(bool(found and found["ok"]), params)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
@@ -462,27 +493,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
         afterwards; delete whole threads (or `prune`) for threads that use one.
         """
-        if isinstance(run_ids, str):
-            raise InvalidInputError("run_ids must be a list of run ids, not one string.")
-        ids = [str(r) for r in run_ids]
-        if not ids:
-            return
         with self._source.connection() as conn, conn.transaction():
-            cur = conn.execute(QUERIES["delete_runs"], {"run_ids": ids})
-            self._delete_unreferenced(conn, cur.fetchall())
-
-    def _delete_unreferenced(self, conn: Any, freed: Sequence[Mapping[str, Any]]) -> None:
-        if not freed:
-            return
-        conn.execute(
-            QUERIES["delete_unreferenced_blobs"],
-            {
-                "thread_ids": [r.get("thread_id") for r in freed],
-                "namespaces": [r.get("checkpoint_ns") for r in freed],
-                "channels": [r["channel"] for r in freed],
-                "versions": [r["version"] for r in freed],
-            },
-        )
+            delete_for_runs_txn(conn, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and blob of a thread into a new, empty thread.
@@ -561,7 +573,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 }
                 freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
                 conn.execute(QUERIES["prune_cut_parents"], params)
-                self._delete_unreferenced(
+                _delete_unreferenced(
                     conn,
                     [
                         {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}

@@ -1,0 +1,75 @@
+"""Ids as Postgres stores them: text without NUL or lone surrogates, short enough to index.
+
+Shared by the checkpoint saver and the run registry: every id is checked here before it is
+written, so a bad one is a named error and never a driver error mid-transaction (I8).
+"""
+
+from __future__ import annotations
+
+from langgraph_durable.errors import InvalidThreadIdError
+
+__all__ = ["ID_LIMITS", "lone_surrogate", "stored_id", "thread_id_of"]
+
+ID_LIMITS = {
+    "thread_id": 1024,
+    "checkpoint_ns": 1024,
+    "checkpoint_id": 256,
+    "task_id": 256,
+    "channel": 256,
+    "run_id": 1024,
+}
+"""Longest ids written, in UTF-8 bytes. They are primary-key columns, and a Postgres B-tree
+entry holds at most 2,704 bytes: these limits keep every key of the tables within it
+(thread + namespace + checkpoint + task + index is at most 2,564 bytes plus headers)."""
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The position of a lone surrogate (text UTF-8 cannot encode), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def _text(value: str, what: str) -> str:
+    """Text Postgres can store: no NUL characters, no lone surrogates."""
+    if "\x00" in value:
+        raise InvalidThreadIdError(f"{what} {value!r} contains a NUL character; remove it.")
+    at = lone_surrogate(value)
+    if at is not None:
+        raise InvalidThreadIdError(
+            f"{what} {value!r} is not valid text (a lone surrogate at position {at}); remove it."
+        )
+    return value
+
+
+def thread_id_of(value: object, what: str = "thread_id") -> str:
+    """Validate a thread id (or namespace, or checkpoint id) the way Postgres will store it.
+
+    Thread ids are stored as TEXT, which cannot hold NUL characters or lone surrogates;
+    upstream lets such an id reach the server and fail mid-transaction. Integers and UUIDs
+    are accepted as their text.
+    """
+    if isinstance(value, (bytes, bytearray)) or value is None:
+        raise InvalidThreadIdError(f"{what} must be a string, got {type(value).__name__}.")
+    text = _text(str(value), what)
+    if what == "thread_id" and not text:
+        raise InvalidThreadIdError("thread_id is empty; pass configurable.thread_id.")
+    return text
+
+
+def stored_id(value: object, what: str) -> str:
+    """An id about to be written: valid text, and short enough for the tables' keys."""
+    text = thread_id_of(value, what)
+    limit = ID_LIMITS[what]
+    size = len(text.encode("utf-8")) if not text.isascii() else len(text)
+    if size > limit:
+        raise InvalidThreadIdError(
+            f"{what} is {size:,} bytes long; at most {limit:,} UTF-8 bytes fit the checkpoint "
+            "tables' keys (a Postgres index entry holds 2,704 bytes). Nothing was written; "
+            "use a shorter id, e.g. a hash of a long one."
+        )
+    return text

@@ -1,0 +1,27 @@
+"""Runs that finish by themselves: a registry of runs, and workers that take and recover them.
+
+refunds = GraphVersion("refunds", "2026-12", builder.compile(checkpointer=saver))
+runs = RunRegistry(saver)
+run = runs.create(refunds, {"order_id": "8890"})      # queued, in Postgres
+Worker(saver, [refunds]).run_forever()                 # in any number of processes
+runs.wait_for(run.run_id).status                       # RunStatus.SUCCESS
+"""
+
+from langgraph_durable.runs._aregistry import AsyncRunRegistry
+from langgraph_durable.runs._aworker import AsyncWorker
+from langgraph_durable.runs._model import GraphVersion, Run, RunStatus
+from langgraph_durable.runs._registry import RunRegistry
+from langgraph_durable.runs._sleep import adurable_sleep, durable_sleep
+from langgraph_durable.runs._worker import Worker
+
+__all__ = [
+    "AsyncRunRegistry",
+    "AsyncWorker",
+    "GraphVersion",
+    "Run",
+    "RunRegistry",
+    "RunStatus",
+    "Worker",
+    "adurable_sleep",
+    "durable_sleep",
+]

@@ -1,0 +1,438 @@
+"""Runs as data, and every decision about one: pure, shared by both flavours.
+
+A run is one invocation of a registered graph on a thread, kept in
+`langgraph_durable_runs` so that any worker can take it, resume it after a crash, and
+report on it. The decisions here are taken without a database: what a worker sends to the
+graph when it (re)starts a run, and how an outcome (a result, an interrupt, an error)
+becomes the run's next status.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.pregel import Pregel
+
+from langgraph_durable._ids import stored_id
+from langgraph_durable.errors import (
+    ConfigurationError,
+    EffectDeferred,
+    EffectOutcomeUnknown,
+    EffectResultNotStoredError,
+    FencedOutError,
+    InvalidInputError,
+    UnserializableValueError,
+)
+
+__all__ = [
+    "ACTIVE",
+    "FINISHED",
+    "STRATEGIES",
+    "GraphVersion",
+    "MultitaskStrategy",
+    "Next",
+    "Outcome",
+    "Run",
+    "RunStatus",
+    "check_graphs",
+    "new_run_params",
+    "outcome_of",
+    "outcome_params",
+    "run_of",
+    "sends_input",
+    "stored",
+    "workers_graphs",
+]
+
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+STRATEGIES: tuple[str, ...] = ("reject", "enqueue", "interrupt", "rollback")
+
+
+class RunStatus(str, enum.Enum):
+    """A run's status: the Agent Server's words, and three of ours."""
+
+    PENDING = "pending"
+    """Waiting for a worker (new, retried after an error, or handed back)."""
+    RUNNING = "running"
+    """A worker holds its lease and runs it."""
+    SUCCESS = "success"
+    """Finished; its output is stored."""
+    ERROR = "error"
+    """Failed `max_attempts` times; the last error is stored."""
+    TIMEOUT = "timeout"
+    """Not finished by its deadline."""
+    INTERRUPTED = "interrupted"
+    """Waits at an `interrupt()` (an approval), or was stopped by a newer run."""
+    DEFERRED = "deferred"
+    """Waits until `retry_at`: a rate limit, or `durable_sleep`."""
+    BLOCKED = "blocked"
+    """Needs a person: no worker runs its graph version, or an effect's outcome is unknown."""
+    CANCELLED = "cancelled"
+    """Cancelled (or rolled back) by a person or a newer run."""
+
+
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.DEFERRED, RunStatus.BLOCKED)
+"""A thread is busy while it has a run in one of these: runs of a thread go one at a time."""
+
+FINISHED = (
+    RunStatus.SUCCESS,
+    RunStatus.ERROR,
+    RunStatus.TIMEOUT,
+    RunStatus.INTERRUPTED,
+    RunStatus.CANCELLED,
+)
+
+AGENT_SERVER_STATUS: dict[RunStatus, str] = {
+    RunStatus.DEFERRED: "pending",
+    RunStatus.BLOCKED: "pending",
+    RunStatus.CANCELLED: "interrupted",
+}
+"""Our three extra statuses as a client typed on the Agent Server's literals sees them."""
+
+BLOCKED_VERSION = "version"
+BLOCKED_EFFECT = "effect"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run, as the registry stores it."""
+
+    run_id: str
+    thread_id: str
+    graph_name: str
+    graph_version: str
+    status: RunStatus
+    status_reason: str | None
+    multitask_strategy: str
+    durability: str
+    attempt: int
+    max_attempts: int
+    config: dict[str, Any]
+    metadata: dict[str, Any]
+    owner: str | None = None
+    fencing_token: int | None = None
+    lease_expires_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    last_progress_at: datetime | None = None
+    step: int | None = None
+    retry_at: datetime | None = None
+    deadline_at: datetime | None = None
+    stuck_since: datetime | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    input_after: str | None = None
+    stored_input: tuple[str, bytes] | None = field(default=None, repr=False)
+    stored_output: tuple[str, bytes] | None = field(default=None, repr=False)
+
+    @property
+    def agent_server_status(self) -> str:
+        """The status in the Agent Server's vocabulary (for `langgraph_sdk` types)."""
+        return AGENT_SERVER_STATUS.get(self.status, self.status.value)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+def run_of(row: Mapping[str, Any]) -> Run:
+    """A `langgraph_durable_runs` row as a `Run`."""
+    stored_input = (row["input_type"], row["input"]) if row.get("input_type") else None
+    stored_output = (row["output_type"], row["output"]) if row.get("output_type") else None
+    return Run(
+        run_id=row["run_id"],
+        thread_id=row["thread_id"],
+        graph_name=row["graph_name"],
+        graph_version=row["graph_version"],
+        status=RunStatus(row["status"]),
+        status_reason=row["status_reason"],
+        multitask_strategy=row["multitask_strategy"],
+        durability=row["durability"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        config=dict(row["config"] or {}),
+        metadata=dict(row["metadata"] or {}),
+        owner=row["owner"],
+        fencing_token=row["fencing_token"],
+        lease_expires_at=row["lease_expires_at"],
+        heartbeat_at=row["heartbeat_at"],
+        last_progress_at=row["last_progress_at"],
+        step=row["step"],
+        retry_at=row["retry_at"],
+        deadline_at=row["deadline_at"],
+        stuck_since=row["stuck_since"],
+        error_type=row["error_type"],
+        error_message=row["error_message"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        input_after=row["input_after"],
+        stored_input=stored_input,
+        stored_output=stored_output,
+    )
+
+
+@dataclass(frozen=True)
+class GraphVersion:
+    """A graph a worker runs, under a name and a version that runs are pinned to.
+
+    Args:
+        name: The graph's name; runs are created for it by name.
+        version: This code's version. A run keeps the version that started it; a worker
+            runs it only if it is this version or one listed in `compatible_with`.
+        graph: The compiled graph, with a langgraph-durable saver as its checkpointer.
+        compatible_with: Older versions whose runs this code can continue as they are.
+        migrations: Older versions this code can continue after moving their state:
+            `{old_version: hook(graph, config)}`; the hook runs once (e.g. calls
+            `graph.update_state`) before the run continues as this version.
+        stuck_after: A running run without progress (a committed step) for this long is
+            flagged as stuck, once.
+        waiting_stuck_after: An interrupted run (waiting for a person) this long is
+            flagged too; None never flags waiting runs.
+    """
+
+    name: str
+    version: str
+    graph: Pregel[Any, Any, Any, Any] = field(repr=False)
+    compatible_with: frozenset[str] = frozenset()
+    migrations: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    stuck_after: timedelta = timedelta(minutes=15)
+    waiting_stuck_after: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        for what in ("name", "version"):
+            value = getattr(self, what)
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise InvalidInputError(f"GraphVersion {what}={value!r}: use a non-empty string.")
+        object.__setattr__(self, "compatible_with", frozenset(self.compatible_with))
+
+    @property
+    def versions(self) -> list[str]:
+        """Every run version this graph takes: its own, compatible ones, migrated ones."""
+        return sorted({self.version, *self.compatible_with, *self.migrations})
+
+
+def stored(serde: SerializerProtocol, value: Any) -> tuple[str, bytes]:
+    """A run's input or output as the registry stores it (the saver's serializer)."""
+    try:
+        return serde.dumps_typed(value)
+    except Exception as exc:
+        raise UnserializableValueError(
+            f"A run's input must be serializable like graph state ({exc}); nothing was created."
+        ) from exc
+
+
+def new_run_params(
+    serde: SerializerProtocol,
+    graph: str | GraphVersion,
+    input: Any,
+    *,
+    version: str | None,
+    thread_id: str,
+    config: RunnableConfig | None,
+    metadata: Mapping[str, Any] | None,
+    durability: str,
+    multitask_strategy: str,
+    max_attempts: int,
+    timeout: float | None,
+    run_id: str,
+) -> dict[str, Any]:
+    """The `run_insert` parameters of a new run, every argument checked first (I8)."""
+    if isinstance(graph, GraphVersion):
+        name, version = graph.name, version or graph.version
+    else:
+        name = graph
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"graph={graph!r}: pass a GraphVersion or a graph name.")
+    if not version:
+        raise InvalidInputError(
+            f"A run of {name!r} needs the graph version it is pinned to: pass version=, or "
+            "a GraphVersion as graph."
+        )
+    if durability not in ("sync", "async", "exit"):
+        raise InvalidInputError(f"durability={durability!r}: use 'sync', 'async' or 'exit'.")
+    if multitask_strategy not in STRATEGIES:
+        raise InvalidInputError(
+            f"multitask_strategy={multitask_strategy!r}: use one of {', '.join(STRATEGIES)}."
+        )
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InvalidInputError(f"max_attempts={max_attempts!r}: use a whole number >= 1.")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise InvalidInputError(f"timeout={timeout!r}: pass seconds > 0, or None.")
+    configurable = dict((config or {}).get("configurable") or {})
+    private = [k for k in configurable if k.startswith("__") or k == "thread_id"]
+    if private:
+        raise InvalidInputError(
+            f"config sets {', '.join(private)}, which the worker sets itself; leave them out."
+        )
+    input_type, input_blob = stored(serde, input)
+    return {
+        "run_id": stored_id(run_id, "run_id"),
+        "thread_id": stored_id(thread_id, "thread_id"),
+        "graph_name": name,
+        "graph_version": version,
+        "multitask_strategy": multitask_strategy,
+        "durability": durability,
+        "input_type": input_type,
+        "input": input_blob,
+        "input_after": None,
+        "config": _json_object(configurable, "config's configurable values"),
+        "metadata": _json_object(dict(metadata or {}), "metadata"),
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+    }
+
+
+def _json_object(value: dict[str, Any], what: str) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"The run's {what} must be JSON values ({exc}); nothing was created."
+        ) from exc
+
+
+def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dict[str, Any]:
+    """The `run_finish` parameters of an outcome."""
+    assert outcome.status is not None
+    output_type = output = None
+    if outcome.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED):
+        try:
+            output_type, output = serde.dumps_typed(outcome.output)
+        except Exception:  # an output that cannot be stored is not a reason to fail the run
+            output_type = output = None
+    error = outcome.error
+    return {
+        "run_id": run.run_id,
+        "fence_token": run.fencing_token,
+        "status": outcome.status.value,
+        "reason": outcome.reason,
+        "retry_at": outcome.retry_at,
+        "retry_in": outcome.retry_in,
+        "output_type": output_type,
+        "output": output,
+        "error_type": None if error is None else type(error).__name__,
+        "error_message": None if error is None else str(error)[:4000],
+    }
+
+
+def workers_graphs(graphs: Sequence[GraphVersion]) -> list[dict[str, Any]]:
+    """What a worker announces: each graph's name and the run versions it takes."""
+    return [{"name": g.name, "version": g.version, "versions": g.versions} for g in graphs]
+
+
+def check_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersion]:
+    """A worker's graphs: at least one, one per name, each compiled with the worker's saver."""
+    found = list(graphs)
+    if not found or not all(isinstance(g, GraphVersion) for g in found):
+        raise ConfigurationError(
+            "A worker needs its graphs as GraphVersion(name, version, graph) objects."
+        )
+    names = [g.name for g in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigurationError(
+            f"A worker runs one version per graph name; {', '.join(twice)} is given twice "
+            "(list older versions in compatible_with or migrations instead)."
+        )
+    for g in found:
+        if getattr(g.graph, "checkpointer", None) is not saver:
+            raise ConfigurationError(
+                f"Graph {g.name!r} must be compiled with the worker's saver "
+                "(builder.compile(checkpointer=saver)): its checkpoints carry the run's "
+                "fencing token and progress."
+            )
+    return found
+
+
+def sends_input(run: Run, latest_of_run: str | None) -> bool:
+    """Whether a worker (re)starting `run` sends its stored input, or `None` to resume.
+
+    `latest_of_run` is the latest checkpoint this run wrote. None: LangGraph never took
+    the input in (the run had not started, or crashed under durability="exit" before
+    anything was saved), so it is sent (again). Otherwise the run resumes from its
+    checkpoint with `None`, in every durability mode; except when a later input (the
+    `Command` that answers an interrupt) was given at checkpoint `run.input_after` and no
+    newer checkpoint shows it taken in yet.
+    """
+    if latest_of_run is None:
+        return True
+    if run.input_after is None:
+        return False
+    return latest_of_run <= run.input_after
+
+
+class Next(enum.Enum):
+    """What a worker does with a run after executing it."""
+
+    FINISH = "finish"  # write the run's new status (conditional on the fencing token)
+    LOST = "lost"  # another worker holds the run now: write nothing
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A run's next status after an execution, and what to store with it."""
+
+    next: Next
+    status: RunStatus | None = None
+    reason: str | None = None
+    retry_at: datetime | None = None
+    retry_in: float | None = None
+    error: BaseException | None = None
+    output: Any = None
+
+    def handed_back(self) -> Outcome:
+        """The worker is stopping mid-run: the run goes back to the queue at once."""
+        return Outcome(
+            Next.FINISH,
+            RunStatus.PENDING,
+            reason="handed back: its worker stopped",
+            retry_in=0.0,
+            error=self.error,
+        )
+
+
+def backoff(attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds before retrying a run that failed `attempt` times: 1, 2, 4... up to 60."""
+    base = min(60.0, 2.0 ** max(0, attempt - 1))
+    return base * (rng or random).uniform(0.8, 1.2)
+
+
+def outcome_of(
+    run: Run,
+    *,
+    error: BaseException | None = None,
+    output: Any = None,
+    interrupted: bool = False,
+) -> Outcome:
+    """How an execution of `run` (attempt `run.attempt`) ends: its next status."""
+    if error is None:
+        if interrupted:
+            return Outcome(Next.FINISH, RunStatus.INTERRUPTED, output=output)
+        return Outcome(Next.FINISH, RunStatus.SUCCESS, output=output)
+    if isinstance(error, FencedOutError):
+        return Outcome(Next.LOST, error=error)
+    if isinstance(error, EffectDeferred):
+        return Outcome(Next.FINISH, RunStatus.DEFERRED, reason=str(error), retry_at=error.retry_at)
+    if isinstance(error, (EffectOutcomeUnknown, EffectResultNotStoredError)):
+        return Outcome(
+            Next.FINISH,
+            RunStatus.BLOCKED,
+            reason=f"{BLOCKED_EFFECT}: {error}",
+            error=error,
+        )
+    if run.attempt < run.max_attempts:
+        return Outcome(Next.FINISH, RunStatus.PENDING, retry_in=backoff(run.attempt), error=error)
+    return Outcome(Next.FINISH, RunStatus.ERROR, error=error)

@@ -1,0 +1,453 @@
+# WARNING: generated from _aregistry.py by tools/async_to_sync.py. DO NOT EDIT.
+# Edit the async source and run `python tools/async_to_sync.py`.
+"""The run registry: create runs and control them; what workers use to take and finish them.
+
+Generated from the async source; edit that file, not this one.
+
+Runs live in `langgraph_durable_runs` beside the checkpoints. Every change to a thread's
+runs takes that thread's row in `langgraph_durable_threads` first, so two creators with a
+multitask strategy, a cancel and a worker's claim never see each other half done. A
+worker holds a run under the thread's lease at a fencing token; `cancel`, `interrupt` and
+`rollback` take the thread away by moving the token on, and the old worker's next write
+is refused (invariant I5). Decisions are in `_model.py`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from psycopg import Connection
+from psycopg.rows import DictRow
+from typing_extensions import LiteralString
+
+from langgraph_durable._db import ConnectionSource, process_owner, source_of
+from langgraph_durable._fencing import Fence, with_fence
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import DurablePostgresSaver, delete_for_runs_txn
+from langgraph_durable.errors import (
+    ConfigurationError,
+    RunConflictError,
+    RunNotFoundError,
+    ThreadBusyError,
+)
+from langgraph_durable.runs._model import (
+    GraphVersion,
+    Outcome,
+    Run,
+    RunStatus,
+    new_run_params,
+    outcome_params,
+    run_of,
+    stored,
+    workers_graphs,
+)
+
+__all__ = ["RunRegistry"]
+
+PgConn = Connection[DictRow]
+
+
+def _rows(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[Any]:
+    cur = conn.execute(query, params)
+    return cur.fetchall() if cur.description else []
+
+
+class RunRegistry:
+    """Runs of graphs in the database of an async saver.
+
+    Args:
+        saver: The saver whose database holds the runs (and whose serializer stores their
+            inputs and outputs).
+    """
+
+    def __init__(self, saver: DurablePostgresSaver) -> None:
+        source = source_of(saver)
+        if not isinstance(saver, DurablePostgresSaver) or source is None:
+            raise ConfigurationError(
+                "RunRegistry needs an DurablePostgresSaver (RunRegistry takes a "
+                f"DurablePostgresSaver); got {type(saver).__name__}."
+            )
+        self._source: ConnectionSource = source
+        self.serde = saver.serde
+        self.owner = process_owner()
+
+    # -- creating and controlling runs ------------------------------------------------------
+
+    def create(
+        self,
+        graph: str | GraphVersion,
+        input: Any,
+        *,
+        version: str | None = None,
+        thread_id: str | None = None,
+        config: RunnableConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        durability: str = "sync",
+        multitask_strategy: str = "enqueue",
+        max_attempts: int = 3,
+        timeout: float | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """Queue a run of a graph on a thread (a new thread when none is given).
+
+        Args:
+            graph: The graph, or its name (then pass `version`).
+            input: What `invoke` gets: the input, or a `Command`.
+            version: The graph version the run is pinned to (default: `graph.version`).
+            thread_id: The thread; a new one when omitted.
+            config: `configurable` values for the graph (JSON values).
+            metadata: Stored with the run and copied into its checkpoints' metadata.
+            durability: "sync" (default), "async" or "exit".
+            multitask_strategy: When the thread already has an active run: "reject"
+                (`RunConflictError`), "enqueue" (run after it, the default), "interrupt"
+                (stop it, keep its progress, run this one) or "rollback" (stop it, delete
+                its progress, run this one).
+            max_attempts: Executions before a run that keeps failing ends as `error`.
+            timeout: Seconds from now by which the run must have finished (else `timeout`).
+            run_id: Your own id for the run (default: a new UUID).
+
+        Raises:
+            RunConflictError: The thread is busy and the strategy is "reject".
+        """
+        params = new_run_params(
+            self.serde,
+            graph,
+            input,
+            version=version,
+            thread_id=thread_id or str(uuid.uuid4()),
+            config=config,
+            metadata=metadata,
+            durability=durability,
+            multitask_strategy=multitask_strategy,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            run_id=run_id or str(uuid.uuid4()),
+        )
+        with self._source.connection() as conn, conn.transaction():
+            _rows(conn, QUERIES["thread_lease_row"], {"thread_id": params["thread_id"]})
+            active = _rows(conn, QUERIES["thread_active_runs"], {"thread_id": params["thread_id"]})
+            if active:
+                self._resolve_busy_thread(conn, params, [r["run_id"] for r in active])
+            (row,) = _rows(conn, QUERIES["run_insert"], params)
+            conn.execute(QUERIES["runs_wake"], {"run_id": params["run_id"]})
+        return run_of(row)
+
+    def _resolve_busy_thread(
+        self, conn: PgConn, params: dict[str, Any], active: builtins.list[str]
+    ) -> None:
+        """Apply the multitask strategy to a thread's active runs (inside the transaction)."""
+        strategy = params["multitask_strategy"]
+        thread = params["thread_id"]
+        if strategy == "reject":
+            raise RunConflictError(
+                f"Thread {thread!r} already has an active run ({', '.join(active)}); nothing "
+                "was created. Wait for it, or pass multitask_strategy='enqueue' (after it), "
+                "'interrupt' (stop it, keep its progress) or 'rollback' (stop it, undo it)."
+            )
+        if strategy == "enqueue":
+            return
+        status = RunStatus.INTERRUPTED if strategy == "interrupt" else RunStatus.CANCELLED
+        reason = f"{strategy}: superseded by run {params['run_id']}"
+        _rows(
+            conn,
+            QUERIES["runs_set_status"],
+            {"run_ids": active, "status": status.value, "reason": reason},
+        )
+        conn.execute(QUERIES["thread_fence_bump"], {"thread_id": thread})
+        if strategy == "rollback":
+            delete_for_runs_txn(conn, active)
+
+    def _latest_checkpoint(self, conn: PgConn, run: Run) -> str | None:
+        """The latest root checkpoint `run` wrote, or None."""
+        found = _rows(
+            conn,
+            QUERIES["run_latest_checkpoint"],
+            {"run_id": run.run_id, "thread_id": run.thread_id},
+        )
+        return found[0]["checkpoint_id"] if found else None
+
+    def get(self, run_id: str) -> Run:
+        """The run with this id.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        with self._source.connection() as conn:
+            found = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
+        if not found:
+            raise RunNotFoundError(f"No run {run_id!r} in this database.")
+        return run_of(found[0])
+
+    def list(
+        self,
+        *,
+        status: RunStatus | str | None = None,
+        thread_id: str | None = None,
+        graph_name: str | None = None,
+        limit: int = 100,
+    ) -> builtins.list[Run]:
+        """Runs, newest first, filtered by status, thread and graph."""
+        params = {
+            "status": None if status is None else RunStatus(status).value,
+            "thread_id": thread_id,
+            "graph_name": graph_name,
+            "limit": limit,
+        }
+        with self._source.connection() as conn:
+            return [run_of(r) for r in _rows(conn, QUERIES["run_list"], params)]
+
+    def cancel(self, run_id: str) -> Run:
+        """Cancel a run that has not finished; a running one loses its thread at once."""
+        run = self.get(run_id)
+        with self._source.connection() as conn, conn.transaction():
+            _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+            rows = _rows(
+                conn,
+                QUERIES["runs_set_status"],
+                {
+                    "run_ids": [run_id],
+                    "status": RunStatus.CANCELLED.value,
+                    "reason": "cancelled",
+                },
+            )
+            if run.status is RunStatus.RUNNING:
+                conn.execute(QUERIES["thread_fence_bump"], {"thread_id": run.thread_id})
+            conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
+        return run_of(rows[0])
+
+    def _requeue(
+        self,
+        run_id: str,
+        from_statuses: Sequence[RunStatus],
+        *,
+        input: Any = None,
+        give_input: bool = False,
+        graph_version: str | None = None,
+        reset_attempts: bool = False,
+    ) -> Run:
+        run = self.get(run_id)
+        with self._source.connection() as conn, conn.transaction():
+            _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+            encoded = stored(self.serde, input) if give_input else (None, None)
+            rows = _rows(
+                conn,
+                QUERIES["run_requeue"],
+                {
+                    "run_id": run_id,
+                    "from_statuses": [s.value for s in from_statuses],
+                    "input_type": encoded[0],
+                    "input": encoded[1],
+                    "input_after": self._latest_checkpoint(conn, run),
+                    "graph_version": graph_version,
+                    "reset_attempts": reset_attempts,
+                },
+            )
+            if not rows:
+                allowed = ", ".join(s.value for s in from_statuses)
+                raise RunConflictError(
+                    f"Run {run_id!r} is {run.status.value}; only a run that is {allowed} can "
+                    "go back to the queue this way."
+                )
+            conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
+        return run_of(rows[0])
+
+    def retry(self, run_id: str) -> Run:
+        """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
+        on from its last checkpoint, with its attempts counted afresh."""
+        statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
+        return self._requeue(run_id, statuses, reset_attempts=True)
+
+    def resume(self, run_id: str, command: Any) -> Run:
+        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`)."""
+        return self._requeue(run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True)
+
+    def migrate(self, run_id: str, version: str) -> Run:
+        """Pin a pending or blocked run to another graph version (its state must fit it)."""
+        statuses = (RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.DEFERRED)
+        return self._requeue(run_id, statuses, graph_version=version)
+
+    def wait_for(self, run_id: str, *, timeout: float | None = None) -> Run:
+        """Wait until the run has finished (or is waiting for a person); the run then.
+
+        Wakes on the registry's notifications, and looks again at least every second.
+        Returns the run as it is when `timeout` seconds have passed, finished or not.
+        """
+        waited = 0.0
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["runs_listen"])
+            try:
+                while True:
+                    rows = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
+                    if not rows:
+                        raise RunNotFoundError(f"No run {run_id!r} in this database.")
+                    run = run_of(rows[0])
+                    if run.finished or run.status is RunStatus.BLOCKED:
+                        return run
+                    if timeout is not None and waited >= timeout:
+                        return run
+                    step = 1.0 if timeout is None else min(1.0, timeout - waited)
+                    for _ in conn.notifies(timeout=step, stop_after=1):
+                        pass
+                    waited += step
+            finally:
+                conn.execute(QUERIES["runs_unlisten"])
+
+    def output_of(self, run: Run) -> Any:
+        """What the run's graph returned (None until it has finished)."""
+        if run.stored_output is None:
+            return None
+        return self.serde.loads_typed(run.stored_output)
+
+    def input_of(self, run: Run) -> Any:
+        """What the run sends when it starts: its input, or the `Command` that resumes it."""
+        if run.stored_input is None:
+            return None
+        return self.serde.loads_typed(run.stored_input)
+
+    def stuck(self, *, limit: int = 100) -> builtins.list[Run]:
+        """Runs flagged as stuck (running without progress, or waiting too long)."""
+        with self._source.connection() as conn:
+            rows = _rows(conn, QUERIES["runs_stuck"], {"limit": limit})
+        return [run_of(r) for r in rows]
+
+    def workers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
+        """The workers that announced themselves, with the graph versions they take."""
+        with self._source.connection() as conn:
+            return _rows(conn, QUERIES["workers_list"], {"live_seconds": live_seconds})
+
+    @contextmanager
+    def exclusive(self, thread_id: str, *, lease_seconds: float = 30.0) -> Iterator[RunnableConfig]:
+        """Hold a thread's lease for plain `graph.invoke` calls; yields the config to use.
+
+        Two processes resuming one thread at once cannot both run it: the second gets
+        `ThreadBusyError`, and a holder whose lease was taken over gets `FencedOutError` at
+        its next write. Hold it only as long as the lease (renew with a new `exclusive`).
+        """
+        with self._source.connection() as conn:
+            found = _rows(
+                conn,
+                QUERIES["thread_take_lease"],
+                {"thread_id": thread_id, "owner": self.owner, "lease_seconds": lease_seconds},
+            )
+        if not found:
+            raise ThreadBusyError(
+                f"Thread {thread_id!r} is held by another process (a run's worker or another "
+                "exclusive caller); try again when it is done."
+            )
+        token = int(found[0]["fencing_token"])
+        try:
+            yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
+        finally:
+            with self._source.connection() as conn:
+                conn.execute(
+                    QUERIES["thread_release_lease"], {"thread_id": thread_id, "fence_token": token}
+                )
+
+    # -- what workers call ------------------------------------------------------------------
+
+    def claim(
+        self, graphs: Sequence[GraphVersion], *, owner: str, lease_seconds: float
+    ) -> Run | None:
+        """Take the oldest run these graphs can run, with its thread's lease; or None."""
+        names = [g.name for g in graphs for _ in g.versions]
+        versions = [v for g in graphs for v in g.versions]
+        params = {
+            "names": names,
+            "versions": versions,
+            "owner": owner,
+            "lease_seconds": lease_seconds,
+        }
+        with self._source.connection() as conn:
+            rows = _rows(conn, QUERIES["run_claim"], params)
+        return run_of(rows[0]) if rows else None
+
+    def latest_checkpoint(self, run: Run) -> str | None:
+        """The latest root checkpoint `run` wrote, or None (see `sends_input`)."""
+        with self._source.connection() as conn:
+            return self._latest_checkpoint(conn, run)
+
+    def heartbeat(self, run: Run, lease_seconds: float) -> bool:
+        """Move the run's and its thread's lease on; False once they are no longer ours."""
+        params = {
+            "run_id": run.run_id,
+            "fence_token": run.fencing_token,
+            "lease_seconds": lease_seconds,
+        }
+        with self._source.connection() as conn:
+            return bool(_rows(conn, QUERIES["run_heartbeat"], params))
+
+    def set_version(self, run: Run, version: str) -> bool:
+        params = {"run_id": run.run_id, "fence_token": run.fencing_token, "graph_version": version}
+        with self._source.connection() as conn:
+            return bool(_rows(conn, QUERIES["run_set_version"], params))
+
+    def finish(self, run: Run, outcome: Outcome) -> bool:
+        """Record how an execution ended, if the run is still this worker's; wakes others."""
+        params = outcome_params(self.serde, run, outcome)
+        with self._source.connection() as conn, conn.transaction():
+            done = bool(_rows(conn, QUERIES["run_finish"], params))
+            if done:
+                conn.execute(QUERIES["runs_wake"], {"run_id": run.run_id})
+        return done
+
+    def sweep(
+        self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
+    ) -> dict[str, builtins.list[dict[str, Any]]]:
+        """A worker's housekeeping: announce itself, time out late runs, flag stuck ones,
+        and block runs of versions no live worker takes. Returns what changed."""
+        names = [g.name for g in graphs]
+        running = [g.stuck_after.total_seconds() for g in graphs]
+        waiting = [
+            None if g.waiting_stuck_after is None else g.waiting_stuck_after.total_seconds()
+            for g in graphs
+        ]
+        with self._source.connection() as conn:
+            conn.execute(
+                QUERIES["worker_heartbeat"],
+                {
+                    "worker_id": worker_id,
+                    "owner": self.owner,
+                    "graphs": json.dumps(workers_graphs(graphs)),
+                },
+            )
+            timed_out = _rows(conn, QUERIES["runs_time_out"], {})
+            stuck = _rows(
+                conn,
+                QUERIES["runs_flag_stuck"],
+                {"names": names, "running_seconds": running, "waiting_seconds": waiting},
+            )
+            blocked = _rows(conn, QUERIES["runs_block_unrunnable"], {"live_seconds": live_seconds})
+        return {"timed_out": timed_out, "stuck": stuck, "blocked": blocked}
+
+    def forget_worker(self, worker_id: str) -> None:
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["worker_gone"], {"worker_id": worker_id})
+
+    @contextmanager
+    def listening(self) -> Iterator[PgConn | None]:
+        """A connection that hears new runs (None when the saver has a single connection,
+        which cannot be lent for listening: workers then look every `idle_wait`)."""
+        if not self._source.pooled:
+            yield None
+            return
+        with self._source.connection() as conn:
+            conn.execute(QUERIES["runs_listen"])
+            try:
+                yield conn
+            finally:
+                conn.execute(QUERIES["runs_unlisten"])
+
+    def wait_wakeup(self, conn: PgConn | None, seconds: float) -> None:
+        """Wait until a run may have become takeable, or `seconds` have passed."""
+        if conn is None:
+            time.sleep(seconds)
+            return
+        for _ in conn.notifies(timeout=seconds, stop_after=1):
+            pass

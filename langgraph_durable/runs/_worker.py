@@ -1,0 +1,196 @@
+# WARNING: generated from _aworker.py by tools/async_to_sync.py. DO NOT EDIT.
+# Edit the async source and run `python tools/async_to_sync.py`.
+"""Workers: take runs, run them under a fenced lease, recover the runs of dead workers.
+
+Generated from the async source; edit that file, not this one.
+
+A worker knows graphs by name and version (`GraphVersion`). It takes the oldest run it can
+run with `FOR UPDATE SKIP LOCKED`, together with the thread's lease at a new fencing token;
+a run whose worker died is taken the same way once its lease has run out. It resumes each
+run the right way for its state (`sends_input`): its input (or the `Command` that answers
+an interrupt) until LangGraph has taken it in, `None` afterwards. While the graph runs, a
+heartbeat keeps the lease; every checkpoint it writes carries the fencing token, so a
+worker that lost the run cannot advance the thread (invariant I5). How the run ends is
+decided by `outcome_of`. Between runs the worker waits on LISTEN/NOTIFY, and keeps house:
+it times out late runs, flags stuck ones and blocks runs no live worker's version takes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+
+from langgraph_durable._db import Heartbeat, process_owner
+from langgraph_durable._fencing import Fence, with_fence
+from langgraph_durable.checkpoint import DurablePostgresSaver
+from langgraph_durable.durability import Durability
+from langgraph_durable.runs._model import (
+    GraphVersion,
+    Next,
+    Run,
+    check_graphs,
+    outcome_of,
+    sends_input,
+)
+from langgraph_durable.runs._registry import RunRegistry
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger("langgraph_durable.runs")
+
+
+def _maybe_await(value: Any) -> Any:
+    """A hook's result: awaited when the hook is async (async workers only)."""
+    if inspect.isawaitable(value):
+        return value
+    return value
+
+
+class Worker:
+    """Runs the runs of some graphs, one at a time, until stopped.
+
+    Args:
+        saver: The saver the graphs are compiled with (its database holds the runs).
+        graphs: The graphs this worker runs, each with its name and version.
+        lease_seconds: How long a run is this worker's without a heartbeat; a run whose
+            worker died is taken over by another this long after the last beat.
+        idle_wait: Longest wait between looks at the queue when no notification comes (for
+            due deferred runs and expired leases; new runs wake the worker at once).
+        name: This worker's id in `langgraph_durable_workers` (default: host:pid and a
+            random suffix).
+    """
+
+    def __init__(
+        self,
+        saver: DurablePostgresSaver,
+        graphs: Sequence[GraphVersion],
+        *,
+        lease_seconds: float = 30.0,
+        idle_wait: float = 5.0,
+        name: str | None = None,
+    ) -> None:
+        self.graphs = check_graphs(graphs, saver)
+        self.registry = RunRegistry(saver)
+        self.lease_seconds = lease_seconds
+        self.idle_wait = idle_wait
+        self.worker_id = name or f"{process_owner()}:{uuid.uuid4().hex[:8]}"
+        self._stopping = False
+
+    def stop(self) -> None:
+        """Take no new run; the one running finishes (a killed worker's run is taken over)."""
+        self._stopping = True
+
+    def run_until_idle(self, *, max_runs: int | None = None) -> list[Run]:
+        """Run every run that can be taken now, one after another; the runs as they ended."""
+        done: list[Run] = []
+        self._sweep()
+        while not self._stopping and (max_runs is None or len(done) < max_runs):
+            run = self.registry.claim(
+                self.graphs, owner=self.worker_id, lease_seconds=self.lease_seconds
+            )
+            if run is None:
+                break
+            done.append(self.execute(run))
+        return done
+
+    def run_forever(self) -> None:
+        """Take and run runs until `stop()`; wait on notifications in between."""
+        try:
+            with self.registry.listening() as listener:
+                while not self._stopping:
+                    self.run_until_idle()
+                    if self._stopping:
+                        break
+                    self.registry.wait_wakeup(listener, self.idle_wait)
+        finally:
+            self.registry.forget_worker(self.worker_id)
+
+    def execute(self, run: Run) -> Run:
+        """Run a claimed run to its next status; the run as it is afterwards."""
+        graph = self._graph_for(run)
+        config = self._config_for(run)
+        if run.graph_version not in graph.compatible_with | {graph.version}:
+            self._migrate(graph, run, config)
+        latest = self.registry.latest_checkpoint(run)
+        payload = self.registry.input_of(run) if sends_input(run, latest) else None
+
+        def beat() -> None:
+            if not self.registry.heartbeat(run, self.lease_seconds):
+                logger.warning(
+                    "run %s: the lease was taken over; its writes are refused from now on",
+                    run.run_id,
+                )
+
+        heartbeat = Heartbeat(beat, self.lease_seconds / 3, run.run_id)
+        with heartbeat.running():
+            try:
+                mode = cast(Durability, run.durability)
+                output = graph.graph.invoke(payload, config, durability=mode)
+                state = graph.graph.get_state(config)
+                outcome = outcome_of(run, output=output, interrupted=bool(state.interrupts))
+            except Exception as exc:
+                outcome = outcome_of(run, error=exc)
+            except BaseException as exc:
+                # Stopped (Ctrl-C, cancellation): hand the run back to the queue.
+                self.registry.finish(run, outcome_of(run, error=exc).handed_back())
+                raise
+        if outcome.next is Next.LOST:
+            logger.warning("run %s: another worker took it over; leaving it", run.run_id)
+        elif not self.registry.finish(run, outcome):
+            logger.warning("run %s: taken over before it could finish", run.run_id)
+        elif outcome.error is not None:
+            logger.info("run %s: %s (%s)", run.run_id, outcome.status, outcome.error)
+        return self.registry.get(run.run_id)
+
+    def _graph_for(self, run: Run) -> GraphVersion:
+        for graph in self.graphs:
+            if graph.name == run.graph_name and run.graph_version in graph.versions:
+                return graph
+        raise AssertionError(f"claimed a run this worker cannot run: {run}")
+
+    def _config_for(self, run: Run) -> RunnableConfig:
+        config: dict[str, Any] = {
+            "configurable": {**run.config, "thread_id": run.thread_id},
+            "metadata": {**run.metadata, "run_id": run.run_id},
+        }
+        return with_fence(config, Fence(int(run.fencing_token or 0), run.run_id))
+
+    def _migrate(self, graph: GraphVersion, run: Run, config: RunnableConfig) -> None:
+        """Move a run of an older version forward with the graph's migration hook."""
+        hook = graph.migrations[run.graph_version]
+        _maybe_await(hook(graph.graph, config))
+        self.registry.set_version(run, graph.version)
+        logger.info(
+            "run %s: migrated from version %s to %s",
+            run.run_id,
+            run.graph_version,
+            graph.version,
+        )
+
+    def _sweep(self) -> None:
+        changed = self.registry.sweep(
+            self.graphs, worker_id=self.worker_id, live_seconds=3 * self.lease_seconds
+        )
+        for row in changed["timed_out"]:
+            logger.warning("run %s timed out (not finished by its deadline)", row["run_id"])
+        for row in changed["stuck"]:
+            logger.warning(
+                "run %s of %s looks stuck: %s since %s",
+                row["run_id"],
+                row["graph_name"],
+                "no progress" if row["status"] == "running" else "waiting for a person",
+                row["last_progress_at"] if row["status"] == "running" else row["updated_at"],
+            )
+        for row in changed["blocked"]:
+            logger.warning(
+                "run %s is blocked: no live worker takes %s version %s (live: %s)",
+                row["run_id"],
+                row["graph_name"],
+                row["graph_version"],
+                row["versions"],
+            )

@@ -1,0 +1,476 @@
+"""Runs on a real database: the registry, a worker, strategies, waits, versions, fencing.
+
+Each test gives its graphs a name of its own, so workers of different tests never take
+each other's runs. Time-based states (a retry time, a stalled run) are reached by moving
+times in the database, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    DurablePostgresSaver,
+    EffectJournal,
+    FencedOutError,
+    GraphVersion,
+    InvalidInputError,
+    RetryLater,
+    RunConflictError,
+    RunNotFoundError,
+    RunRegistry,
+    RunStatus,
+    ThreadBusyError,
+    Worker,
+    durable_sleep,
+    effect,
+)
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    answer: Any
+
+
+@pytest.fixture(scope="module")
+def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
+    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
+        found.setup()
+        yield found
+
+
+@pytest.fixture
+def runs(saver: DurablePostgresSaver) -> RunRegistry:
+    return RunRegistry(saver)
+
+
+def graph_of(
+    saver: DurablePostgresSaver,
+    *nodes: tuple[str, Callable[[State], Any]],
+    name: str | None = None,
+    version: str = "1",
+    **options: Any,
+) -> GraphVersion:
+    builder = StateGraph(State)
+    previous = START
+    for node, fn in nodes:
+        builder.add_node(node, fn)
+        builder.add_edge(previous, node)
+        previous = node
+    builder.add_edge(previous, END)
+    return GraphVersion(
+        name or f"g-{uuid.uuid4().hex[:8]}",
+        version,
+        builder.compile(checkpointer=saver),
+        **options,
+    )
+
+
+def step(name: str) -> tuple[str, Callable[[State], Any]]:
+    return name, lambda s: {"log": [name]}
+
+
+def sql(dsn: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+
+def make_due(dsn: str, run_id: str) -> None:
+    """The run's retry time has come (moved in the database, not waited for)."""
+    sql(dsn, "UPDATE langgraph_durable_runs SET retry_at = now() WHERE run_id = %s", run_id)
+
+
+def test_a_run_is_taken_run_and_its_output_kept(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, step("a"), step("b"))
+    run = runs.create(graph, {"log": []})
+    assert run.status is RunStatus.PENDING
+    (done,) = Worker(saver, [graph]).run_until_idle()
+    assert (done.run_id, done.status, done.attempt) == (run.run_id, RunStatus.SUCCESS, 1)
+    assert runs.output_of(done) == {"log": ["a", "b"]}
+    assert runs.wait_for(run.run_id).status is RunStatus.SUCCESS
+    assert done.finished_at is not None
+    assert done.agent_server_status == "success"
+
+
+def test_an_interrupted_run_is_resumed_with_a_command(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, step("a"), ("ask", lambda s: {"answer": interrupt("ok?")}))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    (waiting,) = worker.run_until_idle()
+    assert waiting.status is RunStatus.INTERRUPTED
+    assert runs.wait_for(run.run_id).status is RunStatus.INTERRUPTED
+    runs.resume(run.run_id, Command(resume="yes"))
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS
+    assert runs.output_of(done) == {"log": ["a"], "answer": "yes"}
+    with pytest.raises(RunConflictError, match="is success"):
+        runs.resume(run.run_id, Command(resume="again"))
+
+
+def test_runs_of_a_thread_go_one_at_a_time_in_order(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, ("add", lambda s: {"log": [f"turn {len(s.get('log', []))}"]}))
+    thread = f"t-{uuid.uuid4()}"
+    first = runs.create(graph, {"log": []}, thread_id=thread)
+    second = runs.create(graph, {}, thread_id=thread)  # enqueue, the default
+    done = Worker(saver, [graph]).run_until_idle()
+    assert [r.run_id for r in done] == [first.run_id, second.run_id]
+    assert runs.output_of(done[-1]) == {"log": ["turn 0", "turn 1"]}
+
+
+def test_reject_refuses_a_second_run_on_a_busy_thread(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, step("a"))
+    thread = f"t-{uuid.uuid4()}"
+    runs.create(graph, {"log": []}, thread_id=thread)
+    with pytest.raises(RunConflictError, match="already has an active run"):
+        runs.create(graph, {"log": []}, thread_id=thread, multitask_strategy="reject")
+    assert len(runs.list(thread_id=thread)) == 1
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_interrupt_and_rollback_stop_the_active_run(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str, strategy: str
+) -> None:
+    graph = graph_of(saver, step("a"), ("ask", lambda s: {"answer": interrupt("?")}))
+    thread = f"t-{uuid.uuid4()}"
+    worker = Worker(saver, [graph])
+    first = runs.create(graph, {"log": []}, thread_id=thread)
+    worker.run_until_idle()
+    runs.resume(first.run_id, Command(resume="later"))  # active again, not yet taken
+    second = runs.create(graph, {"log": []}, thread_id=thread, multitask_strategy=strategy)
+    stopped = runs.get(first.run_id)
+    expected = RunStatus.INTERRUPTED if strategy == "interrupt" else RunStatus.CANCELLED
+    assert stopped.status is expected
+    assert stopped.status_reason == f"{strategy}: superseded by run {second.run_id}"
+    kept = sql(
+        db_dsn,
+        "SELECT count(*) FROM checkpoints WHERE metadata ->> 'run_id' = %s",
+        first.run_id,
+    )[0][0]
+    assert (kept > 0) is (strategy == "interrupt")
+    (done,) = worker.run_until_idle()
+    assert done.run_id == second.run_id
+
+
+def test_a_failing_run_is_retried_then_ends_as_error(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    failures: list[int] = []
+
+    def flaky(state: State) -> State:
+        failures.append(1)
+        raise ValueError(f"failure {len(failures)}")
+
+    graph = graph_of(saver, ("flaky", flaky))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []}, max_attempts=2)
+    (first,) = worker.run_until_idle()
+    assert (first.status, first.error_type, first.attempt) == (RunStatus.PENDING, "ValueError", 1)
+    assert first.retry_at is not None
+    assert worker.run_until_idle() == []  # not due yet
+    make_due(db_dsn, run.run_id)
+    (last,) = worker.run_until_idle()
+    assert (last.status, last.error_message, last.attempt) == (RunStatus.ERROR, "failure 2", 2)
+    retried = runs.retry(run.run_id)
+    assert (retried.status, retried.attempt) == (RunStatus.PENDING, 0)
+
+
+def test_a_rate_limited_effect_defers_the_run_until_due(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    calls: list[str] = []
+
+    @effect(name=f"limited-{uuid.uuid4().hex[:6]}")
+    def call_api() -> str:
+        calls.append("call")
+        if len(calls) == 1:
+            raise RetryLater(3600)
+        return "ok"
+
+    graph = graph_of(saver, ("api", lambda s: {"answer": call_api()}))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    (deferred,) = worker.run_until_idle()
+    assert deferred.status is RunStatus.DEFERRED
+    assert deferred.retry_at is not None
+    assert deferred.agent_server_status == "pending"
+    assert worker.run_until_idle() == []  # not before its time
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_effects SET next_attempt_at = now() WHERE status = 'deferred'"
+        " AND thread_id = %s",
+        run.thread_id,
+    )
+    make_due(db_dsn, run.run_id)
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS
+    assert calls == ["call", "call"]
+
+
+def test_durable_sleep_parks_the_run_and_wakes_it_when_due(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    ran: list[str] = []
+
+    def remind(state: State) -> State:
+        durable_sleep(timedelta(days=3))
+        ran.append("reminder")
+        return {"log": ["reminded"]}
+
+    graph = graph_of(saver, step("order"), ("remind", remind))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    (sleeping,) = worker.run_until_idle()
+    assert sleeping.status is RunStatus.DEFERRED
+    assert sleeping.retry_at is not None
+    assert sleeping.retry_at - sleeping.updated_at > timedelta(days=2, hours=23)  # type: ignore[operator]
+    assert worker.run_until_idle() == []
+    # Three days pass: the journaled wake-up time and the run's retry time both come due.
+    woken = saver.serde.dumps_typed((datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat())
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_effects SET result_type = %s, result = %s "
+        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+        *woken,
+        run.thread_id,
+    )
+    make_due(db_dsn, run.run_id)
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS, done.error_message
+    assert ran == ["reminder"]
+    assert runs.output_of(done) == {"log": ["order", "reminded"]}
+
+
+def test_an_unknown_effect_blocks_the_run_until_someone_decides(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    name = f"mailer-{uuid.uuid4().hex[:6]}"
+
+    @effect(name=name)
+    def send() -> str:
+        raise TimeoutError("the mailer did not answer")
+
+    graph = graph_of(saver, ("send", lambda s: {"answer": send()}))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    (blocked,) = worker.run_until_idle()
+    assert blocked.status is RunStatus.BLOCKED
+    assert blocked.status_reason is not None
+    assert blocked.status_reason.startswith("effect: ")
+    assert "TimeoutError" in blocked.status_reason
+    assert runs.wait_for(run.run_id).status is RunStatus.BLOCKED
+    journal = EffectJournal(saver.conn)  # type: ignore[arg-type]
+    (row,) = [r for r in journal.open_effects(run.thread_id) if r["status"] == "unknown"]
+    journal.resolve(row["key"], completed="mail-1")  # the operator checked the mailer
+    runs.retry(run.run_id)
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS
+    assert runs.output_of(done)["answer"] == "mail-1"
+
+
+def test_a_run_is_pinned_to_its_version(saver: DurablePostgresSaver, runs: RunRegistry) -> None:
+    name = f"refunds-{uuid.uuid4().hex[:6]}"
+    old = graph_of(saver, step("old"), name=name, version="2026-11")
+    new = graph_of(saver, step("new"), name=name, version="2026-12")
+    run = runs.create(old, {"log": []})
+    new_worker = Worker(saver, [new])
+    assert new_worker.run_until_idle() == []  # never runs another version's run
+    (blocked,) = runs.list(thread_id=run.thread_id)
+    assert blocked.status is RunStatus.BLOCKED
+    assert blocked.status_reason is not None
+    assert "version 2026-11" in blocked.status_reason
+    assert "versions 2026-12" in blocked.status_reason
+    # A worker of the old version (say, one still draining) takes it back.
+    (done,) = Worker(saver, [old]).run_until_idle()
+    assert runs.output_of(done) == {"log": ["old"]}
+
+
+def test_compatible_and_migrated_versions_run_on_newer_code(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    name = f"deals-{uuid.uuid4().hex[:6]}"
+    migrated: list[str] = []
+
+    def migrate(graph: Any, config: Any) -> None:
+        migrated.append(config["metadata"]["run_id"])
+        graph.update_state(config, {"log": ["migrated"]})
+
+    v1 = graph_of(saver, step("a"), name=name, version="1")
+    v2 = graph_of(saver, step("a"), name=name, version="2", compatible_with={"1"})
+    v3 = graph_of(saver, step("a"), name=name, version="3", migrations={"2": migrate})
+    compatible = runs.create(v1, {"log": []})
+    (done,) = Worker(saver, [v2]).run_until_idle()
+    assert (done.run_id, done.graph_version) == (compatible.run_id, "1")
+    moved = runs.create(v2, {"log": []})
+    (done,) = Worker(saver, [v3]).run_until_idle()
+    assert migrated == [moved.run_id]
+    assert done.graph_version == "3"
+    assert runs.output_of(done) == {"log": ["migrated", "a"]}
+
+
+def test_an_operator_moves_a_blocked_run_to_another_version(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    name = f"moved-{uuid.uuid4().hex[:6]}"
+    old = graph_of(saver, step("a"), name=name, version="old")
+    new = graph_of(saver, step("a"), name=name, version="new")
+    run = runs.create(old, {"log": []})
+    worker = Worker(saver, [new])
+    assert worker.run_until_idle() == []
+    runs.migrate(run.run_id, "new")
+    (done,) = worker.run_until_idle()
+    assert (done.status, done.graph_version) == (RunStatus.SUCCESS, "new")
+
+
+def test_stuck_runs_are_flagged_once_and_healthy_ones_never(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    release = threading.Event()
+    graph = graph_of(
+        saver,
+        ("slow", lambda s: release.wait(60) and {"log": ["slow"]}),
+        stuck_after=timedelta(minutes=5),
+    )
+    worker = Worker(saver, [graph])
+    stalled = runs.create(graph, {"log": []})
+    healthy = runs.create(graph, {"log": []})
+    for run in (stalled, healthy):  # both running, as if on workers elsewhere
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET status = 'running', owner = 'elsewhere', "
+            "lease_expires_at = now() + interval '1 hour', last_progress_at = now() "
+            "WHERE run_id = %s",
+            run.run_id,
+        )
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET last_progress_at = now() - interval '6 minutes' "
+        "WHERE run_id = %s",
+        stalled.run_id,
+    )
+    worker.run_until_idle()  # sweeps first
+    worker.run_until_idle()  # and again: flagged once
+    flagged = [r.run_id for r in runs.stuck()]
+    assert stalled.run_id in flagged
+    assert healthy.run_id not in flagged
+    first_flag = runs.get(stalled.run_id).stuck_since
+    worker.run_until_idle()
+    assert runs.get(stalled.run_id).stuck_since == first_flag
+    release.set()
+
+
+def test_a_run_past_its_deadline_times_out(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = graph_of(saver, step("a"))
+    run = runs.create(graph, {"log": []}, timeout=3600)
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET deadline_at = now() - interval '1 second' "
+        "WHERE run_id = %s",
+        run.run_id,
+    )
+    assert Worker(saver, [graph]).run_until_idle() == []
+    timed_out = runs.get(run.run_id)
+    assert timed_out.status is RunStatus.TIMEOUT
+    assert timed_out.agent_server_status == "timeout"
+
+
+def test_a_worker_that_lost_its_run_cannot_advance_the_thread(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(state: State) -> State:
+        inside.set()
+        release.wait(60)
+        return {"log": ["slow"]}
+
+    graph = graph_of(saver, step("a"), ("slow", slow), step("after"))
+    run = runs.create(graph, {"log": []})
+    worker = Worker(saver, [graph])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(worker.run_until_idle()))
+    thread.start()
+    assert inside.wait(60)
+    before = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", run.thread_id)[0][
+        0
+    ]
+    cancelled = runs.cancel(run.run_id)  # takes the thread away from the worker
+    assert cancelled.status is RunStatus.CANCELLED
+    release.set()
+    thread.join(60)
+    (finished,) = results[0]
+    assert finished.status is RunStatus.CANCELLED  # the worker did not overwrite it
+    after = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", run.thread_id)[0][
+        0
+    ]
+    assert after == before  # the stale worker's step was refused
+    assert "after" not in str(runs.output_of(finished))
+
+
+def test_exclusive_lets_one_plain_invoke_run_a_thread(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = graph_of(saver, step("a")).graph
+    thread = f"t-{uuid.uuid4()}"
+    with runs.exclusive(thread) as config:
+        with (
+            pytest.raises(ThreadBusyError, match="held by another process"),
+            runs.exclusive(thread),
+        ):
+            pass
+        graph.invoke({"log": []}, config)
+    with runs.exclusive(thread) as stale:  # free again once released
+        # This holder stalls past its lease (moved in the database); another takes over.
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1s' "
+            "WHERE thread_id = %s",
+            thread,
+        )
+        with runs.exclusive(thread) as fresh:
+            graph.invoke({"log": []}, fresh)
+        before = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread)
+        with pytest.raises(FencedOutError, match="taken over"):
+            graph.invoke({"log": []}, stale)  # refused: nothing written
+        after = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread)
+        assert after == before
+
+
+def test_bad_run_requests_are_named_before_anything_is_written(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, step("a"))
+    for bad, match in [
+        ({"durability": "never"}, "durability"),
+        ({"multitask_strategy": "queue"}, "multitask_strategy"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"timeout": -1}, "timeout"),
+        ({"config": {"configurable": {"thread_id": "x"}}}, "worker sets itself"),
+        ({"config": {"configurable": {"when": object()}}}, "JSON values"),
+        ({"version": ""}, "version"),
+    ]:
+        with pytest.raises(InvalidInputError, match=match):
+            runs.create(graph if "version" not in bad else graph.name, {"log": []}, **bad)
+    with pytest.raises(RunNotFoundError):
+        runs.get("no-such-run")

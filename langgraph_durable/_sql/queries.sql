@@ -775,6 +775,17 @@ FROM candidate JOIN lease USING (thread_id)
 WHERE r.run_id = candidate.run_id
 RETURNING r.*
 
+-- name: runs_next_due
+-- Seconds until the next run of these graphs becomes takeable by time alone (a lease that
+-- runs out, a retry time), so an idle worker wakes then instead of polling.
+SELECT extract(epoch FROM min(due) - clock_timestamp())::float8 AS seconds
+FROM (
+    SELECT CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END AS due
+    FROM langgraph_durable_runs r
+    WHERE r.graph_name = ANY(%(names)s)
+        AND r.status IN ('pending', 'deferred', 'running')
+) AS d
+
 -- name: run_set_version
 -- A worker moved a run's state forward (a migration hook) and continues it as its version.
 UPDATE langgraph_durable_runs SET graph_version = %(graph_version)s, updated_at = clock_timestamp()

@@ -450,6 +450,13 @@ class AsyncRunRegistry:
             finally:
                 await conn.execute(QUERIES["runs_unlisten"])
 
+    async def aseconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
+        """Seconds until a run of these graphs becomes takeable by time alone, or None."""
+        async with self._source.connection() as conn:
+            rows = await _arows(conn, QUERIES["runs_next_due"], {"names": [g.name for g in graphs]})
+        seconds = rows[0]["seconds"] if rows else None
+        return None if seconds is None else max(0.0, float(seconds))
+
     async def await_wakeup(self, conn: PgConn | None, seconds: float) -> None:
         """Wait until a run may have become takeable, or `seconds` have passed."""
         if conn is None:

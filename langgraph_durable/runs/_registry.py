@@ -444,6 +444,13 @@ class RunRegistry:
             finally:
                 conn.execute(QUERIES["runs_unlisten"])
 
+    def seconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
+        """Seconds until a run of these graphs becomes takeable by time alone, or None."""
+        with self._source.connection() as conn:
+            rows = _rows(conn, QUERIES["runs_next_due"], {"names": [g.name for g in graphs]})
+        seconds = rows[0]["seconds"] if rows else None
+        return None if seconds is None else max(0.0, float(seconds))
+
     def wait_wakeup(self, conn: PgConn | None, seconds: float) -> None:
         """Wait until a run may have become takeable, or `seconds` have passed."""
         if conn is None:

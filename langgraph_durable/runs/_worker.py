@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from langgraph_durable import _crashpoints
 from langgraph_durable._db import Heartbeat, process_owner
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.checkpoint import DurablePostgresSaver
@@ -59,8 +60,8 @@ class Worker:
         graphs: The graphs this worker runs, each with its name and version.
         lease_seconds: How long a run is this worker's without a heartbeat; a run whose
             worker died is taken over by another this long after the last beat.
-        idle_wait: Longest wait between looks at the queue when no notification comes (for
-            due deferred runs and expired leases; new runs wake the worker at once).
+        idle_wait: Longest wait between looks at the queue. New runs wake the worker at once
+            (LISTEN/NOTIFY); a lease running out or a retry time coming due wakes it then.
         name: This worker's id in `langgraph_durable_workers` (default: host:pid and a
             random suffix).
     """
@@ -106,12 +107,15 @@ class Worker:
                     self.run_until_idle()
                     if self._stopping:
                         break
-                    self.registry.wait_wakeup(listener, self.idle_wait)
+                    due = self.registry.seconds_to_next_due(self.graphs)
+                    wait = self.idle_wait if due is None else min(self.idle_wait, due + 0.01)
+                    self.registry.wait_wakeup(listener, wait)
         finally:
             self.registry.forget_worker(self.worker_id)
 
     def execute(self, run: Run) -> Run:
         """Run a claimed run to its next status; the run as it is afterwards."""
+        _crashpoints.reached("run:after_claim")
         graph = self._graph_for(run)
         config = self._config_for(run)
         if run.graph_version not in graph.compatible_with | {graph.version}:
@@ -139,6 +143,7 @@ class Worker:
                 # Stopped (Ctrl-C, cancellation): hand the run back to the queue.
                 self.registry.finish(run, outcome_of(run, error=exc).handed_back())
                 raise
+        _crashpoints.reached("run:before_finish")
         if outcome.next is Next.LOST:
             logger.warning("run %s: another worker took it over; leaving it", run.run_id)
         elif not self.registry.finish(run, outcome):

@@ -1,15 +1,18 @@
 """Who holds a lease, and whether that process still runs: for effect attempts and runs.
 
-An owner is `host:pid:start`, the start time in clock ticks from /proc (Linux), so that a
-pid the system gave to a later process is not taken for the owner. On the owner's own host
-a dead process (gone, reused, or a zombie not yet reaped by its parent) is known at once;
-owners on other hosts cannot be checked, and their leases run out.
+An owner is `host:pid:start:boot:pidns`: the pid's start time in clock ticks (so a pid the
+system gave to a later process is not taken for the owner), the boot id, and the pid
+namespace. A process is judged dead only by a checker on the same host, in the same boot
+and the same pid namespace (two containers may share a hostname but not their pids):
+gone, reused, or a zombie not yet reaped by its parent. Any other owner cannot be checked,
+and its lease runs out.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from functools import lru_cache
 
 __all__ = ["owner_is_dead", "process_owner"]
 
@@ -28,18 +31,42 @@ def _process_start() -> str:
     return fields[19] if fields and len(fields) > 19 else "0"
 
 
+@lru_cache(maxsize=1)
+def _machine() -> tuple[str, str, str]:
+    """(host, boot id, pid namespace) of this process; "" where the system does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as found:
+            boot = found.read().strip()
+    except OSError:
+        boot = ""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").rsplit("[", 1)[-1].rstrip("]")
+    except OSError:
+        namespace = ""
+    return socket.gethostname(), boot, namespace
+
+
 def process_owner() -> str:
-    """This process as a lease owner: `host:pid:start`."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start()}"
+    """This process as a lease owner: `host:pid:start:boot:pidns`."""
+    host, boot, namespace = _machine()
+    return f"{host}:{os.getpid()}:{_process_start()}:{boot}:{namespace}"
 
 
 def owner_is_dead(owner: str | None) -> bool:
-    """Whether a lease owner on this host is a process that no longer runs code."""
+    """Whether a lease owner is a process this checker can see, and it runs no code any more.
+
+    Only an owner of this host, this boot and this pid namespace can be judged; for any
+    other (another machine, a container sharing the hostname) this says False.
+    """
     if not owner:
         return False
-    host, _, rest = owner.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
+    parts = owner.split(":")
+    if len(parts) != 5:
+        return False
+    host, pid_text, started, boot, namespace = parts
+    if (host, boot, namespace) != _machine() or not boot or not namespace:
+        return False
+    if not pid_text.isdigit():
         return False
     fields = _stat_fields(pid_text)
     if fields is not None and len(fields) > 19:

@@ -563,20 +563,25 @@ WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
 
 -- name: effect_release
 -- Control flow (an interrupt) left the call: the next call starts a fresh attempt.
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 UPDATE langgraph_durable_effects SET
     status = 'retry_wait', next_attempt_at = clock_timestamp(),
     lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
 
 -- name: effect_replayed
 UPDATE langgraph_durable_effects SET replays = replays + 1 WHERE key = %(key)s
 
 -- name: effect_allow_retry
--- Resolution by hand: the receiver never acted, so the next call may attempt again.
+-- Resolution by hand: the receiver never acted, so the next call may attempt again; only
+-- if the row is still the attempt the operator looked at.
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 UPDATE langgraph_durable_effects SET
     status = 'retry_wait', next_attempt_at = clock_timestamp(), resolved_by = %(resolved_by)s,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
-WHERE key = %(key)s AND status = ANY(%(seen_statuses)s)
+FROM commit_mode
+WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
 RETURNING attempt
 
 -- name: effects_open

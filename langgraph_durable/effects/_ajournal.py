@@ -29,6 +29,7 @@ from langgraph_durable._db import (
     AsyncConn,
     AsyncConnectionSource,
     aretry_on_disconnect,
+    owner_is_dead,
     process_owner,
     register_source,
 )
@@ -367,9 +368,11 @@ class AsyncEffectJournal:
     async def areplayed(self, key: str) -> None:
         await self._arun(_arows, QUERIES["effect_replayed"], {"key": key})
 
-    async def aallow_retry(self, key: str, *, resolved_by: str) -> bool:
+    async def aallow_retry(self, key: str, attempt: int, *, resolved_by: str) -> bool:
+        """The receiver never acted: the next call attempts again (if the row is as seen)."""
         params = {
             "key": key,
+            "seen_attempt": attempt,
             "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
             "resolved_by": resolved_by,
         }
@@ -399,10 +402,11 @@ class AsyncEffectJournal:
             EffectError: Not exactly one choice, no such key, or nothing to resolve.
         """
         row = await self.aget(key)
-        how = choose_resolution(key, row, completed, allow_retry, failed)
+        dead = row is not None and owner_is_dead(row.lease_owner)
+        how = choose_resolution(key, row, completed, allow_retry, failed, owner_dead=dead)
         assert row is not None
         if how is Resolution.ALLOW_RETRY:
-            done = await self.aallow_retry(key, resolved_by=resolved_by)
+            done = await self.aallow_retry(key, row.attempt, resolved_by=resolved_by)
         elif how is Resolution.FAILED:
             assert failed is not None
             done = await self.afail(

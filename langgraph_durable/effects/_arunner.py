@@ -26,7 +26,7 @@ from langgraph_durable.effects._call import EffectCall, failed_message, unknown_
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import Reconciled
 from langgraph_durable.effects._protocol import (
-    RESOLVABLE_STATUSES,
+    OUTCOME_OPEN_STATUSES,
     RESULT_NOT_STORED,
     Action,
     EffectStatus,
@@ -72,9 +72,11 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     )
     first_seen: datetime | None = None
     last_error: BaseException | None = None
+    tries = 0
     while True:
         if attempt is not None:
-            done, result, last_error = await _aattempt(journal, call, attempt)
+            tries += 1
+            done, result, last_error = await _aattempt(journal, call, attempt, tries)
             if done:
                 return result
             attempt = None
@@ -140,7 +142,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     row.attempt,
                     found.result,
                     usage=call.usage_of(found.result) if call.usage_of else None,
-                    seen_statuses=RESOLVABLE_STATUSES,
+                    seen_statuses=OUTCOME_OPEN_STATUSES,
                     resolved_by="reconcile",
                 ):
                     logger.info("effect %s reconciled as completed", call.key)
@@ -154,7 +156,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     row.attempt,
                     row.error_type or "ReconciledAbsent",
                     f"{row.error_message or ''} ({reason})".strip(),
-                    seen_statuses=RESOLVABLE_STATUSES,
+                    seen_statuses=OUTCOME_OPEN_STATUSES,
                     resolved_by="reconcile",
                 )
                 raise EffectFailedError(
@@ -163,7 +165,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     error_type=row.error_type,
                 ) from last_error
             logger.info("effect %s reconciled as absent; attempting again", call.key)
-        elif row.status in RESOLVABLE_STATUSES and call.may_reattempt is not None:
+        elif row.status in OUTCOME_OPEN_STATUSES and call.may_reattempt is not None:
             refused = await _maybe_await(call.may_reattempt(journal, row))
             if refused:
                 raise EffectOutcomeUnknown(
@@ -186,7 +188,7 @@ async def _areconcile(call: EffectCall) -> Reconciled:
 
 
 async def _aattempt(
-    journal: AsyncEffectJournal, call: EffectCall, attempt: int
+    journal: AsyncEffectJournal, call: EffectCall, attempt: int, tries: int
 ) -> tuple[bool, Any, BaseException | None]:
     """One attempt: (done, its result, the error it journaled when not done)."""
     _crashpoints.reached("effect:after_claim")
@@ -204,14 +206,14 @@ async def _aattempt(
         await journal.arelease(call.key, attempt)
         raise
     except Exception as exc:
-        if not await _arecord_failure(journal, call, attempt, exc):
+        if not await _arecord_failure(journal, call, attempt, tries, exc):
             raise
         return False, None, exc
     except BaseException as exc:
         # Cancelled, or the process is being interrupted: the call may have gone out.
         # Journal that at once (best effort) rather than leave the lease to run out.
         with contextlib.suppress(Exception):
-            await _arecord_failure(journal, call, attempt, exc)
+            await _arecord_failure(journal, call, attempt, tries, exc)
         raise
     finally:
         current_key.reset(token)
@@ -245,10 +247,10 @@ async def _aattempt(
 
 
 async def _arecord_failure(
-    journal: AsyncEffectJournal, call: EffectCall, attempt: int, exc: BaseException
+    journal: AsyncEffectJournal, call: EffectCall, attempt: int, tries: int, exc: BaseException
 ) -> bool:
     """Journal a failed attempt; True when the caller should look at the row again."""
-    step = on_failure(exc, attempt=attempt, policy=call.policy)
+    step = on_failure(exc, attempt=attempt, policy=call.policy, tries=tries)
     error = f"{type(exc).__name__}: {exc}"
     if step.kind is Failure.DEFER:
         retry_at = await journal.await_retry(
@@ -259,6 +261,12 @@ async def _arecord_failure(
             key=call.key,
             retry_at=retry_at,
         ) from exc
+    if step.kind is Failure.RETRY_LATER:
+        # Nothing happened at the receiver: the key stays free, only this call gives up.
+        await journal.await_retry(
+            call.key, attempt, status=EffectStatus.RETRY_WAIT, delay_seconds=step.delay, error=exc
+        )
+        return False
     if step.kind is Failure.RETRY:
         logger.info(
             "effect %s attempt %d: %s, before anything was sent; retrying in %.2fs",

@@ -22,6 +22,8 @@ class EffectCall:
             `(journal, row) -> None` to go ahead, or the reason not to (may be async for
             async effects). The model ledger uses it for its token budget.
         call_site: (file, line) of the user code that called the effect, for reports.
+        cost_only: A call whose repetition costs money but acts on nothing (a model call):
+            an open outcome is a lost answer, and messages say so.
     """
 
     name: str
@@ -37,6 +39,7 @@ class EffectCall:
     guarded: bool = True
     may_reattempt: Callable[[Any, JournalRow], Any] | None = None
     call_site: tuple[str, int] | None = None
+    cost_only: bool = False
 
 
 _RESOLVE_HINT = (
@@ -50,6 +53,18 @@ _RESOLVE_HINT = (
 
 def unknown_message(call: EffectCall, row: JournalRow, reason: str) -> str:
     """The message of `EffectOutcomeUnknown` for a row nothing may resolve automatically."""
+    if call.cost_only:
+        lost = (
+            f"ended in {row.error_type} ({row.error_message})"
+            if row.error_type
+            else "died before its answer was stored"
+        )
+        return (
+            f"Model call {call.name!r} (key {call.key!r}): attempt {row.attempt} {lost}; the "
+            f"answer is lost and may have been paid for. Not asked again: {reason}. To ask "
+            "again, `langgraph-durable resolve KEY --allow-retry` (or EffectJournal.resolve("
+            "key, allow_retry=True)), then resume the thread with invoke(None, config)."
+        )
     if row.error_type and row.error_message is not None:
         what = (
             f"attempt {row.attempt} ended in {row.error_type} ({row.error_message}) after "
@@ -72,6 +87,7 @@ def failed_message(call: EffectCall, error_type: str | None, error: str | None) 
     """The message of `EffectFailedError` for a journaled terminal failure."""
     return (
         f"Effect {call.name!r} (key {call.key!r}) failed before with {error_type}: {error}. "
-        "The failure is journaled; replays raise it again. Resolve it or use a new key to "
-        "try again."
+        "The failure is journaled; replays raise it again. To let it try again, resolve it "
+        "(`langgraph-durable resolve KEY --allow-retry`, or EffectJournal.resolve(key, "
+        "allow_retry=True)); if it did act after all, resolve it with completed=<result>."
     )

@@ -199,6 +199,7 @@ class EffectSpec:
         usage: Callable[[Any], dict[str, Any] | None] | None,
         interrupt_guard: bool = True,
         may_reattempt: Callable[[Any, Any], Any] | None = None,
+        cost_only: bool = False,
     ) -> None:
         self.fn = fn
         if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -216,6 +217,7 @@ class EffectSpec:
         self.usage = usage
         self.interrupt_guard = interrupt_guard
         self.may_reattempt = may_reattempt
+        self.cost_only = cost_only
         self.signature = inspect.signature(fn)
         self.wants_key = KEY_PARAMETER in self.signature.parameters
         if lease_ttl <= 0 or wait_timeout < 0:
@@ -270,6 +272,7 @@ class EffectSpec:
             guarded=self.interrupt_guard,
             may_reattempt=self.may_reattempt,
             call_site=call_site,
+            cost_only=self.cost_only,
         )
         return call, (journal, saver)
 

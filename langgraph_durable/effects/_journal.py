@@ -30,6 +30,7 @@ from typing_extensions import LiteralString
 from langgraph_durable._db import (
     Conn,
     ConnectionSource,
+    owner_is_dead,
     process_owner,
     register_source,
     retry_on_disconnect,
@@ -365,9 +366,11 @@ class EffectJournal:
     def replayed(self, key: str) -> None:
         self._run(_rows, QUERIES["effect_replayed"], {"key": key})
 
-    def allow_retry(self, key: str, *, resolved_by: str) -> bool:
+    def allow_retry(self, key: str, attempt: int, *, resolved_by: str) -> bool:
+        """The receiver never acted: the next call attempts again (if the row is as seen)."""
         params = {
             "key": key,
+            "seen_attempt": attempt,
             "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
             "resolved_by": resolved_by,
         }
@@ -397,10 +400,11 @@ class EffectJournal:
             EffectError: Not exactly one choice, no such key, or nothing to resolve.
         """
         row = self.get(key)
-        how = choose_resolution(key, row, completed, allow_retry, failed)
+        dead = row is not None and owner_is_dead(row.lease_owner)
+        how = choose_resolution(key, row, completed, allow_retry, failed, owner_dead=dead)
         assert row is not None
         if how is Resolution.ALLOW_RETRY:
-            done = self.allow_retry(key, resolved_by=resolved_by)
+            done = self.allow_retry(key, row.attempt, resolved_by=resolved_by)
         elif how is Resolution.FAILED:
             assert failed is not None
             done = self.fail(

@@ -320,10 +320,10 @@ class MemoryEffectJournal(EffectJournal):
 
     # -- what operators call ----------------------------------------------------------------
 
-    def allow_retry(self, key: str, *, resolved_by: str) -> bool:
+    def allow_retry(self, key: str, attempt: int, *, resolved_by: str) -> bool:
         changed = self._change(
             key,
-            None,
+            attempt,
             RESOLVABLE_STATUSES,
             status=EffectStatus.RETRY_WAIT,
             next_attempt_at=self.clock(),

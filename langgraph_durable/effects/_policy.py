@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,6 +97,12 @@ class RetryPolicy:
         max_inline_wait: A rate limit asking to retry within this many seconds is waited
             out in the same process (while attempts are left); a longer one raises
             `EffectDeferred` with the time to retry.
+        terminal: `error -> bool`: errors for which it says True are the receiver's final
+            "no" (a 400, a refused card) and fail at once, whatever the lists above say.
+
+    `max_attempts` bounds the attempts one call makes for errors that say nothing
+    happened (then the error is raised and the key stays free to try later), and the
+    attempts in all, across resumes, after outcomes that stayed open.
     """
 
     max_attempts: int = 3
@@ -107,6 +114,7 @@ class RetryPolicy:
     unknown_on: tuple[type[BaseException], ...] = OPEN_OUTCOME_ERRORS
     unknown_outcome: Literal["raise", "retry"] = "raise"
     max_inline_wait: float = 5.0
+    terminal: Callable[[BaseException], bool] | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -126,6 +134,8 @@ class RetryPolicy:
                 isinstance(t, type) and issubclass(t, BaseException) for t in value
             ):
                 problems.append(f"{name} must be a tuple of exception classes")
+        if self.terminal is not None and not callable(self.terminal):
+            problems.append("terminal must be a function of the error, or None")
         if problems:
             raise InvalidInputError(f"RetryPolicy: {'; '.join(problems)}.")
 

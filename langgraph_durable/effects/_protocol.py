@@ -32,6 +32,7 @@ from langgraph_durable.errors import EffectError, EffectInputMismatchError
 __all__ = [
     "NOT_GIVEN",
     "OPEN_STATUSES",
+    "OUTCOME_OPEN_STATUSES",
     "RESOLVABLE_STATUSES",
     "RESOLVED_AS_FAILED",
     "RESULT_NOT_STORED",
@@ -76,8 +77,12 @@ OPEN_STATUSES = (
 )
 """Rows an operator may have to look at (`effects_open`, the partial index)."""
 
-RESOLVABLE_STATUSES = (EffectStatus.UNKNOWN, EffectStatus.RUNNING)
-"""Rows `resolve` may settle by hand."""
+OUTCOME_OPEN_STATUSES = (EffectStatus.UNKNOWN, EffectStatus.RUNNING)
+"""Rows whose outcome a reconcile hook may settle (a running one once its lease is lost)."""
+
+RESOLVABLE_STATUSES = (EffectStatus.UNKNOWN, EffectStatus.RUNNING, EffectStatus.FAILED)
+"""Rows `resolve` may settle by hand: unknown ones, running ones whose lease is lost, and
+failed ones (to let them try again, or to record that they did act after all)."""
 
 RESULT_NOT_STORED = "ResultNotStored"
 """`error_type` of an unknown row whose attempt acted but whose result could not be
@@ -235,6 +240,7 @@ class Failure(enum.Enum):
 
     DEFER = "defer"  # rate limited for long: status deferred until the delay has passed
     RETRY = "retry"  # nothing happened (or a short rate limit): retry_wait, then again
+    RETRY_LATER = "retry_later"  # nothing happened, tries used up: retry_wait, and raise
     UNKNOWN = "unknown"  # the outcome is open: status unknown, reconcile after the delay
     FAIL = "fail"  # terminal: status failed
 
@@ -245,18 +251,26 @@ class FailureStep:
     delay: float = 0.0
 
 
-def on_failure(exc: BaseException, *, attempt: int, policy: RetryPolicy) -> FailureStep:
-    """How to journal attempt number `attempt` that raised `exc` (see `_policy.py`)."""
+def on_failure(
+    exc: BaseException, *, attempt: int, policy: RetryPolicy, tries: int = 1
+) -> FailureStep:
+    """How to journal attempt number `attempt` (this call's `tries`-th) that raised `exc`.
+
+    Errors that say nothing happened never fail a key for good: past the in-call retries
+    the row waits to be tried again (`RETRY_LATER`), and the call raises the error.
+    """
+    if policy.terminal is not None and policy.terminal(exc):
+        return FailureStep(Failure.FAIL)
     retry_after = retry_after_of(exc)
     if retry_after is not None:
         # Rate limited: nothing happened. Wait a short time here, park the run for longer.
-        if retry_after <= policy.max_inline_wait and attempt < policy.max_attempts:
+        if retry_after <= policy.max_inline_wait and tries < policy.max_attempts:
             return FailureStep(Failure.RETRY, retry_after)
         return FailureStep(Failure.DEFER, retry_after)
     if policy.retryable(exc):
-        if attempt < policy.max_attempts:
-            return FailureStep(Failure.RETRY, policy.delay(attempt))
-        return FailureStep(Failure.FAIL)
+        if tries < policy.max_attempts:
+            return FailureStep(Failure.RETRY, policy.delay(tries))
+        return FailureStep(Failure.RETRY_LATER, policy.delay(tries))
     if policy.leaves_outcome_open(exc) or not isinstance(exc, Exception):
         # A cancelled task or an interrupted process: the call may have gone out.
         return FailureStep(Failure.UNKNOWN, policy.delay(attempt))
@@ -279,9 +293,19 @@ class Resolution(enum.Enum):
 
 
 def choose_resolution(
-    key: str, row: JournalRow | None, completed: Any, allow_retry: bool, failed: str | None
+    key: str,
+    row: JournalRow | None,
+    completed: Any,
+    allow_retry: bool,
+    failed: str | None,
+    *,
+    owner_dead: bool = False,
 ) -> Resolution:
-    """Which resolution `resolve(key, ...)` asks for, checked against the row found."""
+    """Which resolution `resolve(key, ...)` asks for, checked against the row found.
+
+    A running attempt is settled by hand only once its lease is lost (expired, or its
+    owner is known dead): while it runs, it records its own outcome.
+    """
     chosen = sum([completed is not NOT_GIVEN, bool(allow_retry), failed is not None])
     if chosen != 1:
         raise EffectError(
@@ -298,6 +322,18 @@ def choose_resolution(
     if row.status not in RESOLVABLE_STATUSES:
         raise EffectError(
             f"Effect {key!r} is {row.status.value}, not unknown; there is nothing to resolve.",
+            key=key,
+        )
+    lease_live = (
+        row.lease_expires_at is not None
+        and row.db_now is not None
+        and row.db_now < row.lease_expires_at
+    )
+    if row.status is EffectStatus.RUNNING and lease_live and not owner_dead:
+        raise EffectError(
+            f"Effect {key!r} is being attempted now by {row.lease_owner} (lease until "
+            f"{row.lease_expires_at}); it records its own outcome. Resolve it only if it is "
+            "still running after its lease ends.",
             key=key,
         )
     if allow_retry:

@@ -43,6 +43,7 @@ __all__ = [
     "JournaledChatModel",
     "ModelCostPolicy",
     "atoken_ledger",
+    "provider_refused",
     "token_ledger",
     "usage_of",
 ]
@@ -80,12 +81,14 @@ class ModelCostPolicy:
             raise InvalidInputError(f"max_thread_tokens={budget!r}: use a positive int or None.")
 
     def retry_policy(self) -> RetryPolicy:
-        """Every error of a model call leaves only a cost behind: ask again, within limits."""
+        """A lost answer leaves only a cost behind: ask again, within limits. A provider's
+        final "no" (a 400, bad input) is not asked again."""
         return RetryPolicy(
             max_attempts=1 + self.max_reasks,
             initial_delay=self.retry_delay,
             unknown_on=(Exception,),
             unknown_outcome="retry",
+            terminal=provider_refused,
         )
 
     def over_budget(self, used: int) -> str | None:
@@ -96,6 +99,21 @@ class ModelCostPolicy:
                 f"{self.max_thread_tokens:,} (ModelCostPolicy.max_thread_tokens)"
             )
         return None
+
+
+def provider_refused(exc: BaseException) -> bool:
+    """Whether a model call's error is the provider's final answer, not a lost one.
+
+    A client error (HTTP 4xx other than 408 timeout, 409 conflict and 429 rate limit) as
+    the provider SDKs report it (`status_code`, or `response.status_code`), or bad input
+    rejected before any request was sent (`ValueError`, `TypeError`).
+    """
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500:
+        return status not in (408, 409, 429)
+    return isinstance(exc, (ValueError, TypeError))
 
 
 def usage_of(result: Any) -> dict[str, Any] | None:
@@ -170,6 +188,7 @@ class JournaledChatModel:
                 usage=usage_of,
                 interrupt_guard=False,  # asking again costs tokens, never an outside effect
                 may_reattempt=may_reattempt,
+                cost_only=True,
             )
 
         self._call = journaled(call, spec(call, within_budget))

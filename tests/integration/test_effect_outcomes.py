@@ -244,17 +244,67 @@ def test_a_policy_names_its_clients_errors(journal: EffectJournal) -> None:
     assert (row.status, row.attempt) == (EffectStatus.UNKNOWN, 2)
 
 
-def test_retries_of_not_sent_errors_end_as_failed(journal: EffectJournal) -> None:
-    key = new_key("never-up")
+def test_an_outage_longer_than_the_retries_never_fails_the_key_for_good(
+    journal: EffectJournal, mailer: Receiver
+) -> None:
+    """Nothing was sent: the call gives up, the key stays free, a later call succeeds."""
+    key = new_key("outage")
+    urls = [closed_port(), closed_port(), closed_port(), mailer.url]
 
     @effect(key=key, journal=journal, retry=RetryPolicy(max_attempts=2, initial_delay=0.01))
     def send() -> int:
-        return post(closed_port(), key)
+        return post(urls.pop(0), key)
 
     with pytest.raises(ConnectionRefusedError):
-        send()
-    with pytest.raises(EffectFailedError, match="ConnectionRefusedError"):
-        send()
+        send()  # two tries, both refused
+    row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.RETRY_WAIT
+    assert send() == 1  # the resume: refused once more, then the mailer is back
+    assert mailer.count(key) == 1
+
+
+def test_a_failed_effect_can_be_allowed_to_try_again(journal: EffectJournal) -> None:
+    key = new_key("declined")
+    answers: list[Any] = [ValueError("card declined"), "charged"]
+
+    @effect(key=key, journal=journal)
+    def charge() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return str(answer)
+
+    with pytest.raises(ValueError, match="declined"):
+        charge()
+    with pytest.raises(EffectFailedError, match="--allow-retry"):
+        charge()
+    journal.resolve(key, allow_retry=True)  # the customer updated the card
+    assert charge() == "charged"
+
+
+def test_a_live_attempt_cannot_be_resolved_by_hand(journal: EffectJournal) -> None:
+    key = new_key("live")
+    started, release = threading.Event(), threading.Event()
+
+    @effect(key=key, journal=journal, name="live")
+    def slow() -> str:
+        started.set()
+        release.wait(60)
+        return "done"
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    try:
+        assert started.wait(60)
+        with pytest.raises(EffectError, match="being attempted now"):
+            journal.resolve(key, allow_retry=True)
+    finally:
+        release.set()
+        worker.join(60)
+    row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.COMPLETED
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from typing_extensions import TypedDict
 from langgraph_durable import (
     ConfigurationError,
     DurablePostgresSaver,
+    EffectDeferred,
     EffectOutcomeUnknown,
     InvalidInputError,
     JournaledChatModel,
@@ -150,3 +151,36 @@ def test_the_ledger_helpers_are_exported_and_refuse_other_savers() -> None:
     assert langgraph_durable.token_ledger is token_ledger
     with pytest.raises(ConfigurationError, match="needs a langgraph-durable saver"):
         token_ledger(InMemorySaver(), "t")  # type: ignore[arg-type]
+
+
+class ProviderError(Exception):
+    def __init__(self, message: str, status_code: int) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class RefusingModel(CountingChatModel):
+    """Answers with the provider's final "no", after counting the call."""
+
+    status: int = 400
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        self.calls += 1
+        raise ProviderError("context_length_exceeded", self.status)
+
+
+@pytest.mark.parametrize(("status", "calls"), [(400, 1), (401, 1), (429, 3), (503, 3)])
+def test_a_providers_final_no_is_not_asked_again(db_dsn: str, status: int, calls: int) -> None:
+    model = RefusingModel(status=status)
+    llm = JournaledChatModel(model, cost=ModelCostPolicy(retry_delay=0.001))
+    config: Any = {"configurable": {"thread_id": f"llm-{uuid.uuid4()}"}}
+    with DurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+        graph = one_model_node(llm, "hi").compile(checkpointer=saver)
+        with pytest.raises((ProviderError, EffectOutcomeUnknown, EffectDeferred)) as raised:
+            graph.invoke({}, config)
+    assert model.calls == calls
+    if status in (400, 401):
+        assert isinstance(raised.value, ProviderError)  # the caller's own error, at once
+    if status == 503:
+        assert "answer is lost and may have been paid for" in str(raised.value)

@@ -154,13 +154,13 @@ class NotSent(Exception):
 
 
 @pytest.mark.parametrize(
-    ("error", "attempt", "kind"),
+    ("error", "tries", "kind"),
     [
         (RetryLater(60), 1, Failure.DEFER),  # a long rate limit parks the run
         (RetryLater(2.5), 1, Failure.RETRY),  # a short one is waited out here
         (RetryLater(2.5), 3, Failure.DEFER),  # unless the attempts are used up
         (ConnectionRefusedError(), 1, Failure.RETRY),
-        (ConnectionRefusedError(), 3, Failure.FAIL),  # attempts used up
+        (ConnectionRefusedError(), 3, Failure.RETRY_LATER),  # tries used up: the key stays free
         (TimeoutError(), 1, Failure.UNKNOWN),
         (TimeoutError(), 3, Failure.UNKNOWN),  # unknown whatever the count
         (ConnectionResetError(), 1, Failure.UNKNOWN),
@@ -171,9 +171,15 @@ class NotSent(Exception):
     ],
 )
 def test_errors_are_journaled_by_what_they_say_about_the_receiver(
-    error: BaseException, attempt: int, kind: Failure
+    error: BaseException, tries: int, kind: Failure
 ) -> None:
-    assert on_failure(error, attempt=attempt, policy=PLAIN).kind is kind
+    assert on_failure(error, attempt=tries + 4, tries=tries, policy=PLAIN).kind is kind
+
+
+def test_a_terminal_error_fails_at_once_whatever_else_it_is() -> None:
+    policy = RetryPolicy(terminal=lambda e: "card declined" in str(e))
+    assert on_failure(TimeoutError("card declined"), attempt=1, policy=policy).kind is Failure.FAIL
+    assert on_failure(TimeoutError("no answer"), attempt=1, policy=policy).kind is Failure.UNKNOWN
 
 
 def test_a_policy_can_declare_its_clients_errors() -> None:
@@ -190,7 +196,7 @@ def test_delays_grow_and_are_capped() -> None:
     assert (deferred.kind, deferred.delay) == (Failure.DEFER, 7)
     waited = on_failure(RetryLater(1.5), attempt=1, policy=policy)
     assert (waited.kind, waited.delay) == (Failure.RETRY, 1.5)
-    assert on_failure(ConnectionRefusedError(), attempt=2, policy=policy).delay == 2
+    assert on_failure(ConnectionRefusedError(), attempt=7, tries=2, policy=policy).delay == 2
 
 
 def test_the_schema_allows_exactly_the_statuses_of_the_enum() -> None:

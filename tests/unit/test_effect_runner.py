@@ -8,7 +8,6 @@ journal honest against Postgres.
 
 from __future__ import annotations
 
-import socket
 from datetime import datetime, timedelta
 
 import pytest
@@ -23,6 +22,7 @@ from langgraph_durable import (
     RetryPolicy,
     effect,
 )
+from langgraph_durable._db import process_owner
 from langgraph_durable.effects._keys import input_hash
 from langgraph_durable.effects._memory import ManualClock, MemoryEffectJournal
 from langgraph_durable.effects._protocol import EffectStatus
@@ -166,7 +166,8 @@ def test_a_deferral_holds_until_its_time_and_not_a_moment_less() -> None:
 
 def test_a_dead_owner_is_taken_over_at_once() -> None:
     journal, clock = journal_and_clock()
-    dead = journal.as_worker(f"{socket.gethostname()}:999999999:1")  # no such pid here
+    host, _pid, _start, boot, namespace = process_owner().split(":")
+    dead = journal.as_worker(f"{host}:999999999:1:{boot}:{namespace}")  # no such pid here
     assert dead.claim("k", "send", HASH, 300, None) == 1
     start = clock.now
 

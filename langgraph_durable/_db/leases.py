@@ -60,7 +60,7 @@ def owner_is_dead(owner: str | None) -> bool:
     """
     if not owner:
         return False
-    parts = owner.split(":")
+    parts = owner.split("#", 1)[0].split(":")  # "#..." tags one call of the process
     if len(parts) != 5:
         return False
     host, pid_text, started, boot, namespace = parts

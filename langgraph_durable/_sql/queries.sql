@@ -560,6 +560,7 @@ UPDATE langgraph_durable_effects SET
     updated_at = clock_timestamp()
 FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
+RETURNING attempt
 
 -- name: effect_release
 -- Control flow (an interrupt) left the call: the next call starts a fresh attempt.
@@ -636,6 +637,7 @@ UPDATE langgraph_durable_effects SET
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
     updated_at = clock_timestamp()
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
+RETURNING attempt
 
 -- ---------------------------------------------------------------------------------------
 -- Runs (langgraph_durable/runs/). A thread's runs go one at a time, oldest first; a worker

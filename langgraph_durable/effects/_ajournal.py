@@ -195,8 +195,9 @@ async def amark_unknown_txn(
     error_type: str | None = None,
     error_message: str | None = None,
     delay_seconds: float | None = None,
-) -> None:
-    """A running attempt's outcome is open: record why, and when to reconcile it."""
+) -> bool:
+    """A running attempt's outcome is open: record why, and when to reconcile it; False if
+    the attempt was no longer running (finished, or taken over)."""
     params = {
         "key": key,
         "seen_attempt": attempt,
@@ -204,7 +205,7 @@ async def amark_unknown_txn(
         "error_message": None if error_message is None else error_message[:2000],
         "delay_seconds": delay_seconds,
     }
-    await _arows(conn, QUERIES["effect_mark_unknown"], params)
+    return bool(await _arows(conn, QUERIES["effect_mark_unknown"], params))
 
 
 async def arelease_txn(conn: PgConn, key: str, attempt: int) -> None:
@@ -213,7 +214,7 @@ async def arelease_txn(conn: PgConn, key: str, attempt: int) -> None:
 
 
 class AsyncEffectJournal:
-    """The journal of effects, in the database of an async saver or pool.
+    """The journal of effects, in the database of a saver (or a pool, or a connection).
 
     Args:
         conn: A psycopg `AsyncConnectionPool` or `AsyncConnection` on a database where
@@ -240,8 +241,19 @@ class AsyncEffectJournal:
         async with self._source.connection() as conn:
             return await operation(conn, *args, **kwargs)
 
+    def owner_of(self, call_token: str) -> str:
+        """The lease owner of one call: this process, and the call (`owner#token`), so a
+        call whose claim committed but whose reply was lost knows the attempt is its own."""
+        return f"{self.owner}#{call_token}"
+
     async def aclaim(
-        self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
+        self,
+        key: str,
+        name: str,
+        input_hash: str,
+        lease_seconds: float,
+        where: TaskContext | None,
+        call_token: str = "",
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
         return await self._arun(
@@ -249,7 +261,7 @@ class AsyncEffectJournal:
             key,
             name,
             input_hash,
-            owner=self.owner,
+            owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
             where=where,
         )
@@ -259,7 +271,12 @@ class AsyncEffectJournal:
         return row_of(rows[0]) if rows else None
 
     async def atake_over(
-        self, key: str, seen_attempt: int, seen_status: EffectStatus, lease_seconds: float
+        self,
+        key: str,
+        seen_attempt: int,
+        seen_status: EffectStatus,
+        lease_seconds: float,
+        call_token: str = "",
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
         return await self._arun(
@@ -267,7 +284,7 @@ class AsyncEffectJournal:
             key,
             seen_attempt,
             seen_status,
-            owner=self.owner,
+            owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
         )
 
@@ -339,9 +356,10 @@ class AsyncEffectJournal:
             await_retry_txn, key, attempt, status=status, delay_seconds=delay_seconds, error=error
         )
 
-    async def aextend_lease(self, key: str, attempt: int, lease_seconds: float) -> None:
+    async def aextend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
+        """Move a running attempt's lease on; False once the attempt is no longer running."""
         params = {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds}
-        await self._arun(_arows, QUERIES["effect_extend_lease"], params)
+        return bool(await self._arun(_arows, QUERIES["effect_extend_lease"], params))
 
     async def amark_unknown(
         self,
@@ -351,9 +369,9 @@ class AsyncEffectJournal:
         error_type: str | None = None,
         error_message: str | None = None,
         delay_seconds: float | None = None,
-    ) -> None:
+    ) -> bool:
         """A running attempt's outcome is open: record why, and when to reconcile it."""
-        await self._arun(
+        return await self._arun(
             amark_unknown_txn,
             key,
             attempt,

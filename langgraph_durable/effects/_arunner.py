@@ -22,7 +22,13 @@ from langgraph.errors import GraphBubbleUp
 from langgraph_durable import _crashpoints, _guard
 from langgraph_durable._db import AsyncHeartbeat, owner_is_dead
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
-from langgraph_durable.effects._call import EffectCall, failed_message, unknown_message
+from langgraph_durable.effects._call import (
+    EffectCall,
+    NothingSentError,
+    failed_message,
+    refuse_awaitable,
+    unknown_message,
+)
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import Reconciled
 from langgraph_durable.effects._protocol import (
@@ -51,7 +57,8 @@ logger = logging.getLogger("langgraph_durable.effects")
 
 
 async def _maybe_await(value: Any) -> Any:
-    """A hook's answer: awaited when the hook is async (async effects only)."""
+    """What a callable returned, awaited in the async flavour; the sync flavour returns it
+    as is, and `refuse_awaitable` refuses a coroutine a sync effect returned."""
     if inspect.isawaitable(value):
         return await value
     return value
@@ -68,7 +75,7 @@ async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
 
 async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     attempt = await journal.aclaim(
-        call.key, call.name, call.input_hash, call.lease_seconds, call.where
+        call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
     )
     first_seen: datetime | None = None
     last_error: BaseException | None = None
@@ -84,7 +91,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
         row = await journal.aget(call.key)
         if row is None:  # released between our insert and our read: claim afresh
             attempt = await journal.aclaim(
-                call.key, call.name, call.input_hash, call.lease_seconds, call.where
+                call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
             )
             continue
         assert row.db_now is not None
@@ -98,6 +105,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
             has_reconcile=call.reconcile is not None,
             now=now,
             owner_dead=row.status is EffectStatus.RUNNING and owner_is_dead(row.lease_owner),
+            mine=row.lease_owner == journal.owner_of(call.token),
             waited=now - first_seen,
             wait_limit=timedelta(seconds=call.wait_seconds),
         )
@@ -125,9 +133,14 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                 f"{call.wait_seconds:g}s. Retry later.",
                 key=call.key,
             )
+        if action is Action.ATTEMPT:
+            # Our own claim committed, but its reply was lost (a dropped connection).
+            attempt = row.attempt
+            continue
         if action is Action.RAISE_UNKNOWN:
-            if row.status is EffectStatus.RUNNING:
-                await journal.amark_unknown(call.key, row.attempt)
+            running = row.status is EffectStatus.RUNNING
+            if running and not await journal.amark_unknown(call.key, row.attempt):
+                continue  # the attempt finished (or was taken over) meanwhile: look again
             raise EffectOutcomeUnknown(
                 unknown_message(call, row, decision.reason), key=call.key
             ) from last_error
@@ -151,7 +164,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
             decision = after_absent(row, call.policy)
             if decision.action is Action.FAIL:
                 reason = f"reconciled as absent: {decision.reason}"
-                await journal.afail(
+                failed = await journal.afail(
                     call.key,
                     row.attempt,
                     row.error_type or "ReconciledAbsent",
@@ -159,6 +172,8 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     seen_statuses=OUTCOME_OPEN_STATUSES,
                     resolved_by="reconcile",
                 )
+                if not failed:
+                    continue  # the row changed meanwhile: look again
                 raise EffectFailedError(
                     failed_message(call, row.error_type, reason),
                     key=call.key,
@@ -172,7 +187,9 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     unknown_message(call, row, refused), key=call.key
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
-        attempt = await journal.atake_over(call.key, row.attempt, row.status, call.lease_seconds)
+        attempt = await journal.atake_over(
+            call.key, row.attempt, row.status, call.lease_seconds, call.token
+        )
 
 
 async def _areconcile(call: EffectCall) -> Reconciled:
@@ -194,15 +211,21 @@ async def _aattempt(
     _crashpoints.reached("effect:after_claim")
     token = current_key.set(call.key)
     try:
-        heartbeat = AsyncHeartbeat(
-            lambda: journal.aextend_lease(call.key, attempt, call.lease_seconds),
-            call.lease_seconds / 3,
-            call.key,
-        )
+
+        async def beat() -> None:
+            if not await journal.aextend_lease(call.key, attempt, call.lease_seconds):
+                logger.warning(
+                    "effect %s: attempt %d lost its lease; its outcome will not be recorded",
+                    call.key,
+                    attempt,
+                )
+
+        heartbeat = AsyncHeartbeat(beat, call.lease_seconds / 3, call.key)
         async with heartbeat.running():
-            result = await _maybe_await(call.invoke(call.key))
-    except GraphBubbleUp:
-        # Control flow, not a failure: an interrupt re-runs the node, which calls again.
+            result = refuse_awaitable(call, await _maybe_await(call.invoke(call.key)))
+    except (GraphBubbleUp, NothingSentError):
+        # Control flow, not a failure (an interrupt re-runs the node, which calls again), or
+        # a sync effect that returned a coroutine it never ran: the next call starts afresh.
         await journal.arelease(call.key, attempt)
         raise
     except Exception as exc:
@@ -224,16 +247,20 @@ async def _aattempt(
     except EffectResultNotStoredError as exc:
         # The receiver acted; without its result no replay is possible, and calling it
         # again could act twice. Park the row for a decision.
-        await journal.amark_unknown(
+        marked = await journal.amark_unknown(
             call.key, attempt, error_type=RESULT_NOT_STORED, error_message=str(exc)
+        )
+        where = (
+            "The attempt is journaled as unknown and will not be attempted again on its own."
+            if marked
+            else "The attempt had lost its lease meanwhile; look at the journal row."
         )
         raise EffectResultNotStoredError(
             f"Effect {call.name!r} (key {call.key!r}) acted, but its result (a "
-            f"{type(result).__name__}) cannot be serialized: {exc.__cause__}. The attempt is "
-            "journaled as unknown and will not be attempted again on its own. Make the "
-            "effect return plain data, then resolve the key (`langgraph-durable resolve "
-            "KEY --completed JSON`, or EffectJournal.resolve(key, completed=...)) and "
-            "resume with invoke(None, config).",
+            f"{type(result).__name__}) cannot be serialized: {exc.__cause__}. {where} Make "
+            "the effect return plain data, then resolve the key (`langgraph-durable "
+            "resolve KEY --completed JSON`, or EffectJournal.resolve(key, completed=...)) "
+            "and resume with invoke(None, config).",
             key=call.key,
         ) from exc
     if not completed:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
+from langgraph_durable.errors import ConfigurationError
 
-__all__ = ["EffectCall", "failed_message", "unknown_message"]
+__all__ = [
+    "EffectCall",
+    "NothingSentError",
+    "failed_message",
+    "refuse_awaitable",
+    "unknown_message",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,25 @@ class EffectCall:
     may_reattempt: Callable[[Any, JournalRow], Any] | None = None
     call_site: tuple[str, int] | None = None
     cost_only: bool = False
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    """This call among others of this process, in the lease owner (`owner#token`)."""
+
+
+class NothingSentError(ConfigurationError):
+    """A sync effect returned a coroutine instead of running it: nothing was sent."""
+
+
+def refuse_awaitable(call: EffectCall, value: Any) -> Any:
+    """`value`, unless it is an awaitable a sync effect returned instead of running it."""
+    if not inspect.isawaitable(value):
+        return value
+    if inspect.iscoroutine(value):
+        value.close()
+    raise NothingSentError(
+        f"Effect {call.name!r} returned {type(value).__name__} instead of a result: it runs "
+        "as a sync effect (an object with an async __call__, or a lambda that returns a "
+        "coroutine, looks sync to @effect). Make it an `async def`. Nothing was sent."
+    )
 
 
 _RESOLVE_HINT = (

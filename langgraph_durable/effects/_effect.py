@@ -104,6 +104,7 @@ class _LoopBridgedJournal:
         self.owner = journal.owner
         self.load_result = journal.load_result
         self.dump_result = journal.dump_result
+        self.owner_of = journal.owner_of
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         target = getattr(self._journal, "await_retry" if name == "wait_retry" else f"a{name}")
@@ -135,9 +136,11 @@ class _ThreadedJournal:
         self.owner = journal.owner
         self.load_result = journal.load_result
         self.dump_result = journal.dump_result
+        self.owner_of = journal.owner_of
 
     async def asleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)  # no thread for a wait
+        # The journal's own wait: a real sleep, or a manual clock that moves at once.
+        await asyncio.to_thread(self._journal.sleep, seconds)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         plain = name[1:] if name.startswith("a") else name
@@ -293,7 +296,10 @@ class EffectSpec:
 
 def journaled(fn: Callable[P, R], spec: EffectSpec) -> Callable[P, R]:
     """`fn` run through the journal as `spec` says: the wrapper `@effect` returns."""
-    if inspect.iscoroutinefunction(fn):
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    if inspect.iscoroutinefunction(fn) or (
+        not inspect.isfunction(fn) and inspect.iscoroutinefunction(call)
+    ):
 
         @functools.wraps(fn)
         async def run_async(*args: Any, **kwargs: Any) -> Any:

@@ -195,8 +195,9 @@ def mark_unknown_txn(
     error_type: str | None = None,
     error_message: str | None = None,
     delay_seconds: float | None = None,
-) -> None:
-    """A running attempt's outcome is open: record why, and when to reconcile it."""
+) -> bool:
+    """A running attempt's outcome is open: record why, and when to reconcile it; False if
+    the attempt was no longer running (finished, or taken over)."""
     params = {
         "key": key,
         "seen_attempt": attempt,
@@ -204,7 +205,7 @@ def mark_unknown_txn(
         "error_message": None if error_message is None else error_message[:2000],
         "delay_seconds": delay_seconds,
     }
-    _rows(conn, QUERIES["effect_mark_unknown"], params)
+    return bool(_rows(conn, QUERIES["effect_mark_unknown"], params))
 
 
 def release_txn(conn: PgConn, key: str, attempt: int) -> None:
@@ -213,7 +214,7 @@ def release_txn(conn: PgConn, key: str, attempt: int) -> None:
 
 
 class EffectJournal:
-    """The journal of effects, in the database of an async saver or pool.
+    """The journal of effects, in the database of a saver (or a pool, or a connection).
 
     Args:
         conn: A psycopg `ConnectionPool` or `Connection` on a database where
@@ -238,8 +239,19 @@ class EffectJournal:
         with self._source.connection() as conn:
             return operation(conn, *args, **kwargs)
 
+    def owner_of(self, call_token: str) -> str:
+        """The lease owner of one call: this process, and the call (`owner#token`), so a
+        call whose claim committed but whose reply was lost knows the attempt is its own."""
+        return f"{self.owner}#{call_token}"
+
     def claim(
-        self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
+        self,
+        key: str,
+        name: str,
+        input_hash: str,
+        lease_seconds: float,
+        where: TaskContext | None,
+        call_token: str = "",
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
         return self._run(
@@ -247,7 +259,7 @@ class EffectJournal:
             key,
             name,
             input_hash,
-            owner=self.owner,
+            owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
             where=where,
         )
@@ -257,7 +269,12 @@ class EffectJournal:
         return row_of(rows[0]) if rows else None
 
     def take_over(
-        self, key: str, seen_attempt: int, seen_status: EffectStatus, lease_seconds: float
+        self,
+        key: str,
+        seen_attempt: int,
+        seen_status: EffectStatus,
+        lease_seconds: float,
+        call_token: str = "",
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
         return self._run(
@@ -265,7 +282,7 @@ class EffectJournal:
             key,
             seen_attempt,
             seen_status,
-            owner=self.owner,
+            owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
         )
 
@@ -337,9 +354,10 @@ class EffectJournal:
             wait_retry_txn, key, attempt, status=status, delay_seconds=delay_seconds, error=error
         )
 
-    def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> None:
+    def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
+        """Move a running attempt's lease on; False once the attempt is no longer running."""
         params = {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds}
-        self._run(_rows, QUERIES["effect_extend_lease"], params)
+        return bool(self._run(_rows, QUERIES["effect_extend_lease"], params))
 
     def mark_unknown(
         self,
@@ -349,9 +367,9 @@ class EffectJournal:
         error_type: str | None = None,
         error_message: str | None = None,
         delay_seconds: float | None = None,
-    ) -> None:
+    ) -> bool:
         """A running attempt's outcome is open: record why, and when to reconcile it."""
-        self._run(
+        return self._run(
             mark_unknown_txn,
             key,
             attempt,

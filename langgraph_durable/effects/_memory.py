@@ -112,7 +112,13 @@ class MemoryEffectJournal(EffectJournal):
     # -- what the runner calls --------------------------------------------------------------
 
     def claim(
-        self, key: str, name: str, input_hash: str, lease_seconds: float, where: TaskContext | None
+        self,
+        key: str,
+        name: str,
+        input_hash: str,
+        lease_seconds: float,
+        where: TaskContext | None,
+        call_token: str = "",
     ) -> int | None:
         with self._lock:
             if key in self._rows:
@@ -123,7 +129,7 @@ class MemoryEffectJournal(EffectJournal):
                 input_hash=input_hash,
                 status=EffectStatus.RUNNING,
                 attempt=1,
-                lease_owner=self.owner,
+                lease_owner=self.owner_of(call_token),
                 lease_expires_at=self.clock() + timedelta(seconds=lease_seconds),
                 thread_id=where.thread_id if where else None,
                 node=where.node if where else None,
@@ -174,7 +180,12 @@ class MemoryEffectJournal(EffectJournal):
             return replace(row)
 
     def take_over(
-        self, key: str, seen_attempt: int, seen_status: EffectStatus, lease_seconds: float
+        self,
+        key: str,
+        seen_attempt: int,
+        seen_status: EffectStatus,
+        lease_seconds: float,
+        call_token: str = "",
     ) -> int | None:
         with self._lock:
             row = self._rows.get(key)
@@ -182,7 +193,7 @@ class MemoryEffectJournal(EffectJournal):
                 return None
             row.attempt += 1
             row.status = EffectStatus.RUNNING
-            row.lease_owner = self.owner
+            row.lease_owner = self.owner_of(call_token)
             row.lease_expires_at = self.clock() + timedelta(seconds=lease_seconds)
             row.next_attempt_at = row.error_type = row.error_message = None
             return row.attempt
@@ -264,8 +275,8 @@ class MemoryEffectJournal(EffectJournal):
         )
         return None if changed is None else changed.next_attempt_at
 
-    def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> None:
-        self._change(
+    def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
+        return None is not self._change(
             key,
             attempt,
             (EffectStatus.RUNNING,),
@@ -280,11 +291,11 @@ class MemoryEffectJournal(EffectJournal):
         error_type: str | None = None,
         error_message: str | None = None,
         delay_seconds: float | None = None,
-    ) -> None:
+    ) -> bool:
         with self._lock:
             row = self._rows.get(key)
             if row is None or row.attempt != attempt or row.status is not EffectStatus.RUNNING:
-                return
+                return False
             row.status = EffectStatus.UNKNOWN
             row.error_type = error_type or row.error_type
             row.error_message = (error_message[:2000] if error_message else None) or (
@@ -294,6 +305,7 @@ class MemoryEffectJournal(EffectJournal):
                 None if delay_seconds is None else self.clock() + timedelta(seconds=delay_seconds)
             )
             row.lease_owner = row.lease_expires_at = None
+            return True
 
     def release(self, key: str, attempt: int) -> None:
         self._change(

@@ -122,6 +122,7 @@ class Action(enum.Enum):
     RAISE_DEFERRED = "raise_deferred"  # rate limited until next_attempt_at
     RAISE_IN_PROGRESS = "raise_in_progress"  # another worker's attempt outlasted wait_timeout
     FAIL = "fail"  # journal a terminal failure (reconciled absent, no attempts left)
+    ATTEMPT = "attempt"  # the running attempt is this call's own: its claim's reply was lost
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ def decide(
     owner_dead: bool = False,
     waited: timedelta = timedelta(0),
     wait_limit: timedelta = timedelta(seconds=30),
+    mine: bool = False,
 ) -> Decision:
     """What to do with the row found under this call's key (invariants I2, I3).
 
@@ -174,6 +176,8 @@ def decide(
             host, no longer running): its lease counts as expired.
         waited: How long this call has already waited for another worker's attempt.
         wait_limit: How long it may wait (`wait_timeout`).
+        mine: The row's lease names this very call (its claim committed, the reply was
+            lost on the way back).
     """
     _check_identity(row, name, input_hash)
     status = row.status
@@ -189,6 +193,8 @@ def decide(
         if row.next_attempt_at is not None and now < row.next_attempt_at:
             return Decision(Action.WAIT, row.next_attempt_at)
         return Decision(Action.TAKE_OVER)
+    if status is EffectStatus.RUNNING and mine:
+        return Decision(Action.ATTEMPT)
     lease_live = row.lease_expires_at is not None and now < row.lease_expires_at
     if status is EffectStatus.RUNNING and lease_live and not owner_dead:
         if waited >= wait_limit:

@@ -23,7 +23,13 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard
 from langgraph_durable._db import Heartbeat, owner_is_dead
-from langgraph_durable.effects._call import EffectCall, failed_message, unknown_message
+from langgraph_durable.effects._call import (
+    EffectCall,
+    NothingSentError,
+    failed_message,
+    refuse_awaitable,
+    unknown_message,
+)
 from langgraph_durable.effects._journal import EffectJournal
 from langgraph_durable.effects._keys import current_key
 from langgraph_durable.effects._policy import Reconciled
@@ -53,7 +59,8 @@ logger = logging.getLogger("langgraph_durable.effects")
 
 
 def _maybe_await(value: Any) -> Any:
-    """A hook's answer: awaited when the hook is async (async effects only)."""
+    """What a callable returned, awaited in the async flavour; the sync flavour returns it
+    as is, and `refuse_awaitable` refuses a coroutine a sync effect returned."""
     if inspect.isawaitable(value):
         return value
     return value
@@ -69,7 +76,9 @@ def run_effect(journal: EffectJournal, call: EffectCall) -> Any:
 
 
 def _run(journal: EffectJournal, call: EffectCall) -> Any:
-    attempt = journal.claim(call.key, call.name, call.input_hash, call.lease_seconds, call.where)
+    attempt = journal.claim(
+        call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
+    )
     first_seen: datetime | None = None
     last_error: BaseException | None = None
     tries = 0
@@ -84,7 +93,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
         row = journal.get(call.key)
         if row is None:  # released between our insert and our read: claim afresh
             attempt = journal.claim(
-                call.key, call.name, call.input_hash, call.lease_seconds, call.where
+                call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
             )
             continue
         assert row.db_now is not None
@@ -98,6 +107,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
             has_reconcile=call.reconcile is not None,
             now=now,
             owner_dead=row.status is EffectStatus.RUNNING and owner_is_dead(row.lease_owner),
+            mine=row.lease_owner == journal.owner_of(call.token),
             waited=now - first_seen,
             wait_limit=timedelta(seconds=call.wait_seconds),
         )
@@ -125,9 +135,14 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 f"{call.wait_seconds:g}s. Retry later.",
                 key=call.key,
             )
+        if action is Action.ATTEMPT:
+            # Our own claim committed, but its reply was lost (a dropped connection).
+            attempt = row.attempt
+            continue
         if action is Action.RAISE_UNKNOWN:
-            if row.status is EffectStatus.RUNNING:
-                journal.mark_unknown(call.key, row.attempt)
+            running = row.status is EffectStatus.RUNNING
+            if running and not journal.mark_unknown(call.key, row.attempt):
+                continue  # the attempt finished (or was taken over) meanwhile: look again
             raise EffectOutcomeUnknown(
                 unknown_message(call, row, decision.reason), key=call.key
             ) from last_error
@@ -151,7 +166,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
             decision = after_absent(row, call.policy)
             if decision.action is Action.FAIL:
                 reason = f"reconciled as absent: {decision.reason}"
-                journal.fail(
+                failed = journal.fail(
                     call.key,
                     row.attempt,
                     row.error_type or "ReconciledAbsent",
@@ -159,6 +174,8 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                     seen_statuses=OUTCOME_OPEN_STATUSES,
                     resolved_by="reconcile",
                 )
+                if not failed:
+                    continue  # the row changed meanwhile: look again
                 raise EffectFailedError(
                     failed_message(call, row.error_type, reason),
                     key=call.key,
@@ -172,7 +189,9 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                     unknown_message(call, row, refused), key=call.key
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
-        attempt = journal.take_over(call.key, row.attempt, row.status, call.lease_seconds)
+        attempt = journal.take_over(
+            call.key, row.attempt, row.status, call.lease_seconds, call.token
+        )
 
 
 def _reconcile(call: EffectCall) -> Reconciled:
@@ -194,15 +213,21 @@ def _attempt(
     _crashpoints.reached("effect:after_claim")
     token = current_key.set(call.key)
     try:
-        heartbeat = Heartbeat(
-            lambda: journal.extend_lease(call.key, attempt, call.lease_seconds),
-            call.lease_seconds / 3,
-            call.key,
-        )
+
+        def beat() -> None:
+            if not journal.extend_lease(call.key, attempt, call.lease_seconds):
+                logger.warning(
+                    "effect %s: attempt %d lost its lease; its outcome will not be recorded",
+                    call.key,
+                    attempt,
+                )
+
+        heartbeat = Heartbeat(beat, call.lease_seconds / 3, call.key)
         with heartbeat.running():
-            result = _maybe_await(call.invoke(call.key))
-    except GraphBubbleUp:
-        # Control flow, not a failure: an interrupt re-runs the node, which calls again.
+            result = refuse_awaitable(call, _maybe_await(call.invoke(call.key)))
+    except (GraphBubbleUp, NothingSentError):
+        # Control flow, not a failure (an interrupt re-runs the node, which calls again), or
+        # a sync effect that returned a coroutine it never ran: the next call starts afresh.
         journal.release(call.key, attempt)
         raise
     except Exception as exc:
@@ -224,16 +249,20 @@ def _attempt(
     except EffectResultNotStoredError as exc:
         # The receiver acted; without its result no replay is possible, and calling it
         # again could act twice. Park the row for a decision.
-        journal.mark_unknown(
+        marked = journal.mark_unknown(
             call.key, attempt, error_type=RESULT_NOT_STORED, error_message=str(exc)
+        )
+        where = (
+            "The attempt is journaled as unknown and will not be attempted again on its own."
+            if marked
+            else "The attempt had lost its lease meanwhile; look at the journal row."
         )
         raise EffectResultNotStoredError(
             f"Effect {call.name!r} (key {call.key!r}) acted, but its result (a "
-            f"{type(result).__name__}) cannot be serialized: {exc.__cause__}. The attempt is "
-            "journaled as unknown and will not be attempted again on its own. Make the "
-            "effect return plain data, then resolve the key (`langgraph-durable resolve "
-            "KEY --completed JSON`, or EffectJournal.resolve(key, completed=...)) and "
-            "resume with invoke(None, config).",
+            f"{type(result).__name__}) cannot be serialized: {exc.__cause__}. {where} Make "
+            "the effect return plain data, then resolve the key (`langgraph-durable "
+            "resolve KEY --completed JSON`, or EffectJournal.resolve(key, completed=...)) "
+            "and resume with invoke(None, config).",
             key=call.key,
         ) from exc
     if not completed:

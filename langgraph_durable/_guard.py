@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from langgraph_durable.errors import (
+    InvalidInputError,
     SideEffectBeforeInterruptError,
     SideEffectBeforeInterruptWarning,
 )
@@ -50,7 +51,9 @@ def set_interrupt_guard(mode: GuardMode) -> None:
     """
     global _mode
     if mode not in ("warn", "strict", "off"):
-        raise ValueError(f"guard mode must be 'warn', 'strict' or 'off', not {mode!r}")
+        raise InvalidInputError(
+            f"Interrupt guard mode must be 'warn', 'strict' or 'off', not {mode!r}."
+        )
     _mode = mode
 
 

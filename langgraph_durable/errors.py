@@ -7,6 +7,7 @@ Each class docstring is its default message and says what to do. Driver errors
     DurableError
     ├── ConfigurationError
     │   ├── WrongSaverClassError          (also a NotImplementedError)
+    │   ├── MissingExtraError             (also an ImportError)
     │   └── DatabaseUnreachableError
     ├── SchemaError
     │   ├── SchemaNotReadyError
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
+    "MissingExtraError",
     "NotWaitingError",
     "RunConflictError",
     "RunError",
@@ -95,6 +97,10 @@ class WrongSaverClassError(ConfigurationError, NotImplementedError):
     Use `DurablePostgresSaver` with `invoke`/`stream` and `AsyncDurablePostgresSaver` with
     `ainvoke`/`astream`.
     """
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
 
 
 class DatabaseUnreachableError(ConfigurationError):

@@ -43,15 +43,16 @@ def describe_dsn(dsn: str) -> str:
 
 
 def check_dsn(dsn: object) -> str:
-    """The DSN, if libpq can parse it and its port is a number; else `ConfigurationError`.
+    """The DSN, if libpq can parse it and its ports are valid; else `ConfigurationError`.
 
-    psycopg's own parse errors quote the DSN, password included: they are replaced here by
-    a message that names the problem only.
+    An empty DSN is valid, as for libpq and upstream: the `PG*` environment variables
+    and libpq's defaults fill it in. psycopg's own parse errors quote the DSN, password
+    included: they are replaced here by a message that names the problem only.
     """
-    if not isinstance(dsn, str) or not dsn.strip():
+    if not isinstance(dsn, str):
         raise ConfigurationError(
-            "No database given: pass a libpq DSN such as "
-            "'postgresql://user@host:5432/dbname' (or set LANGGRAPH_DURABLE_DSN)."
+            f"The database DSN must be a string, got {type(dsn).__name__}: pass a libpq DSN "
+            "such as 'postgresql://user@host:5432/dbname' (or set LANGGRAPH_DURABLE_DSN)."
         )
     try:
         info = conninfo_to_dict(dsn)
@@ -61,12 +62,13 @@ def check_dsn(dsn: object) -> str:
             "hold a password). Use 'postgresql://user:password@host:5432/dbname' or "
             "'host=... port=... dbname=... user=...'."
         ) from None
-    port = str(info.get("port") or "5432")
-    if not all(part.strip().isdigit() for part in port.split(",")):
-        raise ConfigurationError(
-            f"The database DSN names port {port!r}, which is not a number; fix the DSN "
-            f"({describe_dsn(dsn)})."
-        )
+    for port in str(info.get("port") or "5432").split(","):
+        port = port.strip() or "5432"  # libpq: an empty entry means the default
+        if not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ConfigurationError(
+                f"The database DSN names port {port!r}; a port is a number from 1 to 65535. "
+                f"Fix the DSN ({describe_dsn(dsn)})."
+            )
     return dsn
 
 

@@ -17,7 +17,12 @@ from langgraph.types import Command
 from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals._node import ApprovalDecision, validate_decision
-from langgraph_durable.approvals._waiting import PendingApproval, answer_for, pending_from_rows
+from langgraph_durable.approvals._waiting import (
+    PendingApproval,
+    answer_for,
+    pending_from_rows,
+    wrong_saver,
+)
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 
 __all__ = ["apending_approvals", "aresume_approval"]
@@ -31,8 +36,11 @@ async def apending_approvals(
     limit: int = 100,
 ) -> builtins.list[PendingApproval]:
     """Threads waiting at an `interrupt()`, oldest first."""
+    source = source_of(saver)
+    if not isinstance(saver, AsyncDurablePostgresSaver) or source is None:
+        raise wrong_saver(saver)
     params = {"thread_id": thread_id, "limit": limit}
-    async with source_of(saver).connection() as conn:
+    async with source.connection() as conn:
         cur = await conn.execute(QUERIES["pending_interrupts"], params)
         rows = await cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)

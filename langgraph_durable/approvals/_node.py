@@ -12,8 +12,8 @@ interrupted node from its first line, and a node that only asks has nothing to r
     ))
 
 The answer is validated into an `ApprovalDecision` by `interrupt(response_schema=...)`:
-an invalid resume value raises and nothing is saved, so the run stays interrupted and the
-caller can answer again. An unauthorized approver, or a world that changed so much that
+an invalid resume value raises before the node acts on it, so the run stays interrupted
+and the caller can answer again. An unauthorized approver, or a world that changed so much that
 the request must be asked again, re-asks in the same node with the reason attached. Only the
 latest answer is judged: earlier ones were judged when they came.
 """
@@ -125,8 +125,9 @@ def _decision(payload: dict[str, Any], model: type[ApprovalDecision]) -> Approva
         return interrupt(payload, response_schema=model)
     except ValidationError as exc:
         raise InvalidDecisionError(
-            f"Invalid approval decision ({_problems(exc)}). Nothing was saved; the run still "
-            "waits for a valid answer (resume_approval checks one before sending it)."
+            f"Invalid approval decision ({_problems(exc)}). The node did not act on it and the "
+            "run still waits for a valid answer; send one with resume_approval(), which checks "
+            "it before anything reaches the graph."
         ) from exc
 
 
@@ -158,22 +159,22 @@ def approval_node(
         outcome_key: State key that receives "approved", "rejected" or "no_longer_needed".
 
     The state must declare `decision_key` and `outcome_key` (LangGraph would drop the
-    decision without a word otherwise): the node checks that at its first run and raises
+    decision without a word otherwise): the node checks that each time it runs and raises
     `ConfigurationError`, and `add_approval_before` checks it at once. An answer that does
-    not validate raises `InvalidDecisionError`; nothing is saved and the run still waits.
+    not validate raises `InvalidDecisionError`; the node does not act on it and the run
+    still waits.
     Add the node with `destinations=` or use `add_approval_before`, so graph drawings show
     the routes.
     """
     if inspect.iscoroutinefunction(request) or inspect.iscoroutinefunction(revalidate):
-        raise TypeError("approval_node hooks must be plain functions, not async ones.")
-
-    checked = False
+        raise ConfigurationError(
+            "approval_node hooks (request, revalidate) must be plain functions, not async "
+            "ones: LangGraph runs them inside the node, where they cannot be awaited."
+        )
 
     def ask(state: Any) -> Command[str]:
-        nonlocal checked
-        if not checked:
-            require_state_keys((decision_key, outcome_key), where="approval_node")
-            checked = True
+        # Checked on every run: one node object may be added to several graphs.
+        require_state_keys((decision_key, outcome_key), where="approval_node")
         payload: dict[str, Any] = {"kind": APPROVAL_KIND, "request": request(state)}
         asked = 0
         while True:
@@ -205,7 +206,7 @@ def approval_node(
             if outcome == "needs_new_approval":
                 return None, "the request changed since it was approved; approve it again"
             if outcome != "proceed":
-                raise ValueError(
+                raise ConfigurationError(
                     f"revalidate returned {outcome!r}; return 'proceed', 'no_longer_needed' "
                     "or 'needs_new_approval'."
                 )

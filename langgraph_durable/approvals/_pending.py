@@ -19,7 +19,12 @@ from langgraph.types import Command
 from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals._node import ApprovalDecision, validate_decision
-from langgraph_durable.approvals._waiting import PendingApproval, answer_for, pending_from_rows
+from langgraph_durable.approvals._waiting import (
+    PendingApproval,
+    answer_for,
+    pending_from_rows,
+    wrong_saver,
+)
 from langgraph_durable.checkpoint import DurablePostgresSaver
 
 __all__ = ["pending_approvals", "resume_approval"]
@@ -33,8 +38,11 @@ def pending_approvals(
     limit: int = 100,
 ) -> builtins.list[PendingApproval]:
     """Threads waiting at an `interrupt()`, oldest first."""
+    source = source_of(saver)
+    if not isinstance(saver, DurablePostgresSaver) or source is None:
+        raise wrong_saver(saver)
     params = {"thread_id": thread_id, "limit": limit}
-    with source_of(saver).connection() as conn:
+    with source.connection() as conn:
         cur = conn.execute(QUERIES["pending_interrupts"], params)
         rows = cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)

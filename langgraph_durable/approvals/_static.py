@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph_durable.errors import ConfigurationError
+
 __all__ = ["GuardFinding", "check_graph"]
 
 NETWORK_MODULES = frozenset(
@@ -131,7 +133,9 @@ def check_graph(graph: Any) -> list[GuardFinding]:
     builder = getattr(graph, "builder", None)
     nodes = getattr(builder, "nodes", None)
     if not isinstance(nodes, dict):
-        raise TypeError("check_graph needs a compiled StateGraph (graph.builder.nodes).")
+        raise ConfigurationError(
+            "check_graph needs a graph compiled from a StateGraph (it reads graph.builder.nodes)."
+        )
     findings: list[GuardFinding] = []
     for name, spec in nodes.items():
         runnable = getattr(spec, "runnable", spec)

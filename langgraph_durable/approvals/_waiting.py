@@ -15,9 +15,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import StateSnapshot
 
 from langgraph_durable.approvals._node import ApprovalDecision, is_approval_payload
-from langgraph_durable.errors import NotWaitingError
+from langgraph_durable.errors import NotWaitingError, WrongSaverClassError
 
-__all__ = ["PendingApproval", "answer_for", "pending_from_rows"]
+__all__ = ["PendingApproval", "answer_for", "pending_from_rows", "wrong_saver"]
 
 
 @dataclass(frozen=True)
@@ -92,3 +92,12 @@ def answer_for(state: StateSnapshot, thread_id: str, decision: ApprovalDecision)
     # With one question pending, a plain resume replaces any earlier unanswerable one (a
     # rejected answer sent straight through LangGraph stays saved as the plain resume).
     return answer if len(state.interrupts) == 1 else {waiting[0].id: answer}
+
+
+def wrong_saver(saver: object) -> WrongSaverClassError:
+    """The error for asking a saver that is not ours (or of the other kind) what waits."""
+    return WrongSaverClassError(
+        f"Pending approvals are read from langgraph-durable's own tables; got a "
+        f"{type(saver).__name__}. Use pending_approvals with a DurablePostgresSaver, or "
+        "apending_approvals with an AsyncDurablePostgresSaver, on the same database."
+    )

@@ -201,7 +201,9 @@ def checkpoint_row(
         "thread_id": thread_id,
         "checkpoint_ns": checkpoint_ns,
         "checkpoint_id": stored_id(checkpoint["id"], "checkpoint_id"),
-        "parent_checkpoint_id": parent_id,
+        "parent_checkpoint_id": None
+        if parent_id is None
+        else stored_id(parent_id, "checkpoint_id"),
         "checkpoint": _json(stored, f"checkpoint {checkpoint['id']}"),
         "metadata": _json(serializable_metadata, "checkpoint metadata"),
         **fence_params(config),
@@ -324,7 +326,7 @@ def write_params(
     params: dict[str, Any] = {
         "thread_id": stored_id(thread_id, "thread_id"),
         "checkpoint_ns": stored_id(checkpoint_ns, "checkpoint_ns"),
-        "checkpoint_id": checkpoint_id,
+        "checkpoint_id": stored_id(checkpoint_id, "checkpoint_id"),
         "task_id": stored_id(task_id, "task_id"),
         "task_path": thread_id_of(task_path, "task_path"),
         "fence_token": fence_params(config)["fence_token"],

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from langgraph_durable import ConfigurationError
 from langgraph_durable.embedded import DEMO_SCHEMA, in_schema
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -52,3 +54,26 @@ def test_in_schema_is_idempotent_and_keeps_other_options(fresh_db_dsn: str) -> N
     assert row[0] == DEMO_SCHEMA
     assert timeout is not None
     assert timeout[0] == "5s"
+
+
+def test_in_schema_matches_the_whole_search_path_option(fresh_db_dsn: str) -> None:
+    """A DSN already set to a longer schema name is not mistaken for the demo's."""
+    other = in_schema(fresh_db_dsn, f"{DEMO_SCHEMA}_old")
+    both = in_schema(other)
+    assert both != other
+    with psycopg.connect(both) as conn:
+        row = conn.execute("SHOW search_path").fetchone()
+    assert row is not None
+    assert row[0] == DEMO_SCHEMA  # the last -c wins
+
+
+@pytest.mark.parametrize("schema", ["Demo", "demo schema", "1demo", "a" * 64, "d;drop"])
+def test_a_schema_name_a_search_path_would_change_is_refused(schema: str) -> None:
+    with pytest.raises(ConfigurationError, match="lowercase letters"):
+        in_schema("postgresql://u:pw@127.0.0.1:1/x", schema)
+
+
+def test_a_bad_dsn_is_named_before_connecting() -> None:
+    with pytest.raises(ConfigurationError, match="port '0'") as raised:
+        in_schema("host=127.0.0.1 port=0 password=hunter2")
+    assert "hunter2" not in str(raised.value)

@@ -26,6 +26,7 @@ from langgraph_durable import (
     NotWaitingError,
     SideEffectBeforeInterruptError,
     SideEffectBeforeInterruptWarning,
+    WrongSaverClassError,
     effect,
 )
 from langgraph_durable._guard import set_interrupt_guard
@@ -219,18 +220,48 @@ def test_approval_before_a_node_needs_the_decision_keys_in_the_state() -> None:
     assert "approve_refund" not in builder.nodes  # nothing was changed
 
 
-def test_an_approval_node_added_by_hand_checks_the_keys_at_its_first_run(
+class WithDecisionKeys(NoDecisionKeys, total=False):
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+def test_an_approval_node_added_by_hand_checks_the_keys_each_time_it_runs(
     saver: DurablePostgresSaver,
 ) -> None:
-    builder = StateGraph(NoDecisionKeys)
-    builder.add_node(
-        "approve", approval_node(request=lambda s: s, on_approve=END), destinations=(END,)
-    )
-    builder.add_edge(START, "approve")
-    graph = builder.compile(checkpointer=saver)
-    config = {"configurable": {"thread_id": f"keys-{uuid.uuid4()}"}}
-    with pytest.raises(ConfigurationError, match="decision would be dropped"):
-        graph.invoke({"order_id": "o", "amount": 1, "log": []}, config)
+    """One node object in two graphs: the graph without the keys is refused, every time."""
+    node = approval_node(request=lambda s: s, on_approve=END)
+
+    def compiled(schema: Any) -> Any:
+        builder = StateGraph(schema)
+        builder.add_node("approve", node, destinations=(END,))
+        builder.add_edge(START, "approve")
+        return builder.compile(checkpointer=saver)
+
+    with_keys, without_keys = compiled(WithDecisionKeys), compiled(NoDecisionKeys)
+    start_state = {"order_id": "o", "amount": 1, "log": []}
+    with_keys.invoke(start_state, {"configurable": {"thread_id": f"keys-{uuid.uuid4()}"}})
+    for _ in range(2):
+        config = {"configurable": {"thread_id": f"keys-{uuid.uuid4()}"}}
+        with pytest.raises(ConfigurationError, match="decision would be dropped"):
+            without_keys.invoke(start_state, config)
+
+
+def test_async_hooks_are_refused_when_the_node_is_made() -> None:
+    async def request(state: Any) -> Any:
+        return state
+
+    with pytest.raises(ConfigurationError, match="plain functions"):
+        approval_node(request=request, on_approve=END)
+
+
+def test_pending_approvals_need_a_langgraph_durable_saver(db_dsn: str) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with (
+        PostgresSaver.from_conn_string(db_dsn) as upstream,
+        pytest.raises(WrongSaverClassError, match="PostgresSaver"),
+    ):
+        pending_approvals(upstream)  # type: ignore[arg-type]
 
 
 def test_the_guard_reports_once_at_the_users_effect_call(

@@ -94,6 +94,26 @@ async def test_ids_postgres_cannot_index_or_store_are_named_before_writing(
     assert rows(fresh_db_dsn) == (0, 0, 0)
 
 
+@pytest.mark.parametrize("call", ["put", "put_writes"])
+def test_a_long_checkpoint_id_in_the_config_is_named_before_writing(
+    call: str, fresh_db_dsn: str
+) -> None:
+    """The config's checkpoint_id is the new checkpoint's parent, or the writes' checkpoint."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c" * 300}}
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+        write = (
+            (lambda: saver.put(config, empty_checkpoint(), {"step": 0}, {}))
+            if call == "put"
+            else (lambda: saver.put_writes(config, [("log", "x")], "task-1"))
+        )
+        with pytest.raises(InvalidThreadIdError, match="checkpoint_id is 300 bytes"):
+            write()
+    assert rows(fresh_db_dsn) == (0, 0, 0)
+
+
 async def run_with(flavor: str, saver: Any, config: Any, values: dict[str, Any]) -> Any:
     graph = linear_graph(("a",)).compile(checkpointer=saver)
     if flavor == "sync":

@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable.embedded import demo_database, demo_note
+from langgraph_durable.embedded import DSN_ENV_VAR, demo_database, demo_note
 
 STEPS = ["fetch_order", "check_rules", "draft_reply", "review_reply", "send_summary"]
 SLOW_STEP = "draft_reply"
@@ -49,7 +49,8 @@ def worker(dsn: str, thread: str) -> None:
 
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
-        resuming = saver.get_tuple(config) is not None
+        stopped = _workflow(dsn, thread, slow=False).compile(checkpointer=saver)
+        resuming = bool(stopped.get_state(config).next)  # stopped mid-run: go on from there
         graph = _workflow(dsn, thread, slow=not resuming).compile(checkpointer=saver)
         graph.invoke(None if resuming else {"done": []}, config, durability="sync")
 
@@ -98,7 +99,7 @@ def main() -> int:
         thread = f"demo-{uuid.uuid4().hex[:8]}"
         print(demo_note(embedded))
         print(f"thread {thread} on {'embedded Postgres' if embedded else 'your Postgres'}")
-        cmd = [sys.executable, __file__, "--worker", dsn, thread]
+        cmd = [sys.executable, __file__, "--worker", thread]  # DSN: from the env
         first = subprocess.Popen(cmd)
         _wait_for_step(dsn, thread, SLOW_STEP)
         os.kill(first.pid, signal.SIGKILL)
@@ -130,7 +131,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        worker(os.environ[DSN_ENV_VAR], sys.argv[2])  # set by the parent's demo_database()
         sys.exit(0)
     sys.exit(main())

@@ -288,7 +288,7 @@ def run_story(dsn: str, mode: str, wrong_way: bool) -> int:
         saver.setup()
     reset_world(dsn)
     thread = f"northwind-{uuid.uuid4().hex[:8]}"
-    me = [sys.executable, __file__, "--dsn", dsn, "--mode", mode, "--thread", thread]
+    me = [sys.executable, __file__, "--mode", mode, "--thread", thread]  # DSN: from the env
     if wrong_way:
         me.append("--wrong-way")
     set_clock(dsn, "18:00")

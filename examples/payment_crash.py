@@ -149,7 +149,7 @@ def worker(dsn: str, thread: str, *, reconcile: bool, hold_at: str | None) -> in
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         graph = build(dsn, thread, reconcile=reconcile, hold_at=hold_at).compile(checkpointer=saver)
-        resume = saver.get_tuple(config) is not None
+        resume = bool(graph.get_state(config).next)  # stopped mid-run: go on from there
         payload = None if resume else {"order_id": f"A-{thread[-6:]}", "amount_cents": 4200}
         try:
             final = graph.invoke(payload, config, durability="sync")
@@ -226,12 +226,12 @@ def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 
 def cli(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The operator's CLI, `langgraph-durable`, as its own process."""
-    return run([sys.executable, "-m", "langgraph_durable.cli", "--dsn", dsn, *args])
+    return run([sys.executable, "-m", "langgraph_durable.cli", *args])  # DSN: from the env
 
 
 def ending(dsn: str, title: str, *, reconcile: bool, hold_at: str) -> bool:
     thread = f"checkout-{uuid.uuid4().hex[:8]}"
-    me = [sys.executable, __file__, "--dsn", dsn, "--thread", thread]
+    me = [sys.executable, __file__, "--thread", thread]  # DSN: from the env
     if reconcile:
         me.append("--reconcile")
     print(f"\n== {title} ({thread})")

@@ -342,7 +342,7 @@ def worker(dsn: str, thread: str, mode: Durability, stop_before: str | None) -> 
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         graph = build(dsn, thread, stop_before).compile(checkpointer=saver)
-        resume = saver.get_tuple(config) is not None
+        resume = bool(graph.get_state(config).next)  # stopped mid-run: go on from there
         payload = None if resume else {"account_id": "acme-001"}
         final = graph.invoke(payload, config, durability=mode)
     return {"pid": os.getpid(), "started_from": "checkpoint" if resume else "input", **final}
@@ -464,7 +464,7 @@ def wait_for_marker(
 def story(dsn: str, where: str, mode: str) -> int:
     setup(dsn)
     thread = f"deal-{uuid.uuid4().hex[:8]}"
-    me = [sys.executable, __file__, "--dsn", dsn, "--thread", thread, "--mode", mode]
+    me = [sys.executable, __file__, "--thread", thread, "--mode", mode]  # DSN: from the env
     print(f'thread {thread} on {where}, durability="{mode}"')
     first = subprocess.Popen([*me, "worker", "--stop-before", "notify"])
     wait_for_marker(dsn, thread, "before notify", first)

@@ -298,12 +298,18 @@ def in_schema(dsn: str, schema: str = DEMO_SCHEMA) -> str:
 def demo_database(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]:
     """The database a demo uses: `resolve_dsn`'s, with the demo's tables kept apart.
 
+    The DSN is also exported as `LANGGRAPH_DURABLE_DSN`, so the demo's child processes
+    find the same database without a DSN on their command line, where `ps` would show its
+    password to every user of the machine.
+
     Returns:
         ``(dsn, handle)``: the DSN puts every table in the `DEMO_SCHEMA` schema; ``handle``
         is the embedded server started when no DSN was given (stop it), else None.
     """
     found, embedded = resolve_dsn(dsn)
-    return in_schema(found), embedded
+    demo = in_schema(found)
+    os.environ[DSN_ENV_VAR] = demo
+    return demo, embedded
 
 
 def demo_note(embedded: EmbeddedPostgres | None) -> str:

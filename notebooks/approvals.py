@@ -53,7 +53,7 @@ timeline: list[tuple[datetime, str, str, float]] = []  # when, what, text side a
 
 
 def cli(thread: str, *args: str) -> list[str]:
-    return example("northwind_refund.py", "--dsn", dsn, "--mode", "sync", "--thread", thread, *args)
+    return example("northwind_refund.py", "--mode", "sync", "--thread", thread, *args)
 
 
 def waiting(thread: str) -> list:

@@ -44,7 +44,7 @@ dsn, embedded = database()
 seven.setup(dsn)
 thread = f"nb-deal-{uuid.uuid4().hex[:8]}"
 MODE = "exit"
-worker = example("seven_step_workflow.py", "--dsn", dsn, "--thread", thread, "--mode", MODE)
+worker = example("seven_step_workflow.py", "--thread", thread, "--mode", MODE)
 print("thread", thread)
 
 # %% [markdown]

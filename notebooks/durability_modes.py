@@ -94,7 +94,7 @@ seven.setup(dsn)
 
 def command(mode: str) -> list[str]:
     return example(
-        "seven_step_workflow.py", "--dsn", dsn, "--thread", threads[mode], "--mode", mode
+        "seven_step_workflow.py", "--thread", threads[mode], "--mode", mode
     )
 
 

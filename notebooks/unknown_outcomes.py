@@ -57,14 +57,14 @@ CHARGES = "SELECT id, amount_cents, metadata_key, pid FROM pay_charges WHERE thr
 
 def checkout(reconcile: bool = False) -> tuple[str, list[str]]:
     thread = f"nb-checkout-{uuid.uuid4().hex[:6]}"
-    cmd = example("payment_crash.py", "--dsn", dsn, "--thread", thread)
+    cmd = example("payment_crash.py", "--thread", thread)
     return thread, [*cmd, "--reconcile"] if reconcile else cmd
 
 
 def operator_cli(*args: str) -> str:
     """`langgraph-durable ...`, the operator's command, as its own process."""
     done = subprocess.run(
-        [sys.executable, "-m", "langgraph_durable.cli", "--dsn", dsn, *args],
+        [sys.executable, "-m", "langgraph_durable.cli", *args],
         capture_output=True,
         text=True,
         check=True,

@@ -60,21 +60,25 @@ def test_async_commit_saver_round_trips(db_dsn: str) -> None:
     assert found.pending_writes == [("task", "ch", "v")]
 
 
-def test_cli_setup_check_prune_and_idle(db_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli(["--dsn", db_dsn, "--json", "setup"]) == 0
+def test_cli_setup_check_prune_and_idle(
+    fresh_db_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(["--dsn", fresh_db_dsn, "--json", "setup"]) == 0
+    assert json.loads(capsys.readouterr().out)["applied"]  # a fresh database: every step
+    assert cli(["--dsn", fresh_db_dsn, "--json", "setup"]) == 0
     assert json.loads(capsys.readouterr().out) == {"applied": []}
-    assert cli(["--dsn", db_dsn, "check"]) == 0
+    assert cli(["--dsn", fresh_db_dsn, "check"]) == 0
     assert "schema: ok" in capsys.readouterr().out
     thread = f"cli-{uuid.uuid4()}"
-    with DurablePostgresSaver.from_conn_string(db_dsn) as saver:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
         first = put_at(saver, thread, datetime.now(timezone.utc) - timedelta(days=9))
         second_cp = empty_checkpoint()
         saver.put(first, second_cp, {}, {})
-    assert cli(["--dsn", db_dsn, "--json", "prune", thread]) == 0
-    with DurablePostgresSaver.from_conn_string(db_dsn) as saver:
+    assert cli(["--dsn", fresh_db_dsn, "--json", "prune", thread]) == 0
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
         assert len(list(saver.list({"configurable": {"thread_id": thread}}))) == 1
     capsys.readouterr()
-    assert cli(["--dsn", db_dsn, "--json", "delete-idle", "--older-than", "100w"]) == 0
+    assert cli(["--dsn", fresh_db_dsn, "--json", "delete-idle", "--older-than", "100w"]) == 0
     assert json.loads(capsys.readouterr().out) == {"deleted": []}
 
 

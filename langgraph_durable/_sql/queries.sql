@@ -633,9 +633,13 @@ LIMIT %(limit)s
 
 -- name: effect_extend_lease
 -- The heartbeat of a long attempt: still ours, still running, so the lease moves on.
+-- Synchronous too: a lost extension after a server crash would make a live attempt look
+-- abandoned.
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 UPDATE langgraph_durable_effects SET
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
     updated_at = clock_timestamp()
+FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
 RETURNING attempt
 

@@ -196,10 +196,11 @@ class RunNotFoundError(RunError):
 
 
 class RunConflictError(RunError, InvalidInputError):
-    """The thread already has an active run and the multitask strategy is "reject".
+    """The run request does not fit the thread's or the run's state; nothing was changed.
 
-    Nothing was created. Wait for the active run, or pass multitask_strategy "enqueue",
-    "interrupt" or "rollback".
+    A new run on a thread with an active run under multitask strategy "reject" (wait, or
+    pass "enqueue", "interrupt" or "rollback"), or a retry, resume or migration of a run
+    whose status does not allow it (the message names the statuses that do).
     """
 
 

@@ -52,6 +52,7 @@ from langgraph_durable.errors import (
     TargetThreadNotEmptyError,
     ThreadBusyError,
     UnknownPruneStrategyError,
+    UnsafeRowError,
     UnserializableValueError,
     WrongSaverClassError,
 )
@@ -113,6 +114,7 @@ __all__ = [
     "TargetThreadNotEmptyError",
     "ThreadBusyError",
     "UnknownPruneStrategyError",
+    "UnsafeRowError",
     "UnserializableValueError",
     "Worker",
     "WrongSaverClassError",

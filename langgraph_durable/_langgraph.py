@@ -9,8 +9,9 @@ directly elsewhere; only what LangGraph does not promise lives here.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
@@ -22,6 +23,8 @@ from langgraph._internal._constants import (
     CONFIG_KEY_TASK_ID,
     ERROR_SOURCE_NODE,
 )
+from langgraph.checkpoint.serde import jsonplus
+from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import StateGraph
 
@@ -33,9 +36,17 @@ __all__ = [
     "CONFIG_KEY_SCRATCHPAD",
     "CONFIG_KEY_TASK_ID",
     "ERROR_SOURCE_NODE",
+    "MSGPACK_METHOD_CODE",
+    "MSGPACK_NESTED_CODES",
+    "MSGPACK_REFERENCE_CODES",
+    "SAFE_MSGPACK_METHODS",
+    "SAFE_MSGPACK_TYPES",
     "answers_of_task",
+    "as_safe_serializer",
     "checkpointer_of",
+    "copy_serializer",
     "durability_of",
+    "ext_hook_of",
     "in_running_loop",
     "is_delta_snapshot",
     "missing_state_keys",
@@ -132,3 +143,47 @@ def task_id_of(config: RunnableConfig | None) -> str | None:
 def scratchpad_of(config: RunnableConfig | None) -> Any:
     """The task execution's scratchpad: a new object for every execution of a task."""
     return _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+
+
+# -- the msgpack format's class references (langgraph.checkpoint.serde.jsonplus) -----------
+# Ext codes whose payload is [module, name, args, ...]: the loader imports `module` and
+# calls `name` (for the method code, `name.method`). The delta-snapshot code nests values.
+MSGPACK_REFERENCE_CODES = frozenset(
+    {
+        jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG,
+        jsonplus.EXT_CONSTRUCTOR_POS_ARGS,
+        jsonplus.EXT_CONSTRUCTOR_KW_ARGS,
+        jsonplus.EXT_METHOD_SINGLE_ARG,
+        jsonplus.EXT_PYDANTIC_V1,
+        jsonplus.EXT_PYDANTIC_V2,
+    }
+)
+MSGPACK_METHOD_CODE = jsonplus.EXT_METHOD_SINGLE_ARG
+MSGPACK_NESTED_CODES = frozenset({jsonplus.EXT_DELTA_SNAPSHOT})
+
+S = TypeVar("S", bound=jsonplus.JsonPlusSerializer)
+
+
+def copy_serializer(serde: S) -> S:
+    """A shallow copy: JsonPlusSerializer keeps its settings in instance attributes."""
+    return copy.copy(serde)
+
+
+def ext_hook_of(serde: jsonplus.JsonPlusSerializer) -> Any:
+    """The function JsonPlusSerializer builds custom msgpack values with (its private
+    `_unpack_ext_hook`, made from its own allow-list settings)."""
+    return serde._unpack_ext_hook
+
+
+def as_safe_serializer(serde: jsonplus.JsonPlusSerializer, safe: type[S]) -> S:
+    """`serde`'s settings under the safe subclass `safe`, its own allow-list carried over.
+
+    Reads JsonPlusSerializer's private `_allowed_msgpack_modules` (a set, True or None).
+    """
+    clone: Any = copy.copy(serde)
+    clone.__class__ = safe
+    listed = getattr(serde, "_allowed_msgpack_modules", None)
+    clone.allowed = frozenset(listed) if isinstance(listed, (set, frozenset)) else frozenset()
+    clone.construct = ext_hook_of(serde)
+    result: S = clone
+    return result

@@ -19,6 +19,7 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── UnknownPruneStrategyError
     │   ├── EffectInputMismatchError
     │   └── InvalidDecisionError
+    ├── UnsafeRowError
     ├── NotWaitingError
     ├── SideEffectBeforeInterruptError
     ├── RunError
@@ -74,6 +75,7 @@ __all__ = [
     "TargetThreadNotEmptyError",
     "ThreadBusyError",
     "UnknownPruneStrategyError",
+    "UnsafeRowError",
     "UnserializableValueError",
     "WrongSaverClassError",
     "translate_driver_error",
@@ -157,6 +159,14 @@ class InvalidDecisionError(InvalidInputError):
     """The approval decision is not valid; nothing was sent and the run still waits.
 
     Send a decision with `approved` (true/false) and a non-empty `approver`.
+    """
+
+
+class UnsafeRowError(DurableError):
+    """A stored value would construct a class that is not on the allow-list; not loaded.
+
+    Nothing was imported or called. Register your own types with
+    `SafeSerializer(allow=[...])`; a type you never stored means someone wrote the table.
     """
 
 

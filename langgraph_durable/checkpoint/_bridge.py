@@ -20,7 +20,6 @@ from typing import Any, NoReturn, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -28,6 +27,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
+from langgraph_durable.checkpoint._loading import SafeLoadingSaver
 from langgraph_durable.errors import WrongSaverClassError
 
 __all__ = ["RefusesAsyncCalls", "SyncCallsViaLoop"]
@@ -35,7 +35,7 @@ __all__ = ["RefusesAsyncCalls", "SyncCallsViaLoop"]
 T = TypeVar("T")
 
 
-class SyncCallsViaLoop(BaseCheckpointSaver[str]):
+class SyncCallsViaLoop(SafeLoadingSaver):
     """Sync methods of the async saver: run the async ones on the saver's loop."""
 
     loop: asyncio.AbstractEventLoop
@@ -143,7 +143,7 @@ def _refuse(method: str) -> NoReturn:
     )
 
 
-class RefusesAsyncCalls(BaseCheckpointSaver[str]):
+class RefusesAsyncCalls(SafeLoadingSaver):
     """Async methods of the sync saver: refuse with the name of the class to use."""
 
     def setup(self) -> builtins.list[str]:

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, tuple_row
 from typing_extensions import LiteralString
@@ -52,6 +51,7 @@ from langgraph_durable.effects._rows import (
     load_result,
     row_of,
 )
+from langgraph_durable.serde import make_safe
 
 __all__ = [
     "AsyncEffectJournal",
@@ -232,7 +232,7 @@ class AsyncEffectJournal:
             conn if isinstance(conn, AsyncConnectionSource) else AsyncConnectionSource(conn)
         )
         register_source(self, self._source)
-        self.serde = serde or JsonPlusSerializer()
+        self.serde = make_safe(serde)
         self.owner = process_owner()
 
     @aretry_on_disconnect

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg import Connection
 from psycopg.rows import DictRow, tuple_row
 from typing_extensions import LiteralString
@@ -54,6 +53,7 @@ from langgraph_durable.effects._rows import (
     load_result,
     row_of,
 )
+from langgraph_durable.serde import make_safe
 
 __all__ = [
     "EffectJournal",
@@ -230,7 +230,7 @@ class EffectJournal:
     ) -> None:
         self._source = conn if isinstance(conn, ConnectionSource) else ConnectionSource(conn)
         register_source(self, self._source)
-        self.serde = serde or JsonPlusSerializer()
+        self.serde = make_safe(serde)
         self.owner = process_owner()
 
     @retry_on_disconnect

@@ -26,7 +26,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable._db import process_owner
 from langgraph_durable.effects._journal import EffectJournal
@@ -37,6 +36,7 @@ from langgraph_durable.effects._protocol import (
     EffectStatus,
     JournalRow,
 )
+from langgraph_durable.serde import make_safe
 
 __all__ = ["ManualClock", "MemoryEffectJournal"]
 
@@ -97,7 +97,7 @@ class MemoryEffectJournal(EffectJournal):
         owner: str | None = None,
     ) -> None:
         # No connection source: every method that would use one is overridden here.
-        self.serde = serde or JsonPlusSerializer()
+        self.serde = make_safe(serde)
         self.owner = owner or process_owner()
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._rows: dict[str, _Row] = {}

@@ -46,6 +46,7 @@ RENAMES = {
     r"\bbuiltins\.list\b": "list",
     r"\b_internal\.Conn\b": "Conn",
     r"\b_ainternal\.Conn\b": "AsyncConn",
+    r"\bBaseCheckpointSaver\[V\]": "BaseCheckpointSaver[str]",  # our savers store str versions
 }
 
 

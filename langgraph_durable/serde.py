@@ -1,0 +1,217 @@
+"""Safe loading: no stored row makes this process construct a class it did not agree to.
+
+LangGraph's msgpack format stores a custom value as "module, name, arguments", and its
+serializer imports that module and calls that name on load. Whoever can write the
+checkpoint or journal tables could therefore make a reader call `builtins.open` or
+`os.system` with arguments of their choosing. Our savers (and the effect journal) load
+through `SafeSerializer` instead, which reads every such reference in a value *before*
+anything is imported or called, and refuses the whole value (`UnsafeRowError`) unless
+each one is allowed:
+
+- the types LangGraph itself always allows (`SAFE_MSGPACK_TYPES`: datetimes, UUIDs,
+  decimals, sets, langchain-core messages, ...);
+- types and modules registered with `SafeSerializer(allow=...)` or passed by LangGraph's
+  own `with_allowlist` (what `compile()` derives from the state schema under
+  `LANGGRAPH_STRICT_MSGPACK=true`);
+- data classes already imported by this process: pydantic models, dataclasses, enums and
+  named tuples, and any class defined by `langgraph` or `langchain_core`. Their
+  constructors validate fields; they do not run commands or open files. A module that is
+  not imported yet is never imported on behalf of a row: register its types instead.
+
+With encryption (`EncryptedSerializer`), a row without a cipher suffix is refused too,
+since anyone could have written it; `allow_plaintext=True` reads such rows while a
+database written before encryption was turned on is being migrated.
+
+Threat model: someone who can write our tables can change or delete the data (that is
+what write access means) but cannot make the reader run code or touch files. A serializer
+that is neither LangGraph's `JsonPlusSerializer` nor its `EncryptedSerializer` is used as
+given: a custom serializer is its author's to make safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import ormsgpack
+from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from pydantic import BaseModel
+
+from langgraph_durable import _langgraph
+from langgraph_durable.errors import UnsafeRowError
+
+__all__ = ["SafeEncryptedSerializer", "SafeSerializer", "make_safe"]
+
+_LIBRARY_PACKAGES = ("langgraph", "langchain_core")
+
+Allowed = Iterable[type | str | tuple[str, str]]
+
+
+def _keys(allow: Allowed) -> frozenset[tuple[str, ...]]:
+    """("module", "Name") for a type or a pair, ("module",) for a whole module."""
+    keys: set[tuple[str, ...]] = set()
+    for item in allow:
+        if isinstance(item, type):
+            keys.add((item.__module__, item.__qualname__))
+        elif isinstance(item, str):
+            keys.add((item,))
+        else:
+            keys.add(tuple(item))
+    return frozenset(keys)
+
+
+def _is_data_class(module: str, name: str) -> bool:
+    """An already imported class whose construction only validates and stores fields."""
+    loaded = sys.modules.get(module)
+    found = getattr(loaded, name, None) if loaded is not None else None
+    if not isinstance(found, type):
+        return False  # a function, a method, or nothing: never called from a row
+    if module.split(".", 1)[0] in _LIBRARY_PACKAGES:
+        return True
+    return (
+        issubclass(found, (BaseModel, enum.Enum))
+        or dataclasses.is_dataclass(found)
+        or (issubclass(found, tuple) and hasattr(found, "_fields"))
+    )
+
+
+def refused_references(code: int, payload: bytes, allowed: frozenset[tuple[str, ...]]) -> list[str]:
+    """The class or method references in one msgpack ext value (nested ones included)
+    that are not allowed, as "module.name"; nothing is imported or called."""
+    refused: list[str] = []
+
+    def scan(code: int, payload: bytes) -> None:
+        if code in _langgraph.MSGPACK_NESTED_CODES:
+            ormsgpack.unpackb(payload, ext_hook=scan, option=ormsgpack.OPT_NON_STR_KEYS)
+        if code not in _langgraph.MSGPACK_REFERENCE_CODES:
+            return None
+        parts = ormsgpack.unpackb(payload, ext_hook=scan, option=ormsgpack.OPT_NON_STR_KEYS)
+        module, name = str(parts[0]), str(parts[1])
+        if code == _langgraph.MSGPACK_METHOD_CODE:
+            method = str(parts[3]) if len(parts) > 3 else ""
+            ok = (module, name, method) in _langgraph.SAFE_MSGPACK_METHODS or (
+                (module, name) in allowed
+            )
+        else:
+            ok = (
+                (module, name) in _langgraph.SAFE_MSGPACK_TYPES
+                or (module, name) in allowed
+                or (module,) in allowed
+                or _is_data_class(module, name)
+            )
+        if not ok:
+            refused.append(f"{module}.{name}")
+        return None
+
+    scan(code, payload)
+    return refused
+
+
+class SafeSerializer(JsonPlusSerializer):
+    """LangGraph's `JsonPlusSerializer`, checking every stored class reference first.
+
+    Writes the same bytes as `JsonPlusSerializer`, so upstream's savers read our rows
+    and we read theirs.
+
+    Args:
+        allow: Types, ("module", "Name") pairs or whole module names whose classes may be
+            constructed on load, beyond those allowed without asking (see the module
+            docstring).
+    """
+
+    def __init__(self, *, allow: Allowed = (), **kwargs: Any) -> None:
+        kwargs.setdefault("allowed_msgpack_modules", True)  # the check is ours, first
+        super().__init__(**kwargs)
+        self.allowed = _keys(allow)
+        self.construct = _langgraph.ext_hook_of(self)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        if data[0] != "msgpack":
+            return super().loads_typed(data)
+        # JsonPlusSerializer's msgpack load, with every custom value checked before it is
+        # built (a value without custom types costs nothing extra). A refused one is not
+        # built; the whole value is refused once decoding ends.
+        refused: list[str] = []
+
+        def build(code: int, payload: bytes) -> Any:
+            found = refused_references(code, payload, self.allowed)
+            if found:
+                refused.extend(found)
+                return None
+            return self.construct(code, payload)
+
+        value = ormsgpack.unpackb(data[1], ext_hook=build, option=ormsgpack.OPT_NON_STR_KEYS)
+        if refused:
+            raise UnsafeRowError(
+                f"A stored value names {', '.join(sorted(set(refused)))}, which is not on "
+                "the allow-list, so it was not loaded and nothing was constructed. If it is "
+                "your own type, import its module before loading, or register it: "
+                "SafeSerializer(allow=[YourType]) passed as the saver's serde. If you did "
+                "not store it, someone wrote to the table."
+            )
+        return value
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> SafeSerializer:
+        """A copy that also allows `extra_allowlist` (LangGraph's `with_allowlist`)."""
+        clone = _langgraph.copy_serializer(self)
+        clone.allowed = self.allowed | _keys(extra_allowlist)
+        return clone
+
+
+class SafeEncryptedSerializer(EncryptedSerializer):
+    """LangGraph's `EncryptedSerializer` that refuses rows stored without a cipher.
+
+    Args:
+        cipher: The cipher, as for `EncryptedSerializer`.
+        serde: The inner serializer; made safe if it is LangGraph's.
+        allow_plaintext: Read rows without a cipher suffix (written before encryption was
+            turned on). Turn it off again once every thread has been rewritten.
+    """
+
+    def __init__(
+        self,
+        cipher: CipherProtocol,
+        serde: SerializerProtocol | None = None,
+        *,
+        allow_plaintext: bool = False,
+    ) -> None:
+        super().__init__(cipher, SafeSerializer() if serde is None else make_safe(serde))
+        self.allow_plaintext = allow_plaintext
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        if "+" not in data[0] and data[0] != "null" and not self.allow_plaintext:
+            raise UnsafeRowError(
+                f"A stored value of type {data[0]!r} carries no cipher although the saver "
+                "encrypts, so it was not loaded: anyone with write access could have put it "
+                "there. If the database holds rows from before encryption was turned on, "
+                "pass SafeEncryptedSerializer(cipher, allow_plaintext=True) while you migrate."
+            )
+        return super().loads_typed(data)
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> SafeEncryptedSerializer:
+        inner = self.serde
+        if isinstance(inner, JsonPlusSerializer):
+            inner = inner.with_msgpack_allowlist(extra_allowlist)
+        return SafeEncryptedSerializer(self.cipher, inner, allow_plaintext=self.allow_plaintext)
+
+
+def make_safe(serde: SerializerProtocol | None) -> SerializerProtocol:
+    """The serializer our savers and the journal load with, for the one they were given.
+
+    LangGraph's own serializers are replaced by their safe equivalents (same bytes
+    written, same settings); ours and anyone else's are returned as given.
+    """
+    if serde is None:
+        return SafeSerializer()
+    if isinstance(serde, (SafeSerializer, SafeEncryptedSerializer)):
+        return serde
+    if type(serde) is JsonPlusSerializer:
+        return _langgraph.as_safe_serializer(serde, SafeSerializer)
+    if type(serde) is EncryptedSerializer:
+        return SafeEncryptedSerializer(serde.cipher, serde.serde)
+    return serde

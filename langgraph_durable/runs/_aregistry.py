@@ -448,7 +448,10 @@ class AsyncRunRegistry:
             try:
                 yield conn
             finally:
-                await conn.execute(QUERIES["runs_unlisten"])
+                # A connection the server dropped (a restart) is discarded by the pool;
+                # UNLISTEN on it would only hide the error that ended the listening.
+                if not conn.broken and not conn.closed:
+                    await conn.execute(QUERIES["runs_unlisten"])
 
     async def aseconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run of these graphs becomes takeable by time alone, or None."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,9 +22,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
 
+from langgraph_durable._db import is_disconnect
 from langgraph_durable._ids import stored_id
 from langgraph_durable.errors import (
     ConfigurationError,
+    DatabaseUnreachableError,
     EffectDeferred,
     EffectOutcomeUnknown,
     EffectResultNotStoredError,
@@ -39,10 +42,13 @@ __all__ = [
     "GraphVersion",
     "MultitaskStrategy",
     "Next",
+    "Outage",
     "Outcome",
     "Run",
     "RunStatus",
     "check_graphs",
+    "first_line",
+    "is_outage",
     "new_run_params",
     "outcome_of",
     "outcome_params",
@@ -410,6 +416,48 @@ def backoff(attempt: int, rng: random.Random | None = None) -> float:
     return base * (rng or random).uniform(0.8, 1.2)
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Whether an error means the database could not be reached (a restart, the network, a
+    pool that found no live connection in time), rather than anything about the run."""
+    return isinstance(exc, DatabaseUnreachableError) or is_disconnect(exc)
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for log lines and messages (driver errors run on)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@dataclass
+class Outage:
+    """A worker's view of one database outage: how long to wait before looking again, and
+    when to give up (`give_up_after` seconds after the first failure; None: never)."""
+
+    give_up_after: float | None
+    started: float | None = None
+    failures: int = 0
+
+    def failed(self, now: float | None = None) -> float | None:
+        """One more failed try: seconds to wait before the next, or None to give up."""
+        now = time.monotonic() if now is None else now
+        self.started = now if self.started is None else self.started
+        self.failures += 1
+        if self.give_up_after is not None and now - self.started >= self.give_up_after:
+            return None
+        delay = min(5.0, 0.1 * 2.0 ** (self.failures - 1)) * random.uniform(0.8, 1.2)
+        if self.give_up_after is not None:
+            delay = min(delay, max(0.0, self.started + self.give_up_after - now))
+        return delay
+
+    def over(self, now: float | None = None) -> float | None:
+        """The database answered again: how long the outage lasted (None if none was)."""
+        if self.started is None:
+            return None
+        lasted = (time.monotonic() if now is None else now) - self.started
+        self.started, self.failures = None, 0
+        return lasted
+
+
 def outcome_of(
     run: Run,
     *,
@@ -431,6 +479,16 @@ def outcome_of(
             Next.FINISH,
             RunStatus.BLOCKED,
             reason=f"{BLOCKED_EFFECT}: {error}",
+            error=error,
+        )
+    if is_outage(error):
+        # The database went away under the run (a restart, the network): nothing is wrong
+        # with the run, so it goes back to the queue even on its last attempt.
+        return Outcome(
+            Next.FINISH,
+            RunStatus.PENDING,
+            reason=f"database unavailable: {first_line(error)}",
+            retry_in=backoff(min(run.attempt, 3)),
             error=error,
         )
     if run.attempt < run.max_attempts:

@@ -442,7 +442,10 @@ class RunRegistry:
             try:
                 yield conn
             finally:
-                conn.execute(QUERIES["runs_unlisten"])
+                # A connection the server dropped (a restart) is discarded by the pool;
+                # UNLISTEN on it would only hide the error that ended the listening.
+                if not conn.broken and not conn.closed:
+                    conn.execute(QUERIES["runs_unlisten"])
 
     def seconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run of these graphs becomes takeable by time alone, or None."""

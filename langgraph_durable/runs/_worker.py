@@ -13,15 +13,22 @@ heartbeat keeps the lease; every checkpoint it writes carries the fencing token,
 worker that lost the run cannot advance the thread (invariant I5). How the run ends is
 decided by `outcome_of`. Between runs the worker waits on LISTEN/NOTIFY, and keeps house:
 it times out late runs, flags stuck ones and blocks runs no live worker's version takes.
+
+A database outage (a server restart, the network) does not end the worker: it looks again
+with a growing pause, listens again once the server answers, and records the outcome of
+the run it was running then (conditional on its fencing token, so never over a worker
+that took the run over meanwhile). Only an outage longer than `database_timeout` ends
+`run_forever`, with `DatabaseUnreachableError`.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import time
 import uuid
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -30,11 +37,15 @@ from langgraph_durable._db import Heartbeat, process_owner
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.durability import Durability
+from langgraph_durable.errors import DatabaseUnreachableError
 from langgraph_durable.runs._model import (
     GraphVersion,
     Next,
+    Outage,
     Run,
     check_graphs,
+    first_line,
+    is_outage,
     outcome_of,
     sends_input,
 )
@@ -43,6 +54,8 @@ from langgraph_durable.runs._registry import RunRegistry
 __all__ = ["Worker"]
 
 logger = logging.getLogger("langgraph_durable.runs")
+
+T = TypeVar("T")
 
 
 def _maybe_await(value: Any) -> Any:
@@ -64,6 +77,9 @@ class Worker:
             (LISTEN/NOTIFY); a lease running out or a retry time coming due wakes it then.
         name: This worker's id in `langgraph_durable_workers` (default: host:pid and a
             random suffix).
+        database_timeout: How long the worker keeps trying while the database cannot be
+            reached before `run_forever` gives up with `DatabaseUnreachableError` (None:
+            never). Shorter outages (a restart) cost a pause, never a run.
     """
 
     def __init__(
@@ -74,12 +90,14 @@ class Worker:
         lease_seconds: float = 30.0,
         idle_wait: float = 5.0,
         name: str | None = None,
+        database_timeout: float | None = 300.0,
     ) -> None:
         self.graphs = check_graphs(graphs, saver)
         self.registry = RunRegistry(saver)
         self.lease_seconds = lease_seconds
         self.idle_wait = idle_wait
         self.worker_id = name or f"{process_owner()}:{uuid.uuid4().hex[:8]}"
+        self.database_timeout = database_timeout
         self._stopping = False
 
     def stop(self) -> None:
@@ -100,18 +118,86 @@ class Worker:
         return done
 
     def run_forever(self) -> None:
-        """Take and run runs until `stop()`; wait on notifications in between."""
+        """Take and run runs until `stop()`; wait on notifications in between.
+
+        Raises:
+            DatabaseUnreachableError: The database could not be reached for
+                `database_timeout` seconds.
+        """
+        outage = Outage(self.database_timeout)
         try:
-            with self.registry.listening() as listener:
-                while not self._stopping:
-                    self.run_until_idle()
-                    if self._stopping:
-                        break
-                    due = self.registry.seconds_to_next_due(self.graphs)
-                    wait = self.idle_wait if due is None else min(self.idle_wait, due + 0.01)
-                    self.registry.wait_wakeup(listener, wait)
+            while not self._stopping:
+                try:
+                    with self.registry.listening() as listener:
+                        while not self._stopping:
+                            self.run_until_idle()
+                            self._recovered(outage)
+                            if self._stopping:
+                                break
+                            due = self.registry.seconds_to_next_due(self.graphs)
+                            wait = (
+                                self.idle_wait if due is None else min(self.idle_wait, due + 0.01)
+                            )
+                            self.registry.wait_wakeup(listener, wait)
+                except Exception as exc:
+                    if not is_outage(exc):
+                        raise
+                    self._wait_outage(outage, exc, "taking runs")
         finally:
-            self.registry.forget_worker(self.worker_id)
+            try:
+                self.registry.forget_worker(self.worker_id)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                logger.warning(
+                    "worker %s: could not sign off (%s); it drops out of the list of live "
+                    "workers when its heartbeat gets old",
+                    self.worker_id,
+                    first_line(exc),
+                )
+
+    def _recovered(self, outage: Outage) -> None:
+        lasted = outage.over()
+        if lasted is not None:
+            logger.warning(
+                "worker %s: the database answers again, after %.1f s", self.worker_id, lasted
+            )
+
+    def _wait_outage(self, outage: Outage, exc: BaseException, doing: str) -> None:
+        """Pause before trying again after a failure to reach the database, or give up."""
+        delay = outage.failed()
+        if delay is None:
+            raise DatabaseUnreachableError(
+                f"Worker {self.worker_id} could not reach the database for "
+                f"{self.database_timeout:g} s while {doing} (last error: {first_line(exc)}); it "
+                "stops. Runs it held are taken over by other workers when their leases run "
+                "out. Start it again once the server is back, or give it a longer "
+                "database_timeout."
+            ) from exc
+        if outage.failures == 1:
+            logger.warning(
+                "worker %s: the database cannot be reached while %s (%s); trying again "
+                "with a growing pause",
+                self.worker_id,
+                doing,
+                first_line(exc),
+            )
+        time.sleep(delay)
+
+    def _through_outage(self, operation: Callable[[], T], doing: str) -> T:
+        """`operation` (one idempotent or fenced statement), tried until the database
+        answers or `database_timeout` has passed."""
+        outage = Outage(self.database_timeout)
+        while True:
+            try:
+                result = operation()
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                self._wait_outage(outage, exc, doing)
+                continue
+            self._recovered(outage)
+            return result
 
     def execute(self, run: Run) -> Run:
         """Run a claimed run to its next status; the run as it is afterwards."""
@@ -144,13 +230,16 @@ class Worker:
                 self.registry.finish(run, outcome_of(run, error=exc).handed_back())
                 raise
         _crashpoints.reached("run:before_finish")
+        doing = f"recording how run {run.run_id} ended"
         if outcome.next is Next.LOST:
             logger.warning("run %s: another worker took it over; leaving it", run.run_id)
-        elif not self.registry.finish(run, outcome):
+        elif not self._through_outage(lambda: self.registry.finish(run, outcome), doing):
+            # Conditional on the fencing token: a retry after an outage never writes over
+            # a worker that took the run over meanwhile.
             logger.warning("run %s: taken over before it could finish", run.run_id)
         elif outcome.error is not None:
             logger.info("run %s: %s (%s)", run.run_id, outcome.status, outcome.error)
-        return self.registry.get(run.run_id)
+        return self._through_outage(lambda: self.registry.get(run.run_id), doing)
 
     def _graph_for(self, run: Run) -> GraphVersion:
         for graph in self.graphs:

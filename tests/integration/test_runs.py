@@ -186,6 +186,13 @@ def test_a_failing_run_is_retried_then_ends_as_error(
     (first,) = worker.run_until_idle()
     assert (first.status, first.error_type, first.attempt) == (RunStatus.PENDING, "ValueError", 1)
     assert first.retry_at is not None
+    # Its backoff is about a second: held an hour away in the database, so that a slow
+    # machine cannot make it due before the next look.
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET retry_at = now() + interval '1 hour' WHERE run_id = %s",
+        run.run_id,
+    )
     assert worker.run_until_idle() == []  # not due yet
     make_due(db_dsn, run.run_id)
     (last,) = worker.run_until_idle()

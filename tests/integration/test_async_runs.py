@@ -1,0 +1,218 @@
+"""The async path of runs on a real database: `AsyncRunRegistry` and `AsyncWorker` with
+async graphs (`ainvoke`), mirroring cases of `test_runs.py`.
+
+Each test names its graphs itself, so workers of different tests never take each other's
+runs. Time-based states are reached by moving times in the database, never by sleeping;
+waits between tasks are on events, with a generous hang guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    AsyncRunRegistry,
+    AsyncWorker,
+    ConfigurationError,
+    DurablePostgresSaver,
+    FencedOutError,
+    GraphVersion,
+    RunConflictError,
+    RunStatus,
+    ThreadBusyError,
+    adurable_sleep,
+)
+
+HANG_GUARD_S = 120
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    answer: Any
+
+
+@asynccontextmanager
+async def registry(dsn: str) -> AsyncIterator[tuple[AsyncDurablePostgresSaver, AsyncRunRegistry]]:
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        await saver.setup()
+        yield saver, AsyncRunRegistry(saver)
+
+
+def graph_of(saver: AsyncDurablePostgresSaver, *nodes: tuple[str, Any]) -> GraphVersion:
+    builder = StateGraph(State)
+    previous = START
+    for node, fn in nodes:
+        builder.add_node(node, fn)
+        builder.add_edge(previous, node)
+        previous = node
+    builder.add_edge(previous, END)
+    return GraphVersion(f"ag-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+
+
+def step(name: str) -> tuple[str, Any]:
+    async def node(state: State) -> State:
+        await asyncio.sleep(0)  # a real coroutine node, run under ainvoke
+        return {"log": [name]}
+
+    return name, node
+
+
+async def sql(dsn: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(statement, params)
+        return await cur.fetchall() if cur.description else []
+
+
+async def test_an_async_run_is_taken_run_and_awaited(db_dsn: str) -> None:
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("a"), step("b"))
+        run = await runs.acreate(graph, {"log": []})
+        assert run.status is RunStatus.PENDING
+        (done,) = await AsyncWorker(saver, [graph]).arun_until_idle()
+        assert (done.run_id, done.status, done.attempt) == (run.run_id, RunStatus.SUCCESS, 1)
+        assert runs.output_of(done) == {"log": ["a", "b"]}
+        assert (await runs.await_for(run.run_id)).status is RunStatus.SUCCESS
+        assert [r.run_id for r in await runs.alist(thread_id=run.thread_id)] == [run.run_id]
+
+
+async def test_a_worker_running_forever_is_woken_by_a_new_run(db_dsn: str) -> None:
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("a"))
+        worker = AsyncWorker(saver, [graph], idle_wait=60)  # only a notification wakes it
+        task = asyncio.create_task(worker.arun_forever())
+        try:
+            run = await runs.acreate(graph, {"log": []})
+            done = await asyncio.wait_for(runs.await_for(run.run_id), HANG_GUARD_S)
+            assert done.status is RunStatus.SUCCESS
+            live = [w for w in await runs.aworkers() if w["worker_id"] == worker.worker_id]
+            assert live
+            assert live[0]["live"]
+        finally:
+            worker.stop()
+            await runs.acreate(graph, {"log": []})  # wakes it to see the stop
+            await asyncio.wait_for(task, HANG_GUARD_S)
+        assert not [w for w in await runs.aworkers() if w["worker_id"] == worker.worker_id]
+
+
+async def test_an_interrupted_async_run_is_resumed_with_a_command(db_dsn: str) -> None:
+    async def ask(state: State) -> State:
+        return {"answer": interrupt("ok?")}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("a"), ("ask", ask))
+        worker = AsyncWorker(saver, [graph])
+        run = await runs.acreate(graph, {"log": []})
+        (waiting,) = await worker.arun_until_idle()
+        assert waiting.status is RunStatus.INTERRUPTED
+        assert (await runs.await_for(run.run_id)).status is RunStatus.INTERRUPTED
+        resumed = await runs.aresume(run.run_id, Command(resume="yes"))
+        assert isinstance(runs.input_of(resumed), Command)
+        (done,) = await worker.arun_until_idle()
+        assert done.status is RunStatus.SUCCESS
+        assert runs.output_of(done) == {"log": ["a"], "answer": "yes"}
+        with pytest.raises(RunConflictError, match="is success"):
+            await runs.aresume(run.run_id, Command(resume="again"))
+
+
+async def test_adurable_sleep_defers_an_async_run_until_due(db_dsn: str) -> None:
+    ran: list[str] = []
+
+    async def remind(state: State) -> State:
+        await adurable_sleep(timedelta(days=3))
+        ran.append("reminder")
+        return {"log": ["reminded"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("order"), ("remind", remind))
+        worker = AsyncWorker(saver, [graph])
+        run = await runs.acreate(graph, {"log": []})
+        (sleeping,) = await worker.arun_until_idle()
+        assert sleeping.status is RunStatus.DEFERRED
+        assert sleeping.agent_server_status == "pending"
+        assert sleeping.retry_at is not None
+        assert await worker.arun_until_idle() == []  # not before its time
+        # Three days pass: the journaled wake-up time and the run's retry time come due.
+        woken = saver.serde.dumps_typed(
+            (datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat()
+        )
+        await sql(
+            db_dsn,
+            "UPDATE langgraph_durable_effects SET result_type = %s, result = %s "
+            "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+            *woken,
+            run.thread_id,
+        )
+        await sql(
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET retry_at = now() WHERE run_id = %s",
+            run.run_id,
+        )
+        (done,) = await worker.arun_until_idle()
+        assert done.status is RunStatus.SUCCESS, done.error_message
+        assert ran == ["reminder"]
+        assert runs.output_of(done) == {"log": ["order", "reminded"]}
+
+
+async def test_an_async_worker_that_lost_its_run_cannot_advance_the_thread(db_dsn: str) -> None:
+    inside, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(state: State) -> State:
+        inside.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("a"), ("slow", slow), step("after"))
+        run = await runs.acreate(graph, {"log": []})
+        task = asyncio.create_task(AsyncWorker(saver, [graph]).arun_until_idle())
+        await asyncio.wait_for(inside.wait(), HANG_GUARD_S)
+        count = "SELECT count(*) FROM checkpoints WHERE thread_id = %s"
+        before = await sql(db_dsn, count, run.thread_id)
+        assert (await runs.acancel(run.run_id)).status is RunStatus.CANCELLED
+        release.set()
+        (finished,) = await asyncio.wait_for(task, HANG_GUARD_S)
+        assert finished.status is RunStatus.CANCELLED  # the worker did not overwrite it
+        assert await sql(db_dsn, count, run.thread_id) == before  # its next step was refused
+
+
+async def test_aexclusive_lets_one_plain_ainvoke_run_a_thread(db_dsn: str) -> None:
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("a")).graph
+        thread = f"t-{uuid.uuid4()}"
+        async with runs.aexclusive(thread) as config:
+            with pytest.raises(ThreadBusyError, match="held by another process"):
+                async with runs.aexclusive(thread):
+                    pass
+            assert await graph.ainvoke({"log": []}, config) == {"log": ["a"]}
+        async with runs.aexclusive(thread) as stale:
+            await sql(
+                db_dsn,
+                "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1s' "
+                "WHERE thread_id = %s",
+                thread,
+            )
+            async with runs.aexclusive(thread) as fresh:
+                await graph.ainvoke({"log": []}, fresh)
+            with pytest.raises(FencedOutError, match="taken over"):
+                await graph.ainvoke({"log": []}, stale)
+
+
+async def test_the_flavours_are_not_mixed(db_dsn: str) -> None:
+    with (
+        DurablePostgresSaver.from_conn_string(db_dsn) as sync_saver,
+        pytest.raises(ConfigurationError, match="AsyncDurablePostgresSaver"),
+    ):
+        AsyncRunRegistry(sync_saver)  # type: ignore[arg-type]

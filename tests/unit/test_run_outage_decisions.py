@@ -1,0 +1,68 @@
+"""The pure decisions a worker takes when the database goes away (no database needed)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg_pool import PoolTimeout
+
+from langgraph_durable import DatabaseUnreachableError, RunStatus
+from langgraph_durable.runs._model import Next, Outage, Run, is_outage, outcome_of
+
+
+def run_at(attempt: int, max_attempts: int = 3) -> Run:
+    return Run(
+        run_id="r",
+        thread_id="t",
+        graph_name="g",
+        graph_version="1",
+        status=RunStatus.RUNNING,
+        status_reason=None,
+        multitask_strategy="enqueue",
+        durability="sync",
+        attempt=attempt,
+        max_attempts=max_attempts,
+        config={},
+        metadata={},
+        fencing_token=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "outage"),
+    [
+        (psycopg.OperationalError("server closed the connection unexpectedly"), True),
+        (PoolTimeout("couldn't get a connection after 30.00 sec"), True),
+        (DatabaseUnreachableError("down"), True),
+        (psycopg.errors.UniqueViolation("duplicate key"), False),
+        (ValueError("a bug in a node"), False),
+    ],
+)
+def test_what_counts_as_an_outage(error: BaseException, outage: bool) -> None:
+    assert is_outage(error) is outage
+
+
+def test_an_outage_never_ends_a_run_even_on_its_last_attempt() -> None:
+    error = psycopg.OperationalError("terminating connection due to administrator command")
+    outcome = outcome_of(run_at(3, max_attempts=3), error=error)
+    assert (outcome.next, outcome.status) == (Next.FINISH, RunStatus.PENDING)
+    assert outcome.reason == (
+        "database unavailable: terminating connection due to administrator command"
+    )
+    assert outcome.retry_in is not None
+    assert outcome.retry_in > 0
+    # Any other error on the last attempt still ends the run.
+    assert outcome_of(run_at(3, max_attempts=3), error=ValueError("x")).status is RunStatus.ERROR
+
+
+def test_outage_pauses_grow_and_end_at_the_timeout() -> None:
+    outage = Outage(give_up_after=10.0)
+    pauses = [outage.failed(now=t) for t in (100.0, 100.5, 101.0, 101.5)]
+    assert all(p is not None for p in pauses)
+    assert pauses[0] < pauses[-1]  # type: ignore[operator]
+    # Never sleeps past the moment it would give up.
+    assert outage.failed(now=109.9) == pytest.approx(0.1, abs=1e-9)
+    assert outage.failed(now=110.0) is None
+    assert outage.over(now=111.0) == 11.0
+    assert outage.over(now=112.0) is None  # no outage any more
+    assert Outage(give_up_after=None).failed(now=1e9) is not None

@@ -356,8 +356,8 @@ def wait_all(
                 shown = kinds
                 if only_victim:
                     print(
-                        f"  only order {victim_order} is left: still 'running' under the lease "
-                        f"of {VICTIM}, which is dead; it is taken over when the lease runs out",
+                        f"  only order {victim_order} is left: 'running' under dead {VICTIM}'s "
+                        "lease until it runs out",
                         flush=True,
                     )
             if not waiting:
@@ -492,8 +492,8 @@ def story(dsn: str, count: int) -> int:
         print(f"{count} runs created (pending); the workers take them")
         victim_order = wait_for_victim(dsn, batch, procs)
         print(
-            f"{VICTIM} owns the run of order {victim_order}: step 1 committed, refund recorded "
-            "at the payment service, result not yet journaled"
+            f"{VICTIM} owns the run of order {victim_order}: step 1 committed, the refund\n"
+            "  recorded at the payment service, its result not yet journaled"
         )
         code, killed_at = kill(dsn, procs.pop(VICTIM))
         print(f"{VICTIM} SIGKILLed (exit {code}); its run stays 'running' until its lease runs out")

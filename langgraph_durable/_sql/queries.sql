@@ -706,14 +706,15 @@ ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 
 -- name: runs_set_status
--- A person (or a newer run) changes runs that no worker must go on with.
+-- A person (or a newer run) stops runs that no worker must go on with; only active ones:
+-- a run that has finished keeps its outcome.
 UPDATE langgraph_durable_runs SET
     status = %(status)s, status_reason = %(reason)s,
     owner = NULL, lease_expires_at = NULL,
     finished_at = CASE WHEN %(status)s IN ('success', 'error', 'timeout', 'interrupted',
         'cancelled') THEN clock_timestamp() END,
     updated_at = clock_timestamp()
-WHERE run_id = ANY(%(run_ids)s)
+WHERE run_id = ANY(%(run_ids)s) AND status IN ('pending', 'running', 'deferred', 'blocked')
 RETURNING *
 
 -- name: run_requeue
@@ -916,6 +917,17 @@ LIMIT %(limit)s
 INSERT INTO langgraph_durable_workers (worker_id, owner, graphs)
 VALUES (%(worker_id)s, %(owner)s, %(graphs)s::jsonb)
 ON CONFLICT (worker_id) DO UPDATE SET graphs = EXCLUDED.graphs, heartbeat_at = clock_timestamp()
+
+-- name: worker_alive
+-- A busy worker says it is alive with every run heartbeat, not only when it sweeps, so
+-- other workers do not take it for gone (and block the runs only it takes).
+UPDATE langgraph_durable_workers SET heartbeat_at = clock_timestamp()
+WHERE worker_id = %(worker_id)s
+
+-- name: sweep_without_jit
+-- The sweep's statements join JSON arrays, whose row estimates make PostgreSQL's JIT
+-- compile them (half a second per sweep on PostgreSQL 15) for a few rows of work.
+SET LOCAL jit = off
 
 -- name: worker_gone
 DELETE FROM langgraph_durable_workers WHERE worker_id = %(worker_id)s

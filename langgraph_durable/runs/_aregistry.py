@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -30,12 +31,12 @@ from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, adelete_for_runs_txn
 from langgraph_durable.errors import (
-    ConfigurationError,
     RunConflictError,
     RunNotFoundError,
     ThreadBusyError,
 )
 from langgraph_durable.runs._model import (
+    ACTIVE,
     GraphVersion,
     Outcome,
     Run,
@@ -45,6 +46,7 @@ from langgraph_durable.runs._model import (
     run_of,
     stored,
     workers_graphs,
+    wrong_saver,
 )
 
 __all__ = ["AsyncRunRegistry"]
@@ -68,10 +70,7 @@ class AsyncRunRegistry:
     def __init__(self, saver: AsyncDurablePostgresSaver) -> None:
         source = source_of(saver)
         if not isinstance(saver, AsyncDurablePostgresSaver) or source is None:
-            raise ConfigurationError(
-                "AsyncRunRegistry needs an AsyncDurablePostgresSaver (RunRegistry takes a "
-                f"DurablePostgresSaver); got {type(saver).__name__}."
-            )
+            raise wrong_saver(saver)
         self._source: AsyncConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()
@@ -204,10 +203,21 @@ class AsyncRunRegistry:
             return [run_of(r) for r in await _arows(conn, QUERIES["run_list"], params)]
 
     async def acancel(self, run_id: str) -> Run:
-        """Cancel a run that has not finished; a running one loses its thread at once."""
-        run = await self.aget(run_id)
+        """Cancel a run that has not finished; a running one loses its thread at once.
+
+        A run that has finished (or is waiting at an interrupt) keeps its outcome:
+        `RunConflictError`.
+        """
+        thread_id = (await self.aget(run_id)).thread_id
         async with self._source.connection() as conn, conn.transaction():
-            await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+            # The thread's row lock orders this with claims and finishes; read it again.
+            await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
+            run = run_of((await _arows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
+            if run.status not in ACTIVE:
+                raise RunConflictError(
+                    f"Run {run_id!r} is {run.status.value}; only a pending, running, deferred "
+                    "or blocked run can be cancelled. Nothing was changed."
+                )
             rows = await _arows(
                 conn,
                 QUERIES["runs_set_status"],
@@ -281,7 +291,7 @@ class AsyncRunRegistry:
         Wakes on the registry's notifications, and looks again at least every second.
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
-        waited = 0.0
+        deadline = None if timeout is None else time.monotonic() + timeout
         async with self._source.connection() as conn:
             await conn.execute(QUERIES["runs_listen"])
             try:
@@ -292,12 +302,13 @@ class AsyncRunRegistry:
                     run = run_of(rows[0])
                     if run.finished or run.status is RunStatus.BLOCKED:
                         return run
-                    if timeout is not None and waited >= timeout:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
                         return run
-                    step = 1.0 if timeout is None else min(1.0, timeout - waited)
+                    # Any run's news wakes us (then we look again); a second at most.
+                    step = 1.0 if left is None else min(1.0, left)
                     async for _ in conn.notifies(timeout=step, stop_after=1):
                         pass
-                    waited += step
             finally:
                 await conn.execute(QUERIES["runs_unlisten"])
 
@@ -377,14 +388,19 @@ class AsyncRunRegistry:
         async with self._source.connection() as conn:
             return await self._alatest_checkpoint(conn, run)
 
-    async def aheartbeat(self, run: Run, lease_seconds: float) -> bool:
-        """Move the run's and its thread's lease on; False once they are no longer ours."""
+    async def aheartbeat(
+        self, run: Run, lease_seconds: float, *, worker_id: str | None = None
+    ) -> bool:
+        """Move the run's and its thread's lease on (and the worker's own heartbeat);
+        False once the run is no longer ours."""
         params = {
             "run_id": run.run_id,
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
         async with self._source.connection() as conn:
+            if worker_id is not None:
+                await conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(await _arows(conn, QUERIES["run_heartbeat"], params))
 
     async def aset_version(self, run: Run, version: str) -> bool:
@@ -412,7 +428,8 @@ class AsyncRunRegistry:
             None if g.waiting_stuck_after is None else g.waiting_stuck_after.total_seconds()
             for g in graphs
         ]
-        async with self._source.connection() as conn:
+        async with self._source.connection() as conn, conn.transaction():
+            await conn.execute(QUERIES["sweep_without_jit"])
             await conn.execute(
                 QUERIES["worker_heartbeat"],
                 {

@@ -103,7 +103,24 @@ class AsyncWorker:
         self._stopping = True
 
     async def arun_until_idle(self, *, max_runs: int | None = None) -> list[Run]:
-        """Run every run that can be taken now, one after another; the runs as they ended."""
+        """Run every run that can be taken now, one after another; the runs as they ended.
+
+        Raises:
+            DatabaseUnreachableError: The database could not be reached (`run_forever`
+                waits such outages out instead).
+        """
+        try:
+            return await self._arun_available(max_runs)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            raise DatabaseUnreachableError(
+                f"Worker {self.worker_id} lost the database ({first_line(exc)}). Runs it "
+                "held are taken over when their leases run out; call it again once the "
+                "server is back, or use run_forever, which waits outages out."
+            ) from exc
+
+    async def _arun_available(self, max_runs: int | None) -> list[Run]:
         done: list[Run] = []
         await self._asweep()
         while not self._stopping and (max_runs is None or len(done) < max_runs):
@@ -128,7 +145,7 @@ class AsyncWorker:
                 try:
                     async with self.registry.alistening() as listener:
                         while not self._stopping:
-                            await self.arun_until_idle()
+                            await self._arun_available(None)
                             self._recovered(outage)
                             if self._stopping:
                                 break
@@ -208,7 +225,9 @@ class AsyncWorker:
         payload = self.registry.input_of(run) if sends_input(run, latest) else None
 
         async def beat() -> None:
-            if not await self.registry.aheartbeat(run, self.lease_seconds):
+            if not await self.registry.aheartbeat(
+                run, self.lease_seconds, worker_id=self.worker_id
+            ):
                 logger.warning(
                     "run %s: the lease was taken over; its writes are refused from now on",
                     run.run_id,

@@ -56,6 +56,7 @@ __all__ = [
     "sends_input",
     "stored",
     "workers_graphs",
+    "wrong_saver",
 ]
 
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
@@ -494,3 +495,12 @@ def outcome_of(
     if run.attempt < run.max_attempts:
         return Outcome(Next.FINISH, RunStatus.PENDING, retry_in=backoff(run.attempt), error=error)
     return Outcome(Next.FINISH, RunStatus.ERROR, error=error)
+
+
+def wrong_saver(saver: object) -> ConfigurationError:
+    """The error for a registry made on a saver that is not ours, or of the other kind."""
+    return ConfigurationError(
+        f"A run registry keeps its runs in langgraph-durable's tables; got a "
+        f"{type(saver).__name__}. Use RunRegistry with a DurablePostgresSaver, or "
+        "AsyncRunRegistry with an AsyncDurablePostgresSaver."
+    )

@@ -32,12 +32,12 @@ from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import DurablePostgresSaver, delete_for_runs_txn
 from langgraph_durable.errors import (
-    ConfigurationError,
     RunConflictError,
     RunNotFoundError,
     ThreadBusyError,
 )
 from langgraph_durable.runs._model import (
+    ACTIVE,
     GraphVersion,
     Outcome,
     Run,
@@ -47,6 +47,7 @@ from langgraph_durable.runs._model import (
     run_of,
     stored,
     workers_graphs,
+    wrong_saver,
 )
 
 __all__ = ["RunRegistry"]
@@ -70,10 +71,7 @@ class RunRegistry:
     def __init__(self, saver: DurablePostgresSaver) -> None:
         source = source_of(saver)
         if not isinstance(saver, DurablePostgresSaver) or source is None:
-            raise ConfigurationError(
-                "RunRegistry needs an DurablePostgresSaver (RunRegistry takes a "
-                f"DurablePostgresSaver); got {type(saver).__name__}."
-            )
+            raise wrong_saver(saver)
         self._source: ConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()
@@ -204,10 +202,21 @@ class RunRegistry:
             return [run_of(r) for r in _rows(conn, QUERIES["run_list"], params)]
 
     def cancel(self, run_id: str) -> Run:
-        """Cancel a run that has not finished; a running one loses its thread at once."""
-        run = self.get(run_id)
+        """Cancel a run that has not finished; a running one loses its thread at once.
+
+        A run that has finished (or is waiting at an interrupt) keeps its outcome:
+        `RunConflictError`.
+        """
+        thread_id = (self.get(run_id)).thread_id
         with self._source.connection() as conn, conn.transaction():
-            _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+            # The thread's row lock orders this with claims and finishes; read it again.
+            _rows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
+            run = run_of((_rows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
+            if run.status not in ACTIVE:
+                raise RunConflictError(
+                    f"Run {run_id!r} is {run.status.value}; only a pending, running, deferred "
+                    "or blocked run can be cancelled. Nothing was changed."
+                )
             rows = _rows(
                 conn,
                 QUERIES["runs_set_status"],
@@ -279,7 +288,7 @@ class RunRegistry:
         Wakes on the registry's notifications, and looks again at least every second.
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
-        waited = 0.0
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._source.connection() as conn:
             conn.execute(QUERIES["runs_listen"])
             try:
@@ -290,12 +299,13 @@ class RunRegistry:
                     run = run_of(rows[0])
                     if run.finished or run.status is RunStatus.BLOCKED:
                         return run
-                    if timeout is not None and waited >= timeout:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
                         return run
-                    step = 1.0 if timeout is None else min(1.0, timeout - waited)
+                    # Any run's news wakes us (then we look again); a second at most.
+                    step = 1.0 if left is None else min(1.0, left)
                     for _ in conn.notifies(timeout=step, stop_after=1):
                         pass
-                    waited += step
             finally:
                 conn.execute(QUERIES["runs_unlisten"])
 
@@ -373,14 +383,17 @@ class RunRegistry:
         with self._source.connection() as conn:
             return self._latest_checkpoint(conn, run)
 
-    def heartbeat(self, run: Run, lease_seconds: float) -> bool:
-        """Move the run's and its thread's lease on; False once they are no longer ours."""
+    def heartbeat(self, run: Run, lease_seconds: float, *, worker_id: str | None = None) -> bool:
+        """Move the run's and its thread's lease on (and the worker's own heartbeat);
+        False once the run is no longer ours."""
         params = {
             "run_id": run.run_id,
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
         with self._source.connection() as conn:
+            if worker_id is not None:
+                conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(_rows(conn, QUERIES["run_heartbeat"], params))
 
     def set_version(self, run: Run, version: str) -> bool:
@@ -408,7 +421,8 @@ class RunRegistry:
             None if g.waiting_stuck_after is None else g.waiting_stuck_after.total_seconds()
             for g in graphs
         ]
-        with self._source.connection() as conn:
+        with self._source.connection() as conn, conn.transaction():
+            conn.execute(QUERIES["sweep_without_jit"])
             conn.execute(
                 QUERIES["worker_heartbeat"],
                 {

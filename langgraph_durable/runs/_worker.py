@@ -105,7 +105,24 @@ class Worker:
         self._stopping = True
 
     def run_until_idle(self, *, max_runs: int | None = None) -> list[Run]:
-        """Run every run that can be taken now, one after another; the runs as they ended."""
+        """Run every run that can be taken now, one after another; the runs as they ended.
+
+        Raises:
+            DatabaseUnreachableError: The database could not be reached (`run_forever`
+                waits such outages out instead).
+        """
+        try:
+            return self._run_available(max_runs)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            raise DatabaseUnreachableError(
+                f"Worker {self.worker_id} lost the database ({first_line(exc)}). Runs it "
+                "held are taken over when their leases run out; call it again once the "
+                "server is back, or use run_forever, which waits outages out."
+            ) from exc
+
+    def _run_available(self, max_runs: int | None) -> list[Run]:
         done: list[Run] = []
         self._sweep()
         while not self._stopping and (max_runs is None or len(done) < max_runs):
@@ -130,7 +147,7 @@ class Worker:
                 try:
                     with self.registry.listening() as listener:
                         while not self._stopping:
-                            self.run_until_idle()
+                            self._run_available(None)
                             self._recovered(outage)
                             if self._stopping:
                                 break
@@ -210,7 +227,7 @@ class Worker:
         payload = self.registry.input_of(run) if sends_input(run, latest) else None
 
         def beat() -> None:
-            if not self.registry.heartbeat(run, self.lease_seconds):
+            if not self.registry.heartbeat(run, self.lease_seconds, worker_id=self.worker_id):
                 logger.warning(
                     "run %s: the lease was taken over; its writes are refused from now on",
                     run.run_id,

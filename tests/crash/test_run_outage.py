@@ -279,3 +279,18 @@ def test_a_worker_gives_up_after_database_timeout_with_a_named_error(
             worker.run_forever()
     assert secret not in str(err.value)
     assert "database_timeout" in str(err.value)
+
+
+def test_run_until_idle_names_a_lost_database(fresh_db_dsn: str) -> None:
+    """`run_until_idle` does not wait outages out: it says so, by name."""
+    import outage_worker
+
+    from langgraph_durable import DatabaseUnreachableError, Worker
+
+    with psycopg.connect(fresh_db_dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        saver = DurablePostgresSaver(conn)
+        saver.setup()
+        worker = Worker(saver, [outage_worker.build(saver, "http://127.0.0.1:9")])
+        query(fresh_db_dsn, "SELECT pg_terminate_backend(%s)", conn.info.backend_pid)
+        with pytest.raises(DatabaseUnreachableError, match="lost the database"):
+            worker.run_until_idle()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -481,3 +482,67 @@ def test_bad_run_requests_are_named_before_anything_is_written(
             runs.create(graph if "version" not in bad else graph.name, {"log": []}, **bad)
     with pytest.raises(RunNotFoundError):
         runs.get("no-such-run")
+
+
+def test_cancel_leaves_a_finished_run_as_it_ended(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, step("a"))
+    run = runs.create(graph, {"log": []})
+    Worker(saver, [graph]).run_until_idle()
+    with pytest.raises(RunConflictError, match="is success; only a pending"):
+        runs.cancel(run.run_id)
+    assert runs.get(run.run_id).status is RunStatus.SUCCESS
+
+
+def test_wait_for_keeps_its_timeout_when_other_runs_make_news(
+    db_dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """Notifications about other runs wake the waiter; they do not use up its timeout."""
+    nobody_runs_it = graph_of(saver, step("a"))
+    run = runs.create(nobody_runs_it, {"log": []})
+    stop = threading.Event()
+
+    def chatter() -> None:
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            while not stop.is_set():
+                conn.execute("SELECT pg_notify('langgraph_durable_runs', 'other-run')")
+                stop.wait(0.01)
+
+    noise = threading.Thread(target=chatter)
+    noise.start()
+    started = time.monotonic()
+    try:
+        found = runs.wait_for(run.run_id, timeout=2.0)
+    finally:
+        stop.set()
+        noise.join()
+    assert found.status is RunStatus.PENDING
+    assert time.monotonic() - started >= 2.0  # a lower bound: no machine makes it shorter
+    runs.cancel(run.run_id)
+
+
+def test_a_busy_worker_stays_alive_in_the_workers_table(
+    db_dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = graph_of(saver, step("a"))
+    run = runs.create(graph, {"log": []})
+    worker = Worker(saver, [graph], name=f"w-{uuid.uuid4().hex[:6]}")
+    claimed = runs.claim([graph], owner=worker.worker_id, lease_seconds=30)
+    assert claimed is not None
+    assert claimed.run_id == run.run_id
+    sql(
+        db_dsn,
+        "INSERT INTO langgraph_durable_workers (worker_id, owner, graphs, heartbeat_at) "
+        "VALUES (%s, 'x', '[]', now() - interval '1 hour')",
+        worker.worker_id,
+    )
+    assert runs.heartbeat(claimed, 30, worker_id=worker.worker_id)
+    ((age,),) = sql(
+        db_dsn,
+        "SELECT now() - heartbeat_at < interval '1 minute' FROM langgraph_durable_workers "
+        "WHERE worker_id = %s",
+        worker.worker_id,
+    )
+    assert age is True
+    runs.cancel(run.run_id)

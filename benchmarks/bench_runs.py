@@ -216,10 +216,11 @@ def recovery(
             first = _row(watch, run_id)
             claimed = _until(watch, run_id, lambda r, seen=attempt: r[2] > seen)
             claim_at = claimed[5].timestamp()
+            # The claim sets last_progress_at too, a microsecond after heartbeat_at at most.
             progressed = _until(
                 watch,
                 run_id,
-                lambda r, at=claim_at: r[0] != "running" or r[6].timestamp() > at,
+                lambda r, at=claim_at + 0.001: r[0] != "running" or r[6].timestamp() > at,
             )
             if first[2] == attempt and first[4] is not None:
                 expiry = first[4].timestamp()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 from bench_common import Stats
 from bench_data import ReadResults, StorageResult
+from bench_runs import RunsResults
 
 MODES = ("sync", "async", "exit")
 
@@ -24,6 +26,7 @@ class Results:
     reads: ReadResults | None = None
     storage: dict[str, StorageResult] | None = None
     effects: dict[str, Stats] | None = None
+    runs: RunsResults | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -250,16 +253,90 @@ def rows(results: Results) -> list[Row]:
                 "synchronous commit, same pool and server",
             )
         )
-    out.append(
-        Row(
-            "recovery time of a SIGKILLed run",
-            "s",
-            "n/a",
-            "n/a",
-            "n/a",
-            "no run registry exists yet; the crash tests prove a killed run resumes, not how fast",
-        )
+    out += _runs_rows(results.runs)
+    return out
+
+
+def _spread(samples: list[float], digits: int = 2) -> str:
+    """Median with the range of the samples: `median (min-max)`."""
+    if len(samples) < 2:
+        return f"{statistics.median(samples):.{digits}f}"
+    return (
+        f"{statistics.median(samples):.{digits}f} "
+        f"({min(samples):.{digits}f}-{max(samples):.{digits}f})"
     )
+
+
+def _p90(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def _runs_rows(runs: RunsResults | None) -> list[Row]:
+    """Recovery after SIGKILL per lease, and the registry's cost per run per worker count."""
+    if runs is None:
+        return [
+            Row(
+                "recovery after a SIGKILL (run registry)",
+                "s",
+                "n/a",
+                "n/a",
+                "n/a",
+                "not measured in this run (scenario runs)",
+            )
+        ]
+    out: list[Row] = []
+    for lease_text, measures in runs.recovery.items():
+        lease = float(lease_text)
+        progress = measures["kill_to_progress"]
+        expiry = measures["kill_to_expiry"]
+        late = measures["expiry_to_claim"]
+        out.append(
+            Row(
+                f"recovery after a SIGKILL, lease {lease:g} s: kill to the next checkpoint",
+                "s",
+                f"{statistics.median(progress):.2f} (p90 {_p90(progress):.2f}, "
+                f"max {max(progress):.2f})",
+                f"{lease:g} (lease)",
+                f"{statistics.median(progress) / lease:.2f}x",
+                f"{len(progress)} kill(s), goal lease + 1 s = {lease + 1:g}; kill to claim "
+                f"{statistics.median(measures['kill_to_claim']):.2f}; the lease had "
+                f"{_spread(expiry)} s left at the kill; claimed {_spread(late)} s after it "
+                f"ran out; the next checkpoint re-runs a {runs.node_ms:g} ms node",
+            )
+        )
+    levels = sorted({int(key.split("|")[1]) for key in runs.cost})
+    for level in levels:
+        mine, theirs = runs.cost.get(f"registry|{level}"), runs.cost.get(f"direct|{level}")
+        if mine is None or theirs is None:
+            continue
+        plural = "es" if level > 1 else ""
+        for measure, unit, label in (
+            ("commits_per_run", "commits/run", "commits"),
+            ("ms_per_run", "ms/run", "wall time"),
+        ):
+            extra = statistics.median(mine[measure]) - statistics.median(theirs[measure])
+            notes = f"{extra:+.2f} {unit} for the registry; {len(mine[measure])} rounds of " + (
+                f"{runs.runs_per_level} runs, median (range)"
+            )
+            if measure == "commits_per_run":
+                notes += f"; creating a run {_spread(mine['create_commits'])}"
+            else:
+                notes += (
+                    f"; creating a run {_spread(mine['create_ms'])} ms; one run takes "
+                    f"{_spread(mine['run_ms'], 1)} ms in a worker, "
+                    f"{_spread(theirs['run_ms'], 1)} invoked directly"
+                )
+            out.append(
+                Row(
+                    f"run registry {label} per run, {level} worker process{plural}",
+                    unit,
+                    _spread(mine[measure]),
+                    _spread(theirs[measure]),
+                    _ratio(statistics.median(mine[measure]), statistics.median(theirs[measure])),
+                    notes,
+                )
+            )
     return out
 
 
@@ -273,6 +350,7 @@ def _get(fn: Callable[[], float]) -> float | None:
 def targets(results: Results) -> list[Target]:
     """The targets of issue 6, each as a ratio measured in this run."""
     steps, tput, fx = results.steps, results.throughput, results.effects
+    recovery = results.runs.recovery if results.runs is not None else None
     reads = results.reads.stats if results.reads is not None else None
     storage = results.storage
     sizes = sorted({size for _, _, size in reads} if reads else results.settings["read_sizes"])
@@ -328,7 +406,20 @@ def targets(results: Results) -> list[Target]:
             1.5,
             at_most=True,
         ),
+        Target(
+            "recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s",
+            _get(lambda: _worst_recovery(recovery)),
+            1.0,
+            at_most=True,
+        ),
     ]
+
+
+def _worst_recovery(recovery: dict[str, dict[str, list[float]]] | None) -> float:
+    """The slowest recovery of every lease measured, as a share of that lease + 1 s."""
+    if not recovery:
+        raise KeyError("recovery")
+    return max(max(m["kill_to_progress"]) / (float(lease) + 1) for lease, m in recovery.items())
 
 
 def _table(header: list[str], align: list[str], body: list[list[str]]) -> list[str]:

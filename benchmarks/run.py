@@ -13,7 +13,10 @@ Scenarios (see each module's docstring for the method):
               bulk-loaded checkpoints next to 2,000 short threads (`bench_data.py`);
 - storage:    table bytes per step of a 200-turn chat, each saver in its own database;
 - effects:    an `@effect` call against two single-row INSERT+commit statements, and the
-              raw one-commit floor (`bench_effects.py`).
+              raw one-commit floor (`bench_effects.py`);
+- runs:       the run registry with worker processes: time from a SIGKILL to the run's next
+              checkpoint in another worker, against the lease; commits and ms per run with
+              1, 4 and 16 workers against direct invokes (`bench_runs.py`).
 
 Prints a markdown table with ratios (ours / upstream) and the machine, checks the targets of
 issue 6, and writes `benchmarks.md`, `benchmarks.json` and (with matplotlib, the `bench`
@@ -44,11 +47,12 @@ from bench_common import ROOT, Stats, machine, scratch_database
 from bench_data import ReadResults, StorageResult, reads, storage
 from bench_effects import effects
 from bench_report import Results, markdown, plot, targets
+from bench_runs import RunsResults, runs_benchmark
 from bench_steps import per_step, throughput
 
 from langgraph_durable.embedded import resolve_dsn
 
-SCENARIOS = ("steps", "throughput", "reads", "storage", "effects")
+SCENARIOS = ("steps", "throughput", "reads", "storage", "effects", "runs")
 
 FULL: dict[str, Any] = {
     "step_runs": 200,
@@ -63,6 +67,13 @@ FULL: dict[str, Any] = {
     "turns": 200,
     "effect_reps": 1000,
     "effect_warmup": 20,
+    "recovery_plan": ((2.0, 12), (5.0, 4)),
+    "recovery_workers": 3,
+    "recovery_nodes": 20,
+    "recovery_node_ms": 100.0,
+    "runs_levels": (1, 4, 16),
+    "runs_count": 96,
+    "runs_rounds": 3,
 }
 QUICK: dict[str, Any] = {
     "step_runs": 3,
@@ -77,6 +88,13 @@ QUICK: dict[str, Any] = {
     "turns": 20,
     "effect_reps": 20,
     "effect_warmup": 3,
+    "recovery_plan": ((1.0, 1),),
+    "recovery_workers": 2,
+    "recovery_nodes": 8,
+    "recovery_node_ms": 50.0,
+    "runs_levels": (1,),
+    "runs_count": 4,
+    "runs_rounds": 1,
 }
 
 START_MARK = (
@@ -122,6 +140,12 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
 - effects: an `@effect` with a no-op body on a new business key (journal claim + complete,
   two synchronous commits) against two single-row INSERT+commit statements on the same
   pool, interleaved.
+- runs: worker processes (`Worker`, default `idle_wait`) take runs of a linear graph whose
+  nodes sleep; the busy one is SIGKILLed a few steps in, and the run's row is read every
+  5 ms until another worker has claimed it and committed its next checkpoint. Cost: N runs
+  of the 10-node graph through the registry (created here, then W worker processes started
+  on the queue) against the same N invokes split over W processes with the same saver;
+  commits are `pg_stat_database.xact_commit` deltas of the scratch database.
 """
 
 
@@ -175,6 +199,18 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
         elif scenario == "effects":
             with scratch_database(server_dsn, "effects") as dsn:
                 results.effects = effects(dsn, s["effect_reps"], s["effect_warmup"])
+        elif scenario == "runs":
+            results.runs = runs_benchmark(
+                server_dsn,
+                scratch_database,
+                recovery_plan=tuple(tuple(p) for p in s["recovery_plan"]),
+                workers=s["recovery_workers"],
+                nodes=s["recovery_nodes"],
+                node_ms=s["recovery_node_ms"],
+                levels=tuple(s["runs_levels"]),
+                runs=s["runs_count"],
+                rounds=s["runs_rounds"],
+            )
         results.seconds[scenario] = time.perf_counter() - began
         if scenario == "reads" and results.reads is not None:
             results.seconds["of which bulk load"] = results.reads.load_seconds
@@ -206,6 +242,7 @@ def _to_json(results: Results) -> dict[str, Any]:
         if results.storage is None
         else {k: asdict(v) for k, v in results.storage.items()},
         "effects": _stats(results.effects),
+        "runs": None if results.runs is None else asdict(results.runs),
     }
 
 
@@ -232,6 +269,8 @@ def _restore(previous: dict[str, Any], results: Results, scenario: str) -> None:
         results.storage = {k: StorageResult(**v) for k, v in data.items()}
     elif scenario == "effects":
         results.effects = stats(data)
+    elif scenario == "runs":
+        results.runs = RunsResults(**data)
     if scenario in previous.get("seconds", {}):
         results.seconds[scenario] = previous["seconds"][scenario]
     if scenario == "reads" and results.reads is not None:

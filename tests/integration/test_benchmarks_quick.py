@@ -32,7 +32,9 @@ ROWS = (
     "| storage per step, same chat, lz4 TOAST compression |",
     "| @effect call (claim + complete) vs two INSERT+commit |",
     "| raw floor: one single-row INSERT+commit |",
-    "| recovery time of a SIGKILLed run | s | n/a |",
+    "| recovery after a SIGKILL, lease 1 s: kill to the next checkpoint | s |",
+    "| run registry commits per run, 1 worker process | commits/run |",
+    "| run registry wall time per run, 1 worker process | ms/run |",
 )
 
 TARGETS = (
@@ -42,6 +44,7 @@ TARGETS = (
     "| latest fetch flat: ours on 1,000 vs on 100 checkpoints |",
     "| storage per step vs upstream, recommended setting (messages in a DeltaChannel) |",
     "| @effect overhead vs the two-commit floor |",
+    "| recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s |",
 )
 
 
@@ -73,7 +76,7 @@ def test_run_quick_reports_every_scenario(db_dsn: str, tmp_path: Path) -> None:
         assert " cores, " in text
     results = json.loads((tmp_path / "benchmarks.json").read_text(encoding="utf-8"))
     assert results["settings"]["quick"] is True
-    for scenario in ("steps", "throughput", "reads", "storage", "effects"):
+    for scenario in ("steps", "throughput", "reads", "storage", "effects", "runs"):
         assert results[scenario], f"{scenario} has no results"
     try:
         import matplotlib  # noqa: F401

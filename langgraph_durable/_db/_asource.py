@@ -34,6 +34,7 @@ from langgraph_durable._db.connections import (
     check_row_factory,
     describe_dsn,
     is_disconnect,
+    single_connection_lost,
 )
 from langgraph_durable._db.registry import source_of
 from langgraph_durable.errors import (
@@ -134,6 +135,8 @@ class AsyncConnectionSource:
                     yield conn
             else:
                 async with self.lock:
+                    if self.conn.closed or self.conn.broken:
+                        raise DatabaseUnreachableError(single_connection_lost(self.conn))
                     try:
                         yield self.conn
                     finally:

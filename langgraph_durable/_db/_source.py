@@ -36,6 +36,7 @@ from langgraph_durable._db.connections import (
     check_row_factory,
     describe_dsn,
     is_disconnect,
+    single_connection_lost,
 )
 from langgraph_durable._db.registry import source_of
 from langgraph_durable.errors import (
@@ -135,6 +136,8 @@ class ConnectionSource:
                     yield conn
             else:
                 with self.lock:
+                    if self.conn.closed or self.conn.broken:
+                        raise DatabaseUnreachableError(single_connection_lost(self.conn))
                     try:
                         yield self.conn
                     finally:

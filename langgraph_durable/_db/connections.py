@@ -21,6 +21,7 @@ __all__ = [
     "check_row_factory",
     "describe_dsn",
     "is_disconnect",
+    "single_connection_lost",
 ]
 
 CONNECTION_KWARGS: dict[str, Any] = {
@@ -70,6 +71,18 @@ def check_dsn(dsn: object) -> str:
                 f"Fix the DSN ({describe_dsn(dsn)})."
             )
     return dsn
+
+
+def single_connection_lost(conn: Any) -> str:
+    """The message for a call on a saver whose one connection has died."""
+    info = conn.info
+    where = f"{info.host}:{info.port}/{info.dbname}"
+    return (
+        f"The connection to Postgres at {where} that this saver was made with is closed (a "
+        "server restart, a network cut or an idle timeout). A single connection cannot be "
+        "reopened: make the saver with from_conn_string() or on a psycopg ConnectionPool to "
+        "ride out restarts, or make a new saver on a new connection."
+    )
 
 
 def check_row_factory(conn: Any) -> None:

@@ -249,3 +249,19 @@ async def test_a_run_without_a_thread_id_is_named(flavor: str, db_dsn: str) -> N
             run = target.invoke if flavor == "sync" else target.ainvoke
             with pytest.raises(InvalidThreadIdError, match="no thread_id"):
                 await _maybe_await(run({"log": []}, config))
+
+
+def test_a_saver_on_one_lost_connection_says_a_pool_rides_out_restarts(db_dsn: str) -> None:
+    from psycopg.rows import dict_row
+
+    from langgraph_durable import DatabaseUnreachableError
+
+    config = {"configurable": {"thread_id": "lost"}}
+    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
+        saver = DurablePostgresSaver(conn)
+        saver.setup()
+        with psycopg.connect(db_dsn, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        for _ in range(2):  # every call from now on, not only the first
+            with pytest.raises(DatabaseUnreachableError, match="ConnectionPool to ride out"):
+                saver.get_tuple(config)

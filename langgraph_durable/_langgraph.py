@@ -46,12 +46,13 @@ __all__ = [
     "checkpointer_of",
     "copy_serializer",
     "durability_of",
-    "ext_hook_of",
     "in_running_loop",
     "is_delta_snapshot",
+    "loads_anything",
     "missing_state_keys",
     "reroute_edges_into",
     "scratchpad_of",
+    "strict_ext_hook",
     "task_id_of",
 ]
 
@@ -169,10 +170,17 @@ def copy_serializer(serde: S) -> S:
     return copy.copy(serde)
 
 
-def ext_hook_of(serde: jsonplus.JsonPlusSerializer) -> Any:
-    """The function JsonPlusSerializer builds custom msgpack values with (its private
-    `_unpack_ext_hook`, made from its own allow-list settings)."""
-    return serde._unpack_ext_hook
+def strict_ext_hook(allowed: frozenset[tuple[str, ...]]) -> Any:
+    """JsonPlusSerializer's builder of custom msgpack values (private
+    `_create_msgpack_ext_hook`), allowing LangGraph's safe types and `allowed` only: it
+    returns the stored fields, unbuilt, for anything else."""
+    return jsonplus._create_msgpack_ext_hook(set(allowed))
+
+
+def loads_anything(serde: jsonplus.JsonPlusSerializer) -> bool:
+    """Whether `serde` was made to load pickle rows or any LangChain-serialized module
+    (`pickle_fallback=True`, or the private `_allowed_json_modules` set to True)."""
+    return bool(serde.pickle_fallback) or getattr(serde, "_allowed_json_modules", None) is True
 
 
 def as_safe_serializer(serde: jsonplus.JsonPlusSerializer, safe: type[S]) -> S:
@@ -184,6 +192,5 @@ def as_safe_serializer(serde: jsonplus.JsonPlusSerializer, safe: type[S]) -> S:
     clone.__class__ = safe
     listed = getattr(serde, "_allowed_msgpack_modules", None)
     clone.allowed = frozenset(listed) if isinstance(listed, (set, frozenset)) else frozenset()
-    clone.construct = ext_hook_of(serde)
     result: S = clone
     return result

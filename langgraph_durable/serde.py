@@ -13,10 +13,15 @@ each one is allowed:
 - types and modules registered with `SafeSerializer(allow=...)` or passed by LangGraph's
   own `with_allowlist` (what `compile()` derives from the state schema under
   `LANGGRAPH_STRICT_MSGPACK=true`);
-- data classes already imported by this process: pydantic models, dataclasses, enums and
-  named tuples, and any class defined by `langgraph` or `langchain_core`. Their
-  constructors validate fields; they do not run commands or open files. A module that is
-  not imported yet is never imported on behalf of a row: register its types instead.
+- data classes of modules this process has already imported: pydantic models (v1 and v2),
+  dataclasses, enums and named tuples, defined in that module under that name (not merely
+  imported there). Their constructors validate fields; they do not run commands or open
+  connections. A module that is not imported yet is never imported on behalf of a row:
+  register its types instead. A name the module does not have is loaded as its stored
+  fields, as upstream does.
+
+Every reference is checked, at any depth and inside any kind of custom value, and LangGraph
+then builds the value with an allow-list of exactly what was checked.
 
 With encryption (`EncryptedSerializer`), a row without a cipher suffix is refused too,
 since anyone could have written it; `allow_plaintext=True` reads such rows while a
@@ -47,8 +52,6 @@ from langgraph_durable.errors import UnsafeRowError
 
 __all__ = ["SafeEncryptedSerializer", "SafeSerializer", "make_safe"]
 
-_LIBRARY_PACKAGES = ("langgraph", "langchain_core")
-
 Allowed = Iterable[type | str | tuple[str, str]]
 
 
@@ -57,6 +60,7 @@ def _keys(allow: Allowed) -> frozenset[tuple[str, ...]]:
     keys: set[tuple[str, ...]] = set()
     for item in allow:
         if isinstance(item, type):
+            keys.add((item.__module__, item.__name__))
             keys.add((item.__module__, item.__qualname__))
         elif isinstance(item, str):
             keys.add((item,))
@@ -65,51 +69,73 @@ def _keys(allow: Allowed) -> frozenset[tuple[str, ...]]:
     return frozenset(keys)
 
 
-def _is_data_class(module: str, name: str) -> bool:
-    """An already imported class whose construction only validates and stores fields."""
-    loaded = sys.modules.get(module)
-    found = getattr(loaded, name, None) if loaded is not None else None
-    if not isinstance(found, type):
-        return False  # a function, a method, or nothing: never called from a row
-    if module.split(".", 1)[0] in _LIBRARY_PACKAGES:
+def _is_data_class(found: type) -> bool:
+    """A class whose construction only validates and stores fields."""
+    if issubclass(found, (BaseModel, enum.Enum)) or dataclasses.is_dataclass(found):
         return True
+    if issubclass(found, tuple) and hasattr(found, "_fields"):
+        return True
+    v1 = sys.modules.get("pydantic.v1")
+    return v1 is not None and issubclass(found, v1.BaseModel)
+
+
+def _verdict(module: str, name: str, allowed: frozenset[tuple[str, ...]]) -> bool | None:
+    """True: may be built. False: refused. None: there is no such class in an imported
+    module; LangGraph then returns the stored fields without building anything (as
+    upstream does for a class it cannot find)."""
+    if (module, name) in _langgraph.SAFE_MSGPACK_TYPES or (module, name) in allowed:
+        return True
+    if (module,) in allowed:
+        return True
+    loaded = sys.modules.get(module)
+    if loaded is None:
+        return False  # never import a module on behalf of a row
+    found = getattr(loaded, name, None)
+    if found is None:
+        return None
+    # The class must be defined where the row says, not merely imported there, and
+    # must be a data class: constructing it cannot run commands or open connections.
     return (
-        issubclass(found, (BaseModel, enum.Enum))
-        or dataclasses.is_dataclass(found)
-        or (issubclass(found, tuple) and hasattr(found, "_fields"))
+        isinstance(found, type)
+        and found.__module__ == module
+        and found.__name__ == name
+        and _is_data_class(found)
     )
 
 
-def refused_references(code: int, payload: bytes, allowed: frozenset[tuple[str, ...]]) -> list[str]:
-    """The class or method references in one msgpack ext value (nested ones included)
-    that are not allowed, as "module.name"; nothing is imported or called."""
+def check_references(
+    code: int, payload: bytes, allowed: frozenset[tuple[str, ...]]
+) -> tuple[list[str], set[tuple[str, ...]]]:
+    """Every class or method reference in one msgpack ext value, nested ones included
+    (inside any ext code): (the refused ones as "module.name", the ones that may be
+    built). Nothing is imported or called."""
     refused: list[str] = []
+    buildable: set[tuple[str, ...]] = set()
 
     def scan(code: int, payload: bytes) -> None:
-        if code in _langgraph.MSGPACK_NESTED_CODES:
-            ormsgpack.unpackb(payload, ext_hook=scan, option=ormsgpack.OPT_NON_STR_KEYS)
+        try:
+            parts = ormsgpack.unpackb(payload, ext_hook=scan, option=ormsgpack.OPT_NON_STR_KEYS)
+        except (ValueError, TypeError):
+            return None  # not msgpack inside (e.g. raw bytes): nothing to build from
         if code not in _langgraph.MSGPACK_REFERENCE_CODES:
             return None
-        parts = ormsgpack.unpackb(payload, ext_hook=scan, option=ormsgpack.OPT_NON_STR_KEYS)
+        if not isinstance(parts, (list, tuple)) or len(parts) < 2:
+            return None
         module, name = str(parts[0]), str(parts[1])
         if code == _langgraph.MSGPACK_METHOD_CODE:
             method = str(parts[3]) if len(parts) > 3 else ""
-            ok = (module, name, method) in _langgraph.SAFE_MSGPACK_METHODS or (
-                (module, name) in allowed
-            )
-        else:
-            ok = (
-                (module, name) in _langgraph.SAFE_MSGPACK_TYPES
-                or (module, name) in allowed
-                or (module,) in allowed
-                or _is_data_class(module, name)
-            )
-        if not ok:
+            if (module, name, method) not in _langgraph.SAFE_MSGPACK_METHODS:
+                refused.append(f"{module}.{name}.{method}")
+            return None
+        verdict = _verdict(module, name, allowed)
+        if verdict is False:
             refused.append(f"{module}.{name}")
+        elif verdict:
+            buildable.add((module, name))
         return None
 
     scan(code, payload)
-    return refused
+    return refused, buildable
 
 
 class SafeSerializer(JsonPlusSerializer):
@@ -128,7 +154,6 @@ class SafeSerializer(JsonPlusSerializer):
         kwargs.setdefault("allowed_msgpack_modules", True)  # the check is ours, first
         super().__init__(**kwargs)
         self.allowed = _keys(allow)
-        self.construct = _langgraph.ext_hook_of(self)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         if data[0] != "msgpack":
@@ -139,11 +164,13 @@ class SafeSerializer(JsonPlusSerializer):
         refused: list[str] = []
 
         def build(code: int, payload: bytes) -> Any:
-            found = refused_references(code, payload, self.allowed)
+            found, buildable = check_references(code, payload, self.allowed)
             if found:
                 refused.extend(found)
                 return None
-            return self.construct(code, payload)
+            # LangGraph builds it with an allow-list of exactly what was checked, so a
+            # nested value it decodes on its own cannot build anything else either.
+            return _langgraph.strict_ext_hook(frozenset(buildable))(code, payload)
 
         value = ormsgpack.unpackb(data[1], ext_hook=build, option=ormsgpack.OPT_NON_STR_KEYS)
         if refused:
@@ -204,13 +231,17 @@ def make_safe(serde: SerializerProtocol | None) -> SerializerProtocol:
     """The serializer our savers and the journal load with, for the one they were given.
 
     LangGraph's own serializers are replaced by their safe equivalents (same bytes
-    written, same settings); ours and anyone else's are returned as given.
+    written, same settings); ours and anyone else's are returned as given, and so is a
+    `JsonPlusSerializer` made with `pickle_fallback=True` or `allowed_json_modules=True`:
+    those load whatever a row says, by the user's explicit choice.
     """
     if serde is None:
         return SafeSerializer()
     if isinstance(serde, (SafeSerializer, SafeEncryptedSerializer)):
         return serde
     if type(serde) is JsonPlusSerializer:
+        if _langgraph.loads_anything(serde):
+            return serde  # pickle rows or any lc module, explicitly asked for: as given
         return _langgraph.as_safe_serializer(serde, SafeSerializer)
     if type(serde) is EncryptedSerializer:
         return SafeEncryptedSerializer(serde.cipher, serde.serde)

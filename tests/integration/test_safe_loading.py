@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_NUMPY_ARRAY,
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
 )
@@ -252,3 +253,63 @@ def test_what_we_write_is_what_upstreams_serializer_writes() -> None:
     """Same bytes, so upstream's savers read our rows and we read theirs."""
     value = {"order": Order(order_id="1", point=Point(0, 1), color=Color.RED), "n": [1, 2]}
     assert SafeSerializer().dumps_typed(value) == JsonPlusSerializer().dumps_typed(value)
+
+
+def ext(code: int, *parts: Any) -> Any:
+    return ormsgpack.Ext(code, ormsgpack.packb(list(parts)))
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        # a call hidden inside a numpy-array value, which LangGraph decodes on its own
+        {
+            "x": ormsgpack.Ext(
+                EXT_NUMPY_ARRAY,
+                ormsgpack.packb(
+                    [
+                        evil_ref := ext(EXT_CONSTRUCTOR_POS_ARGS, "os", "system", ["echo never"]),
+                        [1],
+                        "C",
+                        b"",
+                    ]
+                ),
+            )
+        },
+        # classes a langchain_core module merely imports: not defined there, not data
+        ext(
+            EXT_CONSTRUCTOR_POS_ARGS, "langchain_core.callbacks.manager", "ThreadPoolExecutor", [4]
+        ),
+        ext(
+            EXT_CONSTRUCTOR_KW_ARGS, "langchain_core.tracers.langchain", "Client", {"api_key": "x"}
+        ),
+        [1, {"deep": [evil_ref]}],
+    ],
+    ids=["inside-numpy", "reexported-executor", "reexported-client", "nested"],
+)
+def test_references_hidden_anywhere_are_refused(row: Any) -> None:
+    import langchain_core.callbacks.manager
+    import langchain_core.tracers.langchain  # noqa: F401  (imported by any LangChain app)
+
+    with pytest.raises(UnsafeRowError):
+        SafeSerializer().loads_typed(("msgpack", ormsgpack.packb(row)))
+
+
+def test_legitimate_values_upstream_loads_still_load() -> None:
+    from pydantic import v1
+
+    class Local(BaseModel):  # defined in a function: upstream loads it as its fields
+        a: int
+
+    class OldModel(v1.BaseModel):
+        a: int
+
+    globals()["OldModel"] = OldModel
+    OldModel.__qualname__ = "OldModel"
+    try:
+        for value in [OldModel(a=1), {"local": Local(a=2)}]:
+            upstream = JsonPlusSerializer(allowed_msgpack_modules=None)
+            dumped = upstream.dumps_typed(value)
+            assert SafeSerializer().loads_typed(dumped) == JsonPlusSerializer().loads_typed(dumped)
+    finally:
+        del globals()["OldModel"]

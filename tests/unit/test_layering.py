@@ -19,8 +19,8 @@ SHARED = {"_db", "_sql", "_langgraph", "_guard", "_crashpoints", "_ids", "_fenci
 
 ALLOWED = {
     ("_langgraph.py", "spec._replace"): "NamedTuple's public copy method",
-    ("_langgraph.py", "serde._unpack_ext_hook"): (
-        "JsonPlusSerializer's builder of custom values, reused after our safety check "
+    ("_langgraph.py", "jsonplus._create_msgpack_ext_hook"): (
+        "JsonPlusSerializer's builder of custom values, given only what our check allowed "
         "(langgraph-checkpoint has no public way to it); audited with the rest of _langgraph"
     ),
     ("effects/_effect.py", "sys._getframe"): "CPython's frame access, one frame, no walk",

@@ -877,6 +877,8 @@ WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
 
 -- name: runs_time_out
 -- Runs past their deadline end as timeout; a running one loses its thread (fenced out).
+-- Only the thread lease the late run itself holds is taken: a queued run's deadline must
+-- not fence out another run of the thread that is running.
 WITH late AS (
     UPDATE langgraph_durable_runs SET
         status = 'timeout', status_reason = 'not finished by its deadline',
@@ -889,7 +891,7 @@ WITH late AS (
     UPDATE langgraph_durable_threads t SET
         fencing_token = t.fencing_token + 1, owner = NULL, run_id = NULL,
         lease_expires_at = NULL, updated_at = clock_timestamp()
-    FROM late WHERE t.thread_id = late.thread_id
+    FROM late WHERE t.thread_id = late.thread_id AND t.run_id = late.run_id
 )
 SELECT run_id, thread_id FROM late
 

@@ -219,10 +219,6 @@ class AsyncWorker:
         _crashpoints.reached("run:after_claim")
         graph = self._graph_for(run)
         config = self._config_for(run)
-        if run.graph_version not in graph.compatible_with | {graph.version}:
-            await self._amigrate(graph, run, config)
-        latest = await self.registry.alatest_checkpoint(run)
-        payload = self.registry.input_of(run) if sends_input(run, latest) else None
 
         async def beat() -> None:
             if not await self.registry.aheartbeat(
@@ -236,6 +232,13 @@ class AsyncWorker:
         heartbeat = AsyncHeartbeat(beat, self.lease_seconds / 3, run.run_id)
         async with heartbeat.running():
             try:
+                # Inside the try: a migration hook that raises, or a stored input that
+                # cannot be loaded, ends this attempt like any error of the run itself,
+                # instead of escaping and stopping the worker (and every worker after it).
+                if run.graph_version not in graph.compatible_with | {graph.version}:
+                    await self._amigrate(graph, run, config)
+                latest = await self.registry.alatest_checkpoint(run)
+                payload = self.registry.input_of(run) if sends_input(run, latest) else None
                 mode = cast(Durability, run.durability)
                 output = await graph.graph.ainvoke(payload, config, durability=mode)
                 state = await graph.graph.aget_state(config)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
@@ -419,7 +420,10 @@ def backoff(attempt: int, rng: random.Random | None = None) -> float:
 
 def is_outage(exc: BaseException) -> bool:
     """Whether an error means the database could not be reached (a restart, the network, a
-    pool that found no live connection in time), rather than anything about the run."""
+    pool that found no live connection in time), or aborted us to break a deadlock or a
+    serialization conflict, rather than anything about the run: try again after a pause."""
+    if isinstance(exc, psycopg.Error) and exc.sqlstate in ("40P01", "40001"):
+        return True
     return isinstance(exc, DatabaseUnreachableError) or is_disconnect(exc)
 
 

@@ -221,10 +221,6 @@ class Worker:
         _crashpoints.reached("run:after_claim")
         graph = self._graph_for(run)
         config = self._config_for(run)
-        if run.graph_version not in graph.compatible_with | {graph.version}:
-            self._migrate(graph, run, config)
-        latest = self.registry.latest_checkpoint(run)
-        payload = self.registry.input_of(run) if sends_input(run, latest) else None
 
         def beat() -> None:
             if not self.registry.heartbeat(run, self.lease_seconds, worker_id=self.worker_id):
@@ -236,6 +232,13 @@ class Worker:
         heartbeat = Heartbeat(beat, self.lease_seconds / 3, run.run_id)
         with heartbeat.running():
             try:
+                # Inside the try: a migration hook that raises, or a stored input that
+                # cannot be loaded, ends this attempt like any error of the run itself,
+                # instead of escaping and stopping the worker (and every worker after it).
+                if run.graph_version not in graph.compatible_with | {graph.version}:
+                    self._migrate(graph, run, config)
+                latest = self.registry.latest_checkpoint(run)
+                payload = self.registry.input_of(run) if sends_input(run, latest) else None
                 mode = cast(Durability, run.durability)
                 output = graph.graph.invoke(payload, config, durability=mode)
                 state = graph.graph.get_state(config)

@@ -546,3 +546,43 @@ def test_a_busy_worker_stays_alive_in_the_workers_table(
     )
     assert age is True
     runs.cancel(run.run_id)
+
+
+def test_a_migration_hook_that_raises_ends_the_attempt_not_the_worker(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    name = f"poison-{uuid.uuid4().hex[:6]}"
+
+    def broken(graph: Any, config: Any) -> None:
+        raise ValueError("migration bug")
+
+    v1 = graph_of(saver, step("a"), name=name, version="1")
+    v2 = graph_of(saver, step("a"), name=name, version="2", migrations={"1": broken})
+    run = runs.create(v1, {"log": []}, max_attempts=1)
+    (done,) = Worker(saver, [v2]).run_until_idle()  # returns: the worker lives on
+    assert (done.run_id, done.status, done.error_type) == (
+        run.run_id,
+        RunStatus.ERROR,
+        "ValueError",
+    )
+
+
+def test_a_queued_runs_deadline_does_not_fence_out_the_running_one(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = graph_of(saver, step("a"))
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    running = runs.create(graph, {"log": []}, thread_id=thread)
+    queued = runs.create(graph, {"log": []}, thread_id=thread, timeout=3600)
+    claimed = runs.claim([graph], owner="test-owner", lease_seconds=60)
+    assert claimed is not None
+    assert claimed.run_id == running.run_id
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET deadline_at = now() - interval '1 s' WHERE run_id = %s",
+        queued.run_id,
+    )
+    runs.sweep([graph], worker_id="test-sweeper", live_seconds=90)
+    assert runs.get(queued.run_id).status is RunStatus.TIMEOUT
+    assert runs.heartbeat(claimed, 60)  # the running run still holds its thread
+    runs.cancel(running.run_id)

@@ -194,10 +194,11 @@ class RunError(DurableError):
 
 
 class FencedOutError(RunError):
-    """This writer no longer holds the thread's lease: another worker took the run over.
+    """This writer no longer holds the thread's lease: another worker took the run over,
+    or the run was cancelled, timed out or superseded by a newer run.
 
-    Nothing was written. The process must stop working on this thread; the run goes on
-    where the new lease holder is.
+    Nothing was written. The process must stop working on this thread; the run's status
+    in the registry says what happened to it.
     """
 
 

@@ -735,20 +735,26 @@ RETURNING *
 
 -- name: run_claim
 -- Take the oldest run this worker can run: pending, deferred and due, or running under a
--- lease that ran out (its worker died), or blocked only for want of a worker of its
--- version. Not while an older run of its thread is active, nor while someone alive holds
--- the thread's lease. The thread's lease is taken at the next fencing token in the same
--- statement; if someone took it meanwhile, nothing is claimed.
+-- lease that ran out (its worker died) with attempts left, or blocked only for want of a
+-- worker of its version. Not while an older run of its thread is active, nor while someone
+-- alive holds the thread's lease. The run and its thread's row are locked with SKIP
+-- LOCKED (every run has its thread's row: `thread_lease_row` makes it when the run is
+-- created, and nothing deletes it), so a claim never waits for a lock and so can never
+-- close a deadlock with a registry change that holds the thread's row. The thread's lease
+-- is taken at the next fencing token in the same statement.
 WITH candidate AS (
     SELECT r.run_id, r.thread_id
     FROM langgraph_durable_runs r
     JOIN unnest(%(names)s::text[], %(versions)s::text[]) AS g(name, version)
         ON g.name = r.graph_name AND g.version = r.graph_version
+    JOIN langgraph_durable_threads t ON t.thread_id = r.thread_id
     WHERE (
         (r.status = 'pending' AND (r.retry_at IS NULL OR r.retry_at <= clock_timestamp()))
         OR (r.status = 'deferred' AND r.retry_at <= clock_timestamp())
-        OR (r.status = 'running' AND r.lease_expires_at < clock_timestamp())
-        OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%')
+        OR (r.status = 'running' AND r.lease_expires_at < clock_timestamp()
+            AND r.attempt < r.max_attempts)
+        OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%'
+            AND (r.retry_at IS NULL OR r.retry_at <= clock_timestamp()))
     )
     AND NOT EXISTS (
         SELECT 1 FROM langgraph_durable_runs e
@@ -756,25 +762,18 @@ WITH candidate AS (
             AND e.status IN ('pending', 'running', 'deferred', 'blocked')
             AND (e.created_at, e.run_id) < (r.created_at, r.run_id)
     )
-    AND NOT EXISTS (
-        SELECT 1 FROM langgraph_durable_threads t
-        WHERE t.thread_id = r.thread_id AND t.owner IS NOT NULL
-            AND t.lease_expires_at >= clock_timestamp()
-    )
+    AND (t.owner IS NULL OR t.lease_expires_at < clock_timestamp())
     ORDER BY r.created_at, r.run_id
     LIMIT 1
-    FOR UPDATE OF r SKIP LOCKED
+    FOR UPDATE OF r, t SKIP LOCKED
 ), lease AS (
-    INSERT INTO langgraph_durable_threads AS t
-        (thread_id, fencing_token, owner, run_id, lease_expires_at, updated_at)
-    SELECT thread_id, 1, %(owner)s, run_id,
-        clock_timestamp() + make_interval(secs => %(lease_seconds)s), clock_timestamp()
+    UPDATE langgraph_durable_threads t SET
+        fencing_token = t.fencing_token + 1, owner = %(owner)s, run_id = candidate.run_id,
+        lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
+        updated_at = clock_timestamp()
     FROM candidate
-    ON CONFLICT (thread_id) DO UPDATE SET
-        fencing_token = t.fencing_token + 1, owner = EXCLUDED.owner, run_id = EXCLUDED.run_id,
-        lease_expires_at = EXCLUDED.lease_expires_at, updated_at = clock_timestamp()
-    WHERE t.owner IS NULL OR t.lease_expires_at < clock_timestamp()
-    RETURNING thread_id, fencing_token
+    WHERE t.thread_id = candidate.thread_id
+    RETURNING t.thread_id, t.fencing_token
 )
 UPDATE langgraph_durable_runs r SET
     status = 'running', status_reason = NULL, attempt = r.attempt + 1, owner = %(owner)s,
@@ -795,7 +794,8 @@ FROM (
     SELECT CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END AS due
     FROM langgraph_durable_runs r
     WHERE r.graph_name = ANY(%(names)s)
-        AND r.status IN ('pending', 'deferred', 'running')
+        AND (r.status IN ('pending', 'deferred', 'running')
+            OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%'))
 ) AS d
 
 -- name: run_set_version
@@ -805,27 +805,37 @@ WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'runn
 RETURNING run_id
 
 -- name: run_heartbeat
--- The run and its thread lease move on together, while they are still this worker's.
-WITH run AS (
-    UPDATE langgraph_durable_runs SET
+-- The run and its thread lease move on together, while they are still this worker's. The
+-- thread's row first, then the run's: the order every registry change takes them in.
+WITH thread AS (
+    UPDATE langgraph_durable_threads SET
         lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
-        heartbeat_at = clock_timestamp(), updated_at = clock_timestamp()
-    WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
-    RETURNING thread_id
+        updated_at = clock_timestamp()
+    WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
+    RETURNING fencing_token
 )
-UPDATE langgraph_durable_threads t SET
+UPDATE langgraph_durable_runs r SET
     lease_expires_at = clock_timestamp() + make_interval(secs => %(lease_seconds)s),
-    updated_at = clock_timestamp()
-FROM run
-WHERE t.thread_id = run.thread_id AND t.fencing_token = %(fence_token)s
-RETURNING t.fencing_token
+    heartbeat_at = clock_timestamp(), updated_at = clock_timestamp()
+FROM thread
+WHERE r.run_id = %(run_id)s AND r.fencing_token = %(fence_token)s AND r.status = 'running'
+RETURNING thread.fencing_token
 
 -- name: run_finish
 -- The worker's last word on an execution, taken only while the run is still its own; the
--- thread's lease is let go in the same statement.
-WITH run AS (
+-- thread's lease is let go in the same statement. The thread's row is locked first (the
+-- order every registry change takes them in, so a finish and a cancel cannot deadlock).
+-- An execution that did not fail (it waits at an interrupt or until a retry time, was
+-- handed back, or lost the database) gives its attempt back: `attempt` counts executions
+-- that failed or whose worker died, and the one that succeeded.
+WITH thread AS (
+    SELECT thread_id FROM langgraph_durable_threads
+    WHERE thread_id = %(thread_id)s
+    FOR UPDATE
+), run AS (
     UPDATE langgraph_durable_runs SET
         status = %(status)s, status_reason = %(reason)s,
+        attempt = CASE WHEN %(refund)s THEN greatest(attempt - 1, 0) ELSE attempt END,
         retry_at = CASE WHEN %(retry_in)s::float8 IS NOT NULL
             THEN clock_timestamp() + make_interval(secs => %(retry_in)s::float8)
             ELSE %(retry_at)s::timestamptz END,
@@ -836,6 +846,7 @@ WITH run AS (
             'cancelled') THEN clock_timestamp() END,
         updated_at = clock_timestamp()
     WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
+        AND thread_id = (SELECT thread_id FROM thread)
     RETURNING thread_id
 ), lease AS (
     UPDATE langgraph_durable_threads t SET
@@ -878,22 +889,61 @@ WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
 -- name: runs_time_out
 -- Runs past their deadline end as timeout; a running one loses its thread (fenced out).
 -- Only the thread lease the late run itself holds is taken: a queued run's deadline must
--- not fence out another run of the thread that is running.
+-- not fence out another run of the thread that is running. Runs and threads are locked
+-- with SKIP LOCKED: one whose thread is busy in a registry change now is timed out by the
+-- next sweep, and the sweep never waits on a thread's row while holding a run's.
 WITH late AS (
-    UPDATE langgraph_durable_runs SET
+    SELECT r.run_id, r.thread_id
+    FROM langgraph_durable_runs r
+    JOIN langgraph_durable_threads t ON t.thread_id = r.thread_id
+    WHERE r.status IN ('pending', 'running', 'deferred', 'blocked')
+        AND r.deadline_at < clock_timestamp()
+    FOR UPDATE OF r, t SKIP LOCKED
+), timed_out AS (
+    UPDATE langgraph_durable_runs r SET
         status = 'timeout', status_reason = 'not finished by its deadline',
         owner = NULL, lease_expires_at = NULL, finished_at = clock_timestamp(),
         updated_at = clock_timestamp()
-    WHERE status IN ('pending', 'running', 'deferred', 'blocked')
-        AND deadline_at < clock_timestamp()
-    RETURNING run_id, thread_id
+    FROM late WHERE r.run_id = late.run_id
+    RETURNING r.run_id, r.thread_id
 ), fenced AS (
     UPDATE langgraph_durable_threads t SET
         fencing_token = t.fencing_token + 1, owner = NULL, run_id = NULL,
         lease_expires_at = NULL, updated_at = clock_timestamp()
     FROM late WHERE t.thread_id = late.thread_id AND t.run_id = late.run_id
 )
-SELECT run_id, thread_id FROM late
+SELECT run_id, thread_id FROM timed_out
+
+-- name: runs_end_crash_loops
+-- A run whose worker died in each of its `max_attempts` executions is not taken again (a
+-- crash loop: the run itself may be what kills its workers): it ends as error, and its
+-- thread's lease is taken from the dead worker. Locked like `runs_time_out`.
+WITH looping AS (
+    SELECT r.run_id, r.thread_id
+    FROM langgraph_durable_runs r
+    JOIN langgraph_durable_threads t ON t.thread_id = r.thread_id
+    WHERE r.status = 'running' AND r.lease_expires_at < clock_timestamp()
+        AND r.attempt >= r.max_attempts
+    FOR UPDATE OF r, t SKIP LOCKED
+), ended AS (
+    UPDATE langgraph_durable_runs r SET
+        status = 'error', status_reason = 'crash loop',
+        error_type = 'WorkerLost',
+        error_message = 'Its worker stopped without finishing it (killed, crashed or cut off) '
+            || 'in each of its ' || r.attempt || ' attempts, the last on ' || r.owner
+            || '. Find what stops the workers (their logs, memory limits), then retry '
+            || 'the run (registry.retry).',
+        owner = NULL, lease_expires_at = NULL, finished_at = clock_timestamp(),
+        updated_at = clock_timestamp()
+    FROM looping WHERE r.run_id = looping.run_id
+    RETURNING r.run_id, r.thread_id, r.attempt
+), fenced AS (
+    UPDATE langgraph_durable_threads t SET
+        fencing_token = t.fencing_token + 1, owner = NULL, run_id = NULL,
+        lease_expires_at = NULL, updated_at = clock_timestamp()
+    FROM looping WHERE t.thread_id = looping.thread_id AND t.run_id = looping.run_id
+)
+SELECT run_id, thread_id, attempt FROM ended
 
 -- name: runs_flag_stuck
 -- Running without progress (or waiting for a person) longer than its graph allows: flagged
@@ -942,13 +992,16 @@ ORDER BY started_at
 
 -- name: runs_block_unrunnable
 -- Runs of a graph whose version no live worker takes are blocked, saying which versions
--- the live workers do take; a worker of their version takes them back.
+-- the live workers do take; a worker of their version takes them back. A worker counts as
+-- live within the window it announced itself (its lease and idle wait decide how often it
+-- beats), so workers with different settings agree on who is alive.
 WITH live AS (
     SELECT g ->> 'name' AS name, v AS version
     FROM langgraph_durable_workers w
     CROSS JOIN LATERAL jsonb_array_elements(w.graphs) AS g
     CROSS JOIN LATERAL jsonb_array_elements_text(g -> 'versions') AS v
-    WHERE w.heartbeat_at >= clock_timestamp() - make_interval(secs => %(live_seconds)s)
+    WHERE w.heartbeat_at >= clock_timestamp() - make_interval(
+        secs => coalesce((g ->> 'live_seconds')::float8, %(live_seconds)s))
 ), offered AS (
     SELECT name, string_agg(DISTINCT version, ', ' ORDER BY version) AS versions
     FROM live GROUP BY name

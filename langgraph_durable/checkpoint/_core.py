@@ -217,9 +217,11 @@ def check_fenced(written: bool, params: Mapping[str, Any]) -> None:
     if written:
         return
     raise FencedOutError(
-        f"Thread {params['thread_id']!r}: this process's lease (fencing token "
-        f"{params.get('fence_token')}) was taken over by another worker, so nothing was "
-        "written. Stop working on this thread: the run goes on where the new lease holder is."
+        f"Thread {params['thread_id']!r}: this process no longer holds the thread (its "
+        f"fencing token {params.get('fence_token')} is not the thread's any more: another "
+        "worker took the run over after the lease ran out, or the run was cancelled, timed "
+        "out or superseded by a newer run), so nothing was written. Stop working on this "
+        "thread; the run's status in the registry says what happened to it."
     )
 
 

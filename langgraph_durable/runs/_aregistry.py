@@ -22,12 +22,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, errors
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
 from langgraph_durable._db import AsyncConnectionSource, process_owner, source_of
 from langgraph_durable._fencing import Fence, with_fence
+from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, adelete_for_runs_txn
 from langgraph_durable.errors import (
@@ -41,10 +42,13 @@ from langgraph_durable.runs._model import (
     Outcome,
     Run,
     RunStatus,
+    list_params,
     new_run_params,
     outcome_params,
+    run_id_of,
     run_of,
     stored,
+    version_of,
     workers_graphs,
     wrong_saver,
 )
@@ -106,7 +110,11 @@ class AsyncRunRegistry:
                 (`RunConflictError`), "enqueue" (run after it, the default), "interrupt"
                 (stop it, keep its progress, run this one) or "rollback" (stop it, delete
                 its progress, run this one).
-            max_attempts: Executions before a run that keeps failing ends as `error`.
+            max_attempts: Executions before a run that keeps failing ends as `error`; one
+                whose worker dies (killed, crashed) counts, one that ends waiting (an
+                interrupt, a deferral) or is handed back does not. A run whose workers
+                died in every attempt ends as `error` (`WorkerLost`) instead of being
+                taken again.
             timeout: Seconds from now by which the run must have finished (else `timeout`).
             run_id: Your own id for the run (default: a new UUID).
 
@@ -127,15 +135,20 @@ class AsyncRunRegistry:
             timeout=timeout,
             run_id=run_id or str(uuid.uuid4()),
         )
-        async with self._source.connection() as conn, conn.transaction():
-            await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": params["thread_id"]})
-            active = await _arows(
-                conn, QUERIES["thread_active_runs"], {"thread_id": params["thread_id"]}
-            )
-            if active:
-                await self._aresolve_busy_thread(conn, params, [r["run_id"] for r in active])
-            (row,) = await _arows(conn, QUERIES["run_insert"], params)
-            await conn.execute(QUERIES["runs_wake"], {"run_id": params["run_id"]})
+        try:
+            async with self._source.connection() as conn, conn.transaction():
+                thread = {"thread_id": params["thread_id"]}
+                await _arows(conn, QUERIES["thread_lease_row"], thread)
+                active = await _arows(conn, QUERIES["thread_active_runs"], thread)
+                if active:
+                    await self._aresolve_busy_thread(conn, params, [r["run_id"] for r in active])
+                (row,) = await _arows(conn, QUERIES["run_insert"], params)
+                await conn.execute(QUERIES["runs_wake"], {"run_id": params["run_id"]})
+        except errors.UniqueViolation as exc:
+            raise RunConflictError(
+                f"A run with id {params['run_id']!r} exists already; nothing was created. "
+                "Use a new run_id, or look the existing run up with get()."
+            ) from exc
         return run_of(row)
 
     async def _aresolve_busy_thread(
@@ -178,6 +191,7 @@ class AsyncRunRegistry:
         Raises:
             RunNotFoundError: No such run.
         """
+        run_id = run_id_of(run_id)
         async with self._source.connection() as conn:
             found = await _arows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
@@ -193,12 +207,7 @@ class AsyncRunRegistry:
         limit: int = 100,
     ) -> builtins.list[Run]:
         """Runs, newest first, filtered by status, thread and graph."""
-        params = {
-            "status": None if status is None else RunStatus(status).value,
-            "thread_id": thread_id,
-            "graph_name": graph_name,
-            "limit": limit,
-        }
+        params = list_params(status, thread_id, graph_name, limit)
         async with self._source.connection() as conn:
             return [run_of(r) for r in await _arows(conn, QUERIES["run_list"], params)]
 
@@ -282,6 +291,7 @@ class AsyncRunRegistry:
 
     async def amigrate(self, run_id: str, version: str) -> Run:
         """Pin a pending or blocked run to another graph version (its state must fit it)."""
+        version = version_of(version)
         statuses = (RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.DEFERRED)
         return await self._arequeue(run_id, statuses, graph_version=version)
 
@@ -291,6 +301,7 @@ class AsyncRunRegistry:
         Wakes on the registry's notifications, and looks again at least every second.
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
+        run_id = run_id_of(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         async with self._source.connection() as conn:
             await conn.execute(QUERIES["runs_listen"])
@@ -326,6 +337,7 @@ class AsyncRunRegistry:
 
     async def astuck(self, *, limit: int = 100) -> builtins.list[Run]:
         """Runs flagged as stuck (running without progress, or waiting too long)."""
+        limit = list_params(None, None, None, limit)["limit"]
         async with self._source.connection() as conn:
             rows = await _arows(conn, QUERIES["runs_stuck"], {"limit": limit})
         return [run_of(r) for r in rows]
@@ -345,6 +357,7 @@ class AsyncRunRegistry:
         `ThreadBusyError`, and a holder whose lease was taken over gets `FencedOutError` at
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
+        thread_id = stored_id(thread_id, "thread_id")
         async with self._source.connection() as conn:
             found = await _arows(
                 conn,
@@ -395,6 +408,7 @@ class AsyncRunRegistry:
         False once the run is no longer ours."""
         params = {
             "run_id": run.run_id,
+            "thread_id": run.thread_id,
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
@@ -420,8 +434,9 @@ class AsyncRunRegistry:
     async def asweep(
         self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
     ) -> dict[str, builtins.list[dict[str, Any]]]:
-        """A worker's housekeeping: announce itself, time out late runs, flag stuck ones,
-        and block runs of versions no live worker takes. Returns what changed."""
+        """A worker's housekeeping: announce itself (live for `live_seconds` after this
+        heartbeat), time out late runs, end runs whose workers died in every attempt, flag
+        stuck ones, and block runs of versions no live worker takes. Returns what changed."""
         names = [g.name for g in graphs]
         running = [g.stuck_after.total_seconds() for g in graphs]
         waiting = [
@@ -435,10 +450,11 @@ class AsyncRunRegistry:
                 {
                     "worker_id": worker_id,
                     "owner": self.owner,
-                    "graphs": json.dumps(workers_graphs(graphs)),
+                    "graphs": json.dumps(workers_graphs(graphs, live_seconds)),
                 },
             )
             timed_out = await _arows(conn, QUERIES["runs_time_out"], {})
+            crash_loops = await _arows(conn, QUERIES["runs_end_crash_loops"], {})
             stuck = await _arows(
                 conn,
                 QUERIES["runs_flag_stuck"],
@@ -447,7 +463,12 @@ class AsyncRunRegistry:
             blocked = await _arows(
                 conn, QUERIES["runs_block_unrunnable"], {"live_seconds": live_seconds}
             )
-        return {"timed_out": timed_out, "stuck": stuck, "blocked": blocked}
+        return {
+            "timed_out": timed_out,
+            "crash_loops": crash_loops,
+            "stuck": stuck,
+            "blocked": blocked,
+        }
 
     async def aforget_worker(self, worker_id: str) -> None:
         async with self._source.connection() as conn:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -97,6 +98,7 @@ class AsyncWorker:
         self.worker_id = name or f"{process_owner()}:{uuid.uuid4().hex[:8]}"
         self.database_timeout = database_timeout
         self._stopping = False
+        self._swept_at = time.monotonic()
 
     def stop(self) -> None:
         """Take no new run; the one running finishes (a killed worker's run is taken over)."""
@@ -124,6 +126,10 @@ class AsyncWorker:
         done: list[Run] = []
         await self._asweep()
         while not self._stopping and (max_runs is None or len(done) < max_runs):
+            if time.monotonic() - self._swept_at > self.lease_seconds / 3:
+                # A long queue of short runs: keep the worker's heartbeat (and the
+                # housekeeping) going between them, or others would take it for gone.
+                await self._asweep()
             run = await self.registry.aclaim(
                 self.graphs, owner=self.worker_id, lease_seconds=self.lease_seconds
             )
@@ -286,12 +292,26 @@ class AsyncWorker:
             graph.version,
         )
 
+    @property
+    def live_seconds(self) -> float:
+        """How long after its last heartbeat this worker still counts as live: three of its
+        longest gaps between heartbeats (a heartbeat every third of the lease while it
+        runs, a sweep at least every `idle_wait` while it waits)."""
+        return 3 * max(self.lease_seconds, self.idle_wait)
+
     async def _asweep(self) -> None:
+        self._swept_at = time.monotonic()
         changed = await self.registry.asweep(
-            self.graphs, worker_id=self.worker_id, live_seconds=3 * self.lease_seconds
+            self.graphs, worker_id=self.worker_id, live_seconds=self.live_seconds
         )
         for row in changed["timed_out"]:
             logger.warning("run %s timed out (not finished by its deadline)", row["run_id"])
+        for row in changed["crash_loops"]:
+            logger.error(
+                "run %s ends as error: its worker died in each of its %s attempts",
+                row["run_id"],
+                row["attempt"],
+            )
         for row in changed["stuck"]:
             logger.warning(
                 "run %s of %s looks stuck: %s since %s",

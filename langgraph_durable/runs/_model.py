@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 import psycopg
@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
 
 from langgraph_durable._db import is_disconnect
-from langgraph_durable._ids import stored_id
+from langgraph_durable._ids import stored_id, thread_id_of
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
@@ -50,12 +50,15 @@ __all__ = [
     "check_graphs",
     "first_line",
     "is_outage",
+    "list_params",
     "new_run_params",
     "outcome_of",
     "outcome_params",
+    "run_id_of",
     "run_of",
     "sends_input",
     "stored",
+    "version_of",
     "workers_graphs",
     "wrong_saver",
 ]
@@ -285,6 +288,16 @@ def new_run_params(
         raise InvalidInputError(
             f"config sets {', '.join(private)}, which the worker sets itself; leave them out."
         )
+    pinned = [k for k in configurable if k in PINNING_KEYS]
+    if pinned:
+        # Every execution would start again from that checkpoint: a retry after a crash
+        # would fork the thread instead of going on from where the run got to.
+        raise InvalidInputError(
+            f"config sets {', '.join(pinned)}: a run always goes on from its thread's "
+            "latest checkpoint, so that a retry continues it instead of forking the thread. "
+            "To run from an earlier checkpoint, fork it first (graph.update_state with that "
+            "checkpoint's config, or copy the thread) and create the run on the result."
+        )
     input_type, input_blob = stored(serde, input)
     return {
         "run_id": stored_id(run_id, "run_id"),
@@ -300,6 +313,46 @@ def new_run_params(
         "metadata": _json_object(dict(metadata or {}), "metadata"),
         "max_attempts": max_attempts,
         "timeout": timeout,
+    }
+
+
+PINNING_KEYS = ("checkpoint_id", "checkpoint_ns", "checkpoint_map")
+"""`configurable` keys that pin an invocation to one checkpoint: not allowed in a run."""
+
+
+def run_id_of(value: object) -> str:
+    """A run id to look up: text Postgres can hold (`InvalidThreadIdError` otherwise)."""
+    return thread_id_of(value, "run_id")
+
+
+def version_of(value: object) -> str:
+    """A graph version given by a caller: a non-empty string without NUL."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise InvalidInputError(f"version={value!r}: use a non-empty string.")
+    return value
+
+
+def list_params(
+    status: object, thread_id: object, graph_name: object, limit: object
+) -> dict[str, Any]:
+    """The `run_list` parameters, every filter checked first (I8)."""
+    if status is None:
+        status_value = None
+    else:
+        try:
+            status_value = RunStatus(status).value
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise InvalidInputError(f"status={status!r}: use one of {known}.") from None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise InvalidInputError(f"limit={limit!r}: use a whole number >= 0.")
+    if graph_name is not None and (not isinstance(graph_name, str) or "\x00" in graph_name):
+        raise InvalidInputError(f"graph_name={graph_name!r}: use a string without NUL.")
+    return {
+        "status": status_value,
+        "thread_id": None if thread_id is None else thread_id_of(thread_id),
+        "graph_name": graph_name,
+        "limit": limit,
     }
 
 
@@ -324,7 +377,9 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
     error = outcome.error
     return {
         "run_id": run.run_id,
+        "thread_id": run.thread_id,
         "fence_token": run.fencing_token,
+        "refund": not outcome.counted,
         "status": outcome.status.value,
         "reason": outcome.reason,
         "retry_at": outcome.retry_at,
@@ -336,9 +391,13 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
     }
 
 
-def workers_graphs(graphs: Sequence[GraphVersion]) -> list[dict[str, Any]]:
-    """What a worker announces: each graph's name and the run versions it takes."""
-    return [{"name": g.name, "version": g.version, "versions": g.versions} for g in graphs]
+def workers_graphs(graphs: Sequence[GraphVersion], live_seconds: float) -> list[dict[str, Any]]:
+    """What a worker announces: each graph's name, the run versions it takes, and how long
+    after its last heartbeat it still counts as live."""
+    return [
+        {"name": g.name, "version": g.version, "versions": g.versions, "live_seconds": live_seconds}
+        for g in graphs
+    ]
 
 
 def check_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersion]:
@@ -400,6 +459,11 @@ class Outcome:
     retry_in: float | None = None
     error: BaseException | None = None
     output: Any = None
+    counted: bool = True
+    """Whether this execution counts against `max_attempts`: one that failed or succeeded
+    does; one that ended waiting (an interrupt, a retry time, an unknown effect), was
+    handed back or lost the database gives its attempt back, so waiting is never what
+    uses a run's attempts up."""
 
     def handed_back(self) -> Outcome:
         """The worker is stopping mid-run: the run goes back to the queue at once."""
@@ -409,6 +473,7 @@ class Outcome:
             reason="handed back: its worker stopped",
             retry_in=0.0,
             error=self.error,
+            counted=False,
         )
 
 
@@ -469,22 +534,39 @@ def outcome_of(
     error: BaseException | None = None,
     output: Any = None,
     interrupted: bool = False,
+    now: datetime | None = None,
 ) -> Outcome:
     """How an execution of `run` (attempt `run.attempt`) ends: its next status."""
     if error is None:
         if interrupted:
-            return Outcome(Next.FINISH, RunStatus.INTERRUPTED, output=output)
+            return Outcome(Next.FINISH, RunStatus.INTERRUPTED, output=output, counted=False)
         return Outcome(Next.FINISH, RunStatus.SUCCESS, output=output)
     if isinstance(error, FencedOutError):
         return Outcome(Next.LOST, error=error)
     if isinstance(error, EffectDeferred):
-        return Outcome(Next.FINISH, RunStatus.DEFERRED, reason=str(error), retry_at=error.retry_at)
+        # Stored as a wait from the database's now, not as this host's wall-clock time:
+        # the worker's clock set `retry_at`, and another host's (or the server's) may be
+        # behind it, which would make the run due at once and deferred again, over and over.
+        retry_in = backoff(1)  # no time given: look again in about a second
+        if error.retry_at is not None:
+            at = error.retry_at
+            at = at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+            now = datetime.now(timezone.utc) if now is None else now
+            retry_in = max(0.0, (at - now).total_seconds())
+        return Outcome(
+            Next.FINISH,
+            RunStatus.DEFERRED,
+            reason=str(error),
+            retry_in=retry_in,
+            counted=False,
+        )
     if isinstance(error, (EffectOutcomeUnknown, EffectResultNotStoredError)):
         return Outcome(
             Next.FINISH,
             RunStatus.BLOCKED,
             reason=f"{BLOCKED_EFFECT}: {error}",
             error=error,
+            counted=False,
         )
     if is_outage(error):
         # The database went away under the run (a restart, the network): nothing is wrong
@@ -495,6 +577,7 @@ def outcome_of(
             reason=f"database unavailable: {first_line(error)}",
             retry_in=backoff(min(run.attempt, 3)),
             error=error,
+            counted=False,
         )
     if run.attempt < run.max_attempts:
         return Outcome(Next.FINISH, RunStatus.PENDING, retry_in=backoff(run.attempt), error=error)

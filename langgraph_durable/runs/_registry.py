@@ -23,12 +23,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from psycopg import Connection
+from psycopg import Connection, errors
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
 from langgraph_durable._db import ConnectionSource, process_owner, source_of
 from langgraph_durable._fencing import Fence, with_fence
+from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import DurablePostgresSaver, delete_for_runs_txn
 from langgraph_durable.errors import (
@@ -42,10 +43,13 @@ from langgraph_durable.runs._model import (
     Outcome,
     Run,
     RunStatus,
+    list_params,
     new_run_params,
     outcome_params,
+    run_id_of,
     run_of,
     stored,
+    version_of,
     workers_graphs,
     wrong_saver,
 )
@@ -107,7 +111,11 @@ class RunRegistry:
                 (`RunConflictError`), "enqueue" (run after it, the default), "interrupt"
                 (stop it, keep its progress, run this one) or "rollback" (stop it, delete
                 its progress, run this one).
-            max_attempts: Executions before a run that keeps failing ends as `error`.
+            max_attempts: Executions before a run that keeps failing ends as `error`; one
+                whose worker dies (killed, crashed) counts, one that ends waiting (an
+                interrupt, a deferral) or is handed back does not. A run whose workers
+                died in every attempt ends as `error` (`WorkerLost`) instead of being
+                taken again.
             timeout: Seconds from now by which the run must have finished (else `timeout`).
             run_id: Your own id for the run (default: a new UUID).
 
@@ -128,13 +136,20 @@ class RunRegistry:
             timeout=timeout,
             run_id=run_id or str(uuid.uuid4()),
         )
-        with self._source.connection() as conn, conn.transaction():
-            _rows(conn, QUERIES["thread_lease_row"], {"thread_id": params["thread_id"]})
-            active = _rows(conn, QUERIES["thread_active_runs"], {"thread_id": params["thread_id"]})
-            if active:
-                self._resolve_busy_thread(conn, params, [r["run_id"] for r in active])
-            (row,) = _rows(conn, QUERIES["run_insert"], params)
-            conn.execute(QUERIES["runs_wake"], {"run_id": params["run_id"]})
+        try:
+            with self._source.connection() as conn, conn.transaction():
+                thread = {"thread_id": params["thread_id"]}
+                _rows(conn, QUERIES["thread_lease_row"], thread)
+                active = _rows(conn, QUERIES["thread_active_runs"], thread)
+                if active:
+                    self._resolve_busy_thread(conn, params, [r["run_id"] for r in active])
+                (row,) = _rows(conn, QUERIES["run_insert"], params)
+                conn.execute(QUERIES["runs_wake"], {"run_id": params["run_id"]})
+        except errors.UniqueViolation as exc:
+            raise RunConflictError(
+                f"A run with id {params['run_id']!r} exists already; nothing was created. "
+                "Use a new run_id, or look the existing run up with get()."
+            ) from exc
         return run_of(row)
 
     def _resolve_busy_thread(
@@ -177,6 +192,7 @@ class RunRegistry:
         Raises:
             RunNotFoundError: No such run.
         """
+        run_id = run_id_of(run_id)
         with self._source.connection() as conn:
             found = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
@@ -192,12 +208,7 @@ class RunRegistry:
         limit: int = 100,
     ) -> builtins.list[Run]:
         """Runs, newest first, filtered by status, thread and graph."""
-        params = {
-            "status": None if status is None else RunStatus(status).value,
-            "thread_id": thread_id,
-            "graph_name": graph_name,
-            "limit": limit,
-        }
+        params = list_params(status, thread_id, graph_name, limit)
         with self._source.connection() as conn:
             return [run_of(r) for r in _rows(conn, QUERIES["run_list"], params)]
 
@@ -279,6 +290,7 @@ class RunRegistry:
 
     def migrate(self, run_id: str, version: str) -> Run:
         """Pin a pending or blocked run to another graph version (its state must fit it)."""
+        version = version_of(version)
         statuses = (RunStatus.PENDING, RunStatus.BLOCKED, RunStatus.DEFERRED)
         return self._requeue(run_id, statuses, graph_version=version)
 
@@ -288,6 +300,7 @@ class RunRegistry:
         Wakes on the registry's notifications, and looks again at least every second.
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
+        run_id = run_id_of(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._source.connection() as conn:
             conn.execute(QUERIES["runs_listen"])
@@ -323,6 +336,7 @@ class RunRegistry:
 
     def stuck(self, *, limit: int = 100) -> builtins.list[Run]:
         """Runs flagged as stuck (running without progress, or waiting too long)."""
+        limit = list_params(None, None, None, limit)["limit"]
         with self._source.connection() as conn:
             rows = _rows(conn, QUERIES["runs_stuck"], {"limit": limit})
         return [run_of(r) for r in rows]
@@ -340,6 +354,7 @@ class RunRegistry:
         `ThreadBusyError`, and a holder whose lease was taken over gets `FencedOutError` at
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
+        thread_id = stored_id(thread_id, "thread_id")
         with self._source.connection() as conn:
             found = _rows(
                 conn,
@@ -388,6 +403,7 @@ class RunRegistry:
         False once the run is no longer ours."""
         params = {
             "run_id": run.run_id,
+            "thread_id": run.thread_id,
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
@@ -413,8 +429,9 @@ class RunRegistry:
     def sweep(
         self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
     ) -> dict[str, builtins.list[dict[str, Any]]]:
-        """A worker's housekeeping: announce itself, time out late runs, flag stuck ones,
-        and block runs of versions no live worker takes. Returns what changed."""
+        """A worker's housekeeping: announce itself (live for `live_seconds` after this
+        heartbeat), time out late runs, end runs whose workers died in every attempt, flag
+        stuck ones, and block runs of versions no live worker takes. Returns what changed."""
         names = [g.name for g in graphs]
         running = [g.stuck_after.total_seconds() for g in graphs]
         waiting = [
@@ -428,17 +445,23 @@ class RunRegistry:
                 {
                     "worker_id": worker_id,
                     "owner": self.owner,
-                    "graphs": json.dumps(workers_graphs(graphs)),
+                    "graphs": json.dumps(workers_graphs(graphs, live_seconds)),
                 },
             )
             timed_out = _rows(conn, QUERIES["runs_time_out"], {})
+            crash_loops = _rows(conn, QUERIES["runs_end_crash_loops"], {})
             stuck = _rows(
                 conn,
                 QUERIES["runs_flag_stuck"],
                 {"names": names, "running_seconds": running, "waiting_seconds": waiting},
             )
             blocked = _rows(conn, QUERIES["runs_block_unrunnable"], {"live_seconds": live_seconds})
-        return {"timed_out": timed_out, "stuck": stuck, "blocked": blocked}
+        return {
+            "timed_out": timed_out,
+            "crash_loops": crash_loops,
+            "stuck": stuck,
+            "blocked": blocked,
+        }
 
     def forget_worker(self, worker_id: str) -> None:
         with self._source.connection() as conn:

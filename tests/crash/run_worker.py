@@ -1,6 +1,6 @@
 """A worker process for the fleet crash tests: takes runs of the "orders" graph until killed.
 
-    python tests/crash/run_worker.py DSN [--lease SECONDS] [--create N]
+    python tests/crash/run_worker.py DSN [--lease SECONDS] [--create N] [--poison]
 
 The graph: reserve -> charge -> notify -> done, each side effect an `@effect` on a
 receiver table of its own, written on its own autocommit connection (the outside world;
@@ -14,7 +14,13 @@ Every call that reaches a receiver is logged in `fleet_calls`. The test makes wo
 with `LANGGRAPH_DURABLE_CRASH_AT` (any named crash point: `run:after_claim`,
 `effect:after_call`, `put:after_commit`, ...) and `LANGGRAPH_DURABLE_CRASH_AFTER`.
 
-`--create N` only creates N runs (one thread each) and prints their ids as JSON.
+`--create N` only creates N runs (one thread each) and prints their ids as JSON. Runs of
+the fleet are given many attempts: the fleet proves recovery, and random kills may hit one
+run several times.
+
+`--poison` runs the "poison" graph instead, whose only node logs its execution in
+`poison_calls` and then SIGKILLs its own worker: a run that kills every worker that takes
+it (with `--create N`: N such runs, 2 attempts each).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -47,7 +54,11 @@ CREATE TABLE IF NOT EXISTS fleet_mails (
     id SERIAL PRIMARY KEY, key TEXT NOT NULL, order_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet_calls (
     id SERIAL PRIMARY KEY, receiver TEXT NOT NULL, key TEXT NOT NULL, pid INT NOT NULL);
+CREATE TABLE IF NOT EXISTS poison_calls (
+    id SERIAL PRIMARY KEY, order_id TEXT NOT NULL, pid INT NOT NULL);
 """
+POISON_ATTEMPTS = 2
+FLEET_ATTEMPTS = 1000
 
 
 class Order(TypedDict, total=False):
@@ -125,20 +136,42 @@ def build(saver: DurablePostgresSaver, dsn: str) -> GraphVersion:
     return GraphVersion("orders", "1", builder.compile(checkpointer=saver))
 
 
+def build_poison(saver: DurablePostgresSaver, dsn: str) -> GraphVersion:
+    def swallow(state: Order) -> Order:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO poison_calls (order_id, pid) VALUES (%s, %s)",
+                (state["order_id"], os.getpid()),
+            )
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable: the process was killed")
+
+    builder = StateGraph(Order)
+    builder.add_node("swallow", swallow)
+    builder.add_edge(START, "swallow")
+    builder.add_edge("swallow", END)
+    return GraphVersion("poison", "1", builder.compile(checkpointer=saver))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("dsn")
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--create", type=int)
+    parser.add_argument("--poison", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     ensure_receivers(args.dsn)
     with DurablePostgresSaver.from_conn_string(args.dsn) as saver:
         saver.setup()
-        graph = build(saver, args.dsn)
+        graph = build_poison(saver, args.dsn) if args.poison else build(saver, args.dsn)
         if args.create is not None:
             runs = RunRegistry(saver)
-            ids = [runs.create(graph, {"order_id": f"o-{i}"}).run_id for i in range(args.create)]
+            attempts = POISON_ATTEMPTS if args.poison else FLEET_ATTEMPTS
+            ids = [
+                runs.create(graph, {"order_id": f"o-{i}"}, max_attempts=attempts).run_id
+                for i in range(args.create)
+            ]
             print(json.dumps(ids), flush=True)
             return 0
         worker = Worker(saver, [graph], lease_seconds=args.lease, idle_wait=0.5)

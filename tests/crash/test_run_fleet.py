@@ -181,3 +181,71 @@ def test_a_fleet_with_random_kills_finishes_every_run_once(fresh_db_dsn: str) ->
             f"median {ordered[len(ordered) // 2]:.2f} s, max {ordered[-1]:.2f} s "
             f"over {len(ordered)} runs"
         )
+
+
+def test_a_run_that_kills_every_worker_ends_as_error_instead_of_looping(
+    fresh_db_dsn: str,
+) -> None:
+    """A poison run (its node SIGKILLs the worker) is taken `max_attempts` (2) times by
+    real worker processes, each killed by it; the third worker does not take it but ends
+    it as error (`WorkerLost`) and stays alive."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    created = subprocess.run(
+        [sys.executable, str(WORKER), fresh_db_dsn, "--poison", "--create", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    (run_id,) = json.loads(created.stdout.strip().splitlines()[-1])
+
+    def worker() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), fresh_db_dsn, "--poison", "--lease", "1"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    for _ in range(2):  # each worker takes the run (after the last one's lease ran out) and dies
+        victim = worker()
+        try:
+            assert victim.wait(timeout=HANG_GUARD_S) == -signal.SIGKILL
+        finally:
+            if victim.poll() is None:
+                victim.kill()
+                victim.wait()
+    survivor = worker()
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while True:
+            with psycopg.connect(fresh_db_dsn) as conn:
+                row = conn.execute(
+                    "SELECT status, attempt, error_type, error_message, owner "
+                    "FROM langgraph_durable_runs WHERE run_id = %s",
+                    (run_id,),
+                ).fetchone()
+            assert row is not None
+            if row[0] != "running":
+                break
+            assert survivor.poll() is None, survivor.stderr.read() if survivor.stderr else ""
+            assert time.monotonic() < deadline, row
+            time.sleep(0.1)  # a poll interval, not a synchronisation
+        status, attempt, error_type, message, owner = row
+        assert (status, attempt, error_type, owner) == ("error", 2, "WorkerLost", None)
+        assert "in each of its 2 attempts" in message
+        assert survivor.poll() is None  # it ended the run instead of taking it (and dying)
+        with psycopg.connect(fresh_db_dsn) as conn:
+            (executions,) = conn.execute("SELECT count(*) FROM poison_calls").fetchone() or (0,)
+            lease = conn.execute(
+                "SELECT t.owner, t.run_id FROM langgraph_durable_threads t "
+                "JOIN langgraph_durable_runs r USING (thread_id) WHERE r.run_id = %s",
+                (run_id,),
+            ).fetchone()
+        assert executions == 2
+        assert lease == (None, None)  # the dead worker's lease was taken from it
+    finally:
+        survivor.kill()
+        survivor.wait()

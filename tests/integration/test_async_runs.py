@@ -206,7 +206,7 @@ async def test_aexclusive_lets_one_plain_ainvoke_run_a_thread(db_dsn: str) -> No
             )
             async with runs.aexclusive(thread) as fresh:
                 await graph.ainvoke({"log": []}, fresh)
-            with pytest.raises(FencedOutError, match="taken over"):
+            with pytest.raises(FencedOutError, match="no longer holds the thread"):
                 await graph.ainvoke({"log": []}, stale)
 
 

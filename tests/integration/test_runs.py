@@ -459,7 +459,7 @@ def test_exclusive_lets_one_plain_invoke_run_a_thread(
         with runs.exclusive(thread) as fresh:
             graph.invoke({"log": []}, fresh)
         before = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread)
-        with pytest.raises(FencedOutError, match="taken over"):
+        with pytest.raises(FencedOutError, match="no longer holds the thread"):
             graph.invoke({"log": []}, stale)  # refused: nothing written
         after = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread)
         assert after == before

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
 
-from langgraph_durable import DatabaseUnreachableError, RunStatus
+from langgraph_durable import DatabaseUnreachableError, EffectDeferred, RunStatus
 from langgraph_durable.runs._model import Next, Outage, Run, is_outage, outcome_of
 
 
@@ -66,3 +68,22 @@ def test_outage_pauses_grow_and_end_at_the_timeout() -> None:
     assert outage.over(now=111.0) == 11.0
     assert outage.over(now=112.0) is None  # no outage any more
     assert Outage(give_up_after=None).failed(now=1e9) is not None
+
+
+def test_a_deferral_is_stored_as_a_wait_not_as_this_hosts_clock_time() -> None:
+    now = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
+    later = EffectDeferred("rate limited", retry_at=now + timedelta(minutes=5))
+    outcome = outcome_of(run_at(1), error=later, now=now)
+    assert (outcome.status, outcome.retry_at, outcome.retry_in) == (
+        RunStatus.DEFERRED,
+        None,
+        300.0,
+    )
+    assert not outcome.counted
+    past = EffectDeferred("due", retry_at=now - timedelta(minutes=5))
+    assert outcome_of(run_at(1), error=past, now=now).retry_in == 0.0
+    naive = EffectDeferred("naive", retry_at=(now + timedelta(seconds=30)).replace(tzinfo=None))
+    assert outcome_of(run_at(1), error=naive, now=now).retry_in == 30.0
+    unknown = outcome_of(run_at(1), error=EffectDeferred("no time"), now=now)
+    assert unknown.retry_in is not None
+    assert 0.5 < unknown.retry_in < 2.0

@@ -1,0 +1,293 @@
+"""The registry's rules on a real database: lock order, attempts, inputs it refuses.
+
+- Lock order: every registry change (create with a multitask strategy, cancel, resume)
+  locks a thread's row before its runs' rows. A worker's finish and heartbeat take them in
+  the same order, so a registry change that holds the thread while a worker reports can
+  never deadlock with it (PostgreSQL would abort one of the two with 40P01).
+- Attempts: `attempt` counts executions that failed or whose worker died; waiting at an
+  interrupt, a deferral, a hand-back or a lost database give the attempt back.
+- Inputs: bad ids, filters and configs are named errors before any SQL runs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    DurablePostgresSaver,
+    GraphVersion,
+    InvalidInputError,
+    InvalidThreadIdError,
+    RetryLater,
+    RunConflictError,
+    RunRegistry,
+    RunStatus,
+    Worker,
+    effect,
+)
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.runs._model import Outcome, outcome_of
+
+
+class State(TypedDict, total=False):
+    log: list[str]
+    answer: Any
+
+
+@pytest.fixture(scope="module")
+def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
+    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
+        found.setup()
+        yield found
+
+
+@pytest.fixture
+def runs(saver: DurablePostgresSaver) -> RunRegistry:
+    return RunRegistry(saver)
+
+
+def one_node(saver: DurablePostgresSaver, fn: Callable[[State], Any]) -> GraphVersion:
+    builder = StateGraph(State)
+    builder.add_node("only", fn)
+    builder.add_edge(START, "only")
+    builder.add_edge("only", END)
+    return GraphVersion(f"g-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+
+
+def wait_until_blocked_on_a_lock(dsn: str, holder: psycopg.Connection[Any]) -> None:
+    """Until some backend waits for a lock `holder` holds (read in pg_locks)."""
+    holder_pid = holder.info.backend_pid
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+            (holder_pid,),
+        ).fetchall():
+            conn.execute("SELECT pg_sleep(0.01)")  # a poll interval of a state wait
+
+
+@pytest.mark.parametrize("report", ["finish", "heartbeat"])
+def test_a_workers_report_and_a_registry_change_take_locks_in_one_order(
+    db_dsn: str, saver: DurablePostgresSaver, runs: RunRegistry, report: str
+) -> None:
+    graph = one_node(saver, lambda s: {"log": ["a"]})
+    created = runs.create(graph, {"log": []})
+    run = runs.claim([graph], owner="test-worker", lease_seconds=60)
+    assert run is not None
+    assert run.run_id == created.run_id
+
+    results: list[Any] = []
+
+    def worker_reports() -> None:
+        try:
+            if report == "finish":
+                results.append(runs.finish(run, outcome_of(run, output={"log": ["a"]})))
+            else:
+                results.append(runs.heartbeat(run, 60))
+        except BaseException as exc:
+            results.append(exc)
+
+    with psycopg.connect(db_dsn) as change:
+        # What `create(..., multitask_strategy="interrupt")` and `cancel` do, held open
+        # between the thread's lock and the run's update.
+        change.execute(QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+        reporter = threading.Thread(target=worker_reports)
+        reporter.start()
+        wait_until_blocked_on_a_lock(db_dsn, change)
+        change.execute(
+            QUERIES["runs_set_status"],
+            {"run_ids": [run.run_id], "status": "interrupted", "reason": "superseded"},
+        )
+        change.execute(QUERIES["thread_fence_bump"], {"thread_id": run.thread_id})
+        change.commit()  # no DeadlockDetected: the worker never held the run's row
+        reporter.join()
+
+    assert results == [False]  # the run is not the worker's any more: nothing written
+    assert runs.get(run.run_id).status is RunStatus.INTERRUPTED
+
+
+def test_a_claim_skips_a_thread_a_registry_change_holds(
+    db_dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = one_node(saver, lambda s: {"log": ["a"]})
+    run = runs.create(graph, {"log": []})
+    with psycopg.connect(db_dsn) as change:
+        change.execute(QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+        # It neither waits for the thread's row nor takes the run's (which the change may
+        # want next): it passes the run by.
+        assert runs.claim([graph], owner="test-worker", lease_seconds=60) is None
+        change.execute(
+            QUERIES["runs_set_status"],
+            {"run_ids": [run.run_id], "status": "cancelled", "reason": "cancelled"},
+        )
+        change.commit()
+    assert runs.get(run.run_id).status is RunStatus.CANCELLED
+    assert runs.claim([graph], owner="test-worker", lease_seconds=60) is None
+
+
+def test_waiting_and_hand_backs_do_not_use_attempts_up(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    asked: list[int] = []
+
+    def approve(state: State) -> State:
+        answers = [interrupt(f"question {i}") for i in range(3)]
+        asked.append(len(answers))
+        return {"answer": answers}
+
+    graph = one_node(saver, approve)
+    run = runs.create(graph, {"log": []}, max_attempts=1)
+    worker = Worker(saver, [graph])
+    for i in range(3):
+        (done,) = worker.run_until_idle()
+        assert (done.status, done.attempt) == (RunStatus.INTERRUPTED, 0), i
+        runs.resume(run.run_id, Command(resume=f"yes {i}"))
+    (done,) = worker.run_until_idle()
+    assert (done.status, done.attempt) == (RunStatus.SUCCESS, 1)
+    assert runs.output_of(done)["answer"] == ["yes 0", "yes 1", "yes 2"]
+
+    # A hand-back (the worker stopped mid-run) and a lost database give the attempt back.
+    other = runs.create(graph, {"log": []}, max_attempts=1)
+    claimed = runs.claim([graph], owner="test-worker", lease_seconds=60)
+    assert claimed is not None
+    assert claimed.run_id == other.run_id
+    handed_back = outcome_of(claimed, error=KeyboardInterrupt()).handed_back()
+    assert runs.finish(claimed, handed_back)
+    assert runs.get(other.run_id).attempt == 0
+    claimed = runs.claim([graph], owner="test-worker", lease_seconds=60)
+    assert claimed is not None
+    lost = psycopg.OperationalError("server closed the connection unexpectedly")
+    outage = outcome_of(claimed, error=lost)
+    assert isinstance(outage, Outcome)
+    assert outage.status is RunStatus.PENDING
+    assert runs.finish(claimed, outage)
+    assert runs.get(other.run_id).attempt == 0
+
+
+def test_deferrals_do_not_use_attempts_up(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    calls: list[int] = []
+
+    @effect(name=f"rate-limited-{uuid.uuid4().hex[:6]}")
+    def call() -> str:
+        calls.append(1)
+        if len(calls) <= 3:
+            raise RetryLater(3600)
+        return "done"
+
+    graph = one_node(saver, lambda s: {"answer": call()})
+    run = runs.create(graph, {"log": []}, max_attempts=1)
+    worker = Worker(saver, [graph])
+    for _ in range(3):
+        (done,) = worker.run_until_idle()
+        assert (done.status, done.attempt) == (RunStatus.DEFERRED, 0)
+        with psycopg.connect(db_dsn, autocommit=True) as conn:  # its retry time has come
+            conn.execute(
+                "UPDATE langgraph_durable_effects SET next_attempt_at = now() WHERE thread_id = %s",
+                (run.thread_id,),
+            )
+            conn.execute(
+                "UPDATE langgraph_durable_runs SET retry_at = now() WHERE run_id = %s",
+                (run.run_id,),
+            )
+    (done,) = worker.run_until_idle()
+    assert (done.status, done.attempt, runs.output_of(done)["answer"]) == (
+        RunStatus.SUCCESS,
+        1,
+        "done",
+    )
+
+
+def test_a_deferred_run_blocked_meanwhile_still_waits_for_its_time(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = one_node(saver, lambda s: {"log": ["a"]})
+    run = runs.create(graph, {"log": []})
+    with psycopg.connect(db_dsn, autocommit=True) as conn:  # deferred an hour, then blocked
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET status = 'blocked', retry_at = now() + "
+            "interval '1 hour', status_reason = 'version: no live worker' WHERE run_id = %s",
+            (run.run_id,),
+        )
+    worker = Worker(saver, [graph])
+    assert worker.run_until_idle() == []  # a worker of its version came, but not its time
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET retry_at = now() WHERE run_id = %s", (run.run_id,)
+        )
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS
+
+
+def test_a_worker_is_live_within_the_window_it_announced(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = one_node(saver, lambda s: {"log": ["a"]})
+    newer = runs.create(graph, {"log": []}, version="2")
+    slow = [{"name": graph.name, "version": "2", "versions": ["2"], "live_seconds": 600.0}]
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        # A worker of version 2 with a long lease: its last heartbeat a minute ago.
+        conn.execute(
+            "INSERT INTO langgraph_durable_workers (worker_id, owner, graphs, heartbeat_at) "
+            "VALUES (%s, 'elsewhere', %s::jsonb, now() - interval '60 seconds')",
+            (f"slow-{uuid.uuid4().hex[:6]}", json.dumps(slow)),
+        )
+    quick = Worker(saver, [graph], lease_seconds=2, idle_wait=1)  # live within 6 s itself
+    assert quick.run_until_idle() == []
+    # The version 2 worker is live by its own window: the run waits for it, not blocked.
+    assert runs.get(newer.run_id).status is RunStatus.PENDING
+
+
+@pytest.mark.parametrize("key", ["checkpoint_id", "checkpoint_ns", "checkpoint_map"])
+def test_a_run_cannot_be_pinned_to_a_checkpoint(
+    saver: DurablePostgresSaver, runs: RunRegistry, key: str
+) -> None:
+    graph = one_node(saver, lambda s: {"log": ["a"]})
+    with pytest.raises(InvalidInputError, match=f"config sets {key}.*forking|fork"):
+        runs.create(graph, {"log": []}, config={"configurable": {key: "1ef0"}})
+    assert runs.list(graph_name=graph.name) == []
+
+
+def test_bad_registry_input_is_a_named_error(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = one_node(saver, lambda s: {"log": ["a"]})
+    run = runs.create(graph, {"log": []}, run_id=f"r-{uuid.uuid4().hex}")
+    with pytest.raises(RunConflictError, match="exists already"):
+        runs.create(graph, {"log": []}, run_id=run.run_id)
+    assert [r.run_id for r in runs.list(graph_name=graph.name)] == [run.run_id]
+
+    for bad in ("a\x00b", "\ud800"):
+        with pytest.raises(InvalidThreadIdError):
+            runs.get(bad)
+        with pytest.raises(InvalidThreadIdError):
+            runs.cancel(bad)
+        with pytest.raises(InvalidThreadIdError):
+            runs.wait_for(bad, timeout=0)
+        with pytest.raises(InvalidThreadIdError):
+            runs.list(thread_id=bad)
+        with pytest.raises(InvalidThreadIdError):
+            runs.create(graph, {"log": []}, run_id=bad)
+    with pytest.raises(InvalidThreadIdError, match="at most 1,024"), runs.exclusive("t" * 5000):
+        pass
+    with pytest.raises(InvalidInputError, match="limit"):
+        runs.list(limit=-1)
+    with pytest.raises(InvalidInputError, match="limit"):
+        runs.stuck(limit=-1)
+    with pytest.raises(InvalidInputError, match="status='nope'"):
+        runs.list(status="nope")
+    with pytest.raises(InvalidInputError, match="graph_name"):
+        runs.list(graph_name="a\x00")
+    with pytest.raises(InvalidInputError, match="version"):
+        runs.migrate(run.run_id, 2)  # type: ignore[arg-type]
+    assert runs.get(run.run_id).status is RunStatus.PENDING

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 import pytest
 from _pg import ServerUnavailableError, create_database, discover_server, drop_database
 
+from langgraph_durable import DurablePostgresSaver, RunRegistry
+
 
 @pytest.fixture(scope="session")
 def pg_server_dsn() -> Iterator[str]:
@@ -42,3 +44,17 @@ def fresh_db_dsn(pg_server_dsn: str) -> Iterator[str]:
         yield dsn
     finally:
         drop_database(pg_server_dsn, name)
+
+
+@pytest.fixture(scope="module")
+def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
+    """A sync saver on the session's database, set up; one per test module."""
+    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
+        found.setup()
+        yield found
+
+
+@pytest.fixture
+def runs(saver: DurablePostgresSaver) -> RunRegistry:
+    """The run registry of the module's saver."""
+    return RunRegistry(saver)

@@ -6,7 +6,6 @@ import operator
 import smtplib
 import uuid
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,13 +53,6 @@ SEND_EMAIL_LINE = next(
     for n, line in enumerate(Path(__file__).read_text().splitlines(), 1)
     if line.strip().endswith("(SEND_EMAIL)")
 )
-
-
-@pytest.fixture(scope="module")
-def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
-    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
-        found.setup()
-        yield found
 
 
 def refund_graph(saver: DurablePostgresSaver) -> Any:

@@ -11,7 +11,6 @@ import operator
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -49,13 +48,6 @@ class State(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
     n: int
     answer: str
-
-
-@pytest.fixture(scope="module")
-def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
-    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
-        found.setup()
-        yield found
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -42,18 +42,6 @@ from langgraph_durable.runs._model import Outcome, outcome_of
 class State(TypedDict, total=False):
     log: list[str]
     answer: Any
-
-
-@pytest.fixture(scope="module")
-def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
-    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
-        found.setup()
-        yield found
-
-
-@pytest.fixture
-def runs(saver: DurablePostgresSaver) -> RunRegistry:
-    return RunRegistry(saver)
 
 
 def one_node(saver: DurablePostgresSaver, fn: Callable[[State], Any]) -> GraphVersion:

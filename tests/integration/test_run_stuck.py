@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import operator
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -27,13 +26,6 @@ from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, R
 class State(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
     answer: Any
-
-
-@pytest.fixture(scope="module")
-def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
-    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
-        found.setup()
-        yield found
 
 
 def approval_graph(saver: DurablePostgresSaver, **options: Any) -> GraphVersion:

@@ -11,7 +11,7 @@ import operator
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
@@ -42,18 +42,6 @@ from langgraph_durable import (
 class State(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
     answer: Any
-
-
-@pytest.fixture(scope="module")
-def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
-    with DurablePostgresSaver.from_conn_string(db_dsn) as found:
-        found.setup()
-        yield found
-
-
-@pytest.fixture
-def runs(saver: DurablePostgresSaver) -> RunRegistry:
-    return RunRegistry(saver)
 
 
 def graph_of(

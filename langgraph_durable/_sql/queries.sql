@@ -595,6 +595,25 @@ WHERE status IN ('running', 'unknown', 'deferred', 'retry_wait')
 ORDER BY updated_at
 LIMIT %(limit)s
 
+-- name: effects_of_thread
+-- Every effect of a thread in the order its steps ran them, for the operator's history.
+SELECT key, effect_name, status, attempt, replays, lease_owner, next_attempt_at,
+    error_type, error_message, resolved_by, usage, thread_id, checkpoint_ns, node, step,
+    created_at, updated_at, completed_at
+FROM langgraph_durable_effects
+WHERE thread_id = %(thread_id)s
+ORDER BY step NULLS LAST, created_at, key
+LIMIT %(limit)s
+
+-- name: effect_details
+-- One effect's row as an operator sees it (the result stays encoded: the caller loads it).
+SELECT key, effect_name, input_hash, status, attempt, replays, lease_owner,
+    lease_expires_at, next_attempt_at, result_type, result, error_type, error_message,
+    resolved_by, usage, thread_id, checkpoint_ns, node, step, created_at, updated_at,
+    completed_at
+FROM langgraph_durable_effects
+WHERE key = %(key)s
+
 -- name: token_ledger
 -- Tokens paid for by model calls of a thread, and tokens not paid again thanks to replays.
 SELECT
@@ -788,13 +807,15 @@ RETURNING r.*
 
 -- name: runs_next_due
 -- Seconds until the next run of these graphs becomes takeable by time alone (a lease that
--- runs out, a retry time), so an idle worker wakes then instead of polling.
+-- runs out, a retry time), so an idle worker wakes then instead of polling. A running run
+-- without attempts left is not takeable when its lease runs out: the sweep ends it.
 SELECT extract(epoch FROM min(due) - clock_timestamp())::float8 AS seconds
 FROM (
     SELECT CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END AS due
     FROM langgraph_durable_runs r
     WHERE r.graph_name = ANY(%(names)s)
-        AND (r.status IN ('pending', 'deferred', 'running')
+        AND (r.status IN ('pending', 'deferred')
+            OR (r.status = 'running' AND r.attempt < r.max_attempts)
             OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%'))
 ) AS d
 
@@ -1025,3 +1046,48 @@ SELECT checkpoint_id FROM checkpoints
 WHERE metadata ->> 'run_id' = %(run_id)s AND thread_id = %(thread_id)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC
 LIMIT 1
+
+-- ---------------------------------------------------------------------------------------
+-- Operators (langgraph_durable/ops/): reads only.
+
+-- name: threads_list
+-- Threads by their latest root checkpoint, most recently active first. Reads every root
+-- checkpoint's key and metadata once (an operator's command, not a hot path).
+SELECT DISTINCT ON (latest.thread_id) latest.thread_id, latest.checkpoint_id,
+    latest.checkpoint ->> 'ts' AS updated_at,
+    (latest.metadata ->> 'step')::int AS step, latest.metadata ->> 'source' AS source,
+    counts.checkpoints
+FROM (
+    SELECT thread_id, count(*) AS checkpoints, max(checkpoint_id) AS checkpoint_id
+    FROM checkpoints
+    WHERE checkpoint_ns = ''
+        AND (%(prefix)s::text IS NULL OR starts_with(thread_id, %(prefix)s::text))
+    GROUP BY thread_id
+    ORDER BY max(checkpoint_id) DESC
+    LIMIT %(limit)s
+) AS counts
+JOIN checkpoints latest ON latest.thread_id = counts.thread_id AND latest.checkpoint_ns = ''
+    AND latest.checkpoint_id = counts.checkpoint_id
+
+-- name: doctor_settings
+-- The server settings that decide whether a committed step survives a crash, and limits.
+SELECT name, setting, unit FROM pg_settings
+WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'wal_level',
+    'max_connections', 'superuser_reserved_connections', 'jit', 'statement_timeout',
+    'lock_timeout', 'idle_in_transaction_session_timeout', 'default_transaction_isolation',
+    'server_version', 'server_version_num')
+
+-- name: doctor_connections
+SELECT count(*) AS connections FROM pg_stat_activity WHERE backend_type = 'client backend'
+
+-- name: doctor_registry
+-- What needs a person: runs stuck or blocked, effects whose outcome is unknown, live
+-- workers. NULL where the runs tables are missing is impossible: setup made them.
+SELECT
+    (SELECT count(*) FROM langgraph_durable_runs WHERE stuck_since IS NOT NULL
+        AND status IN ('running', 'interrupted')) AS stuck_runs,
+    (SELECT count(*) FROM langgraph_durable_runs WHERE status = 'blocked') AS blocked_runs,
+    (SELECT count(*) FROM langgraph_durable_effects WHERE status = 'unknown') AS unknown_effects,
+    (SELECT count(*) FROM langgraph_durable_workers
+        WHERE heartbeat_at >= clock_timestamp() - make_interval(secs => %(live_seconds)s))
+        AS live_workers

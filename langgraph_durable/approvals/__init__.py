@@ -10,7 +10,7 @@ from langgraph_durable.approvals._node import (
 )
 from langgraph_durable.approvals._pending import pending_approvals, resume_approval
 from langgraph_durable.approvals._static import GuardFinding, check_graph
-from langgraph_durable.approvals._waiting import PendingApproval
+from langgraph_durable.approvals._waiting import PendingApproval, answer_from_pending
 
 __all__ = [
     "ApprovalDecision",
@@ -18,6 +18,7 @@ __all__ = [
     "PendingApproval",
     "Revalidation",
     "add_approval_before",
+    "answer_from_pending",
     "apending_approvals",
     "approval_node",
     "aresume_approval",

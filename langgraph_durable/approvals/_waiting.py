@@ -6,7 +6,7 @@ everything here is defined once, so both flavours return the very same types.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +17,13 @@ from langgraph.types import StateSnapshot
 from langgraph_durable.approvals._node import ApprovalDecision, is_approval_payload
 from langgraph_durable.errors import NotWaitingError, WrongSaverClassError
 
-__all__ = ["PendingApproval", "answer_for", "pending_from_rows", "wrong_saver"]
+__all__ = [
+    "PendingApproval",
+    "answer_for",
+    "answer_from_pending",
+    "pending_from_rows",
+    "wrong_saver",
+]
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,28 @@ def answer_for(state: StateSnapshot, thread_id: str, decision: ApprovalDecision)
     # With one question pending, a plain resume replaces any earlier unanswerable one (a
     # rejected answer sent straight through LangGraph stays saved as the plain resume).
     return answer if len(state.interrupts) == 1 else {waiting[0].id: answer}
+
+
+def answer_from_pending(
+    pending: Sequence[PendingApproval], thread_id: str, decision: ApprovalDecision
+) -> Any:
+    """The resume value that answers the approval among a thread's `pending` questions
+    (what `pending_approvals(saver, thread_id=...)` returned), as `answer_for` does from
+    the graph's state: for a caller without the graph, e.g. one that queues the answer
+    for a worker with `RunRegistry.resume`.
+
+    Raises:
+        NotWaitingError: None of the questions is an approval.
+    """
+    waiting = [p for p in pending if p.thread_id == thread_id and p.is_approval]
+    if not waiting:
+        raise NotWaitingError(
+            f"Thread {thread_id!r} is not waiting for an approval (`approvals list` shows "
+            "the threads that are)."
+        )
+    answer = decision.model_dump()
+    asked = [p for p in pending if p.thread_id == thread_id]
+    return answer if len(asked) == 1 else {waiting[0].interrupt_id: answer}
 
 
 def wrong_saver(saver: object) -> WrongSaverClassError:

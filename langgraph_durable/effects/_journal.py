@@ -450,6 +450,21 @@ class EffectJournal:
         params = {"thread_id": thread_id, "limit": limit}
         return self._run(_rows, QUERIES["effects_open"], params)
 
+    def thread_effects(self, thread_id: str, limit: int = 1000) -> builtins.list[dict[str, Any]]:
+        """Every effect of a thread, in the order its steps ran them (for operators)."""
+        params = {"thread_id": thread_id, "limit": limit}
+        return self._run(_rows, QUERIES["effects_of_thread"], params)
+
+    def details(self, key: str) -> dict[str, Any] | None:
+        """One effect's row as an operator sees it, its result loaded (`result`), or None."""
+        rows = self._run(_rows, QUERIES["effect_details"], {"key": key})
+        if not rows:
+            return None
+        row = dict(rows[0])
+        stored = (row.pop("result_type"), row.pop("result"))
+        row["result"] = None if stored[0] is None else self.serde.loads_typed(stored)
+        return row
+
     def token_ledger(self, thread_id: str) -> dict[str, int]:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
         rows = self._run(_rows, QUERIES["token_ledger"], {"thread_id": thread_id})

@@ -98,7 +98,7 @@ class AsyncWorker:
         self.worker_id = name or f"{process_owner()}:{uuid.uuid4().hex[:8]}"
         self.database_timeout = database_timeout
         self._stopping = False
-        self._swept_at = time.monotonic()
+        self._swept_at = -float("inf")  # the first look sweeps
 
     def stop(self) -> None:
         """Take no new run; the one running finishes (a killed worker's run is taken over)."""
@@ -112,7 +112,7 @@ class AsyncWorker:
                 waits such outages out instead).
         """
         try:
-            return await self._arun_available(max_runs)
+            return await self._arun_available(max_runs, sweep_first=True)
         except Exception as exc:
             if not is_outage(exc):
                 raise
@@ -122,13 +122,20 @@ class AsyncWorker:
                 "server is back, or use run_forever, which waits outages out."
             ) from exc
 
-    async def _arun_available(self, max_runs: int | None) -> list[Run]:
+    @property
+    def sweep_every(self) -> float:
+        """Seconds between housekeeping sweeps (which are also the worker's heartbeat when
+        it runs no run): a third of the lease, and at least every `idle_wait`."""
+        return min(self.lease_seconds / 3, self.idle_wait)
+
+    async def _arun_available(self, max_runs: int | None, *, sweep_first: bool) -> list[Run]:
         done: list[Run] = []
-        await self._asweep()
         while not self._stopping and (max_runs is None or len(done) < max_runs):
-            if time.monotonic() - self._swept_at > self.lease_seconds / 3:
-                # A long queue of short runs: keep the worker's heartbeat (and the
-                # housekeeping) going between them, or others would take it for gone.
+            if sweep_first or time.monotonic() - self._swept_at >= self.sweep_every:
+                # Not on every wake-up: each create and finish wakes every worker, and a
+                # sweep per wake-up made the registry's cost grow with the fleet. Between
+                # short runs too, so a long queue does not silence the worker's heartbeat.
+                sweep_first = False
                 await self._asweep()
             run = await self.registry.aclaim(
                 self.graphs, owner=self.worker_id, lease_seconds=self.lease_seconds
@@ -151,14 +158,14 @@ class AsyncWorker:
                 try:
                     async with self.registry.alistening() as listener:
                         while not self._stopping:
-                            await self._arun_available(None)
+                            await self._arun_available(None, sweep_first=False)
                             self._recovered(outage)
                             if self._stopping:
                                 break
                             due = await self.registry.aseconds_to_next_due(self.graphs)
-                            wait = (
-                                self.idle_wait if due is None else min(self.idle_wait, due + 0.01)
-                            )
+                            next_sweep = self._swept_at + self.sweep_every - time.monotonic()
+                            wait = min(self.idle_wait, max(0.0, next_sweep) + 0.01)
+                            wait = wait if due is None else min(wait, due + 0.01)
                             await self.registry.await_wakeup(listener, wait)
                 except Exception as exc:
                     if not is_outage(exc):

@@ -166,16 +166,22 @@ def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) 
     assert package_name == "langgraph_durable"
 
 
-def test_every_option_and_argument_has_help() -> None:
-    parser = _parser()
+def test_every_command_option_and_argument_has_help() -> None:
     missing = []
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in [("", parser), *subparsers.choices.items()]:
-        for action in sub._actions:
-            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
-                continue
-            if not action.help:
+
+    def visit(name: str, parser: argparse.ArgumentParser) -> int:
+        seen = 1
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {a.dest for a in action._choices_actions if a.help}
+                missing.extend(f"{name} {c}" for c in action.choices if c not in helped)
+                for sub_name, sub in action.choices.items():
+                    seen += visit(f"{name} {sub_name}".strip(), sub)
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
                 missing.append(f"{name} {action.dest}")
+        return seen
+
+    assert visit("", _parser()) > 30  # the nested commands were visited too
     assert not missing
 
 

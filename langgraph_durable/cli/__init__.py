@@ -1,0 +1,83 @@
+"""The operator CLI: a thin layer where each command calls library functions.
+
+    langgraph-durable setup | check | schema | doctor
+    langgraph-durable db start|url|stop [--data-dir DIR]      # embedded Postgres for dev
+    langgraph-durable threads list|show|history|diff ...
+    langgraph-durable prune THREAD... [--strategy keep_latest|delete]
+    langgraph-durable delete-idle --older-than 30d
+    langgraph-durable runs list|show|wait|cancel|retry|resume ...
+    langgraph-durable workers | stuck
+    langgraph-durable effects [list|show KEY|resolve KEY ...]
+    langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
+    langgraph-durable approvals [list|approve THREAD|reject THREAD ...]
+
+`--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the command.
+`--json` prints one JSON object whose shape is stable: numbers as numbers, times as
+ISO 8601 strings, ages in seconds, missing values as null. Without it, tables and lines
+for people; long work (prune) draws a progress bar on stderr when it is a terminal.
+
+Exit codes: 0 done; 1 the command failed (one line on stderr says why and what to do; a
+password is never shown), or `doctor` found a problem, or an approval was not accepted;
+2 the command line is wrong (usage on stderr); `runs wait`: 3 the run ended without
+success (error, timeout, cancelled, blocked), 4 it had not finished when --timeout passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from langgraph_durable._sql import SCHEMA
+from langgraph_durable.checkpoint import DurablePostgresSaver
+from langgraph_durable.cli._args import DSN_ENV, parse_age, parser
+from langgraph_durable.cli._commands import COMMANDS, Result
+from langgraph_durable.cli._output import as_json
+from langgraph_durable.embedded import detached_dsn, start_detached, stop_detached
+from langgraph_durable.errors import DurableError
+
+__all__ = ["main", "parse_age"]
+
+_parser = parser  # the name the tests and older scripts import
+
+
+def _without_database(args: argparse.Namespace) -> Result | None:
+    """The commands that need no database of the user's: the schema, the embedded one."""
+    if args.command == "schema":
+        return Result({"schema": SCHEMA}, lambda d: print(d["schema"]))
+    if args.command == "db":
+        if args.action == "stop":
+            data = {"stopped": stop_detached(args.data_dir)}
+            return Result(data, lambda d: print("stopped" if d["stopped"] else "was not running"))
+        dsn = (
+            start_detached(args.data_dir) if args.action == "start" else detached_dsn(args.data_dir)
+        )
+        return Result({"dsn": dsn}, lambda d: print(d["dsn"]))
+    return None
+
+
+def _run(args: argparse.Namespace) -> Result:
+    result = _without_database(args)
+    if result is not None:
+        return result
+    if not args.dsn:
+        raise DurableError(f"No database given: pass --dsn or set {DSN_ENV}.")
+    handler = COMMANDS[(args.command, getattr(args, "action", None))]
+    with DurablePostgresSaver.from_conn_string(args.dsn) as saver:
+        if args.command not in ("setup", "check", "doctor"):
+            saver.check_schema()  # a database without setup() is a named error, not a trace
+        return handler(args, saver)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        result = _run(args)
+    except DurableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(as_json(result.data))
+    elif result.show is not None:
+        result.show(result.data)
+    return result.code

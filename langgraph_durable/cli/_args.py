@@ -1,0 +1,313 @@
+"""The CLI's command line: every command, option and help text, parsed by argparse.
+
+`--dsn` and `--json` are accepted before and after the (sub)command. A group such as
+`effects` or `approvals` run without an action lists, as it did before the group grew
+actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from datetime import timedelta
+from importlib import metadata
+from typing import Any
+
+__all__ = ["DSN_ENV", "parse_age", "parser"]
+
+DSN_ENV = "LANGGRAPH_DURABLE_DSN"
+AGE_HELP = "an age: a whole number and a unit, s m h d or w (90m, 12h, 30d, 2w)"
+STATUSES = (
+    "pending",
+    "running",
+    "success",
+    "error",
+    "timeout",
+    "interrupted",
+    "deferred",
+    "blocked",
+    "cancelled",
+)
+
+_AGE = re.compile(r"^(?P<n>\d+)(?P<unit>[smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_age(text: str) -> timedelta:
+    """Parse an age such as `90m`, `12h`, `30d` or `2w`."""
+    match = _AGE.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"invalid age {text!r}: use {AGE_HELP}")
+    return timedelta(**{_UNITS[match.group("unit")]: int(match.group("n"))})
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: use a whole number >= 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"invalid seconds {text!r}: use a number >= 0")
+    return value
+
+
+def _version() -> str:
+    try:
+        return metadata.version("langgraph-durable")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a bare checkout
+        return "unknown"
+
+
+def _common(*, suppress: bool) -> argparse.ArgumentParser:
+    """`--dsn` and `--json`, accepted before and after the subcommand.
+
+    After the subcommand their defaults are suppressed, so a value given before it is not
+    overwritten by the subcommand's default.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    default_dsn: Any = argparse.SUPPRESS if suppress else os.environ.get(DSN_ENV)
+    default_json: Any = argparse.SUPPRESS if suppress else False
+    common.add_argument(
+        "--dsn",
+        default=default_dsn,
+        help=f"the database, as a libpq DSN or URI (default: ${DSN_ENV})",
+    )
+    common.add_argument(
+        "--json",
+        action="store_true",
+        default=default_json,
+        help="print one JSON object with a stable shape instead of text",
+    )
+    return common
+
+
+def _limit(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    parser.add_argument(
+        "--limit",
+        type=_positive,
+        default=argparse.SUPPRESS if suppress else 100,
+        help="at most this many (default: 100)",
+    )
+
+
+def _thread_filter(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    parser.add_argument(
+        "--thread",
+        default=argparse.SUPPRESS if suppress else None,
+        metavar="THREAD_ID",
+        help="only this thread",
+    )
+
+
+def _group(
+    commands: Any, name: str, help_text: str, common: list[argparse.ArgumentParser]
+) -> tuple[argparse.ArgumentParser, Any]:
+    group = commands.add_parser(name, parents=common, help=help_text)
+    actions = group.add_subparsers(dest="action", metavar="ACTION")
+    return group, actions
+
+
+def _listing_group(
+    commands: Any, name: str, help_text: str, list_help: str, common: list[argparse.ArgumentParser]
+) -> Any:
+    """A group whose bare name lists (`effects`, `approvals`), as before it had actions:
+    `--thread` and `--limit` on the group and on its `list` action."""
+    group, actions = _group(commands, name, help_text, common)
+    _thread_filter(group)
+    _limit(group)
+    listing = actions.add_parser("list", parents=common, help=list_help)
+    _thread_filter(listing, suppress=True)
+    _limit(listing, suppress=True)
+    return actions
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line."""
+    top = argparse.ArgumentParser(
+        prog="langgraph-durable",
+        description="LangGraph runs on Postgres that survive crashes: the operator's CLI.",
+        parents=[_common(suppress=False)],
+        epilog="Exit codes: 0 done, 1 the command failed, 2 the command line is wrong; "
+        "`runs wait` also 3 (the run ended without success) and 4 (still not finished).",
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    common = [_common(suppress=True)]
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    # -- the database --------------------------------------------------------------------
+    commands.add_parser(
+        "setup", parents=common, help="create or migrate the tables (idempotent, safe at once)"
+    )
+    commands.add_parser("check", parents=common, help="check that the schema fits this version")
+    commands.add_parser("schema", parents=common, help="print the canonical schema SQL")
+    commands.add_parser(
+        "doctor",
+        parents=common,
+        help="check the connection, the schema and the server settings durability needs",
+    )
+    _, db_actions = _group(commands, "db", "an embedded Postgres for development", common)
+    for action, text in (
+        ("start", "start it (it keeps running after this command) and print its DSN"),
+        ("url", "print the DSN of the one running"),
+        ("stop", "stop it (its data is kept)"),
+    ):
+        sub = db_actions.add_parser(action, parents=common, help=text)
+        sub.add_argument(
+            "--data-dir",
+            help="its data directory (default: $LANGGRAPH_DURABLE_PGDATA, else a folder "
+            "of yours under the system's temporary directory)",
+        )
+    db_actions.required = True
+
+    # -- threads -------------------------------------------------------------------------
+    prune = commands.add_parser("prune", parents=common, help="prune threads")
+    prune.add_argument("threads", nargs="+", metavar="THREAD_ID", help="the threads to prune")
+    prune.add_argument(
+        "--strategy",
+        default="keep_latest",
+        choices=["keep_latest", "delete"],
+        help="keep_latest: keep each namespace's latest checkpoint (and what a DeltaChannel "
+        "needs); delete: remove the threads (default: keep_latest)",
+    )
+    idle = commands.add_parser(
+        "delete-idle", parents=common, help="delete threads idle for longer than an age"
+    )
+    idle.add_argument("--older-than", type=parse_age, required=True, metavar="AGE", help=AGE_HELP)
+    _, threads = _group(commands, "threads", "threads: list, show, history, diff", common)
+    threads.required = True
+    listing = threads.add_parser("list", parents=common, help="threads, most recently active first")
+    listing.add_argument("--prefix", help="only threads whose id starts with this")
+    _limit(listing)
+    show = threads.add_parser("show", parents=common, help="a thread's latest state and runs")
+    show.add_argument("thread", metavar="THREAD_ID", help="the thread")
+    history = threads.add_parser(
+        "history",
+        parents=common,
+        help="step by step: which nodes ran, what they wrote, effects, tokens",
+    )
+    history.add_argument("thread", metavar="THREAD_ID", help="the thread")
+    _limit(history)
+    diff = threads.add_parser(
+        "diff", parents=common, help="how the state changed between two checkpoints"
+    )
+    diff.add_argument("thread", metavar="THREAD_ID", help="the thread")
+    diff.add_argument(
+        "--from", dest="before", metavar="CHECKPOINT_ID", help="default: the parent of --to"
+    )
+    diff.add_argument("--to", dest="after", metavar="CHECKPOINT_ID", help="default: the latest")
+
+    # -- runs ------------------------------------------------------------------------------
+    _, runs = _group(commands, "runs", "runs: list, show, wait, cancel, retry, resume", common)
+    runs.required = True
+    listing = runs.add_parser("list", parents=common, help="runs, newest first")
+    listing.add_argument("--status", choices=STATUSES, help="only runs with this status")
+    _thread_filter(listing)
+    listing.add_argument("--graph", help="only runs of this graph")
+    _limit(listing)
+    for action, text in (
+        ("show", "one run, with its input, output and last error"),
+        ("cancel", "cancel a run that has not finished"),
+        ("retry", "queue again a run that ended (error, timeout, cancelled) or is blocked"),
+    ):
+        sub = runs.add_parser(action, parents=common, help=text)
+        sub.add_argument("run_id", metavar="RUN_ID", help="the run")
+    wait = runs.add_parser(
+        "wait", parents=common, help="wait until a run has finished or waits for a person"
+    )
+    wait.add_argument("run_id", metavar="RUN_ID", help="the run")
+    wait.add_argument(
+        "--timeout", type=_seconds, metavar="SECONDS", help="give up after this long (exit 4)"
+    )
+    resume = runs.add_parser(
+        "resume", parents=common, help="answer an interrupted run: Command(resume=VALUE)"
+    )
+    resume.add_argument("run_id", metavar="RUN_ID", help="the run")
+    resume.add_argument("--value", required=True, metavar="JSON", help="the resume value, JSON")
+    workers = commands.add_parser(
+        "workers", parents=common, help="workers that announced themselves, and what they take"
+    )
+    workers.add_argument(
+        "--live-seconds",
+        type=_seconds,
+        default=90.0,
+        help="a worker heard from within this long counts as live (default: 90)",
+    )
+    stuck = commands.add_parser(
+        "stuck", parents=common, help="runs flagged as stuck (no progress, or waiting too long)"
+    )
+    _limit(stuck)
+
+    # -- effects -------------------------------------------------------------------------
+    effect_actions = _listing_group(
+        commands,
+        "effects",
+        "effects: list (the default), show, resolve",
+        "effects that are running, unknown or waiting",
+        common,
+    )
+    show = effect_actions.add_parser("show", parents=common, help="one effect, with its result")
+    show.add_argument("key", metavar="KEY", help="the effect's idempotency key")
+    for where in (
+        effect_actions.add_parser(
+            "resolve", parents=common, help="resolve an effect whose outcome is unknown"
+        ),
+        commands.add_parser(
+            "resolve", parents=common, help="resolve an effect (same as `effects resolve`)"
+        ),
+    ):
+        where.add_argument("key", metavar="KEY", help="the effect's idempotency key")
+        how = where.add_mutually_exclusive_group(required=True)
+        how.add_argument("--allow-retry", action="store_true", help="the receiver never acted")
+        how.add_argument(
+            "--completed", metavar="JSON", help="the receiver acted; its result, as JSON"
+        )
+        how.add_argument("--failed", metavar="REASON", help="give up; replays raise this reason")
+
+    # -- approvals -----------------------------------------------------------------------
+    approval_actions = _listing_group(
+        commands,
+        "approvals",
+        "approvals: list (the default), approve, reject",
+        "threads waiting for an answer at interrupt()",
+        common,
+    )
+    for action, text in (
+        ("approve", "approve what a thread waits for"),
+        ("reject", "reject what a thread waits for"),
+    ):
+        sub = approval_actions.add_parser(action, parents=common, help=text)
+        sub.add_argument("thread", metavar="THREAD_ID", help="the waiting thread")
+        sub.add_argument(
+            "--approver", required=True, help="who decides (the graph's authorize hook checks)"
+        )
+        sub.add_argument("--comment", help="words for the record")
+        if action == "approve":
+            sub.add_argument(
+                "--amend", metavar="JSON", help="fields the approver changed, a JSON object"
+            )
+        sub.add_argument(
+            "--graph",
+            metavar="MODULE:ATTRIBUTE",
+            help="run the graph here: a compiled graph, or a function that returns one (or "
+            "a GraphVersion) given the CLI's saver; without it the answer is queued for the "
+            "thread's interrupted run and a worker goes on with it",
+        )
+        sub.add_argument(
+            "--timeout",
+            type=_seconds,
+            default=60.0,
+            metavar="SECONDS",
+            help="without --graph: how long to wait for the worker (default: 60)",
+        )
+    return top

@@ -1,0 +1,491 @@
+"""What each CLI command does: one library call (or a few), its result as a JSON object.
+
+Each handler takes the parsed arguments and an open saver and returns a `Result`: the JSON
+object `--json` prints, how to show it to a person, and the exit code. Nothing here talks
+to the database itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from langgraph.types import Command
+
+from langgraph_durable.approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    answer_from_pending,
+    pending_approvals,
+    resume_approval,
+    validate_decision,
+)
+from langgraph_durable.checkpoint import DurablePostgresSaver
+from langgraph_durable.cli._output import Progress, print_table, record
+from langgraph_durable.effects import EffectJournal, journal_of
+from langgraph_durable.errors import (
+    ConfigurationError,
+    EffectNotFoundError,
+    InvalidInputError,
+    NotWaitingError,
+    ThreadNotFoundError,
+)
+from langgraph_durable.ops import doctor, list_threads, thread_diff, thread_history
+from langgraph_durable.runs import GraphVersion, Run, RunRegistry, RunStatus
+
+__all__ = ["COMMANDS", "Result", "run_json"]
+
+EXIT_RUN_FAILED = 3
+EXIT_STILL_RUNNING = 4
+PRUNE_BATCH = 20
+
+
+@dataclass
+class Result:
+    """A command's answer: the JSON object, how to print it for people, the exit code."""
+
+    data: dict[str, Any]
+    show: Callable[[dict[str, Any]], None] | None = None
+    code: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _json_arg(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{option} must be JSON ({exc}); nothing was changed.") from exc
+
+
+def _journal(saver: DurablePostgresSaver) -> EffectJournal:
+    journal = journal_of(saver)
+    assert isinstance(journal, EffectJournal)
+    return journal
+
+
+def run_json(runs: RunRegistry, run: Run, *, full: bool = False) -> dict[str, Any]:
+    """A run as the CLI shows it (with its input and output when `full`)."""
+    data: dict[str, Any] = record(run)
+    data.pop("stored_input", None)
+    data.pop("stored_output", None)
+    data["status"] = run.status.value
+    if full:
+        data["input"] = record(runs.input_of(run))
+        data["output"] = record(runs.output_of(run))
+    return data
+
+
+def _show_kv(data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+        print(f"{key}: {shown if shown not in ('', None) else '(none)'}")
+
+
+def _show_run(data: dict[str, Any]) -> None:
+    run = data["run"]
+    print(
+        f"run {run['run_id']}: {run['status']}"
+        + (f" ({run['status_reason']})" if run["status_reason"] else "")
+    )
+    for key in (
+        "thread_id",
+        "graph_name",
+        "graph_version",
+        "attempt",
+        "max_attempts",
+        "owner",
+        "step",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "retry_at",
+        "stuck_since",
+        "error_type",
+        "error_message",
+    ):
+        if run.get(key) is not None:
+            print(f"  {key}: {run[key]}")
+    for key in ("input", "output"):
+        if run.get(key) is not None:
+            print(f"  {key}: {json.dumps(run[key], default=str)[:400]}")
+
+
+# -- the database ----------------------------------------------------------------------------
+
+
+def setup(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    return Result({"applied": saver.setup()}, _show_kv)
+
+
+def check(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    saver.check_schema()
+    return Result({"schema": "ok"}, _show_kv)
+
+
+def run_doctor(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    findings = [record(f) for f in doctor(saver)]
+    failed = any(f["level"] == "fail" for f in findings)
+
+    def show(data: dict[str, Any]) -> None:
+        print_table(data["findings"], ["level", "check", "seen", "advice"], empty="")
+        print("doctor: " + ("problems found" if failed else "fine"))
+
+    return Result({"ok": not failed, "findings": findings}, show, code=1 if failed else 0)
+
+
+# -- threads ---------------------------------------------------------------------------------
+
+
+def prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    missing = [
+        t for t in args.threads if saver.get_tuple({"configurable": {"thread_id": t}}) is None
+    ]
+    if missing:
+        raise ThreadNotFoundError(
+            f"No checkpoints for thread(s) {', '.join(map(repr, missing))}; nothing was "
+            "pruned. Check the thread ids (and the database)."
+        )
+    progress = Progress(len(args.threads), "pruning")
+    for start in range(0, len(args.threads), PRUNE_BATCH):
+        batch = args.threads[start : start + PRUNE_BATCH]
+        saver.prune(batch, strategy=args.strategy)
+        progress.advance(len(batch))
+    return Result({"pruned": args.threads, "strategy": args.strategy}, _show_kv)
+
+
+def delete_idle(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    return Result({"deleted": saver.delete_idle_threads(args.older_than)}, _show_kv)
+
+
+def threads_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    found = [record(t) for t in list_threads(saver, prefix=args.prefix, limit=args.limit)]
+    columns = ["thread_id", "step", "checkpoints", "updated_at", "source"]
+    return Result(
+        {"threads": found},
+        lambda d: print_table(d["threads"], columns, empty="no threads"),
+    )
+
+
+def threads_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    history = thread_history(saver, args.thread, limit=1)
+    (latest,) = history.steps
+    runs = RunRegistry(saver)
+    data = {
+        "thread_id": history.thread_id,
+        "checkpoint_id": latest.checkpoint_id,
+        "step": latest.step,
+        "updated_at": latest.created_at,
+        "values": latest.wrote,
+        "waiting": latest.waiting,
+        "runs": [run_json(runs, r) for r in runs.list(thread_id=args.thread, limit=10)],
+    }
+
+    def show(d: dict[str, Any]) -> None:
+        print(f"thread {d['thread_id']}: step {d['step']}, checkpoint {d['checkpoint_id']}")
+        for key, value in d["values"].items():
+            print(f"  {key} = {json.dumps(value, default=str)[:200]}")
+        for asked in d["waiting"]:
+            print(f"  waiting for an answer: {json.dumps(asked, default=str)[:200]}")
+        print_table(d["runs"], ["run_id", "status", "attempt", "created_at"], empty="  no runs")
+
+    return Result(data, show)
+
+
+def threads_history(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    history = thread_history(saver, args.thread, limit=args.limit)
+    data = record(history)
+
+    def show(d: dict[str, Any]) -> None:
+        by_step: dict[Any, list[dict[str, Any]]] = {}
+        for effect in d["effects"]:
+            by_step.setdefault(effect["step"], []).append(effect)
+        print(f"thread {d['thread_id']}")
+        for step in d["steps"]:
+            nodes = ", ".join(step["nodes"]) or "-"
+            print(f"step {step['step']} [{step['source']}] {nodes}  ({step['checkpoint_id']})")
+            for key, value in step["wrote"].items():
+                print(f"    wrote {key} = {json.dumps(value, default=str)[:160]}")
+            for effect in by_step.pop(step["step"], []):
+                replays = f", replayed {effect['replays']}x" if effect["replays"] else ""
+                print(
+                    f"    effect {effect['effect_name']} [{effect['status']}] attempt "
+                    f"{effect['attempt']}{replays}  key {effect['key']}"
+                )
+            for asked in step["waiting"]:
+                print(f"    waiting for an answer: {json.dumps(asked, default=str)[:160]}")
+        for effects in by_step.values():
+            for effect in effects:
+                print(f"effect {effect['effect_name']} [{effect['status']}] key {effect['key']}")
+        tokens = d["tokens"]
+        print("tokens: " + ", ".join(f"{k} {v}" for k, v in tokens.items()))
+
+    return Result(data, show)
+
+
+def threads_diff(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    diff = thread_diff(saver, args.thread, before=args.before, after=args.after)
+
+    def show(d: dict[str, Any]) -> None:
+        print(f"thread {d['thread_id']}: {d['before'] or '(start)'} -> {d['after']}")
+        for key, value in d["added"].items():
+            print(f"+ {key} = {json.dumps(value, default=str)[:200]}")
+        for key, value in d["removed"].items():
+            print(f"- {key} = {json.dumps(value, default=str)[:200]}")
+        for key, change in d["changed"].items():
+            print(
+                f"~ {key}: {json.dumps(change['from'], default=str)[:90]} -> "
+                f"{json.dumps(change['to'], default=str)[:90]}"
+            )
+        if not (d["added"] or d["removed"] or d["changed"]):
+            print("no change")
+
+    return Result(diff, show)
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+RUN_COLUMNS = ["run_id", "status", "graph_name", "thread_id", "attempt", "updated_at"]
+
+
+def runs_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    found = runs.list(
+        status=args.status, thread_id=args.thread, graph_name=args.graph, limit=args.limit
+    )
+    return Result(
+        {"runs": [run_json(runs, r) for r in found]},
+        lambda d: print_table(d["runs"], RUN_COLUMNS, empty="no runs"),
+    )
+
+
+def runs_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    return Result({"run": run_json(runs, runs.get(args.run_id), full=True)}, _show_run)
+
+
+def runs_wait(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    run = runs.wait_for(args.run_id, timeout=args.timeout)
+    if not run.finished and run.status is not RunStatus.BLOCKED:
+        code = EXIT_STILL_RUNNING
+    elif run.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED):
+        code = 0
+    else:
+        code = EXIT_RUN_FAILED
+    return Result({"run": run_json(runs, run, full=True)}, _show_run, code=code)
+
+
+def runs_cancel(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    return Result({"run": run_json(runs, runs.cancel(args.run_id))}, _show_run)
+
+
+def runs_retry(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    return Result({"run": run_json(runs, runs.retry(args.run_id))}, _show_run)
+
+
+def runs_resume(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    value = _json_arg(args.value, "--value")
+    return Result(
+        {"run": run_json(runs, runs.resume(args.run_id, Command(resume=value)))}, _show_run
+    )
+
+
+def workers(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    found = [record(w) for w in RunRegistry(saver).workers(live_seconds=args.live_seconds)]
+    columns = ["worker_id", "live", "graphs", "heartbeat_at"]
+    return Result(
+        {"workers": found}, lambda d: print_table(d["workers"], columns, empty="no workers")
+    )
+
+
+def stuck(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    runs = RunRegistry(saver)
+    found = [run_json(runs, r) for r in runs.stuck(limit=args.limit)]
+    columns = ["run_id", "status", "graph_name", "thread_id", "stuck_since", "last_progress_at"]
+    return Result({"runs": found}, lambda d: print_table(d["runs"], columns, empty="no stuck runs"))
+
+
+# -- effects ---------------------------------------------------------------------------------
+
+EFFECT_COLUMNS = ["status", "attempt", "key", "effect_name", "thread_id", "node", "error_type"]
+
+
+def effects_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    rows = [record(r) for r in _journal(saver).open_effects(args.thread, args.limit)]
+    return Result(
+        {"effects": rows},
+        lambda d: print_table(d["effects"], EFFECT_COLUMNS, empty="no open effects"),
+    )
+
+
+def effects_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    row = _journal(saver).details(args.key)
+    if row is None:
+        raise EffectNotFoundError(f"No effect with key {args.key!r} in this database.")
+    return Result({"effect": record(row)}, lambda d: _show_kv(d["effect"]))
+
+
+def resolve(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    journal = _journal(saver)
+    if journal.get(args.key) is None:
+        raise EffectNotFoundError(f"No effect with key {args.key!r} in this database.")
+    if args.completed is not None:
+        journal.resolve(args.key, completed=_json_arg(args.completed, "--completed"))
+    elif args.failed is not None:
+        journal.resolve(args.key, failed=args.failed)
+    else:
+        journal.resolve(args.key, allow_retry=True)
+    return Result({"resolved": args.key}, _show_kv)
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def _pending_json(waiting: PendingApproval) -> dict[str, Any]:
+    return {
+        "thread_id": waiting.thread_id,
+        "checkpoint_id": waiting.checkpoint_id,
+        "interrupt_id": waiting.interrupt_id,
+        "is_approval": waiting.is_approval,
+        "waiting_since": record(waiting.waiting_since),
+        "age_seconds": None if waiting.age is None else waiting.age.total_seconds(),
+        "value": record(waiting.value),
+    }
+
+
+def approvals_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    waiting = pending_approvals(saver, thread_id=args.thread, limit=args.limit)
+
+    def show(d: dict[str, Any]) -> None:
+        rows = [
+            {
+                "thread_id": a["thread_id"],
+                "waiting": str(timedelta(seconds=round(a["age_seconds"] or 0))),
+                "asks": a["value"].get("request", a["value"])
+                if isinstance(a["value"], dict)
+                else a["value"],
+            }
+            for a in d["approvals"]
+        ]
+        print_table(rows, ["thread_id", "waiting", "asks"], empty="no thread is waiting")
+
+    return Result({"approvals": [_pending_json(w) for w in waiting]}, show)
+
+
+def _load_graph(spec: str, saver: DurablePostgresSaver) -> Any:
+    """The graph `--graph MODULE:ATTRIBUTE` names: a compiled graph, or a function that
+    makes one (or a `GraphVersion`) from the CLI's saver, or from nothing."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidInputError(
+            f"--graph {spec!r}: use MODULE:ATTRIBUTE, e.g. myapp.graphs:refunds."
+        )
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"--graph {spec!r} could not be loaded ({exc}).") from exc
+    if callable(found) and not hasattr(found, "invoke"):
+        takes_saver = len(inspect.signature(found).parameters) >= 1
+        found = found(saver) if takes_saver else found()
+    graph = found.graph if isinstance(found, GraphVersion) else found
+    if not hasattr(graph, "invoke"):
+        raise ConfigurationError(
+            f"--graph {spec!r} is not a compiled graph (nor a function that returns one)."
+        )
+    return graph
+
+
+def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: bool) -> Result:
+    decision: ApprovalDecision = validate_decision(
+        {
+            "approved": approved,
+            "approver": args.approver,
+            "comment": args.comment,
+            "amended": _json_arg(args.amend, "--amend") if getattr(args, "amend", None) else {},
+        }
+    )
+    pending = pending_approvals(saver, thread_id=args.thread)
+    answer = answer_from_pending(pending, args.thread, decision)
+    data: dict[str, Any] = {"thread_id": args.thread, "decision": record(decision)}
+    if args.graph:
+        resume_approval(_load_graph(args.graph, saver), args.thread, decision)
+        data["via"] = "graph"
+    else:
+        runs = RunRegistry(saver)
+        waiting = runs.list(thread_id=args.thread, status=RunStatus.INTERRUPTED, limit=1)
+        if not waiting:
+            raise NotWaitingError(
+                f"Thread {args.thread!r} waits for an approval, but no interrupted run of the "
+                "run registry holds it: pass --graph MODULE:ATTRIBUTE to run the graph here, "
+                "or answer it in Python with resume_approval."
+            )
+        run = runs.resume(waiting[0].run_id, Command(resume=answer))
+        run = runs.wait_for(run.run_id, timeout=args.timeout)
+        data["via"] = "run"
+        data["run"] = run_json(runs, run)
+    asked_again = [w for w in pending_approvals(saver, thread_id=args.thread) if w.is_approval]
+    refused = [w.value.get("refused") for w in asked_again if isinstance(w.value, dict)]
+    refused = [r for r in refused if r]
+    data["accepted"] = not refused
+    data["refused"] = refused[0] if refused else None
+
+    def show(d: dict[str, Any]) -> None:
+        verdict = "approved" if approved else "rejected"
+        if d["refused"]:
+            print(f"thread {d['thread_id']}: not accepted: {d['refused']}")
+        else:
+            print(f"thread {d['thread_id']}: {verdict} by {args.approver}")
+        if "run" in d:
+            print(f"  run {d['run']['run_id']}: {d['run']['status']}")
+
+    return Result(data, show, code=1 if refused else 0)
+
+
+def approve(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    return _decide(args, saver, True)
+
+
+def reject(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    return _decide(args, saver, False)
+
+
+COMMANDS: dict[
+    tuple[str, str | None], Callable[[argparse.Namespace, DurablePostgresSaver], Result]
+] = {
+    ("setup", None): setup,
+    ("check", None): check,
+    ("doctor", None): run_doctor,
+    ("prune", None): prune,
+    ("delete-idle", None): delete_idle,
+    ("threads", "list"): threads_list,
+    ("threads", "show"): threads_show,
+    ("threads", "history"): threads_history,
+    ("threads", "diff"): threads_diff,
+    ("runs", "list"): runs_list,
+    ("runs", "show"): runs_show,
+    ("runs", "wait"): runs_wait,
+    ("runs", "cancel"): runs_cancel,
+    ("runs", "retry"): runs_retry,
+    ("runs", "resume"): runs_resume,
+    ("workers", None): workers,
+    ("stuck", None): stuck,
+    ("effects", None): effects_list,
+    ("effects", "list"): effects_list,
+    ("effects", "show"): effects_show,
+    ("effects", "resolve"): resolve,
+    ("resolve", None): resolve,
+    ("approvals", None): approvals_list,
+    ("approvals", "list"): approvals_list,
+    ("approvals", "approve"): approve,
+    ("approvals", "reject"): reject,
+}
+"""Every command that needs the database, by (command, action)."""

@@ -1,0 +1,49 @@
+"""`doctor`: can we reach the database, is its schema ours, will committed steps survive?
+
+Async source: the sync twin is generated from this file.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from langgraph_durable._db import source_of
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
+from langgraph_durable.errors import SchemaError
+from langgraph_durable.ops._checks import Finding, judge_registry, judge_settings
+from langgraph_durable.ops._history import checked_saver
+
+__all__ = ["adoctor"]
+
+
+async def adoctor(
+    saver: AsyncDurablePostgresSaver, *, live_seconds: float = 90.0
+) -> builtins.list[Finding]:
+    """Every finding on the saver's database, each "ok", "warn" or "fail".
+
+    Raises:
+        DatabaseUnreachableError: The database cannot be reached (the one finding that
+            stops the others).
+    """
+    source = source_of(checked_saver(saver, AsyncDurablePostgresSaver))
+    async with source.connection() as conn:
+        cur = await conn.execute(QUERIES["doctor_settings"])
+        settings = {}
+        for row in await cur.fetchall():
+            settings[row["name"]] = row["setting"]
+            settings[f"{row['name']}:unit"] = row["unit"] or ""
+        cur = await conn.execute(QUERIES["doctor_connections"])
+        connections = int((await cur.fetchone() or {"connections": 0})["connections"])
+    findings = judge_settings(settings, connections)
+    try:
+        await saver.acheck_schema()
+    except SchemaError as exc:
+        findings.append(Finding("schema", "fail", "not ready", str(exc)))
+        return findings
+    findings.append(Finding("schema", "ok", "up to date"))
+    async with source.connection() as conn:
+        cur = await conn.execute(QUERIES["doctor_registry"], {"live_seconds": live_seconds})
+        counts = await cur.fetchone()
+    assert counts is not None
+    return findings + judge_registry(counts)

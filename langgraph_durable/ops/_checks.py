@@ -1,0 +1,130 @@
+"""What `doctor` concludes from a server's settings and the registry's counts: pure.
+
+Each finding says what it saw and, where it is not fine, what to change. The settings
+that matter most are the ones that decide whether a committed step survives a crash of
+the server: a step the saver committed under `fsync = off` can be lost by a power cut,
+and under `synchronous_commit = off` by a crash of Postgres itself, which no
+durability mode of ours can make up for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Finding", "judge_registry", "judge_settings"]
+
+Level = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check: its name, what was seen, how it stands, and what to do."""
+
+    check: str
+    level: Level
+    seen: str
+    advice: str = ""
+
+
+def judge_settings(settings: Mapping[str, str], connections: int) -> list[Finding]:
+    """Findings on the server settings that decide durability, and on connection room."""
+    found: list[Finding] = []
+
+    def add(check: str, ok: bool, seen: str, advice: str, level: Level = "warn") -> None:
+        found.append(Finding(check, "ok" if ok else level, seen, "" if ok else advice))
+
+    version = int(settings.get("server_version_num", "0"))
+    add(
+        "server version",
+        version >= 130000,
+        settings.get("server_version", "?"),
+        "PostgreSQL 13 or newer is needed.",
+        "fail",
+    )
+    add(
+        "fsync",
+        settings.get("fsync") == "on",
+        f"fsync = {settings.get('fsync')}",
+        "A power cut can lose committed steps and effect journal rows: set fsync = on.",
+        "fail",
+    )
+    commit = settings.get("synchronous_commit", "on")
+    add(
+        "synchronous_commit",
+        commit != "off",
+        f"synchronous_commit = {commit}",
+        "A server crash can lose the last commits (checkpoints of durability='sync' "
+        "included; the effect journal forces its own commits on): set it to on.",
+    )
+    add(
+        "full_page_writes",
+        settings.get("full_page_writes", "on") == "on",
+        f"full_page_writes = {settings.get('full_page_writes')}",
+        "A crash can leave torn pages: set full_page_writes = on.",
+    )
+    wal = settings.get("wal_level", "replica")
+    add(
+        "wal_level",
+        wal != "minimal",
+        f"wal_level = {wal}",
+        "No replicas or point-in-time recovery are possible: set wal_level = replica.",
+    )
+    limit = int(settings.get("max_connections", "100"))
+    reserved = int(settings.get("superuser_reserved_connections", "3"))
+    room = limit - reserved
+    add(
+        "connections",
+        connections <= 0.8 * room,
+        f"{connections} of {room} in use",
+        "Fewer than 20% of the connections are left: workers and pools wait for one; "
+        "lower pool sizes or raise max_connections.",
+    )
+    for name in ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"):
+        value = settings.get(name, "0")
+        unit = settings.get(f"{name}:unit", "ms")
+        found.append(
+            Finding(
+                name,
+                "ok",
+                f"{name} = {value}{unit if value != '0' else ''}",
+                "",
+            )
+        )
+    isolation = settings.get("default_transaction_isolation", "read committed")
+    add(
+        "default_transaction_isolation",
+        isolation == "read committed",
+        f"default_transaction_isolation = {isolation}",
+        "The saver and the registry are written for read committed; under a stricter "
+        "level some writes fail with serialization errors and are retried.",
+    )
+    return found
+
+
+def judge_registry(counts: Mapping[str, Any]) -> list[Finding]:
+    """Findings on what waits for a person: stuck and blocked runs, unknown effects."""
+    stuck, blocked = int(counts["stuck_runs"]), int(counts["blocked_runs"])
+    unknown, workers = int(counts["unknown_effects"]), int(counts["live_workers"])
+    return [
+        Finding(
+            "stuck runs",
+            "ok" if stuck == 0 else "warn",
+            f"{stuck} stuck",
+            "" if stuck == 0 else "See `langgraph-durable stuck`.",
+        ),
+        Finding(
+            "blocked runs",
+            "ok" if blocked == 0 else "warn",
+            f"{blocked} blocked",
+            "" if blocked == 0 else "See `langgraph-durable runs list --status blocked`.",
+        ),
+        Finding(
+            "unknown effects",
+            "ok" if unknown == 0 else "warn",
+            f"{unknown} with an unknown outcome",
+            "" if unknown == 0 else "Resolve them: `langgraph-durable effects list`.",
+        ),
+        Finding("workers", "ok", f"{workers} live", ""),
+    ]

@@ -1,0 +1,400 @@
+"""The operator's commands on a real database: runs, threads, effects, approvals, doctor, db.
+
+Each test runs the real command (`main(argv)`, the function the installed script calls)
+and reads what a script reads: the `--json` object and the exit code. Runs are worked by
+a real `Worker` in this process; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    DurablePostgresSaver,
+    GraphVersion,
+    RunRegistry,
+    Worker,
+    effect,
+)
+from langgraph_durable.approvals import approval_node
+from langgraph_durable.cli import main
+from langgraph_durable.cli._output import Progress
+
+MANAGERS = {"dana"}
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    order_id: str
+    refund: str
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+def cli(capsys: pytest.CaptureFixture[str], dsn: str, *argv: str) -> tuple[int, Any, str]:
+    """Exit code, the `--json` object (None when stdout is empty) and stderr."""
+    capsys.readouterr()
+    code = main([*argv, "--json", "--dsn", dsn])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def text(capsys: pytest.CaptureFixture[str], dsn: str, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([*argv, "--dsn", dsn])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def simple(saver: DurablePostgresSaver, *, fail: bool = False) -> GraphVersion:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+
+    @effect(name=f"{name}.refund")
+    def refund(order_id: str) -> str:
+        return f"refund-{order_id}"
+
+    def pay(state: State) -> State:
+        if fail:
+            raise ValueError("the payment service is down")
+        return {"log": ["pay"], "refund": refund(state.get("order_id", "o"))}
+
+    builder = StateGraph(State)
+    builder.add_node("check", lambda s: {"log": ["check"]})
+    builder.add_node("pay", pay)
+    builder.add_edge(START, "check")
+    builder.add_edge("check", "pay")
+    builder.add_edge("pay", END)
+    return GraphVersion(name, "1", builder.compile(checkpointer=saver))
+
+
+def approving(saver: DurablePostgresSaver) -> GraphVersion:
+    builder = StateGraph(State)
+    builder.add_node(
+        "approve",
+        approval_node(
+            request=lambda s: {"order": s["order_id"], "amount": 420},
+            on_approve="refund",
+            on_reject=END,
+            authorize=lambda s, d: d.approver in MANAGERS or f"{d.approver} is not a manager",
+        ),
+    )
+    builder.add_node("refund", lambda s: {"log": ["refunded"]})
+    builder.add_edge(START, "approve")
+    builder.add_edge("refund", END)
+    return GraphVersion(
+        f"cli-approve-{uuid.uuid4().hex[:6]}", "1", builder.compile(checkpointer=saver)
+    )
+
+
+@pytest.fixture
+def dsn(db_dsn: str, saver: DurablePostgresSaver) -> str:
+    return db_dsn
+
+
+def test_runs_commands_list_show_wait_and_control_runs(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = simple(saver)
+    run = runs.create(graph, {"order_id": "8890"})
+    code, listed, _ = cli(capsys, dsn, "runs", "list", "--graph", graph.name)
+    assert code == 0
+    assert [(r["run_id"], r["status"], r["attempt"]) for r in listed["runs"]] == [
+        (run.run_id, "pending", 0)
+    ]
+    assert cli(capsys, dsn, "runs", "wait", run.run_id, "--timeout", "0")[0] == 4
+
+    Worker(saver, [graph]).run_until_idle()
+    code, waited, _ = cli(capsys, dsn, "runs", "wait", run.run_id)
+    assert (code, waited["run"]["status"]) == (0, "success")
+    assert waited["run"]["output"]["refund"] == "refund-8890"
+    code, shown, _ = cli(capsys, dsn, "runs", "show", run.run_id)
+    assert shown["run"]["input"] == {"order_id": "8890"}
+    assert isinstance(shown["run"]["attempt"], int)
+
+    failing = simple(saver, fail=True)
+    failed = runs.create(failing, {"order_id": "1"}, max_attempts=1)
+    Worker(saver, [failing]).run_until_idle()
+    code, waited, _ = cli(capsys, dsn, "runs", "wait", failed.run_id)
+    assert (code, waited["run"]["status"]) == (3, "error")
+    assert waited["run"]["error_message"] == "the payment service is down"
+    code, retried, _ = cli(capsys, dsn, "runs", "retry", failed.run_id)
+    assert (code, retried["run"]["status"], retried["run"]["attempt"]) == (0, "pending", 0)
+    code, cancelled, _ = cli(capsys, dsn, "runs", "cancel", failed.run_id)
+    assert (code, cancelled["run"]["status"]) == (0, "cancelled")
+    code, _, err = cli(capsys, dsn, "runs", "cancel", failed.run_id)
+    assert code == 1
+    assert "cancelled" in err
+    code, _, err = cli(capsys, dsn, "runs", "show", "no-such-run")
+    assert (code, err.strip()) == (1, "error: No run 'no-such-run' in this database.")
+    code, out = text(capsys, dsn, "runs", "list", "--graph", failing.name)
+    assert "RUN_ID" in out
+    assert failed.run_id in out
+
+
+def test_workers_and_stuck_list_what_the_registry_knows(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = simple(saver)
+    worker = Worker(saver, [graph], name=f"cli-worker-{uuid.uuid4().hex[:6]}")
+    worker.run_until_idle()
+    code, found, _ = cli(capsys, dsn, "workers")
+    mine = [w for w in found["workers"] if w["worker_id"] == worker.worker_id]
+    assert code == 0
+    assert mine[0]["live"] is True
+    assert mine[0]["graphs"][0]["name"] == graph.name
+    run = runs.create(graph, {"order_id": "2"})
+    claimed = runs.claim([graph], owner="cli-test", lease_seconds=60)
+    assert claimed is not None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET stuck_since = now() WHERE run_id = %s",
+            (run.run_id,),
+        )
+    code, stuck, _ = cli(capsys, dsn, "stuck")
+    assert run.run_id in [r["run_id"] for r in stuck["runs"]]
+
+
+def test_threads_commands_show_history_and_diff(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver
+) -> None:
+    graph = simple(saver)
+    thread = f"cli-thread-{uuid.uuid4().hex[:8]}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    graph.graph.invoke({"order_id": "77"}, config)
+    graph.graph.invoke(None, config)  # nothing left to do: no new step, no repeated effect
+
+    code, listed, _ = cli(capsys, dsn, "threads", "list", "--prefix", thread)
+    assert code == 0
+    assert [(t["thread_id"], t["step"]) for t in listed["threads"]] == [(thread, 2)]
+    code, shown, _ = cli(capsys, dsn, "threads", "show", thread)
+    assert shown["values"] == {"log": ["check", "pay"], "order_id": "77", "refund": "refund-77"}
+
+    code, history, _ = cli(capsys, dsn, "threads", "history", thread)
+    steps = [(s["step"], s["nodes"], sorted(s["wrote"])) for s in history["steps"]]
+    assert steps == [
+        (-1, [], []),  # the input, taken in
+        (0, ["__start__"], ["order_id"]),
+        (1, ["check"], ["log"]),
+        (2, ["pay"], ["log", "refund"]),
+    ]
+    assert [s["source"] for s in history["steps"]] == ["input", "loop", "loop", "loop"]
+    (refund,) = history["effects"]
+    assert (refund["effect_name"], refund["status"], refund["node"]) == (
+        f"{graph.name}.refund",
+        "completed",
+        "pay",
+    )
+    assert set(history["tokens"]) >= {"input_tokens", "output_tokens"}
+    code, out = text(capsys, dsn, "threads", "history", thread)
+    assert f"effect {graph.name}.refund [completed]" in out
+
+    code, diff, _ = cli(capsys, dsn, "threads", "diff", thread)
+    assert diff["changed"] == {"log": {"from": ["check"], "to": ["check", "pay"]}}
+    assert diff["added"] == {"refund": "refund-77"}
+    code, _, err = cli(capsys, dsn, "threads", "history", "no-such-thread")
+    assert code == 1
+    assert "no checkpoints" in err
+
+
+def test_effects_show_and_resolve_name_unknown_keys(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver
+) -> None:
+    key = f"cli-effect-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "attempt, thread_id, node, step) VALUES (%s, 'mail', 'h', 'unknown', 2, 't', 'n', 7)",
+            (key,),
+        )
+    code, shown, _ = cli(capsys, dsn, "effects", "show", key)
+    assert (code, shown["effect"]["status"], shown["effect"]["attempt"]) == (0, "unknown", 2)
+    assert cli(capsys, dsn, "effects", "resolve", key, "--completed", '{"id": 5}')[0] == 0
+    code, shown, _ = cli(capsys, dsn, "effects", "show", key)
+    assert (shown["effect"]["status"], shown["effect"]["result"]) == ("completed", {"id": 5})
+    for argv in (("effects", "show", "nope"), ("resolve", "nope", "--allow-retry")):
+        code, _, err = cli(capsys, dsn, *argv)
+        assert code == 1
+        assert "No effect with key 'nope'" in err
+
+
+def test_approvals_are_answered_through_the_run_and_its_authorize_hook(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = approving(saver)
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"order_id": "8890"})
+    worker.run_until_idle()
+    code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", run.thread_id)
+    assert [a["value"]["request"] for a in listed["approvals"]] == [
+        {"order": "8890", "amount": 420}
+    ]
+
+    def work_then_answer(*argv: str) -> tuple[int, Any, str]:
+        # The CLI queues the answer and waits; a worker in another thread goes on with it.
+        import threading
+
+        done = threading.Event()
+
+        def work() -> None:
+            while not done.is_set():
+                if worker.run_until_idle():
+                    return
+                runs.wait_for(run.run_id, timeout=0.2)
+
+        helper = threading.Thread(target=work)
+        helper.start()
+        try:
+            return cli(capsys, dsn, *argv)
+        finally:
+            done.set()
+            helper.join()
+
+    code, answer, _ = work_then_answer("approvals", "approve", run.thread_id, "--approver", "eve")
+    assert (code, answer["accepted"]) == (1, False)
+    assert "eve is not a manager" in answer["refused"]
+    code, answer, _ = work_then_answer(
+        "approvals", "approve", run.thread_id, "--approver", "dana", "--comment", "ok"
+    )
+    assert (code, answer["accepted"], answer["run"]["status"]) == (0, True, "success")
+    assert runs.output_of(runs.get(run.run_id))["log"] == ["refunded"]
+    code, _, err = cli(capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "dana")
+    assert code == 1
+    assert "not waiting for an approval" in err
+    code, _, err = cli(capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "")
+    assert code == 1
+    assert "approver" in err
+
+
+def test_approvals_can_run_the_graph_in_the_cli_process(
+    capsys: pytest.CaptureFixture[str],
+    dsn: str,
+    saver: DurablePostgresSaver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = tmp_path / "cli_approval_graph.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            import test_cli_operator as t
+
+            def graph(saver):  # the CLI's saver
+                return t.approving(saver)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    thread = f"cli-graph-{uuid.uuid4().hex[:6]}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    approving(saver).graph.invoke({"order_id": "9"}, config)
+    code, _, err = cli(
+        capsys, dsn, "approvals", "approve", thread, "--approver", "dana", "--graph", "nope:graph"
+    )
+    assert code == 1
+    assert "could not be loaded" in err
+    code, answer, _ = cli(
+        capsys,
+        dsn,
+        "approvals",
+        "reject",
+        thread,
+        "--approver",
+        "dana",
+        "--graph",
+        "cli_approval_graph:graph",
+    )
+    assert (code, answer["accepted"], answer["via"]) == (0, True, "graph")
+    assert approving(saver).graph.get_state(config).values["approval_outcome"] == "rejected"
+    sys.modules.pop("cli_approval_graph", None)
+
+
+def test_doctor_reports_settings_and_a_missing_schema(
+    capsys: pytest.CaptureFixture[str], dsn: str, fresh_db_dsn: str
+) -> None:
+    code, report, _ = cli(capsys, dsn, "doctor")
+    checks = {f["check"]: f for f in report["findings"]}
+    assert {"fsync", "synchronous_commit", "wal_level", "connections", "schema"} <= set(checks)
+    assert checks["schema"]["level"] == "ok"
+    assert code == (0 if report["ok"] else 1)
+    code, report, _ = cli(capsys, fresh_db_dsn, "doctor")
+    assert (code, report["ok"]) == (1, False)
+    assert [f["level"] for f in report["findings"] if f["check"] == "schema"] == ["fail"]
+    code, _, err = cli(capsys, fresh_db_dsn, "runs", "list")
+    assert code == 1
+    assert "setup" in err
+    assert "Traceback" not in err
+
+
+def test_db_start_url_and_stop_an_embedded_server(
+    capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import tempfile
+
+    # Not pytest's tmp_path: as root, pgserver opens up the parents of its data dir.
+    data_dir = Path(tempfile.mkdtemp(prefix="langgraph-durable-cli-db-")) / "pgdata"
+    try:
+        capsys.readouterr()
+        assert main(["db", "start", "--data-dir", str(data_dir), "--json"]) == 0
+        started = json.loads(capsys.readouterr().out)["dsn"]
+        with psycopg.connect(started) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert main(["db", "url", "--data-dir", str(data_dir), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"dsn": started}
+        assert main(["setup", "--dsn", started]) == 0
+    finally:
+        assert main(["db", "stop", "--data-dir", str(data_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"stopped": True}
+    assert main(["db", "url", "--data-dir", str(data_dir)]) == 1
+    assert "db start" in capsys.readouterr().err
+    assert main(["db", "stop", "--data-dir", str(data_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"stopped": False}
+
+
+class _Terminal:
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_is_drawn_only_on_a_terminal() -> None:
+    terminal = _Terminal()
+    progress = Progress(4, "pruning", stream=terminal)  # type: ignore[arg-type]
+    for _ in range(4):
+        progress.advance()
+    drawn = "".join(terminal.written)
+    assert "pruning [" in drawn
+    assert drawn.rstrip().endswith("4/4")
+
+    class _Pipe(_Terminal):
+        def isatty(self) -> bool:
+            return False
+
+    pipe = _Pipe()
+    Progress(4, "pruning", stream=pipe).advance(4)  # type: ignore[arg-type]
+    assert pipe.written == []
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LANGGRAPH_DURABLE_PGDATA", raising=False)

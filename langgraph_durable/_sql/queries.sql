@@ -707,11 +707,22 @@ RETURNING *
 -- Workers LISTEN here: a run became takeable (or a thread's next run may go).
 SELECT pg_notify('langgraph_durable_runs', %(run_id)s)
 
+-- name: runs_done
+-- A run finished (or went back to waiting): `wait_for` callers LISTEN here. Workers do not,
+-- so a finish that frees nothing wakes no worker (each wake-up costs every worker a claim).
+SELECT pg_notify('langgraph_durable_runs_done', %(run_id)s)
+
 -- name: runs_listen
 LISTEN langgraph_durable_runs
 
 -- name: runs_unlisten
 UNLISTEN langgraph_durable_runs
+
+-- name: runs_listen_done
+LISTEN langgraph_durable_runs_done
+
+-- name: runs_unlisten_done
+UNLISTEN langgraph_durable_runs_done
 
 -- name: run_get
 SELECT * FROM langgraph_durable_runs WHERE run_id = %(run_id)s
@@ -875,7 +886,12 @@ WITH thread AS (
     FROM run
     WHERE t.thread_id = run.thread_id AND t.fencing_token = %(fence_token)s
 )
-SELECT thread_id FROM run
+SELECT run.thread_id, EXISTS (
+    SELECT 1 FROM langgraph_durable_runs n
+    WHERE n.thread_id = run.thread_id AND n.run_id <> %(run_id)s
+        AND n.status IN ('pending', 'deferred', 'blocked')
+) AS thread_has_next
+FROM run
 
 -- name: thread_take_lease
 -- `exclusive()`: a plain graph.invoke takes the thread's lease, if nobody alive holds it

@@ -239,6 +239,7 @@ class AsyncRunRegistry:
             if run.status is RunStatus.RUNNING:
                 await conn.execute(QUERIES["thread_fence_bump"], {"thread_id": run.thread_id})
             await conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
+            await conn.execute(QUERIES["runs_done"], {"run_id": run_id})
         return run_of(rows[0])
 
     async def _arequeue(
@@ -304,7 +305,7 @@ class AsyncRunRegistry:
         run_id = run_id_of(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         async with self._source.connection() as conn:
-            await conn.execute(QUERIES["runs_listen"])
+            await conn.execute(QUERIES["runs_listen_done"])
             try:
                 while True:
                     rows = await _arows(conn, QUERIES["run_get"], {"run_id": run_id})
@@ -321,7 +322,7 @@ class AsyncRunRegistry:
                     async for _ in conn.notifies(timeout=step, stop_after=1):
                         pass
             finally:
-                await conn.execute(QUERIES["runs_unlisten"])
+                await conn.execute(QUERIES["runs_unlisten_done"])
 
     def output_of(self, run: Run) -> Any:
         """What the run's graph returned (None until it has finished)."""
@@ -423,13 +424,17 @@ class AsyncRunRegistry:
             return bool(await _arows(conn, QUERIES["run_set_version"], params))
 
     async def afinish(self, run: Run, outcome: Outcome) -> bool:
-        """Record how an execution ended, if the run is still this worker's; wakes others."""
+        """Record how an execution ended, if the run is still this worker's. Tells
+        `wait_for` callers, and wakes workers only when there is a run for them now."""
         params = outcome_params(self.serde, run, outcome)
         async with self._source.connection() as conn, conn.transaction():
-            done = bool(await _arows(conn, QUERIES["run_finish"], params))
-            if done:
-                await conn.execute(QUERIES["runs_wake"], {"run_id": run.run_id})
-        return done
+            found = await _arows(conn, QUERIES["run_finish"], params)
+            if found:
+                await conn.execute(QUERIES["runs_done"], {"run_id": run.run_id})
+                if found[0]["thread_has_next"] or outcome.status is RunStatus.PENDING:
+                    # The thread's next run may go, or this one is back in the queue.
+                    await conn.execute(QUERIES["runs_wake"], {"run_id": run.run_id})
+        return bool(found)
 
     async def asweep(
         self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
@@ -463,6 +468,8 @@ class AsyncRunRegistry:
             blocked = await _arows(
                 conn, QUERIES["runs_block_unrunnable"], {"live_seconds": live_seconds}
             )
+            for row in [*timed_out, *crash_loops, *blocked]:  # what `wait_for` waits for
+                await conn.execute(QUERIES["runs_done"], {"run_id": row["run_id"]})
         return {
             "timed_out": timed_out,
             "crash_loops": crash_loops,

@@ -240,6 +240,7 @@ class RunRegistry:
             if run.status is RunStatus.RUNNING:
                 conn.execute(QUERIES["thread_fence_bump"], {"thread_id": run.thread_id})
             conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
+            conn.execute(QUERIES["runs_done"], {"run_id": run_id})
         return run_of(rows[0])
 
     def _requeue(
@@ -303,7 +304,7 @@ class RunRegistry:
         run_id = run_id_of(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._source.connection() as conn:
-            conn.execute(QUERIES["runs_listen"])
+            conn.execute(QUERIES["runs_listen_done"])
             try:
                 while True:
                     rows = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
@@ -320,7 +321,7 @@ class RunRegistry:
                     for _ in conn.notifies(timeout=step, stop_after=1):
                         pass
             finally:
-                conn.execute(QUERIES["runs_unlisten"])
+                conn.execute(QUERIES["runs_unlisten_done"])
 
     def output_of(self, run: Run) -> Any:
         """What the run's graph returned (None until it has finished)."""
@@ -418,13 +419,17 @@ class RunRegistry:
             return bool(_rows(conn, QUERIES["run_set_version"], params))
 
     def finish(self, run: Run, outcome: Outcome) -> bool:
-        """Record how an execution ended, if the run is still this worker's; wakes others."""
+        """Record how an execution ended, if the run is still this worker's. Tells
+        `wait_for` callers, and wakes workers only when there is a run for them now."""
         params = outcome_params(self.serde, run, outcome)
         with self._source.connection() as conn, conn.transaction():
-            done = bool(_rows(conn, QUERIES["run_finish"], params))
-            if done:
-                conn.execute(QUERIES["runs_wake"], {"run_id": run.run_id})
-        return done
+            found = _rows(conn, QUERIES["run_finish"], params)
+            if found:
+                conn.execute(QUERIES["runs_done"], {"run_id": run.run_id})
+                if found[0]["thread_has_next"] or outcome.status is RunStatus.PENDING:
+                    # The thread's next run may go, or this one is back in the queue.
+                    conn.execute(QUERIES["runs_wake"], {"run_id": run.run_id})
+        return bool(found)
 
     def sweep(
         self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
@@ -456,6 +461,8 @@ class RunRegistry:
                 {"names": names, "running_seconds": running, "waiting_seconds": waiting},
             )
             blocked = _rows(conn, QUERIES["runs_block_unrunnable"], {"live_seconds": live_seconds})
+            for row in [*timed_out, *crash_loops, *blocked]:  # what `wait_for` waits for
+                conn.execute(QUERIES["runs_done"], {"run_id": row["run_id"]})
         return {
             "timed_out": timed_out,
             "crash_loops": crash_loops,

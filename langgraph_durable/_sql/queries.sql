@@ -773,7 +773,7 @@ RETURNING *
 -- close a deadlock with a registry change that holds the thread's row. The thread's lease
 -- is taken at the next fencing token in the same statement.
 WITH candidate AS (
-    SELECT r.run_id, r.thread_id
+    SELECT r.run_id, r.thread_id, r.status AS was_status, r.heartbeat_at AS last_heartbeat_at
     FROM langgraph_durable_runs r
     JOIN unnest(%(names)s::text[], %(versions)s::text[]) AS g(name, version)
         ON g.name = r.graph_name AND g.version = r.graph_version
@@ -814,7 +814,9 @@ UPDATE langgraph_durable_runs r SET
     started_at = coalesce(r.started_at, clock_timestamp()), updated_at = clock_timestamp()
 FROM candidate JOIN lease USING (thread_id)
 WHERE r.run_id = candidate.run_id
-RETURNING r.*
+RETURNING r.*, CASE WHEN candidate.was_status = 'running'
+    THEN extract(epoch FROM clock_timestamp() - candidate.last_heartbeat_at)::float8
+    END AS recovered_after_seconds
 
 -- name: runs_next_due
 -- Seconds until the next run of these graphs becomes takeable by time alone (a lease that

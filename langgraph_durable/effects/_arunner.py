@@ -19,13 +19,16 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
-from langgraph_durable import _crashpoints, _guard
+from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import AsyncHeartbeat, owner_is_dead
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._call import (
     EffectCall,
     NothingSentError,
+    effect_span_attributes,
+    error_outcome,
     failed_message,
+    record_outcome,
     refuse_awaitable,
     unknown_message,
 )
@@ -66,7 +69,14 @@ async def _maybe_await(value: Any) -> Any:
 
 async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     """Run `call` at most once per key, by the journal's rules; returns the result."""
-    result = await _arun(journal, call)
+    with _telemetry.span("langgraph_durable.effect", effect_span_attributes(call)):
+        try:
+            result = await _arun(journal, call)
+        except GraphBubbleUp:
+            raise  # an interrupt: the node runs again and calls again
+        except Exception as exc:
+            record_outcome(call, error_outcome(exc))
+            raise
     if call.where is not None and call.guarded:
         # Done (or replayed): an interrupt() later in this task comes after an effect.
         _guard.effect_performed(call.where.task_id, call.where.node, call.name, call.call_site)
@@ -112,6 +122,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
         action = decision.action
         if action is Action.REPLAY:
             await journal.areplayed(call.key)
+            record_outcome(call, "replayed", row)
             return journal.load_result(row)
         if action is Action.RAISE_FAILED:
             raise EffectFailedError(
@@ -159,6 +170,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     resolved_by="reconcile",
                 ):
                     logger.info("effect %s reconciled as completed", call.key)
+                    record_outcome(call, "reconciled")
                     return found.result
                 continue  # the row changed meanwhile: look again
             decision = after_absent(row, call.policy)
@@ -270,6 +282,7 @@ async def _aattempt(
             attempt,
         )
     _crashpoints.reached("effect:after_result")
+    record_outcome(call, "completed")
     return True, result, None
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph_durable import _telemetry
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
@@ -16,7 +17,10 @@ from langgraph_durable.errors import ConfigurationError
 __all__ = [
     "EffectCall",
     "NothingSentError",
+    "effect_span_attributes",
+    "error_outcome",
     "failed_message",
+    "record_outcome",
     "refuse_awaitable",
     "unknown_message",
 ]
@@ -51,6 +55,49 @@ class EffectCall:
     cost_only: bool = False
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """This call among others of this process, in the lease owner (`owner#token`)."""
+
+
+def effect_span_attributes(call: EffectCall) -> dict[str, Any]:
+    """What an effect's span carries: its name, key and where it was called."""
+    return {
+        "langgraph_durable.effect.name": call.name,
+        "langgraph_durable.effect.key": call.key,
+        "langgraph_durable.thread_id": call.where.thread_id if call.where else None,
+        "langgraph_durable.node": call.where.node if call.where else None,
+    }
+
+
+def record_outcome(call: EffectCall, outcome: str, row: JournalRow | None = None) -> None:
+    """An effect call's outcome on its span and in the metrics; a replayed model call
+    counts the tokens it did not pay again."""
+    _telemetry.annotate({"langgraph_durable.effect.outcome": outcome})
+    _telemetry.count(
+        "langgraph_durable.effect.calls",
+        1,
+        {"effect": call.name, "outcome": outcome},
+        "Effect calls by outcome: completed, replayed, reconciled, failed, unknown, deferred",
+    )
+    usage = (row.extra.get("usage") if row is not None else None) or {}
+    if outcome == "replayed" and usage:
+        saved = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+        _telemetry.count(
+            "langgraph_durable.tokens.saved",
+            saved,
+            {"effect": call.name},
+            "Tokens of model calls replayed from the journal instead of paid again",
+        )
+
+
+def error_outcome(exc: BaseException) -> str:
+    """The outcome an effect call that raised `exc` had, by its error's name."""
+    name = type(exc).__name__
+    return {
+        "EffectDeferred": "deferred",
+        "EffectOutcomeUnknown": "unknown",
+        "EffectResultNotStoredError": "unknown",
+        "EffectFailedError": "failed",
+        "EffectInProgressError": "in_progress",
+    }.get(name, "error")
 
 
 class NothingSentError(ConfigurationError):

@@ -21,12 +21,15 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
-from langgraph_durable import _crashpoints, _guard
+from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import Heartbeat, owner_is_dead
 from langgraph_durable.effects._call import (
     EffectCall,
     NothingSentError,
+    effect_span_attributes,
+    error_outcome,
     failed_message,
+    record_outcome,
     refuse_awaitable,
     unknown_message,
 )
@@ -68,7 +71,14 @@ def _maybe_await(value: Any) -> Any:
 
 def run_effect(journal: EffectJournal, call: EffectCall) -> Any:
     """Run `call` at most once per key, by the journal's rules; returns the result."""
-    result = _run(journal, call)
+    with _telemetry.span("langgraph_durable.effect", effect_span_attributes(call)):
+        try:
+            result = _run(journal, call)
+        except GraphBubbleUp:
+            raise  # an interrupt: the node runs again and calls again
+        except Exception as exc:
+            record_outcome(call, error_outcome(exc))
+            raise
     if call.where is not None and call.guarded:
         # Done (or replayed): an interrupt() later in this task comes after an effect.
         _guard.effect_performed(call.where.task_id, call.where.node, call.name, call.call_site)
@@ -114,6 +124,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
         action = decision.action
         if action is Action.REPLAY:
             journal.replayed(call.key)
+            record_outcome(call, "replayed", row)
             return journal.load_result(row)
         if action is Action.RAISE_FAILED:
             raise EffectFailedError(
@@ -161,6 +172,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                     resolved_by="reconcile",
                 ):
                     logger.info("effect %s reconciled as completed", call.key)
+                    record_outcome(call, "reconciled")
                     return found.result
                 continue  # the row changed meanwhile: look again
             decision = after_absent(row, call.policy)
@@ -272,6 +284,7 @@ def _attempt(
             attempt,
         )
     _crashpoints.reached("effect:after_result")
+    record_outcome(call, "completed")
     return True, result, None
 
 

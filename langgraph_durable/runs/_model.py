@@ -51,11 +51,14 @@ __all__ = [
     "first_line",
     "is_outage",
     "list_params",
+    "log_ids",
     "new_run_params",
+    "outcome_label",
     "outcome_of",
     "outcome_params",
     "run_id_of",
     "run_of",
+    "run_span_attributes",
     "sends_input",
     "stored",
     "version_of",
@@ -146,6 +149,9 @@ class Run:
     input_after: str | None = None
     stored_input: tuple[str, bytes] | None = field(default=None, repr=False)
     stored_output: tuple[str, bytes] | None = field(default=None, repr=False)
+    recovered_after: float | None = field(default=None, repr=False)
+    """On a run just claimed from a worker that died: seconds from that worker's last
+    heartbeat to this claim (the run's recovery time); None otherwise."""
 
     @property
     def agent_server_status(self) -> str:
@@ -192,6 +198,7 @@ def run_of(row: Mapping[str, Any]) -> Run:
         input_after=row["input_after"],
         stored_input=stored_input,
         stored_output=stored_output,
+        recovered_after=row.get("recovered_after_seconds"),
     )
 
 
@@ -465,6 +472,10 @@ class Outcome:
     handed back or lost the database gives its attempt back, so waiting is never what
     uses a run's attempts up."""
 
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
+
     def handed_back(self) -> Outcome:
         """The worker is stopping mid-run: the run goes back to the queue at once."""
         return Outcome(
@@ -582,6 +593,33 @@ def outcome_of(
     if run.attempt < run.max_attempts:
         return Outcome(Next.FINISH, RunStatus.PENDING, retry_in=backoff(run.attempt), error=error)
     return Outcome(Next.FINISH, RunStatus.ERROR, error=error)
+
+
+def log_ids(run: Run) -> dict[str, Any]:
+    """The ids a log record about a run carries (`extra=`), for structured log handlers:
+    the same ones its span carries."""
+    return {
+        "langgraph_durable_run_id": run.run_id,
+        "langgraph_durable_thread_id": run.thread_id,
+        "langgraph_durable_graph": run.graph_name,
+    }
+
+
+def outcome_label(outcome: Outcome) -> str:
+    """How an execution ended, in one word for spans and metrics ("lost": taken over)."""
+    return outcome.status.value if outcome.status is not None else "lost"
+
+
+def run_span_attributes(run: Run) -> dict[str, Any]:
+    """What a run's span (and its metrics) carry: the ids an operator searches by."""
+    return {
+        "langgraph_durable.run_id": run.run_id,
+        "langgraph_durable.thread_id": run.thread_id,
+        "langgraph_durable.graph": run.graph_name,
+        "langgraph_durable.graph_version": run.graph_version,
+        "langgraph_durable.attempt": run.attempt,
+        "langgraph_durable.recovered_after_s": run.recovered_after,
+    }
 
 
 def wrong_saver(saver: object) -> ConfigurationError:

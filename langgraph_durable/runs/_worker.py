@@ -32,7 +32,7 @@ from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from langgraph_durable import _crashpoints
+from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import Heartbeat, process_owner
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.checkpoint import DurablePostgresSaver
@@ -42,11 +42,15 @@ from langgraph_durable.runs._model import (
     GraphVersion,
     Next,
     Outage,
+    Outcome,
     Run,
     check_graphs,
     first_line,
     is_outage,
+    log_ids,
+    outcome_label,
     outcome_of,
+    run_span_attributes,
     sends_input,
 )
 from langgraph_durable.runs._registry import RunRegistry
@@ -239,8 +243,22 @@ class Worker:
                 logger.warning(
                     "run %s: the lease was taken over; its writes are refused from now on",
                     run.run_id,
+                    extra=log_ids(run),
                 )
 
+        if run.recovered_after is not None:
+            _telemetry.measure(
+                "langgraph_durable.run.recovery",
+                run.recovered_after,
+                {"graph": run.graph_name},
+            )
+        with _telemetry.span("langgraph_durable.run", run_span_attributes(run)):
+            outcome = self._execute_traced(run, graph, config, beat)
+        return self._finish(run, outcome)
+
+    def _execute_traced(
+        self, run: Run, graph: GraphVersion, config: RunnableConfig, beat: Any
+    ) -> Outcome:
         heartbeat = Heartbeat(beat, self.lease_seconds / 3, run.run_id)
         with heartbeat.running():
             try:
@@ -261,16 +279,39 @@ class Worker:
                 # Stopped (Ctrl-C, cancellation): hand the run back to the queue.
                 self.registry.finish(run, outcome_of(run, error=exc).handed_back())
                 raise
+        status = outcome_label(outcome)
+        _telemetry.annotate(
+            {
+                "langgraph_durable.run.status": status,
+                "langgraph_durable.error_type": outcome.error_type,
+            }
+        )
+        _telemetry.count(
+            "langgraph_durable.runs.finished",
+            1,
+            {"graph": run.graph_name, "status": status},
+            "Executions of runs by how they ended",
+        )
+        return outcome
+
+    def _finish(self, run: Run, outcome: Outcome) -> Run:
+        """Record how the execution ended (riding out an outage); the run afterwards."""
         _crashpoints.reached("run:before_finish")
         doing = f"recording how run {run.run_id} ended"
         if outcome.next is Next.LOST:
-            logger.warning("run %s: another worker took it over; leaving it", run.run_id)
+            logger.warning(
+                "run %s: another worker took it over; leaving it", run.run_id, extra=log_ids(run)
+            )
         elif not self._through_outage(lambda: self.registry.finish(run, outcome), doing):
             # Conditional on the fencing token: a retry after an outage never writes over
             # a worker that took the run over meanwhile.
-            logger.warning("run %s: taken over before it could finish", run.run_id)
+            logger.warning(
+                "run %s: taken over before it could finish", run.run_id, extra=log_ids(run)
+            )
         elif outcome.error is not None:
-            logger.info("run %s: %s (%s)", run.run_id, outcome.status, outcome.error)
+            logger.info(
+                "run %s: %s (%s)", run.run_id, outcome.status, outcome.error, extra=log_ids(run)
+            )
         return self._through_outage(lambda: self.registry.get(run.run_id), doing)
 
     def _graph_for(self, run: Run) -> GraphVersion:
@@ -318,6 +359,12 @@ class Worker:
                 row["run_id"],
                 row["attempt"],
             )
+        _telemetry.count(
+            "langgraph_durable.runs.stuck",
+            len(changed["stuck"]),
+            {},
+            "Runs flagged as stuck (no progress, or waiting for a person too long)",
+        )
         for row in changed["stuck"]:
             logger.warning(
                 "run %s of %s looks stuck: %s since %s",

@@ -1,0 +1,88 @@
+"""Spans and metrics through the OpenTelemetry API, when it is installed (the `telemetry`
+extra); nothing at all when it is not.
+
+We only emit: the application configures the SDK (exporters, sampling), as OpenTelemetry
+asks libraries to do. Without a configured SDK the API's calls are no-ops, so the cost is
+a function call per span. Every span and measurement carries the ids an operator searches
+by: run, thread and effect key.
+
+Spans: `langgraph_durable.run` (one execution of a run by a worker),
+`langgraph_durable.step` (a checkpoint committed), `langgraph_durable.effect` (a call of an
+effect, replayed or attempted). Metrics: `langgraph_durable.effect.calls` (by effect and
+outcome: completed, replayed, reconciled, failed, unknown, deferred),
+`langgraph_durable.tokens.saved` (tokens of model calls replayed instead of paid again),
+`langgraph_durable.runs.finished` (by graph and status), `langgraph_durable.runs.stuck`
+(runs flagged stuck), `langgraph_durable.run.recovery` (seconds from a dead worker's last
+heartbeat to another worker taking its run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Any
+
+try:
+    from opentelemetry import metrics, trace
+except ImportError:  # the telemetry extra is not installed
+    metrics = None  # type: ignore[assignment]
+    trace = None  # type: ignore[assignment]
+
+__all__ = ["count", "measure", "span"]
+
+_SCOPE = "langgraph_durable"
+_instruments: dict[str, Any] = {}
+
+Attributes = Mapping[str, str | int | float | bool | None]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("langgraph-durable")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "unknown"
+
+
+def _clean(attributes: Attributes) -> dict[str, str | int | float | bool]:
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+@contextmanager
+def span(name: str, attributes: Attributes) -> Iterator[Any]:
+    """A span around a block (the current span inside it); None without OpenTelemetry.
+    An exception leaving the block is recorded on the span and re-raised."""
+    if trace is None:
+        yield None
+        return
+    tracer = trace.get_tracer(_SCOPE, _version())
+    with tracer.start_as_current_span(name, attributes=_clean(attributes)) as current:
+        yield current
+
+
+def annotate(attributes: Attributes) -> None:
+    """Add attributes to the current span (the outcome, once it is known)."""
+    if trace is not None:
+        trace.get_current_span().set_attributes(_clean(attributes))
+
+
+def _instrument(kind: str, name: str, unit: str, description: str) -> Any:
+    found = _instruments.get(name)
+    if found is None:
+        assert metrics is not None
+        meter = metrics.get_meter(_SCOPE, _version())
+        make = meter.create_counter if kind == "counter" else meter.create_histogram
+        found = _instruments[name] = make(name, unit=unit, description=description)
+    return found
+
+
+def count(name: str, value: int, attributes: Attributes, description: str = "") -> None:
+    """Add to a counter."""
+    if metrics is not None and value:
+        _instrument("counter", name, "1", description).add(value, _clean(attributes))
+
+
+def measure(name: str, value: float, attributes: Attributes, unit: str = "s") -> None:
+    """Record a value in a histogram."""
+    if metrics is not None:
+        _instrument("histogram", name, unit, "").record(value, _clean(attributes))

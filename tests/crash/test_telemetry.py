@@ -1,0 +1,150 @@
+"""Telemetry of a run that crashed and resumed: spans, metrics and their ids.
+
+A real worker process (`run_worker.py`) takes an order run and is SIGKILLed right after
+its first effect's result was journaled (`effect:after_result`), before the step's
+checkpoint. This process then takes the run over (its lease moved into the past in the
+database, not waited for) with OpenTelemetry's SDK and in-memory exporters installed, and
+reads what was emitted: a run span with the run's ids, its attempt and its recovery time;
+the reservation replayed from the journal, the two other effects completed, under the
+run's span; and the metrics that count them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from langgraph_durable import DurablePostgresSaver, RunStatus, Worker
+
+HERE = Path(__file__).parent
+WORKER = HERE / "run_worker.py"
+ROOT = HERE.parents[1]
+
+pytestmark = pytest.mark.crash
+
+_SPANS = InMemorySpanExporter()
+_METRICS = InMemoryMetricReader()
+
+
+@pytest.fixture(scope="module")
+def telemetry() -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
+    tracing = TracerProvider()
+    tracing.add_span_processor(SimpleSpanProcessor(_SPANS))
+    trace.set_tracer_provider(tracing)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[_METRICS]))
+    return _SPANS, _METRICS
+
+
+def points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    ]
+
+
+def test_a_crashed_and_resumed_run_is_traced_with_its_replayed_effect(
+    fresh_db_dsn: str, telemetry: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    spans, reader = telemetry
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    created = subprocess.run(
+        [sys.executable, str(WORKER), fresh_db_dsn, "--create", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    (run_id,) = json.loads(created.stdout.strip().splitlines()[-1])
+    crashing = subprocess.run(
+        [sys.executable, str(WORKER), fresh_db_dsn, "--lease", "60"],
+        env={**env, "LANGGRAPH_DURABLE_CRASH_AT": "effect:after_result"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert crashing.returncode == -signal.SIGKILL, crashing.stderr
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        journaled = conn.execute(
+            "SELECT effect_name, status FROM langgraph_durable_effects"
+        ).fetchall()
+        assert journaled == [("fleet.reserve", "completed")]
+        # The dead worker's lease runs out (moved in the database, not waited for).
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET lease_expires_at = now() - interval '1 second'"
+        )
+        conn.execute(
+            "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1 second'"
+        )
+
+    sys.path.insert(0, str(HERE))
+    try:
+        import run_worker
+    finally:
+        sys.path.remove(str(HERE))
+    spans.clear()
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        graph = run_worker.build(saver, fresh_db_dsn)
+        (done,) = Worker(saver, [graph]).run_until_idle()
+    assert (done.run_id, done.status, done.attempt) == (run_id, RunStatus.SUCCESS, 2)
+
+    finished = spans.get_finished_spans()
+    (run_span,) = [s for s in finished if s.name == "langgraph_durable.run"]
+    attributes = dict(run_span.attributes or {})
+    assert attributes["langgraph_durable.run_id"] == run_id
+    assert attributes["langgraph_durable.thread_id"] == done.thread_id
+    assert attributes["langgraph_durable.attempt"] == 2
+    assert attributes["langgraph_durable.run.status"] == "success"
+    assert float(attributes["langgraph_durable.recovered_after_s"]) > 0  # type: ignore[arg-type]
+    effects = {
+        str((s.attributes or {})["langgraph_durable.effect.name"]): s
+        for s in finished
+        if s.name == "langgraph_durable.effect"
+    }
+    outcomes = {
+        name: (s.attributes or {})["langgraph_durable.effect.outcome"]
+        for name, s in effects.items()
+    }
+    assert outcomes == {
+        "fleet.reserve": "replayed",
+        "fleet.charge": "completed",
+        "fleet.notify": "completed",
+    }
+    for span in effects.values():
+        assert span.parent is not None
+        assert span.parent.span_id == run_span.context.span_id  # under the run's span
+        assert (span.attributes or {})["langgraph_durable.thread_id"] == done.thread_id
+
+    calls = {
+        (p.attributes["effect"], p.attributes["outcome"]): p.value
+        for p in points(reader, "langgraph_durable.effect.calls")
+    }
+    assert calls[("fleet.reserve", "replayed")] == 1
+    assert calls[("fleet.charge", "completed")] == 1
+    finished_runs = {
+        p.attributes["status"]: p.value for p in points(reader, "langgraph_durable.runs.finished")
+    }
+    assert finished_runs["success"] >= 1
+    (recovery,) = points(reader, "langgraph_durable.run.recovery")
+    assert recovery.count == 1

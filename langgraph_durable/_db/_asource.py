@@ -10,6 +10,13 @@ operation that fails because its connection died is retried once on a fresh conn
 wrapped. A single connection given by the caller is still accepted; calls on it are
 serialised because one connection runs one transaction.
 
+A pool that lends no connection in time (the server is down, or every connection is busy)
+raises `PoolTimeoutError` naming the server, at once: it is not retried, since the pool
+already waited its whole timeout. A source given `lock_timeout` / `statement_timeout` sets
+them on each connection's session when it first lends it (one statement per connection,
+not per call); lock and statement timeouts come back as `LockTimeoutError` and
+`StatementTimeoutError`, saying what was waiting.
+
 The saver, the effect journal and the approvals queries all borrow connections here; each
 registers its source (`registry.py`), so nothing reads another object's private state.
 """
@@ -30,16 +37,22 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
+    SESSION_SETTINGS,
+    Timeout,
     check_dsn,
     check_row_factory,
     describe_dsn,
     is_disconnect,
+    pool_timeout_message,
     single_connection_lost,
+    timeout_settings,
 )
 from langgraph_durable._db.registry import source_of
+from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
+    PoolTimeoutError,
     translate_driver_error,
 )
 
@@ -105,9 +118,19 @@ class AsyncConnectionSource:
         conn: A pool, or one connection (calls on it are serialised by `lock`).
         pipe: A pipeline the caller opened on that one connection; it is synced when each
             call gives the connection back, so errors surface at the call that caused them.
+        lock_timeout: How long a statement may wait for a lock (seconds or a timedelta);
+            None keeps the session's own setting.
+        statement_timeout: How long a statement may run; None keeps the session's own.
     """
 
-    def __init__(self, conn: AsyncConn, pipe: AsyncPipeline | None = None) -> None:
+    def __init__(
+        self,
+        conn: AsyncConn,
+        pipe: AsyncPipeline | None = None,
+        *,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
+    ) -> None:
         if not isinstance(conn, (AsyncConnection, AsyncConnectionPool)):
             raise ConfigurationError(
                 "conn must be a psycopg AsyncConnection or AsyncConnectionPool, "
@@ -124,29 +147,73 @@ class AsyncConnectionSource:
             check_row_factory(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = asyncio.Lock()
+        self.timeouts = timeout_settings(
+            lock_timeout=lock_timeout, statement_timeout=statement_timeout
+        )
+
+    def with_timeouts(
+        self, *, lock_timeout: Timeout, statement_timeout: Timeout
+    ) -> AsyncConnectionSource:
+        """A source on the same connections (and the same lock) with the timeouts given
+        (None: this source's)."""
+        other = AsyncConnectionSource(self.conn, self.pipe)
+        other.lock = self.lock
+        other.timeouts = {
+            **self.timeouts,
+            **timeout_settings(lock_timeout=lock_timeout, statement_timeout=statement_timeout),
+        }
+        return other
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[DictRow]]:
-        """A connection for one call: the caller's own, or one from the pool."""
+    async def connection(
+        self, doing: str = "", *, timeouts: bool = True
+    ) -> AsyncIterator[AsyncConnection[DictRow]]:
+        """A connection for one call: the caller's own, or one from the pool.
+
+        Args:
+            doing: What the call does ("storing a checkpoint (put)"), for error messages.
+            timeouts: False for calls that must run under the session's own timeouts
+                (`setup()`: building an index on a large table takes long).
+        """
         try:
             if isinstance(self.conn, AsyncConnectionPool):
                 async with self.conn.connection() as conn:
                     check_row_factory(conn)
+                    await self._aconfigure(conn, self.timeouts if timeouts else {})
                     yield conn
             else:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
                         raise DatabaseUnreachableError(single_connection_lost(self.conn))
                     try:
+                        await self._aconfigure(self.conn, self.timeouts if timeouts else {})
                         yield self.conn
                     finally:
                         if self.pipe is not None:
                             await self.pipe.sync()
+        except PoolTimeout as exc:
+            assert isinstance(self.conn, AsyncConnectionPool)
+            raise PoolTimeoutError(
+                pool_timeout_message(
+                    self.conn.conninfo,
+                    self.conn.timeout,
+                    self.conn.get_stats(),
+                    self.conn.max_size,
+                )
+            ) from exc
         except psycopg.Error as exc:
-            named = translate_driver_error(exc)
+            named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None:
                 raise
             raise named from exc
+
+    async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
+        """Give the session `wanted` timeouts (the session's own for the others), once."""
+        if not SESSION_SETTINGS.needs(conn, wanted):
+            return
+        SESSION_SETTINGS.forget(conn)  # until it is known to have worked
+        await conn.execute(QUERIES["set_session_timeouts"], SESSION_SETTINGS.params(wanted))
+        SESSION_SETTINGS.record(conn, wanted)
 
     @property
     def pooled(self) -> bool:

@@ -27,7 +27,7 @@ from psycopg import Connection
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable._db import ConnectionSource, process_owner, source_of
+from langgraph_durable._db import ConnectionSource, Timeout, process_owner, source_of
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import DurablePostgresSaver, delete_for_runs_txn
@@ -66,12 +66,26 @@ class RunRegistry:
     Args:
         saver: The saver whose database holds the runs (and whose serializer stores their
             inputs and outputs).
+        lock_timeout: How long one registry statement may wait for a lock (seconds or a
+            timedelta) before it fails with `LockTimeoutError`; None (default): the saver's.
+        statement_timeout: How long one registry statement may run before it fails with
+            `StatementTimeoutError`; None (default): the saver's.
     """
 
-    def __init__(self, saver: DurablePostgresSaver) -> None:
+    def __init__(
+        self,
+        saver: DurablePostgresSaver,
+        *,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
+    ) -> None:
         source = source_of(saver)
         if not isinstance(saver, DurablePostgresSaver) or source is None:
             raise wrong_saver(saver)
+        if lock_timeout is not None or statement_timeout is not None:
+            source = source.with_timeouts(
+                lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
         self._source: ConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()

@@ -37,6 +37,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
+    RECONNECT_WINDOW,
     SESSION_SETTINGS,
     Timeout,
     check_dsn,
@@ -72,7 +73,7 @@ AsyncConn = AsyncConnection[DictRow] | AsyncConnectionPool[AsyncConnection[DictR
 
 
 async def aopen_pool(
-    dsn: str, *, max_size: int, connect_timeout: float
+    dsn: str, *, max_size: int, connect_timeout: float, pool_timeout: float = 30.0
 ) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
     """Open a pool and wait for its first connection, failing fast with the host named.
 
@@ -80,8 +81,19 @@ async def aopen_pool(
     hold a password). One direct connection is tried next: a refused or misnamed server
     fails at once with the driver's reason, where a pool would keep retrying quietly until
     its timeout.
+
+    A call waits up to `pool_timeout` seconds for a connection. While the server is down
+    the pool tries to reconnect with a growing pause (1, 2, 4... s); left alone, that pause
+    reaches 16 s and more after half a minute, so calls kept failing long after the server
+    was back. Here the pool gives up after `RECONNECT_WINDOW` seconds and starts again at
+    once (`_areconnect_again`): it tries at least every two seconds for as long as the
+    outage lasts.
     """
     check_dsn(dsn)
+    if not pool_timeout > 0:
+        raise ConfigurationError(
+            f"pool_timeout={pool_timeout!r}: pass a positive number of seconds."
+        )
     timeout = max(1, round(connect_timeout))
     try:
         probe = await AsyncConnection.connect(dsn, connect_timeout=timeout)
@@ -99,6 +111,9 @@ async def aopen_pool(
         kwargs={**CONNECTION_KWARGS, "connect_timeout": timeout},
         open=False,
         connection_class=AsyncConnection[DictRow],
+        timeout=pool_timeout,
+        reconnect_timeout=RECONNECT_WINDOW,
+        reconnect_failed=_areconnect_again,
     )
     try:
         await pool.open(wait=True, timeout=connect_timeout)
@@ -109,6 +124,20 @@ async def aopen_pool(
             "Check that the server runs and that the DSN (host, port, user, database) is right."
         ) from exc
     return pool
+
+
+async def _areconnect_again(pool: AsyncConnectionPool[Any]) -> None:
+    """The pool gave up reconnecting (after `RECONNECT_WINDOW`): start again at once.
+
+    `check()` lets the pool grow back to its minimum, which starts a new attempt whose
+    pauses begin at one second again.
+    """
+    if pool.closed:
+        return
+    try:
+        await pool.check()
+    except Exception as exc:  # a pool closing meanwhile; the next call tries again anyway
+        logger.debug("pool %s: could not start reconnecting again: %s", pool.name, exc)
 
 
 class AsyncConnectionSource:

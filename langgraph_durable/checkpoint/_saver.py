@@ -235,6 +235,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         serde: SerializerProtocol | None = None,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
+        pool_timeout: float = 30.0,
         async_commit: bool = False,
         write_linger: float = 0.002,
         lock_timeout: Timeout = None,
@@ -250,6 +251,11 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             max_connections: Pool size: how many calls can run at once.
             connect_timeout: Seconds to wait for the first connection before raising
                 `DatabaseUnreachableError`.
+            pool_timeout: Seconds a call waits for a connection (the server is down, or
+                every connection is busy) before raising `PoolTimeoutError`, which names
+                the server and which of the two it was. The pool reconnects by itself,
+                trying at least every two seconds, so calls made once the server is back
+                succeed.
             async_commit: See the class docstring.
             write_linger: See the class docstring.
             lock_timeout: See the class docstring.
@@ -258,7 +264,12 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         del pipeline  # one round trip per operation already
         # Refused before a pool is opened: a typo must not wait for a connection.
         timeout_settings(lock_timeout=lock_timeout, statement_timeout=statement_timeout)
-        pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
+        pool = open_pool(
+            conn_string,
+            max_size=max_connections,
+            connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
+        )
         try:
             yield cls(
                 pool,

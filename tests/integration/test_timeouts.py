@@ -32,6 +32,7 @@ from langgraph_durable import (
     DurablePostgresSaver,
     EffectJournal,
     LockTimeoutError,
+    PoolTimeoutError,
     RunRegistry,
     StatementTimeoutError,
     effect,
@@ -277,3 +278,19 @@ def test_a_bad_timeout_is_refused_before_connecting(bad: Any) -> None:
     ):
         pass
     assert type(error.value) is ConfigurationError  # not a failed connection
+
+
+def test_a_busy_pool_times_out_by_name(ready_dsn: str) -> None:
+    with ConnectionPool(
+        ready_dsn,
+        min_size=1,
+        max_size=1,
+        timeout=0.2,
+        kwargs={"autocommit": True, "row_factory": dict_row},
+        open=True,
+    ) as pool:
+        saver = DurablePostgresSaver(pool)
+        with pool.connection(), pytest.raises(PoolTimeoutError) as error:
+            saver.get_tuple(config("busy-pool"))
+        assert "all 1 connections of the pool were busy" in str(error.value)
+        assert saver.get_tuple(config("busy-pool")) is None

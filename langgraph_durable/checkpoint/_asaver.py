@@ -214,7 +214,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self.supports_pipeline = Capabilities().has_pipeline()
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
-        self._parking = AsyncWriteParking(0 if async_commit else write_linger)
+        # Nor may they take writes that failed alone (hand-over, `_parking.py`).
+        self._parking = AsyncWriteParking(
+            0 if async_commit else write_linger, hand_over=not async_commit
+        )
         # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
         # writes before it saves the next checkpoint, so they are never parked.
         self._delta_channels: set[str] = set()

@@ -25,10 +25,12 @@ from typing import Any
 import psycopg
 import pytest
 from graphs import State
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver, LockTimeoutError
+from langgraph_durable._langgraph import task_id_of
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +144,51 @@ def test_an_interrupted_thread_has_a_next_node(ready_dsn: str) -> None:
     assert state.next == ("b",)
     assert [t.name for t in state.tasks] == ["b"]
     assert state.tasks[0].interrupts
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+async def test_writes_that_fail_alone_never_end_a_committed_run_in_an_error(
+    ready_dsn: str, flavor: str
+) -> None:
+    """Writes stored on their own (`write_linger=0`) meet a row lock and time out while
+    the checkpoint after them waits for them. That checkpoint used to commit and the run to
+    finish, and only then did LangGraph raise the writes' error: an error after every step
+    had committed. Now the waiting checkpoint takes the writes into its own statement, so
+    the two commit together or fail together: an error means the run is not finished."""
+    thread = f"handover-{flavor}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    holder = psycopg.connect(ready_dsn)
+
+    def b(state: dict[str, Any]) -> dict[str, Any]:
+        # Hold, uncommitted, the row b's first write will go to: its insert waits for us.
+        latest = holder.execute(
+            "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", (thread,)
+        ).fetchone()
+        assert latest is not None
+        holder.execute(
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id,"
+            " task_path, idx, channel, type, blob) VALUES (%s, '', %s, %s, '', 0, 'x', 'x', '')",
+            (thread, latest[0], task_id_of(get_config())),
+        )
+        return {"log": ["b"]}
+
+    options: dict[str, Any] = {"lock_timeout": 0.2, "write_linger": 0}
+    try:
+        if flavor == "sync":
+            with DurablePostgresSaver.from_conn_string(ready_dsn, **options) as saver:
+                graph = chain(b).compile(checkpointer=saver)
+                with pytest.raises(LockTimeoutError):
+                    graph.invoke({"log": []}, config, durability="sync")
+                state = graph.get_state(config)
+        else:
+            async with AsyncDurablePostgresSaver.from_conn_string(ready_dsn, **options) as asaver:
+                graph = chain(b).compile(checkpointer=asaver)
+                with pytest.raises(LockTimeoutError):
+                    await graph.ainvoke({"log": []}, config, durability="sync")
+                state = await graph.aget_state(config)
+    finally:
+        holder.rollback()
+        holder.close()
+    steps, _ = raw_rows(ready_dsn, thread)
+    assert steps == [-1, 0, 1]  # the run stopped before the checkpoint after b
+    assert state.next == ("b",)  # b's writes were not stored: b runs again on resume

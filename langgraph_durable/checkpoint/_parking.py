@@ -329,13 +329,14 @@ class AsyncWriteParking:
         entry = registry.park(key, params, stored)
         self._notify()
         try:
-            await asyncio.wait_for(stored.wait(), HANDOVER_WAIT)
-        except asyncio.TimeoutError:
-            if registry.unpark(key, entry, timed_out=False):
-                registry.enter(key)  # the caller leaves it
-                return False
-            await stored.wait()  # taken just now: its put is running
-        except BaseException:
+            try:
+                await asyncio.wait_for(stored.wait(), HANDOVER_WAIT)
+            except asyncio.TimeoutError:
+                if registry.unpark(key, entry, timed_out=False):
+                    registry.enter(key)  # the caller leaves it
+                    return False
+                await stored.wait()  # taken just now: its put is running
+        except BaseException:  # cancelled: nobody waits for these writes any more
             if not registry.unpark(key, entry, timed_out=False):
                 registry.abandon(entry)
             raise

@@ -142,7 +142,7 @@ class RunRegistry:
             timeout=timeout,
             run_id=run_id or str(uuid.uuid4()),
         )
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("creating a run") as conn, conn.transaction():
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": params["thread_id"]})
             active = _rows(conn, QUERIES["thread_active_runs"], {"thread_id": params["thread_id"]})
             if active:
@@ -191,7 +191,7 @@ class RunRegistry:
         Raises:
             RunNotFoundError: No such run.
         """
-        with self._source.connection() as conn:
+        with self._source.connection("reading a run") as conn:
             found = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
             raise RunNotFoundError(f"No run {run_id!r} in this database.")
@@ -212,7 +212,7 @@ class RunRegistry:
             "graph_name": graph_name,
             "limit": limit,
         }
-        with self._source.connection() as conn:
+        with self._source.connection("listing runs") as conn:
             return [run_of(r) for r in _rows(conn, QUERIES["run_list"], params)]
 
     def cancel(self, run_id: str) -> Run:
@@ -222,7 +222,7 @@ class RunRegistry:
         `RunConflictError`.
         """
         thread_id = (self.get(run_id)).thread_id
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("cancelling a run") as conn, conn.transaction():
             # The thread's row lock orders this with claims and finishes; read it again.
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
             run = run_of((_rows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
@@ -256,7 +256,7 @@ class RunRegistry:
         reset_attempts: bool = False,
     ) -> Run:
         run = self.get(run_id)
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("queueing a run again") as conn, conn.transaction():
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
             encoded = stored(self.serde, input) if give_input else (None, None)
             rows = _rows(
@@ -303,7 +303,7 @@ class RunRegistry:
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._source.connection() as conn:
+        with self._source.connection("waiting for a run") as conn:
             conn.execute(QUERIES["runs_listen"])
             try:
                 while True:
@@ -337,13 +337,13 @@ class RunRegistry:
 
     def stuck(self, *, limit: int = 100) -> builtins.list[Run]:
         """Runs flagged as stuck (running without progress, or waiting too long)."""
-        with self._source.connection() as conn:
+        with self._source.connection("listing stuck runs") as conn:
             rows = _rows(conn, QUERIES["runs_stuck"], {"limit": limit})
         return [run_of(r) for r in rows]
 
     def workers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
-        with self._source.connection() as conn:
+        with self._source.connection("listing workers") as conn:
             return _rows(conn, QUERIES["workers_list"], {"live_seconds": live_seconds})
 
     @contextmanager
@@ -354,7 +354,7 @@ class RunRegistry:
         `ThreadBusyError`, and a holder whose lease was taken over gets `FencedOutError` at
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
-        with self._source.connection() as conn:
+        with self._source.connection("taking a thread's lease (exclusive)") as conn:
             found = _rows(
                 conn,
                 QUERIES["thread_take_lease"],
@@ -369,7 +369,7 @@ class RunRegistry:
         try:
             yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
-            with self._source.connection() as conn:
+            with self._source.connection("releasing a thread's lease (exclusive)") as conn:
                 conn.execute(
                     QUERIES["thread_release_lease"], {"thread_id": thread_id, "fence_token": token}
                 )
@@ -388,13 +388,13 @@ class RunRegistry:
             "owner": owner,
             "lease_seconds": lease_seconds,
         }
-        with self._source.connection() as conn:
+        with self._source.connection("claiming a run") as conn:
             rows = _rows(conn, QUERIES["run_claim"], params)
         return run_of(rows[0]) if rows else None
 
     def latest_checkpoint(self, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None (see `sends_input`)."""
-        with self._source.connection() as conn:
+        with self._source.connection("reading a run's latest checkpoint") as conn:
             return self._latest_checkpoint(conn, run)
 
     def heartbeat(self, run: Run, lease_seconds: float, *, worker_id: str | None = None) -> bool:
@@ -405,20 +405,20 @@ class RunRegistry:
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
-        with self._source.connection() as conn:
+        with self._source.connection("extending a run's lease") as conn:
             if worker_id is not None:
                 conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(_rows(conn, QUERIES["run_heartbeat"], params))
 
     def set_version(self, run: Run, version: str) -> bool:
         params = {"run_id": run.run_id, "fence_token": run.fencing_token, "graph_version": version}
-        with self._source.connection() as conn:
+        with self._source.connection("pinning a run's version") as conn:
             return bool(_rows(conn, QUERIES["run_set_version"], params))
 
     def finish(self, run: Run, outcome: Outcome) -> bool:
         """Record how an execution ended, if the run is still this worker's; wakes others."""
         params = outcome_params(self.serde, run, outcome)
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("finishing a run") as conn, conn.transaction():
             done = bool(_rows(conn, QUERIES["run_finish"], params))
             if done:
                 conn.execute(QUERIES["runs_wake"], {"run_id": run.run_id})
@@ -435,7 +435,7 @@ class RunRegistry:
             None if g.waiting_stuck_after is None else g.waiting_stuck_after.total_seconds()
             for g in graphs
         ]
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("sweeping runs") as conn, conn.transaction():
             conn.execute(QUERIES["sweep_without_jit"])
             conn.execute(
                 QUERIES["worker_heartbeat"],
@@ -455,7 +455,7 @@ class RunRegistry:
         return {"timed_out": timed_out, "stuck": stuck, "blocked": blocked}
 
     def forget_worker(self, worker_id: str) -> None:
-        with self._source.connection() as conn:
+        with self._source.connection("signing a worker off") as conn:
             conn.execute(QUERIES["worker_gone"], {"worker_id": worker_id})
 
     @contextmanager
@@ -465,7 +465,7 @@ class RunRegistry:
         if not self._source.pooled:
             yield None
             return
-        with self._source.connection() as conn:
+        with self._source.connection("listening for new runs") as conn:
             conn.execute(QUERIES["runs_listen"])
             try:
                 yield conn
@@ -477,7 +477,7 @@ class RunRegistry:
 
     def seconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run of these graphs becomes takeable by time alone, or None."""
-        with self._source.connection() as conn:
+        with self._source.connection("reading when the next run is due") as conn:
             rows = _rows(conn, QUERIES["runs_next_due"], {"names": [g.name for g in graphs]})
         seconds = rows[0]["seconds"] if rows else None
         return None if seconds is None else max(0.0, float(seconds))

@@ -219,10 +219,22 @@ def test_an_effect_in_a_graph_inherits_the_savers_timeout(ready_dsn: str) -> Non
 
 
 def test_the_registry_takes_the_savers_timeout_or_its_own(ready_dsn: str) -> None:
-    with DurablePostgresSaver.from_conn_string(ready_dsn, lock_timeout=30) as saver:
-        registry = RunRegistry(saver, lock_timeout=0.1)
-        with locked(ready_dsn, "langgraph_durable_runs"), pytest.raises(LockTimeoutError):
-            registry.list()
+    with DurablePostgresSaver.from_conn_string(ready_dsn, lock_timeout=0.1) as saver:
+        inherited = RunRegistry(saver)
+        with (
+            locked(ready_dsn, "langgraph_durable_runs"),
+            pytest.raises(LockTimeoutError) as error,
+        ):
+            inherited.list()
+        assert "listing runs" in str(error.value)
+        assert "lock_timeout of 100 ms" in str(error.value)
+        own = RunRegistry(saver, lock_timeout=0.05)
+        with (
+            locked(ready_dsn, "langgraph_durable_runs"),
+            pytest.raises(LockTimeoutError) as error,
+        ):
+            own.list()
+        assert "lock_timeout of 50 ms" in str(error.value)
 
 
 def test_a_timeout_from_the_dsn_is_named_too(ready_dsn: str) -> None:

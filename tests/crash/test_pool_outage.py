@@ -10,8 +10,12 @@ The outage is then made long, measured by the pool's own failed attempts rather 
 the clock: left alone, psycopg_pool's pause between attempts doubles (1, 2, 4, 8, 16 s...),
 so after half a minute a server that came back went unnoticed for up to as long again, and
 calls failed although it answered. Once the pool has failed `LONG_OUTAGE_ATTEMPTS` times
-(about 15 s of backoff for an untouched pool), the server is started again and the very
-next call must succeed within its `pool_timeout`.
+(a pool with psycopg_pool's own settings did not get there within 240 s: its pauses had
+grown too long), the server is started again and the very next call must succeed within
+its `pool_timeout`.
+
+A run cut by an outage: the error is named, what is committed is the checkpoint before the
+step that was running, and `invoke(None)` after the restart finishes the run.
 """
 
 from __future__ import annotations
@@ -82,6 +86,12 @@ async def put(saver: Any, config: Any) -> Any:
     return saver.put(config, empty_checkpoint(), {}, {})
 
 
+async def invoke(graph: Any, flavor: str, inputs: Any, config: Any) -> Any:
+    if flavor == "sync":
+        return graph.invoke(inputs, config, durability="sync")
+    return await graph.ainvoke(inputs, config, durability="sync")
+
+
 def failed_attempts(saver: Any) -> int:
     return int(source_of(saver).conn.get_stats().get("connections_errors", 0))
 
@@ -128,5 +138,52 @@ async def test_an_outage_fails_calls_by_name_and_the_pool_finds_the_server_again
                 f"{flavor}: {failed_attempts(saver)} failed attempts during the outage; "
                 f"first call after the restart answered in {recovered:.2f} s"
             )
+    finally:
+        pg.stop()
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+async def test_a_run_cut_by_an_outage_fails_by_name_and_resumes_where_it_stopped(
+    data_dir: Path, flavor: str
+) -> None:
+    """The server stops while node b runs. The run fails with `PoolTimeoutError`; what is
+    committed is the checkpoint after a; b's result was not (it runs again on resume,
+    `next == ("b",)`); `invoke(None)` after the restart finishes the run."""
+    from graphs import State
+    from langgraph.graph import END, START, StateGraph
+
+    pg: EmbeddedPostgres = start_embedded_postgres(data_dir)
+    ran: list[str] = []
+
+    def b(state: dict[str, Any]) -> dict[str, Any]:
+        ran.append("b")
+        if len(ran) == 1:
+            pg.stop()
+        return {"log": ["b"]}
+
+    builder = StateGraph(State)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    builder.add_node("b", b)
+    builder.add_node("c", lambda s: {"log": ["c"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    config: Any = {"configurable": {"thread_id": f"cut-{flavor}"}}
+    try:
+        async with saver_of(flavor, pg.dsn) as saver:
+            graph = builder.compile(checkpointer=saver)
+            with pytest.raises(PoolTimeoutError):
+                await invoke(graph, flavor, {"log": []}, config)
+            pg = start_embedded_postgres(data_dir)
+            if flavor == "sync":
+                state = graph.get_state(config)
+            else:
+                state = await graph.aget_state(config)
+            done = await invoke(graph, flavor, None, config)
+            assert state.values["log"] == ["a"]
+            assert state.next == ("b",)
+            assert done["log"] == ["a", "b", "c"]
+            assert ran == ["b", "b"]
     finally:
         pg.stop()

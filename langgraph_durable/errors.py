@@ -364,7 +364,7 @@ def _timeout_message(
 ) -> str:
     configured = (timeouts or {}).get(setting)
     limit = (
-        f"the {setting} of {configured} ms set on this saver or journal"
+        f"the {setting} of {configured} ms set on this saver, journal or registry"
         if configured is not None
         else f"the {setting} of this session (from the DSN's options, the role or the database)"
     )

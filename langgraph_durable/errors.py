@@ -9,6 +9,7 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── WrongSaverClassError          (also a NotImplementedError)
     │   ├── MissingExtraError             (also an ImportError)
     │   └── DatabaseUnreachableError
+    │       └── PoolTimeoutError
     ├── SchemaError
     │   ├── SchemaNotReadyError
     │   └── SchemaTooNewError
@@ -19,6 +20,9 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── UnknownPruneStrategyError
     │   ├── EffectInputMismatchError
     │   └── InvalidDecisionError
+    ├── DatabaseTimeoutError
+    │   ├── LockTimeoutError
+    │   └── StatementTimeoutError
     ├── UnsafeRowError
     ├── NotWaitingError
     ├── SideEffectBeforeInterruptError
@@ -47,6 +51,7 @@ import psycopg.errors
 
 __all__ = [
     "ConfigurationError",
+    "DatabaseTimeoutError",
     "DatabaseUnreachableError",
     "DurableError",
     "EffectDeferred",
@@ -62,8 +67,10 @@ __all__ = [
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
+    "LockTimeoutError",
     "MissingExtraError",
     "NotWaitingError",
+    "PoolTimeoutError",
     "RunConflictError",
     "RunError",
     "RunNotFoundError",
@@ -72,6 +79,7 @@ __all__ = [
     "SchemaTooNewError",
     "SideEffectBeforeInterruptError",
     "SideEffectBeforeInterruptWarning",
+    "StatementTimeoutError",
     "TargetThreadNotEmptyError",
     "ThreadBusyError",
     "UnknownPruneStrategyError",
@@ -107,6 +115,36 @@ class MissingExtraError(ConfigurationError, ImportError):
 
 class DatabaseUnreachableError(ConfigurationError):
     """The Postgres server cannot be reached; check the DSN, the host and that the server runs."""
+
+
+class PoolTimeoutError(DatabaseUnreachableError):
+    """No connection came from the pool within its timeout.
+
+    Either the server cannot be reached (the pool could not open a connection) or every
+    connection of the pool was busy; the message says which, and names the server.
+    Nothing of the call was written.
+    """
+
+
+class DatabaseTimeoutError(DurableError):
+    """Postgres cancelled a statement that waited or ran too long; nothing of it was written."""
+
+
+class LockTimeoutError(DatabaseTimeoutError):
+    """A statement waited longer than `lock_timeout` for a lock another session holds.
+
+    Nothing of the call was written. Find the session holding the lock (`pg_locks` joined
+    with `pg_stat_activity`: a long transaction, a migration, a `LOCK TABLE`), end it, and
+    try again; pass a larger `lock_timeout=` if such waits are expected.
+    """
+
+
+class StatementTimeoutError(DatabaseTimeoutError):
+    """A statement ran longer than `statement_timeout` and was cancelled.
+
+    Nothing of the call was written. Try again when the server is less busy, or pass a
+    larger `statement_timeout=` (maintenance calls on large threads may need one).
+    """
 
 
 class SchemaError(DurableError):
@@ -303,8 +341,23 @@ class EffectResultNotStoredError(EffectError):
     """
 
 
-def translate_driver_error(exc: psycopg.Error) -> DurableError | None:
-    """Map a driver error to the named error a user should see, or None to re-raise as is."""
+def translate_driver_error(
+    exc: psycopg.Error, *, doing: str = "", timeouts: dict[str, int] | None = None
+) -> DurableError | None:
+    """Map a driver error to the named error a user should see, or None to re-raise as is.
+
+    Args:
+        exc: The driver's error.
+        doing: What the failed call was doing ("storing a checkpoint (put)"), for messages.
+        timeouts: The `lock_timeout` / `statement_timeout` (milliseconds) this library set
+            on the session, if any; others come from the DSN, the role or the database.
+    """
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return LockTimeoutError(_timeout_message(exc, "lock_timeout", doing, timeouts))
+    if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(
+        exc.diag.message_primary or ""
+    ):
+        return StatementTimeoutError(_timeout_message(exc, "statement_timeout", doing, timeouts))
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return SchemaNotReadyError(
             "The checkpoint tables do not exist in this database: call `saver.setup()` "
@@ -317,3 +370,30 @@ def translate_driver_error(exc: psycopg.Error) -> DurableError | None:
             f"(server said: {exc.diag.message_primary})."
         )
     return None
+
+
+def _timeout_message(
+    exc: psycopg.Error, setting: str, doing: str, timeouts: dict[str, int] | None
+) -> str:
+    configured = (timeouts or {}).get(setting)
+    limit = (
+        f"the {setting} of {configured} ms set on this saver, journal or registry"
+        if configured is not None
+        else f"the {setting} of this session (from the DSN's options, the role or the database)"
+    )
+    what = doing or "a statement"
+    if setting == "lock_timeout":
+        return (
+            f"Postgres cancelled {what}: it waited longer than {limit} for a lock another "
+            "session holds on these tables. Nothing of this call was written. Find the "
+            "holder (pg_locks joined with pg_stat_activity: a long transaction, a migration, "
+            "a LOCK TABLE), end it and try again (a graph resumes with invoke(None, config)); "
+            "pass a larger lock_timeout= if such waits are expected "
+            f"(server said: {exc.diag.message_primary})."
+        )
+    return (
+        f"Postgres cancelled {what}: it ran longer than {limit}. Nothing of this call was "
+        "written. Try again when the server is less busy (a graph resumes with "
+        "invoke(None, config)), or pass a larger statement_timeout= "
+        f"(server said: {exc.diag.message_primary})."
+    )

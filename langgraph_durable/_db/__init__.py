@@ -22,9 +22,11 @@ from langgraph_durable._db._source import (
 )
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
+    Timeout,
     check_dsn,
     describe_dsn,
     is_disconnect,
+    timeout_settings,
 )
 from langgraph_durable._db.heartbeat import AsyncHeartbeat, Heartbeat
 from langgraph_durable._db.leases import owner_is_dead, process_owner
@@ -40,6 +42,7 @@ __all__ = [
     "Conn",
     "ConnectionSource",
     "Heartbeat",
+    "Timeout",
     "acheck_schema",
     "amigrate",
     "aopen_pool",
@@ -55,4 +58,5 @@ __all__ = [
     "register_source",
     "retry_on_disconnect",
     "source_of",
+    "timeout_settings",
 ]

@@ -10,6 +10,13 @@ operation that fails because its connection died is retried once on a fresh conn
 wrapped. A single connection given by the caller is still accepted; calls on it are
 serialised because one connection runs one transaction.
 
+A pool that lends no connection in time (the server is down, or every connection is busy)
+raises `PoolTimeoutError` naming the server, at once: it is not retried, since the pool
+already waited its whole timeout. A source given `lock_timeout` / `statement_timeout` sets
+them on each connection's session when it first lends it (one statement per connection,
+not per call); lock and statement timeouts come back as `LockTimeoutError` and
+`StatementTimeoutError`, saying what was waiting.
+
 The saver, the effect journal and the approvals queries all borrow connections here; each
 registers its source (`registry.py`), so nothing reads another object's private state.
 """
@@ -30,16 +37,23 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
+    RECONNECT_WINDOW,
+    SESSION_SETTINGS,
+    Timeout,
     check_dsn,
     check_row_factory,
     describe_dsn,
     is_disconnect,
+    pool_timeout_message,
     single_connection_lost,
+    timeout_settings,
 )
 from langgraph_durable._db.registry import source_of
+from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
+    PoolTimeoutError,
     translate_driver_error,
 )
 
@@ -59,7 +73,7 @@ AsyncConn = AsyncConnection[DictRow] | AsyncConnectionPool[AsyncConnection[DictR
 
 
 async def aopen_pool(
-    dsn: str, *, max_size: int, connect_timeout: float
+    dsn: str, *, max_size: int, connect_timeout: float, pool_timeout: float = 30.0
 ) -> AsyncConnectionPool[AsyncConnection[DictRow]]:
     """Open a pool and wait for its first connection, failing fast with the host named.
 
@@ -67,8 +81,19 @@ async def aopen_pool(
     hold a password). One direct connection is tried next: a refused or misnamed server
     fails at once with the driver's reason, where a pool would keep retrying quietly until
     its timeout.
+
+    A call waits up to `pool_timeout` seconds for a connection. While the server is down
+    the pool tries to reconnect with a growing pause (1, 2, 4... s); left alone, that pause
+    reaches 16 s and more after half a minute, so calls kept failing long after the server
+    was back. Here the pool gives up after `RECONNECT_WINDOW` seconds and starts again at
+    once (`_areconnect_again`): it tries at least every two seconds for as long as the
+    outage lasts.
     """
     check_dsn(dsn)
+    if not pool_timeout > 0:
+        raise ConfigurationError(
+            f"pool_timeout={pool_timeout!r}: pass a positive number of seconds."
+        )
     timeout = max(1, round(connect_timeout))
     try:
         probe = await AsyncConnection.connect(dsn, connect_timeout=timeout)
@@ -86,6 +111,9 @@ async def aopen_pool(
         kwargs={**CONNECTION_KWARGS, "connect_timeout": timeout},
         open=False,
         connection_class=AsyncConnection[DictRow],
+        timeout=pool_timeout,
+        reconnect_timeout=RECONNECT_WINDOW,
+        reconnect_failed=_areconnect_again,
     )
     try:
         await pool.open(wait=True, timeout=connect_timeout)
@@ -98,6 +126,20 @@ async def aopen_pool(
     return pool
 
 
+async def _areconnect_again(pool: AsyncConnectionPool[Any]) -> None:
+    """The pool gave up reconnecting (after `RECONNECT_WINDOW`): start again at once.
+
+    `check()` lets the pool grow back to its minimum, which starts a new attempt whose
+    pauses begin at one second again.
+    """
+    if pool.closed:
+        return
+    try:
+        await pool.check()
+    except Exception as exc:  # a pool closing meanwhile; the next call tries again anyway
+        logger.debug("pool %s: could not start reconnecting again: %s", pool.name, exc)
+
+
 class AsyncConnectionSource:
     """Lends connections, translating driver errors into named errors at one boundary.
 
@@ -105,9 +147,19 @@ class AsyncConnectionSource:
         conn: A pool, or one connection (calls on it are serialised by `lock`).
         pipe: A pipeline the caller opened on that one connection; it is synced when each
             call gives the connection back, so errors surface at the call that caused them.
+        lock_timeout: How long a statement may wait for a lock (seconds or a timedelta);
+            None keeps the session's own setting.
+        statement_timeout: How long a statement may run; None keeps the session's own.
     """
 
-    def __init__(self, conn: AsyncConn, pipe: AsyncPipeline | None = None) -> None:
+    def __init__(
+        self,
+        conn: AsyncConn,
+        pipe: AsyncPipeline | None = None,
+        *,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
+    ) -> None:
         if not isinstance(conn, (AsyncConnection, AsyncConnectionPool)):
             raise ConfigurationError(
                 "conn must be a psycopg AsyncConnection or AsyncConnectionPool, "
@@ -124,29 +176,73 @@ class AsyncConnectionSource:
             check_row_factory(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = asyncio.Lock()
+        self.timeouts = timeout_settings(
+            lock_timeout=lock_timeout, statement_timeout=statement_timeout
+        )
+
+    def with_timeouts(
+        self, *, lock_timeout: Timeout, statement_timeout: Timeout
+    ) -> AsyncConnectionSource:
+        """A source on the same connections (and the same lock) with the timeouts given
+        (None: this source's)."""
+        other = AsyncConnectionSource(self.conn, self.pipe)
+        other.lock = self.lock
+        other.timeouts = {
+            **self.timeouts,
+            **timeout_settings(lock_timeout=lock_timeout, statement_timeout=statement_timeout),
+        }
+        return other
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[DictRow]]:
-        """A connection for one call: the caller's own, or one from the pool."""
+    async def connection(
+        self, doing: str = "", *, timeouts: bool = True
+    ) -> AsyncIterator[AsyncConnection[DictRow]]:
+        """A connection for one call: the caller's own, or one from the pool.
+
+        Args:
+            doing: What the call does ("storing a checkpoint (put)"), for error messages.
+            timeouts: False for calls that must run under the session's own timeouts
+                (`setup()`: building an index on a large table takes long).
+        """
         try:
             if isinstance(self.conn, AsyncConnectionPool):
                 async with self.conn.connection() as conn:
                     check_row_factory(conn)
+                    await self._aconfigure(conn, self.timeouts if timeouts else {})
                     yield conn
             else:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
                         raise DatabaseUnreachableError(single_connection_lost(self.conn))
                     try:
+                        await self._aconfigure(self.conn, self.timeouts if timeouts else {})
                         yield self.conn
                     finally:
                         if self.pipe is not None:
                             await self.pipe.sync()
+        except PoolTimeout as exc:
+            assert isinstance(self.conn, AsyncConnectionPool)
+            raise PoolTimeoutError(
+                pool_timeout_message(
+                    self.conn.conninfo,
+                    self.conn.timeout,
+                    self.conn.get_stats(),
+                    self.conn.max_size,
+                )
+            ) from exc
         except psycopg.Error as exc:
-            named = translate_driver_error(exc)
+            named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None:
                 raise
             raise named from exc
+
+    async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
+        """Give the session `wanted` timeouts (the session's own for the others), once."""
+        if not SESSION_SETTINGS.needs(conn, wanted):
+            return
+        SESSION_SETTINGS.forget(conn)  # until it is known to have worked
+        await conn.execute(QUERIES["set_session_timeouts"], SESSION_SETTINGS.params(wanted))
+        SESSION_SETTINGS.record(conn, wanted)
 
     @property
     def pooled(self) -> bool:

@@ -7,6 +7,9 @@ logs, CLI output) is made here, never showing a password.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -17,12 +20,21 @@ from langgraph_durable.errors import ConfigurationError
 
 __all__ = [
     "CONNECTION_KWARGS",
+    "RECONNECT_WINDOW",
+    "SESSION_SETTINGS",
+    "Timeout",
     "check_dsn",
     "check_row_factory",
     "describe_dsn",
     "is_disconnect",
+    "pool_timeout_message",
     "single_connection_lost",
+    "timeout_settings",
 ]
+
+Timeout = float | timedelta | None
+"""A `lock_timeout` / `statement_timeout` option: seconds, a timedelta, or None (leave the
+session's own setting, from the DSN, the role or the database, as it is)."""
 
 CONNECTION_KWARGS: dict[str, Any] = {
     "autocommit": True,
@@ -30,6 +42,12 @@ CONNECTION_KWARGS: dict[str, Any] = {
     "prepare_threshold": 0,
     "row_factory": dict_row,
 }
+
+
+RECONNECT_WINDOW = 4.0
+"""Seconds a pool opened here keeps one reconnection attempt going (pauses 1, 2, then up
+to this) before it starts a fresh one: after an outage of any length, a live server is
+found within about two seconds."""
 
 
 def describe_dsn(dsn: str) -> str:
@@ -82,6 +100,84 @@ def single_connection_lost(conn: Any) -> str:
         "server restart, a network cut or an idle timeout). A single connection cannot be "
         "reopened: make the saver with from_conn_string() or on a psycopg ConnectionPool to "
         "ride out restarts, or make a new saver on a new connection."
+    )
+
+
+def timeout_settings(*, lock_timeout: Timeout, statement_timeout: Timeout) -> dict[str, int]:
+    """The session settings, in whole milliseconds, for the timeouts that were given.
+
+    Postgres reads 0 as "no limit", so a positive value rounds up to at least 1 ms; zero,
+    negative or non-numeric values are refused with `ConfigurationError`.
+    """
+    settings: dict[str, int] = {}
+    for name, value in (("lock_timeout", lock_timeout), ("statement_timeout", statement_timeout)):
+        if value is None:
+            continue
+        seconds = value.total_seconds() if isinstance(value, timedelta) else value
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+            raise ConfigurationError(
+                f"{name}={value!r}: pass a positive number of seconds or a timedelta "
+                "(or None to keep the session's own setting)."
+            )
+        if seconds > 2_147_483:  # Postgres stores it as int milliseconds
+            raise ConfigurationError(f"{name}={value!r}: at most 2147483 seconds (24 days).")
+        settings[name] = max(1, round(seconds * 1000))
+    return settings
+
+
+class _SessionSettings:
+    """The timeouts this library last set on each connection's session ({}: none, the
+    session's own), so that a connection is configured once, not on every call."""
+
+    def __init__(self) -> None:
+        self._applied: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+
+    def needs(self, conn: Any, wanted: dict[str, int]) -> bool:
+        """Whether `conn`'s session must be changed to hold exactly `wanted`."""
+        return self._applied.get(conn, {}) != wanted
+
+    def params(self, wanted: dict[str, int]) -> dict[str, str | None]:
+        """The parameters of `set_session_timeouts`: None puts the session's default back."""
+        return {name: _text(wanted.get(name)) for name in ("lock_timeout", "statement_timeout")}
+
+    def record(self, conn: Any, wanted: dict[str, int]) -> None:
+        self._applied[conn] = dict(wanted)
+
+    def forget(self, conn: Any) -> None:
+        """The session was changed some other way (or the change failed): check it again."""
+        self._applied.pop(conn, None)
+
+
+def _text(ms: int | None) -> str | None:
+    return None if ms is None else str(ms)
+
+
+SESSION_SETTINGS = _SessionSettings()
+
+
+def pool_timeout_message(
+    conninfo: object, waited: float, stats: Mapping[str, int], max_size: int
+) -> str:
+    """The message for a pool that lent no connection within its timeout: the server is
+    unreachable, or every connection is busy (from the pool's own counts).
+
+    `conninfo` is the pool's: a DSN, or a function that makes one (then not named).
+    """
+    where = describe_dsn(conninfo) if isinstance(conninfo, str) else "the pool's server"
+    size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
+    if size >= max_size and idle == 0:
+        return (
+            f"No connection to Postgres at {where} came free within {waited:g} s: all "
+            f"{max_size} connections of the pool were busy. Nothing of this call was "
+            "written. Give the pool more connections (max_connections= on from_conn_string, "
+            "or max_size on your pool), run fewer calls at once, or look for calls that hold "
+            "a connection long (a lock wait: see lock_timeout=)."
+        )
+    return (
+        f"Could not get a connection to Postgres at {where} within {waited:g} s: the "
+        "server cannot be reached (down, restarting, or the network), so the pool could not "
+        "open one. Nothing of this call was written. Check that the server runs; a graph "
+        "resumes from its last committed checkpoint with invoke(None, config) once it is back."
     )
 
 

@@ -39,6 +39,24 @@ WHERE c.relname = %(name)s AND pg_table_is_visible(c.oid);
 -- name: drop_index_concurrently
 DROP INDEX CONCURRENTLY IF EXISTS {index};
 
+-- name: set_session_timeouts
+-- The lock_timeout and statement_timeout a saver or journal was given, for this session
+-- (SET, not SET LOCAL: once per connection, not a statement per call). NULL puts the
+-- session's own value back (from the DSN's options, the role or the database).
+SELECT set_config(
+    name,
+    coalesce(
+        CASE name
+            WHEN 'lock_timeout' THEN %(lock_timeout)s::text
+            ELSE %(statement_timeout)s::text
+        END,
+        reset_val
+    ),
+    false
+) AS value
+FROM pg_settings
+WHERE name IN ('lock_timeout', 'statement_timeout');
+
 -- name: schema_versions
 SELECT
     (SELECT coalesce(max(v), -1) FROM checkpoint_migrations) AS upstream,

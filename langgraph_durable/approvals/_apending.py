@@ -40,7 +40,7 @@ async def apending_approvals(
     if not isinstance(saver, AsyncDurablePostgresSaver) or source is None:
         raise wrong_saver(saver)
     params = {"thread_id": thread_id, "limit": limit}
-    async with source.connection() as conn:
+    async with source.connection("listing pending approvals") as conn:
         cur = await conn.execute(QUERIES["pending_interrupts"], params)
         rows = await cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)

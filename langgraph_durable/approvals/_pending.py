@@ -42,7 +42,7 @@ def pending_approvals(
     if not isinstance(saver, DurablePostgresSaver) or source is None:
         raise wrong_saver(saver)
     params = {"thread_id": thread_id, "limit": limit}
-    with source.connection() as conn:
+    with source.connection("listing pending approvals") as conn:
         cur = conn.execute(QUERIES["pending_interrupts"], params)
         rows = cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)

@@ -42,11 +42,13 @@ from langgraph_durable import _crashpoints, _guard, _langgraph
 from langgraph_durable._db import (
     AsyncConn,
     AsyncConnectionSource,
+    Timeout,
     acheck_schema,
     amigrate,
     aopen_pool,
     aretry_on_disconnect,
     register_source,
+    timeout_settings,
 )
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
@@ -172,6 +174,16 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             wait during its next 64 checkpoints (a fan-out wider than the executor,
             `max_concurrency=1`, a run ending in an interrupt).
             0 stores every write on its own.
+        lock_timeout: How long one statement of this saver (and of the effect journal and
+            run registry made on it) may wait for a lock another session holds, in seconds
+            or as a timedelta, before it fails with `LockTimeoutError` and writes nothing.
+            None (default) keeps the session's own setting (DSN options, role, database),
+            which by default waits as long as the lock is held, as upstream does.
+        statement_timeout: How long one statement may run before it fails with
+            `StatementTimeoutError`; None (default) keeps the session's own setting.
+            Both are set on each connection's session the first time the saver uses it
+            (connections of a pool you share with other code keep them); `setup()` runs
+            under the session's own settings.
     """
 
     def __init__(
@@ -182,13 +194,17 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         *,
         async_commit: bool = False,
         write_linger: float = 0.002,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
     ) -> None:
         super().__init__(serde=serde)
         if not 0 <= write_linger <= 1:
             raise ConfigurationError(
                 f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
             )
-        self._source = AsyncConnectionSource(conn, pipe)
+        self._source = AsyncConnectionSource(
+            conn, pipe, lock_timeout=lock_timeout, statement_timeout=statement_timeout
+        )
         register_source(self, self._source)
         self.conn = conn
         self.pipe = pipe
@@ -198,7 +214,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self.supports_pipeline = Capabilities().has_pipeline()
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
-        self._parking = AsyncWriteParking(0 if async_commit else write_linger)
+        # Nor may they take writes that failed alone (hand-over, `_parking.py`).
+        self._parking = AsyncWriteParking(
+            0 if async_commit else write_linger, hand_over=not async_commit
+        )
         # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
         # writes before it saves the next checkpoint, so they are never parked.
         self._delta_channels: set[str] = set()
@@ -220,8 +239,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         serde: SerializerProtocol | None = None,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
+        pool_timeout: float = 30.0,
         async_commit: bool = False,
         write_linger: float = 0.002,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
     ) -> AsyncIterator[AsyncDurablePostgresSaver]:
         """Open a saver on a checked connection pool; closes the pool on exit.
 
@@ -233,15 +255,34 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             max_connections: Pool size: how many calls can run at once.
             connect_timeout: Seconds to wait for the first connection before raising
                 `DatabaseUnreachableError`.
+            pool_timeout: Seconds a call waits for a connection (the server is down, or
+                every connection is busy) before raising `PoolTimeoutError`, which names
+                the server and which of the two it was. The pool reconnects by itself,
+                trying at least every two seconds, so calls made once the server is back
+                succeed.
             async_commit: See the class docstring.
             write_linger: See the class docstring.
+            lock_timeout: See the class docstring.
+            statement_timeout: See the class docstring.
         """
         del pipeline  # one round trip per operation already
+        # Refused before a pool is opened: a typo must not wait for a connection.
+        timeout_settings(lock_timeout=lock_timeout, statement_timeout=statement_timeout)
         pool = await aopen_pool(
-            conn_string, max_size=max_connections, connect_timeout=connect_timeout
+            conn_string,
+            max_size=max_connections,
+            connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
         )
         try:
-            yield cls(pool, serde=serde, async_commit=async_commit, write_linger=write_linger)
+            yield cls(
+                pool,
+                serde=serde,
+                async_commit=async_commit,
+                write_linger=write_linger,
+                lock_timeout=lock_timeout,
+                statement_timeout=statement_timeout,
+            )
         finally:
             await pool.close()
 
@@ -257,7 +298,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         Raises:
             SchemaTooNewError: A newer langgraph-durable migrated this database.
         """
-        async with self._source.connection() as conn:
+        async with self._source.connection("setting up the tables", timeouts=False) as conn:
             if not conn.autocommit:
                 raise ConfigurationError(
                     "setup() needs a connection with autocommit=True (index builds run "
@@ -285,7 +326,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
         }
-        async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        async with (
+            self._source.connection("reading a checkpoint (get_tuple)") as conn,
+            conn.cursor(binary=True) as cur,
+        ):
             await cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
             row = await cur.fetchone()
             if row is None:
@@ -353,7 +397,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     async def _afetch_rows(
         self, query: LiteralString, params: dict[str, Any]
     ) -> builtins.list[_core.CheckpointRow]:
-        async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        async with (
+            self._source.connection("listing checkpoints (list)") as conn,
+            conn.cursor(binary=True) as cur,
+        ):
             # Never prepared: a generic plan knows only the average thread and, with a
             # metadata filter, sorts a whole huge thread instead of walking its index.
             await cur.execute(query, params, prepare=False)
@@ -429,7 +476,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
     @aretry_on_disconnect
     async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
-        async with self._source.connection() as conn:
+        async with self._source.connection("storing a checkpoint (put)") as conn:
             cur = await conn.execute(QUERIES["put_checkpoint"], params)
             _crashpoints.reached("put:after_commit")
         _core.check_fenced(cur.rowcount == 1, params)
@@ -478,7 +525,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
     @aretry_on_disconnect
     async def _astore_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
-        async with self._source.connection() as conn:
+        async with self._source.connection("storing a task's writes (put_writes)") as conn:
             found = await (await conn.execute(query, params)).fetchone()
         _core.check_fenced(bool(found and found["ok"]), params)
 
@@ -488,7 +535,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
     @aretry_on_disconnect
     async def _adelete_threads(self, thread_ids: Sequence[str]) -> None:
-        async with self._source.connection() as conn:
+        async with self._source.connection("deleting threads") as conn:
             await conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
 
     @aretry_on_disconnect
@@ -498,7 +545,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
         afterwards; delete whole threads (or `prune`) for threads that use one.
         """
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("deleting runs") as conn, conn.transaction():
             await adelete_for_runs_txn(conn, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -515,7 +562,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         }
         if params["source"] == params["target"]:
             raise InvalidInputError("copy_thread needs two different thread ids.")
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("copying a thread") as conn, conn.transaction():
             await conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
             cur = await conn.execute(
                 QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]}
@@ -556,7 +603,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
     @aretry_on_disconnect
     async def _akeep_latest(self, thread_id: str) -> None:
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("pruning a thread") as conn, conn.transaction():
             await conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
             cur = await conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
             for head in await cur.fetchall():
@@ -627,7 +674,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         channels = list(channels)
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
         params: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-        async with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        async with (
+            self._source.connection("reading delta channel history") as conn,
+            conn.cursor(binary=True) as cur,
+        ):
             if checkpoint_id is None:
                 await cur.execute(QUERIES["latest_checkpoint_id"], params)
                 latest = await cur.fetchone()

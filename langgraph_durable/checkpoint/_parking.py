@@ -21,6 +21,12 @@ The protocol, per (thread, namespace, checkpoint) key:
 - If the `put` that took writes fails or is cancelled, the writes are stored alone: they
   were valid, and the checkpoint's own error is the `put`'s to raise. They count as busy
   again before their writer wakes, so a `put` retried at once waits for them.
+- If writes stored alone fail because the database is out of reach or timed out
+  (`hand_to_put`), and a `put` for their key is already waiting for them, they are handed
+  to that `put` instead of failing at once: it commits them with its checkpoint, or fails
+  and their writer raises its own error. Without this, a server back between the two
+  let the `put` (and the rest of the run) commit while LangGraph raised the writes' error
+  when the run ended: an error after every step had committed.
 
 Two rules decide whether writes park, and they are named apart:
 
@@ -44,13 +50,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from langgraph_durable import _langgraph
+from langgraph_durable._db import is_disconnect
+from langgraph_durable.errors import DatabaseTimeoutError, DatabaseUnreachableError
 
 __all__ = [
     "COLD_PUTS",
+    "HANDOVER_WAIT",
     "AsyncWriteParking",
     "ParkedWrites",
     "WriteKey",
@@ -70,8 +80,20 @@ out; each further timeout doubles it, up to `_MAX_COLD_PUTS`."""
 
 _MAX_COLD_PUTS = 4096
 
+HANDOVER_WAIT = 5.0
+"""Seconds failed writes wait for the waiting `put` to take them (it wakes at once; only a
+`put` cancelled meanwhile leaves them), before their writer raises its error."""
+
 _MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
+
+
+def hand_to_put(exc: BaseException) -> bool:
+    """Whether writes that failed on their own may still commit with a waiting `put`: the
+    database was out of reach or cancelled a wait, nothing about the writes themselves."""
+    if isinstance(exc, (DatabaseUnreachableError, DatabaseTimeoutError)):
+        return True
+    return isinstance(exc, psycopg.Error) and is_disconnect(exc)
 
 
 def writes_may_wait(
@@ -126,10 +148,12 @@ class ParkedWrites:
 class _Registry:
     """The bookkeeping both flavours share; callers hold the flavour's lock (threads)."""
 
-    def __init__(self, linger: float) -> None:
+    def __init__(self, linger: float, hand_over: bool = True) -> None:
         self.linger = linger
+        self.hand_over = hand_over
         self.parked: dict[WriteKey, list[ParkedWrites]] = {}
         self.busy: dict[WriteKey, int] = {}
+        self.puts_waiting: dict[WriteKey, int] = {}
         self.cold: dict[str, int] = {}
         self.cold_period: dict[str, int] = {}
 
@@ -145,6 +169,21 @@ class _Registry:
 
     def none_busy(self, keys: Sequence[WriteKey]) -> bool:
         return not any(key in self.busy for key in keys)
+
+    def put_waits(self, keys: Sequence[WriteKey], change: int) -> None:
+        """Counts a `put` waiting (+1) or no longer waiting (-1) for busy writes of `keys`."""
+        for key in keys:
+            left = self.puts_waiting.get(key, 0) + change
+            if left:
+                self.puts_waiting[key] = left
+            else:
+                del self.puts_waiting[key]
+
+    def may_hand_over(self, key: WriteKey, may_park: bool, exc: BaseException) -> bool:
+        """Whether writes that failed alone go to a `put` waiting for them: writes that
+        could have parked (a checkpoint may carry them), a failure of the database, not of
+        the writes, and a saver whose checkpoints commit synchronously."""
+        return self.hand_over and may_park and key in self.puts_waiting and hand_to_put(exc)
 
     def thread_is_warm(self, key: WriteKey) -> bool:
         """Parking is on, and the thread of `key` is not cold after a timeout."""
@@ -219,8 +258,8 @@ class AsyncWriteParking:
     never waits for a lock (a cancelled caller can always leave).
     """
 
-    def __init__(self, linger: float) -> None:
-        self._registry = _Registry(linger)
+    def __init__(self, linger: float, *, hand_over: bool = True) -> None:
+        self._registry = _Registry(linger, hand_over)
         self._changed = asyncio.Event()
 
     def _notify(self) -> None:
@@ -268,11 +307,40 @@ class AsyncWriteParking:
                 else:
                     registry.enter(key)  # stored alone from here; a later put waits for them
                     busy = True
-            await store_alone(params)
+            try:
+                await store_alone(params)
+            except Exception as exc:
+                if not registry.may_hand_over(key, park, exc):
+                    raise
+                busy = False
+                if not await self._ahand_over(key, params):
+                    busy = True  # the failed put counted them busy again
+                    raise
         finally:
             if busy:
                 registry.leave(key)
             self._notify()
+
+    async def _ahand_over(self, key: WriteKey, params: dict[str, Any]) -> bool:
+        """Parks writes that failed alone for the `put` waiting for them (the caller's busy
+        count moves to the parked entry); True once that put committed them."""
+        registry = self._registry
+        stored = asyncio.Event()
+        entry = registry.park(key, params, stored)
+        self._notify()
+        try:
+            try:
+                await asyncio.wait_for(stored.wait(), HANDOVER_WAIT)
+            except asyncio.TimeoutError:
+                if registry.unpark(key, entry, timed_out=False):
+                    registry.enter(key)  # the caller leaves it
+                    return False
+                await stored.wait()  # taken just now: its put is running
+        except BaseException:  # cancelled: nobody waits for these writes any more
+            if not registry.unpark(key, entry, timed_out=False):
+                registry.abandon(entry)
+            raise
+        return entry.error is None
 
     @contextlib.asynccontextmanager
     async def carried_by_put(self, keys: Sequence[WriteKey]) -> AsyncIterator[list[ParkedWrites]]:
@@ -291,9 +359,15 @@ class AsyncWriteParking:
         self._settle(taken)
 
     async def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
-        while not self._registry.none_busy(keys):
-            await self._changed.wait()
-        return self._registry.take(keys)
+        registry = self._registry
+        if not registry.none_busy(keys):
+            registry.put_waits(keys, +1)
+            try:
+                while not registry.none_busy(keys):
+                    await self._changed.wait()
+            finally:
+                registry.put_waits(keys, -1)
+        return registry.take(keys)
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         self._registry.settle(taken, error)
@@ -325,8 +399,8 @@ class _Released:
 class WriteParking:
     """Parking for `DurablePostgresSaver`; calls come from LangGraph's worker threads."""
 
-    def __init__(self, linger: float) -> None:
-        self._registry = _Registry(linger)
+    def __init__(self, linger: float, *, hand_over: bool = True) -> None:
+        self._registry = _Registry(linger, hand_over)
         self._changed = threading.Condition()
 
     def store(
@@ -361,12 +435,38 @@ class WriteParking:
                     if entry.error is None:
                         return
                     busy = True  # the failed put counted them busy again
-            store_alone(params)
+            try:
+                store_alone(params)
+            except Exception as exc:
+                with self._changed:
+                    waiting = registry.may_hand_over(key, park, exc)
+                if not waiting:
+                    raise
+                busy = False
+                if not self._hand_over(key, params):
+                    busy = True  # the failed put counted them busy again
+                    raise
         finally:
             if busy:
                 with self._changed:
                     registry.leave(key)
                     self._changed.notify_all()
+
+    def _hand_over(self, key: WriteKey, params: dict[str, Any]) -> bool:
+        """Parks writes that failed alone for the `put` waiting for them (the caller's busy
+        count moves to the parked entry); True once that put committed them."""
+        registry = self._registry
+        stored = _Released()
+        with self._changed:
+            entry = registry.park(key, params, stored)
+            self._changed.notify_all()
+        if not stored.wait(HANDOVER_WAIT):
+            with self._changed:
+                if registry.unpark(key, entry, timed_out=False):
+                    registry.enter(key)  # the caller leaves it
+                    return False
+            stored.wait()  # taken just now: its put is running
+        return entry.error is None
 
     @contextlib.contextmanager
     def carried_by_put(self, keys: Sequence[WriteKey]) -> Iterator[list[ParkedWrites]]:
@@ -380,9 +480,15 @@ class WriteParking:
         self._settle(taken)
 
     def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
+        registry = self._registry
         with self._changed:
-            self._changed.wait_for(lambda: self._registry.none_busy(keys))
-            return self._registry.take(keys)
+            if not registry.none_busy(keys):
+                registry.put_waits(keys, +1)
+                try:
+                    self._changed.wait_for(lambda: registry.none_busy(keys))
+                finally:
+                    registry.put_waits(keys, -1)
+            return registry.take(keys)
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._changed:

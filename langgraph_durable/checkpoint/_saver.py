@@ -44,11 +44,13 @@ from langgraph_durable import _crashpoints, _guard, _langgraph
 from langgraph_durable._db import (
     Conn,
     ConnectionSource,
+    Timeout,
     check_schema,
     migrate,
     open_pool,
     register_source,
     retry_on_disconnect,
+    timeout_settings,
 )
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
@@ -172,6 +174,16 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             wait during its next 64 checkpoints (a fan-out wider than the executor,
             `max_concurrency=1`, a run ending in an interrupt).
             0 stores every write on its own.
+        lock_timeout: How long one statement of this saver (and of the effect journal and
+            run registry made on it) may wait for a lock another session holds, in seconds
+            or as a timedelta, before it fails with `LockTimeoutError` and writes nothing.
+            None (default) keeps the session's own setting (DSN options, role, database),
+            which by default waits as long as the lock is held, as upstream does.
+        statement_timeout: How long one statement may run before it fails with
+            `StatementTimeoutError`; None (default) keeps the session's own setting.
+            Both are set on each connection's session the first time the saver uses it
+            (connections of a pool you share with other code keep them); `setup()` runs
+            under the session's own settings.
     """
 
     def __init__(
@@ -182,13 +194,17 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         *,
         async_commit: bool = False,
         write_linger: float = 0.002,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
     ) -> None:
         super().__init__(serde=serde)
         if not 0 <= write_linger <= 1:
             raise ConfigurationError(
                 f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
             )
-        self._source = ConnectionSource(conn, pipe)
+        self._source = ConnectionSource(
+            conn, pipe, lock_timeout=lock_timeout, statement_timeout=statement_timeout
+        )
         register_source(self, self._source)
         self.conn = conn
         self.pipe = pipe
@@ -198,7 +214,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         self.supports_pipeline = Capabilities().has_pipeline()
         self.async_commit = async_commit
         # Checkpoints committed asynchronously must not carry writes, which commit durably.
-        self._parking = WriteParking(0 if async_commit else write_linger)
+        # Nor may they take writes that failed alone (hand-over, `_parking.py`).
+        self._parking = WriteParking(
+            0 if async_commit else write_linger, hand_over=not async_commit
+        )
         # Channel names seen as DeltaChannels in checkpoints: LangGraph waits for their
         # writes before it saves the next checkpoint, so they are never parked.
         self._delta_channels: set[str] = set()
@@ -219,8 +238,11 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         serde: SerializerProtocol | None = None,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
+        pool_timeout: float = 30.0,
         async_commit: bool = False,
         write_linger: float = 0.002,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
     ) -> Iterator[DurablePostgresSaver]:
         """Open a saver on a checked connection pool; closes the pool on exit.
 
@@ -232,13 +254,34 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             max_connections: Pool size: how many calls can run at once.
             connect_timeout: Seconds to wait for the first connection before raising
                 `DatabaseUnreachableError`.
+            pool_timeout: Seconds a call waits for a connection (the server is down, or
+                every connection is busy) before raising `PoolTimeoutError`, which names
+                the server and which of the two it was. The pool reconnects by itself,
+                trying at least every two seconds, so calls made once the server is back
+                succeed.
             async_commit: See the class docstring.
             write_linger: See the class docstring.
+            lock_timeout: See the class docstring.
+            statement_timeout: See the class docstring.
         """
         del pipeline  # one round trip per operation already
-        pool = open_pool(conn_string, max_size=max_connections, connect_timeout=connect_timeout)
+        # Refused before a pool is opened: a typo must not wait for a connection.
+        timeout_settings(lock_timeout=lock_timeout, statement_timeout=statement_timeout)
+        pool = open_pool(
+            conn_string,
+            max_size=max_connections,
+            connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
+        )
         try:
-            yield cls(pool, serde=serde, async_commit=async_commit, write_linger=write_linger)
+            yield cls(
+                pool,
+                serde=serde,
+                async_commit=async_commit,
+                write_linger=write_linger,
+                lock_timeout=lock_timeout,
+                statement_timeout=statement_timeout,
+            )
         finally:
             pool.close()
 
@@ -254,7 +297,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         Raises:
             SchemaTooNewError: A newer langgraph-durable migrated this database.
         """
-        with self._source.connection() as conn:
+        with self._source.connection("setting up the tables", timeouts=False) as conn:
             if not conn.autocommit:
                 raise ConfigurationError(
                     "setup() needs a connection with autocommit=True (index builds run "
@@ -280,7 +323,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
         }
-        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        with (
+            self._source.connection("reading a checkpoint (get_tuple)") as conn,
+            conn.cursor(binary=True) as cur,
+        ):
             cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
             row = cur.fetchone()
             if row is None:
@@ -348,7 +394,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     def _fetch_rows(
         self, query: LiteralString, params: dict[str, Any]
     ) -> builtins.list[_core.CheckpointRow]:
-        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        with (
+            self._source.connection("listing checkpoints (list)") as conn,
+            conn.cursor(binary=True) as cur,
+        ):
             # Never prepared: a generic plan knows only the average thread and, with a
             # metadata filter, sorts a whole huge thread instead of walking its index.
             cur.execute(query, params, prepare=False)
@@ -424,7 +473,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     @retry_on_disconnect
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
-        with self._source.connection() as conn:
+        with self._source.connection("storing a checkpoint (put)") as conn:
             cur = conn.execute(QUERIES["put_checkpoint"], params)
             _crashpoints.reached("put:after_commit")
         _core.check_fenced(cur.rowcount == 1, params)
@@ -473,7 +522,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     @retry_on_disconnect
     def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
-        with self._source.connection() as conn:
+        with self._source.connection("storing a task's writes (put_writes)") as conn:
             found = (conn.execute(query, params)).fetchone()
         _core.check_fenced(bool(found and found["ok"]), params)
 
@@ -483,7 +532,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     @retry_on_disconnect
     def _delete_threads(self, thread_ids: Sequence[str]) -> None:
-        with self._source.connection() as conn:
+        with self._source.connection("deleting threads") as conn:
             conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
 
     @retry_on_disconnect
@@ -493,7 +542,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         A `DeltaChannel` that still needs a deleted checkpoint's writes cannot be rebuilt
         afterwards; delete whole threads (or `prune`) for threads that use one.
         """
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("deleting runs") as conn, conn.transaction():
             delete_for_runs_txn(conn, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -510,7 +559,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         }
         if params["source"] == params["target"]:
             raise InvalidInputError("copy_thread needs two different thread ids.")
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("copying a thread") as conn, conn.transaction():
             conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
             cur = conn.execute(QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]})
             found = cur.fetchone()
@@ -549,7 +598,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     @retry_on_disconnect
     def _keep_latest(self, thread_id: str) -> None:
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("pruning a thread") as conn, conn.transaction():
             conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
             cur = conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
             for head in cur.fetchall():
@@ -616,7 +665,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         channels = list(channels)
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
         params: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-        with self._source.connection() as conn, conn.cursor(binary=True) as cur:
+        with (
+            self._source.connection("reading delta channel history") as conn,
+            conn.cursor(binary=True) as cur,
+        ):
             if checkpoint_id is None:
                 cur.execute(QUERIES["latest_checkpoint_id"], params)
                 latest = cur.fetchone()

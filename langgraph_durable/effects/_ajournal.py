@@ -27,6 +27,7 @@ from typing_extensions import LiteralString
 from langgraph_durable._db import (
     AsyncConn,
     AsyncConnectionSource,
+    Timeout,
     aretry_on_disconnect,
     owner_is_dead,
     process_owner,
@@ -220,6 +221,12 @@ class AsyncEffectJournal:
         conn: A psycopg `AsyncConnectionPool` or `AsyncConnection` on a database where
             `setup()` has run (or the connection source of a saver).
         serde: How results are stored; by default the JSON-plus serializer LangGraph uses.
+        lock_timeout: How long one journal statement may wait for a lock another session
+            holds (seconds or a timedelta) before it fails with `LockTimeoutError`; None
+            (default) keeps the session's own setting, or the saver's when the journal is
+            made on a saver's connections.
+        statement_timeout: How long one journal statement may run before it fails with
+            `StatementTimeoutError`; None keeps the session's (or the saver's) setting.
     """
 
     def __init__(
@@ -227,18 +234,28 @@ class AsyncEffectJournal:
         conn: AsyncConn | AsyncConnectionSource,
         *,
         serde: SerializerProtocol | None = None,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
     ) -> None:
-        self._source = (
-            conn if isinstance(conn, AsyncConnectionSource) else AsyncConnectionSource(conn)
-        )
+        if not isinstance(conn, AsyncConnectionSource):
+            conn = AsyncConnectionSource(
+                conn, lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
+        elif lock_timeout is not None or statement_timeout is not None:
+            conn = conn.with_timeouts(
+                lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
+        self._source = conn
         register_source(self, self._source)
         self.serde = make_safe(serde)
         self.owner = process_owner()
 
     @aretry_on_disconnect
-    async def _arun(self, operation: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """One `*_txn` operation on a connection of its own."""
-        async with self._source.connection() as conn:
+    async def _arun(
+        self, doing: str, operation: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
+    ) -> T:
+        """One `*_txn` operation on a connection of its own; `doing` names it in errors."""
+        async with self._source.connection(doing) as conn:
             return await operation(conn, *args, **kwargs)
 
     def owner_of(self, call_token: str) -> str:
@@ -257,6 +274,7 @@ class AsyncEffectJournal:
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
         return await self._arun(
+            f"claiming effect key {key!r}",
             aclaim_txn,
             key,
             name,
@@ -267,7 +285,9 @@ class AsyncEffectJournal:
         )
 
     async def aget(self, key: str) -> JournalRow | None:
-        rows = await self._arun(_arows, QUERIES["effect_get"], {"key": key})
+        rows = await self._arun(
+            f"reading effect key {key!r}", _arows, QUERIES["effect_get"], {"key": key}
+        )
         return row_of(rows[0]) if rows else None
 
     async def atake_over(
@@ -280,6 +300,7 @@ class AsyncEffectJournal:
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
         return await self._arun(
+            f"taking over effect key {key!r}",
             atake_over_txn,
             key,
             seen_attempt,
@@ -312,6 +333,7 @@ class AsyncEffectJournal:
         """
         encoded = self.dump_result(key, result)
         return await self._arun(
+            f"storing the result of effect key {key!r}",
             acomplete_txn,
             key,
             attempt,
@@ -333,6 +355,7 @@ class AsyncEffectJournal:
     ) -> bool:
         """Store a terminal failure; False if the attempt was taken over meanwhile."""
         return await self._arun(
+            f"storing the failure of effect key {key!r}",
             afail_txn,
             key,
             attempt,
@@ -353,13 +376,26 @@ class AsyncEffectJournal:
     ) -> Any:
         """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
         return await self._arun(
-            await_retry_txn, key, attempt, status=status, delay_seconds=delay_seconds, error=error
+            f"scheduling a retry of effect key {key!r}",
+            await_retry_txn,
+            key,
+            attempt,
+            status=status,
+            delay_seconds=delay_seconds,
+            error=error,
         )
 
     async def aextend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
         """Move a running attempt's lease on; False once the attempt is no longer running."""
         params = {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds}
-        return bool(await self._arun(_arows, QUERIES["effect_extend_lease"], params))
+        return bool(
+            await self._arun(
+                f"extending the lease of effect key {key!r}",
+                _arows,
+                QUERIES["effect_extend_lease"],
+                params,
+            )
+        )
 
     async def amark_unknown(
         self,
@@ -372,6 +408,7 @@ class AsyncEffectJournal:
     ) -> bool:
         """A running attempt's outcome is open: record why, and when to reconcile it."""
         return await self._arun(
+            f"marking effect key {key!r} unknown",
             amark_unknown_txn,
             key,
             attempt,
@@ -381,10 +418,15 @@ class AsyncEffectJournal:
         )
 
     async def arelease(self, key: str, attempt: int) -> None:
-        await self._arun(arelease_txn, key, attempt)
+        await self._arun(f"releasing effect key {key!r}", arelease_txn, key, attempt)
 
     async def areplayed(self, key: str) -> None:
-        await self._arun(_arows, QUERIES["effect_replayed"], {"key": key})
+        await self._arun(
+            f"counting a replay of effect key {key!r}",
+            _arows,
+            QUERIES["effect_replayed"],
+            {"key": key},
+        )
 
     async def aallow_retry(self, key: str, attempt: int, *, resolved_by: str) -> bool:
         """The receiver never acted: the next call attempts again (if the row is as seen)."""
@@ -394,7 +436,14 @@ class AsyncEffectJournal:
             "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
             "resolved_by": resolved_by,
         }
-        return bool(await self._arun(_arows, QUERIES["effect_allow_retry"], params))
+        return bool(
+            await self._arun(
+                f"allowing a retry of effect key {key!r}",
+                _arows,
+                QUERIES["effect_allow_retry"],
+                params,
+            )
+        )
 
     async def aresolve(
         self,
@@ -450,18 +499,22 @@ class AsyncEffectJournal:
     ) -> builtins.list[dict[str, Any]]:
         """Effects running, unknown, deferred or waiting to retry, oldest first."""
         params = {"thread_id": thread_id, "limit": limit}
-        return await self._arun(_arows, QUERIES["effects_open"], params)
+        return await self._arun("listing open effects", _arows, QUERIES["effects_open"], params)
 
     async def athread_effects(
         self, thread_id: str, limit: int = 1000
     ) -> builtins.list[dict[str, Any]]:
         """Every effect of a thread, in the order its steps ran them (for operators)."""
         params = {"thread_id": thread_id, "limit": limit}
-        return await self._arun(_arows, QUERIES["effects_of_thread"], params)
+        return await self._arun(
+            "reading a thread's effects", _arows, QUERIES["effects_of_thread"], params
+        )
 
     async def adetails(self, key: str) -> dict[str, Any] | None:
         """One effect's row as an operator sees it, its result loaded (`result`), or None."""
-        rows = await self._arun(_arows, QUERIES["effect_details"], {"key": key})
+        rows = await self._arun(
+            "reading an effect", _arows, QUERIES["effect_details"], {"key": key}
+        )
         if not rows:
             return None
         row = dict(rows[0])
@@ -471,7 +524,9 @@ class AsyncEffectJournal:
 
     async def atoken_ledger(self, thread_id: str) -> dict[str, int]:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
-        rows = await self._arun(_arows, QUERIES["token_ledger"], {"thread_id": thread_id})
+        rows = await self._arun(
+            "reading the token ledger", _arows, QUERIES["token_ledger"], {"thread_id": thread_id}
+        )
         return {k: int(v) for k, v in rows[0].items()}
 
     async def asleep(self, seconds: float) -> None:

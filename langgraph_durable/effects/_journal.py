@@ -29,6 +29,7 @@ from typing_extensions import LiteralString
 from langgraph_durable._db import (
     Conn,
     ConnectionSource,
+    Timeout,
     owner_is_dead,
     process_owner,
     register_source,
@@ -220,6 +221,12 @@ class EffectJournal:
         conn: A psycopg `ConnectionPool` or `Connection` on a database where
             `setup()` has run (or the connection source of a saver).
         serde: How results are stored; by default the JSON-plus serializer LangGraph uses.
+        lock_timeout: How long one journal statement may wait for a lock another session
+            holds (seconds or a timedelta) before it fails with `LockTimeoutError`; None
+            (default) keeps the session's own setting, or the saver's when the journal is
+            made on a saver's connections.
+        statement_timeout: How long one journal statement may run before it fails with
+            `StatementTimeoutError`; None keeps the session's (or the saver's) setting.
     """
 
     def __init__(
@@ -227,16 +234,26 @@ class EffectJournal:
         conn: Conn | ConnectionSource,
         *,
         serde: SerializerProtocol | None = None,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
     ) -> None:
-        self._source = conn if isinstance(conn, ConnectionSource) else ConnectionSource(conn)
+        if not isinstance(conn, ConnectionSource):
+            conn = ConnectionSource(
+                conn, lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
+        elif lock_timeout is not None or statement_timeout is not None:
+            conn = conn.with_timeouts(
+                lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
+        self._source = conn
         register_source(self, self._source)
         self.serde = make_safe(serde)
         self.owner = process_owner()
 
     @retry_on_disconnect
-    def _run(self, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """One `*_txn` operation on a connection of its own."""
-        with self._source.connection() as conn:
+    def _run(self, doing: str, operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One `*_txn` operation on a connection of its own; `doing` names it in errors."""
+        with self._source.connection(doing) as conn:
             return operation(conn, *args, **kwargs)
 
     def owner_of(self, call_token: str) -> str:
@@ -255,6 +272,7 @@ class EffectJournal:
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists."""
         return self._run(
+            f"claiming effect key {key!r}",
             claim_txn,
             key,
             name,
@@ -265,7 +283,7 @@ class EffectJournal:
         )
 
     def get(self, key: str) -> JournalRow | None:
-        rows = self._run(_rows, QUERIES["effect_get"], {"key": key})
+        rows = self._run(f"reading effect key {key!r}", _rows, QUERIES["effect_get"], {"key": key})
         return row_of(rows[0]) if rows else None
 
     def take_over(
@@ -278,6 +296,7 @@ class EffectJournal:
     ) -> int | None:
         """Start the next attempt if the row is still as seen; its number, or None."""
         return self._run(
+            f"taking over effect key {key!r}",
             take_over_txn,
             key,
             seen_attempt,
@@ -310,6 +329,7 @@ class EffectJournal:
         """
         encoded = self.dump_result(key, result)
         return self._run(
+            f"storing the result of effect key {key!r}",
             complete_txn,
             key,
             attempt,
@@ -331,6 +351,7 @@ class EffectJournal:
     ) -> bool:
         """Store a terminal failure; False if the attempt was taken over meanwhile."""
         return self._run(
+            f"storing the failure of effect key {key!r}",
             fail_txn,
             key,
             attempt,
@@ -351,13 +372,26 @@ class EffectJournal:
     ) -> Any:
         """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
         return self._run(
-            wait_retry_txn, key, attempt, status=status, delay_seconds=delay_seconds, error=error
+            f"scheduling a retry of effect key {key!r}",
+            wait_retry_txn,
+            key,
+            attempt,
+            status=status,
+            delay_seconds=delay_seconds,
+            error=error,
         )
 
     def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
         """Move a running attempt's lease on; False once the attempt is no longer running."""
         params = {"key": key, "seen_attempt": attempt, "lease_seconds": lease_seconds}
-        return bool(self._run(_rows, QUERIES["effect_extend_lease"], params))
+        return bool(
+            self._run(
+                f"extending the lease of effect key {key!r}",
+                _rows,
+                QUERIES["effect_extend_lease"],
+                params,
+            )
+        )
 
     def mark_unknown(
         self,
@@ -370,6 +404,7 @@ class EffectJournal:
     ) -> bool:
         """A running attempt's outcome is open: record why, and when to reconcile it."""
         return self._run(
+            f"marking effect key {key!r} unknown",
             mark_unknown_txn,
             key,
             attempt,
@@ -379,10 +414,15 @@ class EffectJournal:
         )
 
     def release(self, key: str, attempt: int) -> None:
-        self._run(release_txn, key, attempt)
+        self._run(f"releasing effect key {key!r}", release_txn, key, attempt)
 
     def replayed(self, key: str) -> None:
-        self._run(_rows, QUERIES["effect_replayed"], {"key": key})
+        self._run(
+            f"counting a replay of effect key {key!r}",
+            _rows,
+            QUERIES["effect_replayed"],
+            {"key": key},
+        )
 
     def allow_retry(self, key: str, attempt: int, *, resolved_by: str) -> bool:
         """The receiver never acted: the next call attempts again (if the row is as seen)."""
@@ -392,7 +432,14 @@ class EffectJournal:
             "seen_statuses": [s.value for s in RESOLVABLE_STATUSES],
             "resolved_by": resolved_by,
         }
-        return bool(self._run(_rows, QUERIES["effect_allow_retry"], params))
+        return bool(
+            self._run(
+                f"allowing a retry of effect key {key!r}",
+                _rows,
+                QUERIES["effect_allow_retry"],
+                params,
+            )
+        )
 
     def resolve(
         self,
@@ -448,16 +495,16 @@ class EffectJournal:
     ) -> builtins.list[dict[str, Any]]:
         """Effects running, unknown, deferred or waiting to retry, oldest first."""
         params = {"thread_id": thread_id, "limit": limit}
-        return self._run(_rows, QUERIES["effects_open"], params)
+        return self._run("listing open effects", _rows, QUERIES["effects_open"], params)
 
     def thread_effects(self, thread_id: str, limit: int = 1000) -> builtins.list[dict[str, Any]]:
         """Every effect of a thread, in the order its steps ran them (for operators)."""
         params = {"thread_id": thread_id, "limit": limit}
-        return self._run(_rows, QUERIES["effects_of_thread"], params)
+        return self._run("reading a thread's effects", _rows, QUERIES["effects_of_thread"], params)
 
     def details(self, key: str) -> dict[str, Any] | None:
         """One effect's row as an operator sees it, its result loaded (`result`), or None."""
-        rows = self._run(_rows, QUERIES["effect_details"], {"key": key})
+        rows = self._run("reading an effect", _rows, QUERIES["effect_details"], {"key": key})
         if not rows:
             return None
         row = dict(rows[0])
@@ -467,7 +514,9 @@ class EffectJournal:
 
     def token_ledger(self, thread_id: str) -> dict[str, int]:
         """Tokens spent by journaled model calls of a thread, and tokens saved by replays."""
-        rows = self._run(_rows, QUERIES["token_ledger"], {"thread_id": thread_id})
+        rows = self._run(
+            "reading the token ledger", _rows, QUERIES["token_ledger"], {"thread_id": thread_id}
+        )
         return {k: int(v) for k, v in rows[0].items()}
 
     def sleep(self, seconds: float) -> None:

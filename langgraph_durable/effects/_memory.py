@@ -345,10 +345,9 @@ class MemoryEffectJournal(EffectJournal):
         )
         return changed is not None
 
-    def _run(self, operation: Any, *args: Any, **kwargs: Any) -> Any:
+    def _run(self, doing: str, operation: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"MemoryEffectJournal keeps no database; {getattr(operation, '__name__', operation)}"
-            " is not available in memory."
+            f"MemoryEffectJournal keeps no database; {doing} is not available in memory."
         )
 
     def token_ledger(self, thread_id: str) -> dict[str, int]:

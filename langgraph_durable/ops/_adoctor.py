@@ -27,7 +27,7 @@ async def adoctor(
             stops the others).
     """
     source = source_of(checked_saver(saver, AsyncDurablePostgresSaver))
-    async with source.connection() as conn:
+    async with source.connection("reading the server settings (doctor)") as conn:
         cur = await conn.execute(QUERIES["doctor_settings"])
         settings = {}
         for row in await cur.fetchall():
@@ -42,7 +42,7 @@ async def adoctor(
         findings.append(Finding("schema", "fail", "not ready", str(exc)))
         return findings
     findings.append(Finding("schema", "ok", "up to date"))
-    async with source.connection() as conn:
+    async with source.connection("counting what needs a person (doctor)") as conn:
         cur = await conn.execute(QUERIES["doctor_registry"], {"live_seconds": live_seconds})
         counts = await cur.fetchone()
     assert counts is not None

@@ -37,7 +37,7 @@ async def alist_threads(
     """Threads by their latest checkpoint, most recently active first."""
     source = source_of(checked_saver(saver, AsyncDurablePostgresSaver))
     params = {"prefix": prefix, "limit": checked_limit(limit)}
-    async with source.connection() as conn:
+    async with source.connection("listing threads") as conn:
         cur = await conn.execute(QUERIES["threads_list"], params)
         rows = await cur.fetchall()
     found = [

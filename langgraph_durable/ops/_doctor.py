@@ -27,7 +27,7 @@ def doctor(saver: DurablePostgresSaver, *, live_seconds: float = 90.0) -> builti
             stops the others).
     """
     source = source_of(checked_saver(saver, DurablePostgresSaver))
-    with source.connection() as conn:
+    with source.connection("reading the server settings (doctor)") as conn:
         cur = conn.execute(QUERIES["doctor_settings"])
         settings = {}
         for row in cur.fetchall():
@@ -42,7 +42,7 @@ def doctor(saver: DurablePostgresSaver, *, live_seconds: float = 90.0) -> builti
         findings.append(Finding("schema", "fail", "not ready", str(exc)))
         return findings
     findings.append(Finding("schema", "ok", "up to date"))
-    with source.connection() as conn:
+    with source.connection("counting what needs a person (doctor)") as conn:
         cur = conn.execute(QUERIES["doctor_registry"], {"live_seconds": live_seconds})
         counts = cur.fetchone()
     assert counts is not None

@@ -39,7 +39,7 @@ def list_threads(
     """Threads by their latest checkpoint, most recently active first."""
     source = source_of(checked_saver(saver, DurablePostgresSaver))
     params = {"prefix": prefix, "limit": checked_limit(limit)}
-    with source.connection() as conn:
+    with source.connection("listing threads") as conn:
         cur = conn.execute(QUERIES["threads_list"], params)
         rows = cur.fetchall()
     found = [

@@ -26,7 +26,7 @@ from psycopg import AsyncConnection, errors
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable._db import AsyncConnectionSource, process_owner, source_of
+from langgraph_durable._db import AsyncConnectionSource, Timeout, process_owner, source_of
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
@@ -69,12 +69,26 @@ class AsyncRunRegistry:
     Args:
         saver: The saver whose database holds the runs (and whose serializer stores their
             inputs and outputs).
+        lock_timeout: How long one registry statement may wait for a lock (seconds or a
+            timedelta) before it fails with `LockTimeoutError`; None (default): the saver's.
+        statement_timeout: How long one registry statement may run before it fails with
+            `StatementTimeoutError`; None (default): the saver's.
     """
 
-    def __init__(self, saver: AsyncDurablePostgresSaver) -> None:
+    def __init__(
+        self,
+        saver: AsyncDurablePostgresSaver,
+        *,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
+    ) -> None:
         source = source_of(saver)
         if not isinstance(saver, AsyncDurablePostgresSaver) or source is None:
             raise wrong_saver(saver)
+        if lock_timeout is not None or statement_timeout is not None:
+            source = source.with_timeouts(
+                lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
         self._source: AsyncConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()
@@ -136,7 +150,7 @@ class AsyncRunRegistry:
             run_id=run_id or str(uuid.uuid4()),
         )
         try:
-            async with self._source.connection() as conn, conn.transaction():
+            async with self._source.connection("creating a run") as conn, conn.transaction():
                 thread = {"thread_id": params["thread_id"]}
                 await _arows(conn, QUERIES["thread_lease_row"], thread)
                 active = await _arows(conn, QUERIES["thread_active_runs"], thread)
@@ -192,7 +206,7 @@ class AsyncRunRegistry:
             RunNotFoundError: No such run.
         """
         run_id = run_id_of(run_id)
-        async with self._source.connection() as conn:
+        async with self._source.connection("reading a run") as conn:
             found = await _arows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
             raise RunNotFoundError(f"No run {run_id!r} in this database.")
@@ -208,7 +222,7 @@ class AsyncRunRegistry:
     ) -> builtins.list[Run]:
         """Runs, newest first, filtered by status, thread and graph."""
         params = list_params(status, thread_id, graph_name, limit)
-        async with self._source.connection() as conn:
+        async with self._source.connection("listing runs") as conn:
             return [run_of(r) for r in await _arows(conn, QUERIES["run_list"], params)]
 
     async def acancel(self, run_id: str) -> Run:
@@ -218,7 +232,7 @@ class AsyncRunRegistry:
         `RunConflictError`.
         """
         thread_id = (await self.aget(run_id)).thread_id
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("cancelling a run") as conn, conn.transaction():
             # The thread's row lock orders this with claims and finishes; read it again.
             await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
             run = run_of((await _arows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
@@ -253,7 +267,7 @@ class AsyncRunRegistry:
         reset_attempts: bool = False,
     ) -> Run:
         run = await self.aget(run_id)
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("queueing a run again") as conn, conn.transaction():
             await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
             encoded = stored(self.serde, input) if give_input else (None, None)
             rows = await _arows(
@@ -304,7 +318,7 @@ class AsyncRunRegistry:
         """
         run_id = run_id_of(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
-        async with self._source.connection() as conn:
+        async with self._source.connection("waiting for a run") as conn:
             await conn.execute(QUERIES["runs_listen_done"])
             try:
                 while True:
@@ -339,13 +353,13 @@ class AsyncRunRegistry:
     async def astuck(self, *, limit: int = 100) -> builtins.list[Run]:
         """Runs flagged as stuck (running without progress, or waiting too long)."""
         limit = list_params(None, None, None, limit)["limit"]
-        async with self._source.connection() as conn:
+        async with self._source.connection("listing stuck runs") as conn:
             rows = await _arows(conn, QUERIES["runs_stuck"], {"limit": limit})
         return [run_of(r) for r in rows]
 
     async def aworkers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
-        async with self._source.connection() as conn:
+        async with self._source.connection("listing workers") as conn:
             return await _arows(conn, QUERIES["workers_list"], {"live_seconds": live_seconds})
 
     @asynccontextmanager
@@ -359,7 +373,7 @@ class AsyncRunRegistry:
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
         thread_id = stored_id(thread_id, "thread_id")
-        async with self._source.connection() as conn:
+        async with self._source.connection("taking a thread's lease (exclusive)") as conn:
             found = await _arows(
                 conn,
                 QUERIES["thread_take_lease"],
@@ -374,7 +388,7 @@ class AsyncRunRegistry:
         try:
             yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
-            async with self._source.connection() as conn:
+            async with self._source.connection("releasing a thread's lease (exclusive)") as conn:
                 await conn.execute(
                     QUERIES["thread_release_lease"], {"thread_id": thread_id, "fence_token": token}
                 )
@@ -393,13 +407,13 @@ class AsyncRunRegistry:
             "owner": owner,
             "lease_seconds": lease_seconds,
         }
-        async with self._source.connection() as conn:
+        async with self._source.connection("claiming a run") as conn:
             rows = await _arows(conn, QUERIES["run_claim"], params)
         return run_of(rows[0]) if rows else None
 
     async def alatest_checkpoint(self, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None (see `sends_input`)."""
-        async with self._source.connection() as conn:
+        async with self._source.connection("reading a run's latest checkpoint") as conn:
             return await self._alatest_checkpoint(conn, run)
 
     async def aheartbeat(
@@ -413,21 +427,21 @@ class AsyncRunRegistry:
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
-        async with self._source.connection() as conn:
+        async with self._source.connection("extending a run's lease") as conn:
             if worker_id is not None:
                 await conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(await _arows(conn, QUERIES["run_heartbeat"], params))
 
     async def aset_version(self, run: Run, version: str) -> bool:
         params = {"run_id": run.run_id, "fence_token": run.fencing_token, "graph_version": version}
-        async with self._source.connection() as conn:
+        async with self._source.connection("pinning a run's version") as conn:
             return bool(await _arows(conn, QUERIES["run_set_version"], params))
 
     async def afinish(self, run: Run, outcome: Outcome) -> bool:
         """Record how an execution ended, if the run is still this worker's. Tells
         `wait_for` callers, and wakes workers only when there is a run for them now."""
         params = outcome_params(self.serde, run, outcome)
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("finishing a run") as conn, conn.transaction():
             found = await _arows(conn, QUERIES["run_finish"], params)
             if found:
                 await conn.execute(QUERIES["runs_done"], {"run_id": run.run_id})
@@ -448,7 +462,7 @@ class AsyncRunRegistry:
             None if g.waiting_stuck_after is None else g.waiting_stuck_after.total_seconds()
             for g in graphs
         ]
-        async with self._source.connection() as conn, conn.transaction():
+        async with self._source.connection("sweeping runs") as conn, conn.transaction():
             await conn.execute(QUERIES["sweep_without_jit"])
             await conn.execute(
                 QUERIES["worker_heartbeat"],
@@ -478,7 +492,7 @@ class AsyncRunRegistry:
         }
 
     async def aforget_worker(self, worker_id: str) -> None:
-        async with self._source.connection() as conn:
+        async with self._source.connection("signing a worker off") as conn:
             await conn.execute(QUERIES["worker_gone"], {"worker_id": worker_id})
 
     @asynccontextmanager
@@ -488,7 +502,7 @@ class AsyncRunRegistry:
         if not self._source.pooled:
             yield None
             return
-        async with self._source.connection() as conn:
+        async with self._source.connection("listening for new runs") as conn:
             await conn.execute(QUERIES["runs_listen"])
             try:
                 yield conn
@@ -500,7 +514,7 @@ class AsyncRunRegistry:
 
     async def aseconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run of these graphs becomes takeable by time alone, or None."""
-        async with self._source.connection() as conn:
+        async with self._source.connection("reading when the next run is due") as conn:
             rows = await _arows(conn, QUERIES["runs_next_due"], {"names": [g.name for g in graphs]})
         seconds = rows[0]["seconds"] if rows else None
         return None if seconds is None else max(0.0, float(seconds))

@@ -27,7 +27,7 @@ from psycopg import Connection, errors
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable._db import ConnectionSource, process_owner, source_of
+from langgraph_durable._db import ConnectionSource, Timeout, process_owner, source_of
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
@@ -70,12 +70,26 @@ class RunRegistry:
     Args:
         saver: The saver whose database holds the runs (and whose serializer stores their
             inputs and outputs).
+        lock_timeout: How long one registry statement may wait for a lock (seconds or a
+            timedelta) before it fails with `LockTimeoutError`; None (default): the saver's.
+        statement_timeout: How long one registry statement may run before it fails with
+            `StatementTimeoutError`; None (default): the saver's.
     """
 
-    def __init__(self, saver: DurablePostgresSaver) -> None:
+    def __init__(
+        self,
+        saver: DurablePostgresSaver,
+        *,
+        lock_timeout: Timeout = None,
+        statement_timeout: Timeout = None,
+    ) -> None:
         source = source_of(saver)
         if not isinstance(saver, DurablePostgresSaver) or source is None:
             raise wrong_saver(saver)
+        if lock_timeout is not None or statement_timeout is not None:
+            source = source.with_timeouts(
+                lock_timeout=lock_timeout, statement_timeout=statement_timeout
+            )
         self._source: ConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()
@@ -137,7 +151,7 @@ class RunRegistry:
             run_id=run_id or str(uuid.uuid4()),
         )
         try:
-            with self._source.connection() as conn, conn.transaction():
+            with self._source.connection("creating a run") as conn, conn.transaction():
                 thread = {"thread_id": params["thread_id"]}
                 _rows(conn, QUERIES["thread_lease_row"], thread)
                 active = _rows(conn, QUERIES["thread_active_runs"], thread)
@@ -193,7 +207,7 @@ class RunRegistry:
             RunNotFoundError: No such run.
         """
         run_id = run_id_of(run_id)
-        with self._source.connection() as conn:
+        with self._source.connection("reading a run") as conn:
             found = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
             raise RunNotFoundError(f"No run {run_id!r} in this database.")
@@ -209,7 +223,7 @@ class RunRegistry:
     ) -> builtins.list[Run]:
         """Runs, newest first, filtered by status, thread and graph."""
         params = list_params(status, thread_id, graph_name, limit)
-        with self._source.connection() as conn:
+        with self._source.connection("listing runs") as conn:
             return [run_of(r) for r in _rows(conn, QUERIES["run_list"], params)]
 
     def cancel(self, run_id: str) -> Run:
@@ -219,7 +233,7 @@ class RunRegistry:
         `RunConflictError`.
         """
         thread_id = (self.get(run_id)).thread_id
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("cancelling a run") as conn, conn.transaction():
             # The thread's row lock orders this with claims and finishes; read it again.
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
             run = run_of((_rows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
@@ -254,7 +268,7 @@ class RunRegistry:
         reset_attempts: bool = False,
     ) -> Run:
         run = self.get(run_id)
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("queueing a run again") as conn, conn.transaction():
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
             encoded = stored(self.serde, input) if give_input else (None, None)
             rows = _rows(
@@ -303,7 +317,7 @@ class RunRegistry:
         """
         run_id = run_id_of(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._source.connection() as conn:
+        with self._source.connection("waiting for a run") as conn:
             conn.execute(QUERIES["runs_listen_done"])
             try:
                 while True:
@@ -338,13 +352,13 @@ class RunRegistry:
     def stuck(self, *, limit: int = 100) -> builtins.list[Run]:
         """Runs flagged as stuck (running without progress, or waiting too long)."""
         limit = list_params(None, None, None, limit)["limit"]
-        with self._source.connection() as conn:
+        with self._source.connection("listing stuck runs") as conn:
             rows = _rows(conn, QUERIES["runs_stuck"], {"limit": limit})
         return [run_of(r) for r in rows]
 
     def workers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
-        with self._source.connection() as conn:
+        with self._source.connection("listing workers") as conn:
             return _rows(conn, QUERIES["workers_list"], {"live_seconds": live_seconds})
 
     @contextmanager
@@ -356,7 +370,7 @@ class RunRegistry:
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
         thread_id = stored_id(thread_id, "thread_id")
-        with self._source.connection() as conn:
+        with self._source.connection("taking a thread's lease (exclusive)") as conn:
             found = _rows(
                 conn,
                 QUERIES["thread_take_lease"],
@@ -371,7 +385,7 @@ class RunRegistry:
         try:
             yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
-            with self._source.connection() as conn:
+            with self._source.connection("releasing a thread's lease (exclusive)") as conn:
                 conn.execute(
                     QUERIES["thread_release_lease"], {"thread_id": thread_id, "fence_token": token}
                 )
@@ -390,13 +404,13 @@ class RunRegistry:
             "owner": owner,
             "lease_seconds": lease_seconds,
         }
-        with self._source.connection() as conn:
+        with self._source.connection("claiming a run") as conn:
             rows = _rows(conn, QUERIES["run_claim"], params)
         return run_of(rows[0]) if rows else None
 
     def latest_checkpoint(self, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None (see `sends_input`)."""
-        with self._source.connection() as conn:
+        with self._source.connection("reading a run's latest checkpoint") as conn:
             return self._latest_checkpoint(conn, run)
 
     def heartbeat(self, run: Run, lease_seconds: float, *, worker_id: str | None = None) -> bool:
@@ -408,21 +422,21 @@ class RunRegistry:
             "fence_token": run.fencing_token,
             "lease_seconds": lease_seconds,
         }
-        with self._source.connection() as conn:
+        with self._source.connection("extending a run's lease") as conn:
             if worker_id is not None:
                 conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(_rows(conn, QUERIES["run_heartbeat"], params))
 
     def set_version(self, run: Run, version: str) -> bool:
         params = {"run_id": run.run_id, "fence_token": run.fencing_token, "graph_version": version}
-        with self._source.connection() as conn:
+        with self._source.connection("pinning a run's version") as conn:
             return bool(_rows(conn, QUERIES["run_set_version"], params))
 
     def finish(self, run: Run, outcome: Outcome) -> bool:
         """Record how an execution ended, if the run is still this worker's. Tells
         `wait_for` callers, and wakes workers only when there is a run for them now."""
         params = outcome_params(self.serde, run, outcome)
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("finishing a run") as conn, conn.transaction():
             found = _rows(conn, QUERIES["run_finish"], params)
             if found:
                 conn.execute(QUERIES["runs_done"], {"run_id": run.run_id})
@@ -443,7 +457,7 @@ class RunRegistry:
             None if g.waiting_stuck_after is None else g.waiting_stuck_after.total_seconds()
             for g in graphs
         ]
-        with self._source.connection() as conn, conn.transaction():
+        with self._source.connection("sweeping runs") as conn, conn.transaction():
             conn.execute(QUERIES["sweep_without_jit"])
             conn.execute(
                 QUERIES["worker_heartbeat"],
@@ -471,7 +485,7 @@ class RunRegistry:
         }
 
     def forget_worker(self, worker_id: str) -> None:
-        with self._source.connection() as conn:
+        with self._source.connection("signing a worker off") as conn:
             conn.execute(QUERIES["worker_gone"], {"worker_id": worker_id})
 
     @contextmanager
@@ -481,7 +495,7 @@ class RunRegistry:
         if not self._source.pooled:
             yield None
             return
-        with self._source.connection() as conn:
+        with self._source.connection("listening for new runs") as conn:
             conn.execute(QUERIES["runs_listen"])
             try:
                 yield conn
@@ -493,7 +507,7 @@ class RunRegistry:
 
     def seconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run of these graphs becomes takeable by time alone, or None."""
-        with self._source.connection() as conn:
+        with self._source.connection("reading when the next run is due") as conn:
             rows = _rows(conn, QUERIES["runs_next_due"], {"names": [g.name for g in graphs]})
         seconds = rows[0]["seconds"] if rows else None
         return None if seconds is None else max(0.0, float(seconds))

@@ -374,3 +374,77 @@ def test_cold_periods_double_on_repeated_timeouts_and_reset_once_parking_works()
     assert len(registry.take([key])) == 1  # taken: parking works again
     time_out()
     assert puts_until_warm() == COLD_PUTS
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Yields to the loop until `condition` holds (cooperative: no clock involved)."""
+    for _ in range(100_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+@pytest.mark.parametrize("put_commits", [True, False])
+async def test_writes_failing_alone_go_to_the_put_waiting_for_them(put_commits: bool) -> None:
+    """An outage or timeout while writes are stored alone, with the checkpoint after them
+    already waiting: the checkpoint takes them; their call succeeds only if it commits."""
+    from langgraph_durable.errors import PoolTimeoutError
+
+    parking = AsyncWriteParking(linger=0)  # every write is stored alone
+    fail_now = asyncio.Event()
+    attempts: list[dict[str, Any]] = []
+
+    async def store_alone(params: dict[str, Any]) -> None:
+        attempts.append(params)
+        await fail_now.wait()
+        raise PoolTimeoutError("server down")
+
+    writer = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), store_alone))
+    await _until(lambda: bool(attempts))
+    put = asyncio.create_task(parking._take([KEY, ("thread", "", "checkpoint-2")]))
+    await _until(lambda: KEY in parking._registry.puts_waiting)
+    fail_now.set()
+    taken = await asyncio.wait_for(put, HANG_S)
+    assert [entry.params for entry in taken] == [{"w": 1}]
+    assert not writer.done()  # it waits for the put's outcome
+    if put_commits:
+        parking._settle(taken)
+        await asyncio.wait_for(writer, HANG_S)
+    else:
+        parking._settle(taken, RuntimeError("put failed too"))
+        with pytest.raises(PoolTimeoutError):
+            await asyncio.wait_for(writer, HANG_S)
+    assert len(attempts) == 1
+    assert parking._registry.none_busy([KEY])
+    assert not parking._registry.parked
+
+
+async def test_writes_failing_alone_without_a_waiting_put_or_for_their_own_reason_raise() -> None:
+    from langgraph_durable.errors import PoolTimeoutError
+
+    parking = AsyncWriteParking(linger=0)
+
+    async def down(params: dict[str, Any]) -> None:
+        raise PoolTimeoutError("server down")
+
+    async def bad(params: dict[str, Any]) -> None:
+        raise ValueError("the writes themselves")
+
+    with pytest.raises(PoolTimeoutError):
+        await parking.store(KEY, prepared({"w": 1}), down)
+    fail_now = asyncio.Event()
+
+    async def bad_later(params: dict[str, Any]) -> None:
+        await fail_now.wait()
+        await bad(params)
+
+    writer = asyncio.create_task(parking.store(KEY, prepared({"w": 2}), bad_later))
+    await _until(lambda: not parking._registry.none_busy([KEY]))
+    put = asyncio.create_task(parking._take([KEY]))
+    await _until(lambda: KEY in parking._registry.puts_waiting)
+    fail_now.set()
+    with pytest.raises(ValueError, match="themselves"):
+        await asyncio.wait_for(writer, HANG_S)
+    assert await asyncio.wait_for(put, HANG_S) == []
+    assert parking._registry.none_busy([KEY])

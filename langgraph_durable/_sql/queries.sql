@@ -1025,3 +1025,32 @@ SELECT checkpoint_id FROM checkpoints
 WHERE metadata ->> 'run_id' = %(run_id)s AND thread_id = %(thread_id)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC
 LIMIT 1
+
+-- name: console_thread_checkpoints
+-- A thread's root checkpoints, oldest first, for the console's timeline (newest `limit`).
+SELECT * FROM (
+    SELECT checkpoint_id, parent_checkpoint_id, metadata,
+        (checkpoint ->> 'ts')::timestamptz AS created_at
+    FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
+    ORDER BY checkpoint_id DESC
+    LIMIT %(limit)s
+) newest
+ORDER BY checkpoint_id
+
+-- name: console_thread_writes
+-- What each task wrote after the given root checkpoints (its node is in task_path).
+SELECT checkpoint_id, task_id, task_path, idx, channel, type, blob
+FROM checkpoint_writes
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
+    AND checkpoint_id = ANY(%(checkpoint_ids)s)
+ORDER BY checkpoint_id, task_path, task_id, idx
+
+-- name: console_thread_effects
+-- Every journaled effect of a thread, by step, for the console's timeline.
+SELECT key, effect_name, status, attempt, replays, error_type, error_message, resolved_by,
+    node, step, checkpoint_ns, created_at, updated_at, completed_at
+FROM langgraph_durable_effects
+WHERE thread_id = %(thread_id)s
+ORDER BY step NULLS LAST, created_at
+LIMIT %(limit)s

@@ -8,6 +8,7 @@
     langgraph-durable effects [--thread ID]      # effects running, unknown or waiting
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
     langgraph-durable approvals [--thread ID]    # threads waiting at an interrupt()
+    langgraph-durable web [--host H] [--port P]  # the web console (the web extra)
 
 `--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the subcommand.
 `--json` prints one JSON object whose shape is stable: numbers as numbers, times as
@@ -142,7 +143,49 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--allow-retry", action="store_true", help="the receiver never acted")
     how.add_argument("--completed", metavar="JSON", help="the receiver acted; its result, as JSON")
     how.add_argument("--failed", metavar="REASON", help="give up; replays raise this reason")
+    _add_web(commands, common)
     return parser
+
+
+def _add_web(commands: Any, common: list[argparse.ArgumentParser]) -> None:
+    web = commands.add_parser(
+        "web", parents=common, help="serve the web console (needs the web extra)"
+    )
+    web.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    web.add_argument(
+        "--graph",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="a graph answers may resume: a StateGraph, or a function of the saver that "
+        "returns a compiled graph or a GraphVersion (repeat for more)",
+    )
+    web.add_argument(
+        "--user-header",
+        metavar="HEADER",
+        help="the request header your sign-in proxy puts the user name in; without it "
+        "nobody is signed in and nothing can be changed",
+    )
+    web.add_argument("--read-only", action="store_true", help="show, never change")
+
+
+def _web(args: argparse.Namespace) -> int:
+    """Serve the console until interrupted (a thin layer over `web.serve`)."""
+    if not args.dsn:
+        raise DurableError(f"No database given: pass --dsn or set {DSN_ENV}.")
+    from langgraph_durable.web import serve
+
+    serve(
+        args.dsn,
+        host=args.host,
+        port=args.port,
+        graphs=args.graph,
+        read_only=args.read_only,
+        user_header=args.user_header,
+        secret_key=os.environ.get("LANGGRAPH_DURABLE_WEB_SECRET"),
+    )
+    return 0
 
 
 def _timestamp(value: Any) -> Any:
@@ -248,6 +291,8 @@ def _print_text(command: str, result: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "web":
+            return _web(args)
         result = _run(args)
     except DurableError as exc:
         print(f"error: {exc}", file=sys.stderr)

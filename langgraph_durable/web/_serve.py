@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.errors import ConfigurationError, MissingExtraError
 from langgraph_durable.runs import GraphVersion
 from langgraph_durable.web._app import create_app
@@ -107,6 +107,9 @@ def serve(
         raise MissingExtraError(
             "Serving the console needs uvicorn: pip install 'langgraph-durable[web]'."
         ) from exc
+    # Fail here, in one clear line, on a wrong DSN or a database without setup().
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.check_schema()
     app = standalone_app(
         dsn, graphs=graphs, read_only=read_only, user_header=user_header, secret_key=secret_key
     )

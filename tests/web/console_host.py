@@ -8,6 +8,7 @@ The Northwind graph is the example's, compiled with the async saver the app open
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -90,3 +91,9 @@ def host_app(
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def northwind_version(saver: Any) -> GraphVersion:
+    """For `langgraph-durable web --graph console_host:northwind_version` (DSN: env)."""
+    dsn = os.environ["LANGGRAPH_DURABLE_DSN"]
+    return GraphVersion("northwind", "1", northwind().build(dsn).compile(checkpointer=saver))

@@ -103,7 +103,7 @@ def node_of_task_path(task_path: str) -> str:
         return parts[1]
     if parts and parts[0] == "__pregel_push":
         return "(sent task)"
-    return task_path or "(unknown)"
+    return task_path or "(answer or update from outside)"
 
 
 @dataclass

@@ -77,6 +77,7 @@ PATHS = {
 
 NOTICES = {
     "answered": "Your answer was sent and the run went on.",
+    "asked_again": "Your answer was sent; the graph asks again (see why below).",
     "queued": "Your answer was sent; a worker resumes the run.",
     "resolved": "The effect was resolved; resume its thread (or retry its run).",
 }
@@ -321,6 +322,9 @@ async def answer(console: Console, request: Request) -> Response:
     async with console.registry.aexclusive(thread_id) as config:
         await _same_question(console, thread_id, token)  # another answer may have won
         await aresume_approval(graph, thread_id, decision, model=model, config=config)
+    # The node judged the answer again (authorize, revalidate): say what it decided.
+    if await apending_approvals(console.saver, thread_id=thread_id, limit=1):
+        return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
     return console.back_to(request, "inbox", "answered")
 
 

@@ -295,3 +295,18 @@ def test_everything_shown_is_escaped(world: str, example: ModuleType, ana: TestC
     for page in (ana.get("/console/").text, approval_page(ana, thread)):
         assert "<script>" not in page
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_graph_revalidates_an_approved_refund_that_became_moot(
+    world: str, example: ModuleType, ana: TestClient
+) -> None:
+    thread = start_plain(world, example)
+    fields = form_fields(approval_page(ana, thread))
+    example.payment_refund(world, "8890", 420, None)  # someone refunds by hand meanwhile
+    assert answer(ana, fields, action="approve").status_code == 303
+    assert refunds(world) == 1  # the manual one; revalidate said no_longer_needed
+    assert emails(world, thread) == ["Refund of $420 under review"]
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        found = saver.get_tuple({"configurable": {"thread_id": thread}})
+    assert found is not None
+    assert found.checkpoint["channel_values"]["approval_outcome"] == "no_longer_needed"

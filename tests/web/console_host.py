@@ -17,12 +17,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from langgraph.graph import END, START, StateGraph
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
+from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, GraphVersion
+from langgraph_durable.approvals import ApprovalDecision, add_approval_before
 from langgraph_durable.web import create_app
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "northwind_refund.py"
@@ -62,6 +65,29 @@ async def login(request: Request) -> Response:
     return response
 
 
+class Recheck(TypedDict, total=False):
+    item: str
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+def recheck_builder() -> StateGraph[Any, Any, Any, Any]:
+    """A second graph: its revalidate hook wants a new approval unless the comment says
+    "really", so the console's answer is judged again by the node and asked again."""
+
+    def revalidate(state: Recheck, decision: ApprovalDecision) -> Any:
+        return "proceed" if decision.comment == "really" else "needs_new_approval"
+
+    builder = StateGraph(Recheck)
+    builder.add_node("done", lambda state: {"item": state["item"] + " (done)"})
+    builder.add_edge(START, "done")
+    builder.add_edge("done", END)
+    add_approval_before(
+        builder, "done", request=lambda s: {"item": s["item"]}, revalidate=revalidate
+    )
+    return builder
+
+
 def host_app(
     dsn: str,
     *,
@@ -79,7 +105,10 @@ def host_app(
             graph: Any = example.build(dsn).compile(checkpointer=saver)
             console = create_app(
                 saver,
-                graphs=[GraphVersion("northwind", "1", graph)],
+                graphs=[
+                    GraphVersion("northwind", "1", graph),
+                    recheck_builder().compile(checkpointer=saver),
+                ],
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,
                 secret_key=SECRET,

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import psycopg
+from console_host import recheck_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
 from starlette.testclient import TestClient
 
@@ -310,3 +311,28 @@ def test_the_graph_revalidates_an_approved_refund_that_became_moot(
         found = saver.get_tuple({"configurable": {"thread_id": thread}})
     assert found is not None
     assert found.checkpoint["channel_values"]["approval_outcome"] == "no_longer_needed"
+
+
+def test_an_answer_the_node_judges_again_is_asked_again_on_the_page(
+    world: str, ana: TestClient
+) -> None:
+    thread = "recheck-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        recheck_builder().compile(checkpointer=saver).invoke(
+            {"item": "laptop"}, {"configurable": {"thread_id": thread}}
+        )
+    fields = form_fields(approval_page(ana, thread))
+    first = answer(ana, fields, action="approve", comment="ok")
+    assert first.status_code == 303
+    assert first.headers["location"] == (f"/console/approval?notice=asked_again&thread_id={thread}")
+    page = ana.get(first.headers["location"]).text
+    assert "the graph asks again" in page
+    assert "the request changed since it was approved; approve it again" in page
+    assert answer(ana, fields, action="approve", comment="really").status_code == 409
+    fields = form_fields(page)
+    done = answer(ana, fields, action="approve", comment="really")
+    assert done.headers["location"] == "/console/?notice=answered"
+    assert waiting(world, thread) == 0
+    missing = ana.get("/console/approval", params={"thread_id": thread})
+    assert missing.status_code == 404
+    assert "is not waiting for an answer" in missing.text

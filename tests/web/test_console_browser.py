@@ -14,10 +14,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -25,8 +23,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import uvicorn
-from console_host import host_app
 from console_world import csrf_of
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, RunStatus
@@ -55,29 +51,6 @@ def browser() -> Iterator[Any]:
         found = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield found
         found.close()
-
-
-@pytest.fixture
-def console(world: str) -> Iterator[str]:
-    """The host app (sign-in and the console at /console) on uvicorn, on a free port."""
-    started = threading.Event()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(host_app(world, started=started), log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not started.wait(0.5):  # the app's start-up event, or the server died
-        assert thread.is_alive(), "the console did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
 
 
 @pytest.fixture

@@ -7,11 +7,14 @@ before anything is read or done; the refund happens once.
 
 from __future__ import annotations
 
+import asyncio
 import html
 from types import ModuleType
 from typing import Any
 
+import httpx
 import psycopg
+import pytest
 from console_host import recheck_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
 from starlette.testclient import TestClient
@@ -336,3 +339,28 @@ def test_an_answer_the_node_judges_again_is_asked_again_on_the_page(
     missing = ana.get("/console/approval", params={"thread_id": thread})
     assert missing.status_code == 404
     assert "is not waiting for an answer" in missing.text
+
+
+@pytest.mark.parametrize("kind", ["plain thread", "registry run"])
+def test_answers_sent_at_once_approve_once(
+    world: str, example: ModuleType, console: str, kind: str
+) -> None:
+    """Five clicks at once on uvicorn: one answer goes through, four are refused."""
+    if kind == "registry run":
+        _, thread = start_run(world, example)
+    else:
+        thread = start_plain(world, example)
+
+    async def clicks() -> list[int]:
+        cookies = {"demo_user": "manager-ana"}
+        async with httpx.AsyncClient(base_url=console, cookies=cookies) as client:
+            page = await client.get("/console/approval", params={"thread_id": thread})
+            fields = {**form_fields(page.text), "action": "approve"}
+            sent = [client.post("/console/approval/answer", data=fields) for _ in range(5)]
+            return sorted(r.status_code for r in await asyncio.gather(*sent))
+
+    assert asyncio.run(clicks()) == [303, 409, 409, 409, 409]
+    if kind == "registry run":
+        work(world, example)
+    assert refunds(world) == 1
+    assert emails(world, thread) == ["Refund of $420 under review", "Your $420 refund is done"]

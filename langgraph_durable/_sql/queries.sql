@@ -1127,3 +1127,22 @@ SELECT
     (SELECT count(*) FROM langgraph_durable_workers
         WHERE heartbeat_at >= clock_timestamp() - make_interval(secs => %(live_seconds)s))
         AS live_workers
+-- name: console_thread_checkpoints
+-- A thread's root checkpoints, oldest first, for the console's timeline (newest `limit`).
+SELECT * FROM (
+    SELECT checkpoint_id, parent_checkpoint_id, metadata,
+        (checkpoint ->> 'ts')::timestamptz AS created_at
+    FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
+    ORDER BY checkpoint_id DESC
+    LIMIT %(limit)s
+) newest
+ORDER BY checkpoint_id
+
+-- name: console_thread_writes
+-- What each task wrote after the given root checkpoints (its node is in task_path).
+SELECT checkpoint_id, task_id, task_path, idx, channel, type, blob
+FROM checkpoint_writes
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
+    AND checkpoint_id = ANY(%(checkpoint_ids)s)
+ORDER BY checkpoint_id, task_path, task_id, idx

@@ -4,26 +4,37 @@ from langgraph_durable.approvals._apending import apending_approvals, aresume_ap
 from langgraph_durable.approvals._builder import add_approval_before
 from langgraph_durable.approvals._node import (
     ApprovalDecision,
+    ApprovalHooks,
     Revalidation,
     approval_node,
     validate_decision,
 )
 from langgraph_durable.approvals._pending import pending_approvals, resume_approval
 from langgraph_durable.approvals._static import GuardFinding, check_graph
-from langgraph_durable.approvals._waiting import PendingApproval, answer_from_pending
+from langgraph_durable.approvals._waiting import (
+    PendingApproval,
+    answer_for,
+    answer_from_pending,
+    approval_hooks,
+    refusal_for,
+)
 
 __all__ = [
     "ApprovalDecision",
+    "ApprovalHooks",
     "GuardFinding",
     "PendingApproval",
     "Revalidation",
     "add_approval_before",
+    "answer_for",
     "answer_from_pending",
     "apending_approvals",
+    "approval_hooks",
     "approval_node",
     "aresume_approval",
     "check_graph",
     "pending_approvals",
+    "refusal_for",
     "resume_approval",
     "validate_decision",
 ]

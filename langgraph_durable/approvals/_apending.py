@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
@@ -53,16 +54,24 @@ async def aresume_approval(
     *,
     model: type[ApprovalDecision] = ApprovalDecision,
     durability: Any = None,
+    config: RunnableConfig | None = None,
 ) -> Any:
     """Answer the approval a thread waits on and run it on; returns the run's output.
+
+    `config` is the config to run with (for example the one `exclusive()` yields); its
+    thread id must be `thread_id`.
 
     Raises:
         InvalidDecisionError: The decision does not validate (nothing is sent).
         NotWaitingError: The thread waits for no approval (or does not exist).
     """
     checked = validate_decision(decision, model)
-    config: Any = {"configurable": {"thread_id": thread_id}}
-    state = await graph.aget_state(config)
+    given: Any = config or {}
+    run_config: Any = {
+        **given,
+        "configurable": {**given.get("configurable", {}), "thread_id": thread_id},
+    }
+    state = await graph.aget_state(run_config)
     command: Command[Any] = Command(resume=answer_for(state, thread_id, checked))
     kwargs = {"durability": durability} if durability else {}
-    return await graph.ainvoke(command, config, **kwargs)
+    return await graph.ainvoke(command, run_config, **kwargs)

@@ -21,7 +21,9 @@ latest answer is judged: earlier ones were judged when they came.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph.config import get_config
@@ -35,8 +37,10 @@ from langgraph_durable.errors import ConfigurationError, InvalidDecisionError
 __all__ = [
     "APPROVAL_KIND",
     "ApprovalDecision",
+    "ApprovalHooks",
     "Revalidation",
     "approval_node",
+    "hooks_of",
     "require_state_keys",
     "validate_decision",
 ]
@@ -62,6 +66,30 @@ class ApprovalDecision(BaseModel):
     approver: str = Field(min_length=1)
     comment: str | None = None
     amended: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ApprovalHooks:
+    """What an `approval_node` judges answers with, for callers that check before sending.
+
+    Attributes:
+        authorize: The node's `authorize` hook, or None.
+        decision_model: The model answers are validated into.
+    """
+
+    authorize: Callable[[Any, ApprovalDecision], bool | str] | None
+    decision_model: type[ApprovalDecision]
+
+
+_HOOKS: weakref.WeakKeyDictionary[Callable[..., Any], ApprovalHooks] = weakref.WeakKeyDictionary()
+
+
+def hooks_of(node_function: Any) -> ApprovalHooks | None:
+    """The hooks of a function made by `approval_node`, or None for any other function."""
+    try:
+        return _HOOKS.get(node_function)
+    except TypeError:  # not weak-referenceable: not ours
+        return None
 
 
 def _later_answer_exists(asked: int) -> bool:
@@ -213,6 +241,7 @@ def approval_node(
         return (on_approve, "approved"), None
 
     ask.__name__ = "approval"
+    _HOOKS[ask] = ApprovalHooks(authorize=authorize, decision_model=decision_model)
     return ask
 
 

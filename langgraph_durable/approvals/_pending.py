@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
@@ -55,16 +56,24 @@ def resume_approval(
     *,
     model: type[ApprovalDecision] = ApprovalDecision,
     durability: Any = None,
+    config: RunnableConfig | None = None,
 ) -> Any:
     """Answer the approval a thread waits on and run it on; returns the run's output.
+
+    `config` is the config to run with (for example the one `exclusive()` yields); its
+    thread id must be `thread_id`.
 
     Raises:
         InvalidDecisionError: The decision does not validate (nothing is sent).
         NotWaitingError: The thread waits for no approval (or does not exist).
     """
     checked = validate_decision(decision, model)
-    config: Any = {"configurable": {"thread_id": thread_id}}
-    state = graph.get_state(config)
+    given: Any = config or {}
+    run_config: Any = {
+        **given,
+        "configurable": {**given.get("configurable", {}), "thread_id": thread_id},
+    }
+    state = graph.get_state(run_config)
     command: Command[Any] = Command(resume=answer_for(state, thread_id, checked))
     kwargs = {"durability": durability} if durability else {}
-    return graph.invoke(command, config, **kwargs)
+    return graph.invoke(command, run_config, **kwargs)

@@ -14,14 +14,21 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import StateSnapshot
 
-from langgraph_durable.approvals._node import ApprovalDecision, is_approval_payload
+from langgraph_durable.approvals._node import (
+    ApprovalDecision,
+    ApprovalHooks,
+    hooks_of,
+    is_approval_payload,
+)
 from langgraph_durable.errors import NotWaitingError, WrongSaverClassError
 
 __all__ = [
     "PendingApproval",
     "answer_for",
     "answer_from_pending",
+    "approval_hooks",
     "pending_from_rows",
+    "refusal_for",
     "wrong_saver",
 ]
 
@@ -120,6 +127,43 @@ def answer_from_pending(
     answer = decision.model_dump()
     asked = [p for p in pending if p.thread_id == thread_id]
     return answer if len(asked) == 1 else {waiting[0].interrupt_id: answer}
+
+
+def approval_hooks(graph: Any, state: StateSnapshot) -> ApprovalHooks | None:
+    """The hooks of the `approval_node` that `state` waits in, or None.
+
+    None when the thread waits in no approval node, or `graph` (a compiled `StateGraph`)
+    has no node of that name made by `approval_node`.
+    """
+    nodes = getattr(getattr(graph, "builder", None), "nodes", None)
+    if not isinstance(nodes, Mapping):
+        return None
+    for task in state.tasks:
+        if not any(is_approval_payload(i.value) for i in task.interrupts):
+            continue
+        spec = nodes.get(task.name)
+        runnable = getattr(spec, "runnable", spec)
+        hooks = hooks_of(getattr(runnable, "func", runnable))
+        if hooks is not None:
+            return hooks
+    return None
+
+
+def refusal_for(graph: Any, state: StateSnapshot, decision: ApprovalDecision) -> str | None:
+    """Why the waiting approval node's `authorize` hook refuses `decision`; None if it does not.
+
+    The very hook the node runs when the answer arrives, asked before anything is sent, so
+    a console can refuse an approver at once. It is asked about the approver whatever the
+    answer (approve or reject); the node itself asks it only about approvals. Without an
+    `authorize` hook every approver is accepted.
+    """
+    hooks = approval_hooks(graph, state)
+    if hooks is None or hooks.authorize is None:
+        return None
+    verdict = hooks.authorize(state.values, decision.model_copy(update={"approved": True}))
+    if verdict is True:
+        return None
+    return verdict if isinstance(verdict, str) else "approver not authorized"
 
 
 def wrong_saver(saver: object) -> WrongSaverClassError:

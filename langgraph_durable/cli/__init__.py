@@ -10,6 +10,7 @@
     langgraph-durable effects [list|show KEY|resolve KEY ...]
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
     langgraph-durable approvals [list|approve THREAD|reject THREAD ...]
+    langgraph-durable web [--host H] [--port P] [--graph MODULE:ATTR] [--read-only]
 
 `--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the command.
 `--json` prints one JSON object whose shape is stable: numbers as numbers, times as
@@ -25,6 +26,7 @@ success (error, timeout, cancelled, blocked), 4 it had not finished when --timeo
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,12 +58,30 @@ def _without_database(args: argparse.Namespace) -> Result | None:
     return None
 
 
+def _web(args: argparse.Namespace) -> Result:
+    """Serve the console until interrupted (a thin layer over `web.serve`)."""
+    from langgraph_durable.web import serve
+
+    serve(
+        args.dsn,
+        host=args.host,
+        port=args.port,
+        graphs=args.graph,
+        read_only=args.read_only,
+        user_header=args.user_header,
+        secret_key=os.environ.get("LANGGRAPH_DURABLE_WEB_SECRET"),
+    )
+    return Result({"served": True})
+
+
 def _run(args: argparse.Namespace) -> Result:
     result = _without_database(args)
     if result is not None:
         return result
     if not args.dsn:
         raise DurableError(f"No database given: pass --dsn or set {DSN_ENV}.")
+    if args.command == "web":
+        return _web(args)
     handler = COMMANDS[(args.command, getattr(args, "action", None))]
     with DurablePostgresSaver.from_conn_string(args.dsn) as saver:
         if args.command not in ("setup", "check", "doctor"):

@@ -274,6 +274,28 @@ def parser() -> argparse.ArgumentParser:
         )
         how.add_argument("--failed", metavar="REASON", help="give up; replays raise this reason")
 
+    # -- the web console -------------------------------------------------------------------
+    web = commands.add_parser(
+        "web", parents=common, help="serve the web console (needs the web extra)"
+    )
+    web.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    web.add_argument(
+        "--graph",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="a graph answers may resume: a StateGraph, or a function of the saver that "
+        "returns a compiled graph or a GraphVersion (repeat for more)",
+    )
+    web.add_argument(
+        "--user-header",
+        metavar="HEADER",
+        help="the request header your sign-in proxy puts the user name in; without it "
+        "nobody is signed in and nothing can be changed",
+    )
+    web.add_argument("--read-only", action="store_true", help="show, never change")
+
     # -- approvals -----------------------------------------------------------------------
     approval_actions = _listing_group(
         commands,

@@ -1,0 +1,519 @@
+"""The console's routes: read the database, call the library, render a template.
+
+Answers go through the library's own functions: `validate_decision` (the graph's decision
+model), `refusal_for` (the graph's `authorize` hook, asked before anything is sent), then
+either the run registry's `aresume` (a run waits in the registry: a worker resumes it) or
+`aresume_approval` under `aexclusive` (a thread run by plain `invoke`: the console runs it
+on, and a second answer at once gets `ThreadBusyError`). The approval node judges the
+answer again when it arrives (authorize, revalidate), as for any other caller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from langgraph.pregel import Pregel
+from langgraph.types import Command
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from langgraph_durable._db import source_of
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    answer_for,
+    apending_approvals,
+    approval_hooks,
+    aresume_approval,
+    refusal_for,
+    validate_decision,
+)
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
+from langgraph_durable.effects import AsyncEffectJournal, journal_of
+from langgraph_durable.errors import (
+    ConfigurationError,
+    DatabaseUnreachableError,
+    DurableError,
+    EffectError,
+    InvalidInputError,
+    NotWaitingError,
+    RunConflictError,
+    RunNotFoundError,
+    ThreadBusyError,
+)
+from langgraph_durable.runs import AsyncRunRegistry, GraphVersion, Run, RunStatus
+from langgraph_durable.web import _views as views
+from langgraph_durable.web._security import (
+    Authenticate,
+    csrf_token,
+    csrf_valid,
+    current_user,
+    ensure_session,
+    new_secret,
+    set_session_cookie,
+)
+
+__all__ = ["create_app"]
+
+PATHS = {
+    "inbox": "/",
+    "approval": "/approval",
+    "answer": "/approval/answer",
+    "runs": "/runs",
+    "run": "/runs/{run_id}",
+    "thread": "/thread",
+    "effects": "/effects",
+    "resolve": "/effects/resolve",
+}
+
+NOTICES = {
+    "answered": "Your answer was sent and the run went on.",
+    "asked_again": "Your answer was sent; the graph asks again (see why below).",
+    "queued": "Your answer was sent; a worker resumes the run.",
+    "resolved": "The effect was resolved; resume its thread (or retry its run).",
+}
+
+
+class Refused(Exception):
+    """A request the console turns down, with the status and the words to show."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Console:
+    saver: AsyncDurablePostgresSaver
+    graphs: list[tuple[str | None, Pregel[Any, Any, Any, Any]]]
+    authenticate: Authenticate | None
+    read_only: bool
+    secret: bytes
+    may_resolve: Callable[[str], bool] | None
+    title: str
+    env: Environment = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.env = Environment(
+            loader=FileSystemLoader(Path(__file__).parent / "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
+        self.registry = AsyncRunRegistry(self.saver)
+        journal = journal_of(self.saver)
+        assert isinstance(journal, AsyncEffectJournal)
+        self.journal = journal
+
+    # -- rendering and guards ------------------------------------------------------------
+
+    async def page(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> Response:
+        session = ensure_session(request)
+        html = self.env.get_template(template).render(
+            request=request,
+            url=lambda name, **query: link(request, name, **query),
+            title=self.title,
+            user=await current_user(self.authenticate, request),
+            read_only=self.read_only,
+            csrf=csrf_token(self.secret, session),
+            notice=NOTICES.get(request.query_params.get("notice", "")),
+            json=views.as_json,
+            age=views.human_age,
+            **context,
+        )
+        response = HTMLResponse(html, status_code=status)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; style-src 'unsafe-inline'"
+        )
+        set_session_cookie(request, response)
+        return response
+
+    async def reader(self, request: Request) -> str | None:
+        """Who reads; refuses a request the authentication hook signs nobody in for."""
+        user = await current_user(self.authenticate, request)
+        if self.authenticate is not None and user is None:
+            raise Refused(401, "Sign in to use the console.")
+        return user
+
+    async def actor(self, request: Request) -> tuple[str, dict[str, Any]]:
+        """Who acts, and the form: refused in read-only mode, signed out, or without CSRF."""
+        if self.read_only:
+            raise Refused(403, "This console is read-only: nothing can be changed from it.")
+        user = await self.reader(request)
+        if user is None:
+            raise Refused(
+                403,
+                "This console has no authentication hook, so nobody can act from it. Pass "
+                "authenticate= to create_app (it names the approver).",
+            )
+        form = dict(await request.form())
+        if not csrf_valid(self.secret, request, form.get("csrf_token")):
+            raise Refused(
+                403,
+                "The form's security token is missing or belongs to another session; "
+                "nothing was done. Reload the page and try again.",
+            )
+        return user, form
+
+    def back_to(self, request: Request, name: str, notice: str, **query: str) -> Response:
+        return RedirectResponse(link(request, name, notice=notice, **query), status_code=303)
+
+    # -- graphs ----------------------------------------------------------------------------
+
+    async def graph_for(
+        self, thread_id: str, run: Run | None
+    ) -> tuple[Pregel[Any, Any, Any, Any], Any] | None:
+        """The given graph the thread waits in, with its state (None: none fits)."""
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        candidates = self.graphs
+        if run is not None:
+            named = [g for g in self.graphs if g[0] == run.graph_name]
+            candidates = named or candidates
+        for _, graph in candidates:
+            state = await graph.aget_state(config)
+            waiting = [t for t in state.tasks if t.interrupts]
+            if waiting and all(t.name in graph.nodes for t in waiting):
+                return graph, state
+        return None
+
+    async def latest_run(self, thread_id: str) -> Run | None:
+        found = await self.registry.alist(thread_id=thread_id, limit=1)
+        return found[0] if found else None
+
+
+def link(request: Request, name: str, **query: Any) -> str:
+    """The URL of a console page, wherever the console is mounted (`root_path`)."""
+    path = PATHS[name]
+    if "{run_id}" in path:
+        path = path.replace("{run_id}", quote(str(query.pop("run_id")), safe=""))
+    base = str(request.scope.get("root_path") or "").rstrip("/")
+    text = urlencode({k: v for k, v in query.items() if v is not None})
+    return f"{base}{path}" + (f"?{text}" if text else "")
+
+
+def _graphs(
+    graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion],
+) -> list[tuple[str | None, Pregel[Any, Any, Any, Any]]]:
+    found: list[tuple[str | None, Pregel[Any, Any, Any, Any]]] = []
+    for graph in graphs:
+        if isinstance(graph, GraphVersion):
+            found.append((graph.name, graph.graph))
+        elif isinstance(graph, Pregel):
+            found.append((graph.name, graph))
+        else:
+            raise ConfigurationError(
+                f"create_app(graphs=...) takes compiled graphs or GraphVersions; got a "
+                f"{type(graph).__name__}. Compile it with the console's saver first."
+            )
+    return found
+
+
+# -- approvals -----------------------------------------------------------------------------
+
+
+async def inbox(console: Console, request: Request) -> Response:
+    user = await console.reader(request)
+    waiting = await apending_approvals(console.saver, limit=200)
+    items = [await _item(console, p, user) for p in waiting]
+    return await console.page(request, "inbox.html", items=items)
+
+
+async def _item(console: Console, pending: PendingApproval, user: str | None) -> dict[str, Any]:
+    """One question with what the page says about it: who may answer, what runs it."""
+    run = await console.latest_run(pending.thread_id)
+    found = await console.graph_for(pending.thread_id, run) if pending.is_approval else None
+    may: str | None = None
+    can_answer = False
+    if not pending.is_approval:
+        why_not = "asked by a plain interrupt(), not an approval node: answer it from code"
+    elif found is None:
+        why_not = "the console was given no graph that this thread waits in"
+    elif run is not None and run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+        why_not = f"answered: its run is {run.status.value}"
+    else:
+        why_not = None
+        can_answer = True
+        if user is not None:
+            trial = ApprovalDecision(approved=True, approver=user)
+            may = refusal_for(found[0], found[1], trial)
+    value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
+    return {
+        "p": pending,
+        "token": views.question_token(pending),
+        "request": value.get("request", value),
+        "refused": value.get("refused"),
+        "run": run,
+        "can_answer": can_answer,
+        "why_not": why_not,
+        "user_refused": may,
+    }
+
+
+async def approval(console: Console, request: Request) -> Response:
+    user = await console.reader(request)
+    thread_id = request.query_params.get("thread_id", "")
+    waiting = await apending_approvals(console.saver, thread_id=thread_id or None, limit=10)
+    if not thread_id or not waiting:
+        raise Refused(404, f"Thread {thread_id!r} is not waiting for an answer.")
+    items = [await _item(console, p, user) for p in waiting]
+    return await console.page(request, "approval.html", items=items, thread_id=thread_id)
+
+
+def _decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
+    action = form.get("action")
+    if action not in ("approve", "reject", "amend"):
+        raise Refused(400, "Choose approve, reject or amend.")
+    comment = str(form.get("comment") or "").strip() or None
+    decision: dict[str, Any] = {
+        "approved": action != "reject",
+        "approver": user,
+        "comment": comment,
+    }
+    if action == "amend":
+        try:
+            amended = json.loads(str(form.get("amended") or ""))
+        except json.JSONDecodeError as exc:
+            raise Refused(400, f"Amended fields must be a JSON object ({exc.msg}).") from exc
+        if not isinstance(amended, dict) or not amended:
+            raise Refused(400, 'Amended fields must be a JSON object, e.g. {"amount": 300}.')
+        decision["amended"] = amended
+    return decision
+
+
+async def answer(console: Console, request: Request) -> Response:
+    user, form = await console.actor(request)
+    thread_id = str(form.get("thread_id") or "")
+    token = str(form.get("question") or "")
+    raw = _decision_input(user, form)
+    await _same_question(console, thread_id, token)
+    run = await console.latest_run(thread_id) if thread_id else None
+    found = await console.graph_for(thread_id, run) if thread_id else None
+    if found is None:
+        raise Refused(
+            409,
+            f"Thread {thread_id!r} waits in no graph this console was given, so it cannot be "
+            "answered from here. Nothing was sent.",
+        )
+    graph, state = found
+    hooks = approval_hooks(graph, state)
+    model = hooks.decision_model if hooks is not None else ApprovalDecision
+    decision = validate_decision(raw, model)
+    refusal = refusal_for(graph, state, decision)
+    if refusal is not None:
+        raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
+    if run is not None and run.status is RunStatus.INTERRUPTED:
+        command: Command[Any] = Command(resume=answer_for(state, thread_id, decision))
+        await console.registry.aresume(run.run_id, command)
+        return console.back_to(request, "inbox", "queued")
+    if run is not None and not run.finished:
+        raise Refused(409, f"This was answered already: its run is {run.status.value}.")
+    async with console.registry.aexclusive(thread_id) as config:
+        await _same_question(console, thread_id, token)  # another answer may have won
+        await aresume_approval(graph, thread_id, decision, model=model, config=config)
+    # The node judged the answer again (authorize, revalidate): say what it decided.
+    if await apending_approvals(console.saver, thread_id=thread_id, limit=1):
+        return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
+    return console.back_to(request, "inbox", "answered")
+
+
+async def _same_question(console: Console, thread_id: str, token: str) -> None:
+    waiting = await apending_approvals(console.saver, thread_id=thread_id, limit=10)
+    if not any(views.question_token(p) == token for p in waiting):
+        raise Refused(
+            409,
+            "This question was answered, or asked again, since the page was loaded. Nothing "
+            "was sent; open the inbox to see what waits now.",
+        )
+
+
+# -- runs and threads ------------------------------------------------------------------------
+
+
+async def runs(console: Console, request: Request) -> Response:
+    await console.reader(request)
+    status = request.query_params.get("status") or None
+    if status is not None and status not in {s.value for s in RunStatus}:
+        raise Refused(400, f"Unknown status {status!r}.")
+    stuck = await console.registry.astuck(limit=100)
+    found = await console.registry.alist(status=status, limit=500)
+    stuck_ids = {r.run_id for r in stuck}
+    groups = views.by_status(r for r in found if r.run_id not in stuck_ids)
+    workers = await console.registry.aworkers()
+    return await console.page(
+        request,
+        "runs.html",
+        stuck=stuck,
+        groups=groups,
+        workers=workers,
+        chosen=status,
+        statuses=[s.value for s in views.STATUS_ORDER],
+    )
+
+
+async def run_page(console: Console, request: Request) -> Response:
+    await console.reader(request)
+    run_id = request.path_params["run_id"]
+    try:
+        found = await console.registry.aget(run_id)
+    except (RunNotFoundError, InvalidInputError) as exc:
+        raise Refused(404, str(exc)) from exc
+    output = console.registry.output_of(found) if found.finished else None
+    return await console.page(request, "run.html", run=found, output=output)
+
+
+async def thread(console: Console, request: Request) -> Response:
+    await console.reader(request)
+    thread_id = request.query_params.get("thread_id", "")
+    source = source_of(console.saver)
+    params: dict[str, Any] = {"thread_id": thread_id, "limit": 200}
+    async with source.connection("reading a thread's timeline (console)") as conn:
+        cur = await conn.execute(QUERIES["console_thread_checkpoints"], params)
+        checkpoints = await cur.fetchall()
+        ids = [row["checkpoint_id"] for row in checkpoints]
+        cur = await conn.execute(
+            QUERIES["console_thread_writes"], {"thread_id": thread_id, "checkpoint_ids": ids}
+        )
+        writes = await cur.fetchall()
+    effects = await console.journal.athread_effects(thread_id, 1000)
+    if not checkpoints and not effects:
+        raise Refused(404, f"No checkpoints or effects for thread {thread_id!r}.")
+    steps, unplaced = views.timeline(console.saver.serde, checkpoints, writes, effects)
+    thread_runs = await console.registry.alist(thread_id=thread_id, limit=50)
+    return await console.page(
+        request,
+        "thread.html",
+        thread_id=thread_id,
+        steps=steps,
+        unplaced=unplaced,
+        runs=thread_runs,
+        ledger=await console.journal.atoken_ledger(thread_id),
+    )
+
+
+# -- effects ---------------------------------------------------------------------------------
+
+
+async def effects(console: Console, request: Request) -> Response:
+    await console.reader(request)
+    rows = await console.journal.aopen_effects(None, 500)
+    unknown = [r for r in rows if r["status"] == "unknown"]
+    others = [r for r in rows if r["status"] != "unknown"]
+    return await console.page(request, "effects.html", unknown=unknown, others=others)
+
+
+async def resolve(console: Console, request: Request) -> Response:
+    user, form = await console.actor(request)
+    if console.may_resolve is not None and not console.may_resolve(user):
+        raise Refused(403, f"{user} may not resolve effects. Nothing was changed.")
+    key = str(form.get("key") or "")
+    how = form.get("how")
+    by = f"console:{user}"
+    if how == "allow_retry":
+        await console.journal.aresolve(key, allow_retry=True, resolved_by=by)
+    elif how == "failed":
+        reason = str(form.get("reason") or "").strip()
+        if not reason:
+            raise Refused(400, "Give the reason replays will raise.")
+        await console.journal.aresolve(key, failed=reason, resolved_by=by)
+    elif how == "completed":
+        try:
+            result = json.loads(str(form.get("result") or ""))
+        except json.JSONDecodeError as exc:
+            raise Refused(400, f"The receiver's result must be JSON ({exc.msg}).") from exc
+        await console.journal.aresolve(key, completed=result, resolved_by=by)
+    else:
+        raise Refused(400, "Choose allow_retry, completed or failed.")
+    return console.back_to(request, "effects", "resolved")
+
+
+# -- the application -------------------------------------------------------------------------
+
+CONFLICTS = (NotWaitingError, RunConflictError, ThreadBusyError, EffectError)
+
+
+def _route(console: Console, handler: Any) -> Any:
+    async def endpoint(request: Request) -> Response:
+        try:
+            response: Response = await handler(console, request)
+            return response
+        except Refused as refused:
+            status, message = refused.status, refused.message
+        except CONFLICTS as exc:
+            status, message = 409, str(exc)
+        except InvalidInputError as exc:
+            status, message = 400, str(exc)
+        except DatabaseUnreachableError as exc:
+            status, message = 503, str(exc)
+        except DurableError as exc:  # their messages never hold a password
+            status, message = 500, str(exc)
+        return await console.page(request, "message.html", status=status, message=message)
+
+    endpoint.__name__ = handler.__name__
+    return endpoint
+
+
+def create_app(
+    saver: AsyncDurablePostgresSaver,
+    *,
+    graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion] = (),
+    authenticate: Authenticate | None = None,
+    read_only: bool = False,
+    secret_key: bytes | str | None = None,
+    may_resolve: Callable[[str], bool] | None = None,
+    title: str = "langgraph-durable",
+) -> Starlette:
+    """The console as an ASGI app: mount it in your app, or serve it with `serve()`.
+
+    Args:
+        saver: An async saver on the database to show (open for as long as the app runs).
+        graphs: The graphs answers may resume, compiled with `saver` (or `GraphVersion`s
+            of them). Without them the pages still show everything, and nothing is answered.
+        authenticate: `request -> user name | None` (may be async): your sign-in. The name
+            is the approver of every answer, judged by the graph's `authorize` hook. A
+            request it returns None for is refused (401). Without it, pages are open and
+            nothing can be changed.
+        read_only: Show, never change: every form is hidden and every POST refused.
+        secret_key: Signs the CSRF tokens; give the same one to every process behind a
+            load balancer (default: random per process).
+        may_resolve: `user -> bool`: who may resolve unknown effects (default: any
+            signed-in user).
+        title: Shown in the page header.
+    """
+    if not isinstance(saver, AsyncDurablePostgresSaver):
+        raise ConfigurationError(
+            f"create_app needs an AsyncDurablePostgresSaver; got a {type(saver).__name__}. "
+            "Open one with `async with AsyncDurablePostgresSaver.from_conn_string(dsn)`."
+        )
+    secret = secret_key.encode() if isinstance(secret_key, str) else secret_key
+    console = Console(
+        saver=saver,
+        graphs=_graphs(graphs),
+        authenticate=authenticate,
+        read_only=read_only,
+        secret=secret or new_secret(),
+        may_resolve=may_resolve,
+        title=title,
+    )
+    routes = [
+        Route("/", _route(console, inbox), name="inbox"),
+        Route("/approval", _route(console, approval), name="approval"),
+        Route("/approval/answer", _route(console, answer), methods=["POST"], name="answer"),
+        Route("/runs", _route(console, runs), name="runs"),
+        Route("/runs/{run_id}", _route(console, run_page), name="run"),
+        Route("/thread", _route(console, thread), name="thread"),
+        Route("/effects", _route(console, effects), name="effects"),
+        Route("/effects/resolve", _route(console, resolve), methods=["POST"], name="resolve"),
+    ]
+    return Starlette(routes=routes)

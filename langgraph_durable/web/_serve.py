@@ -1,0 +1,116 @@
+"""Serving the console on its own, for `langgraph-durable web`.
+
+The saver is opened when the server starts and closed when it stops; graphs named on the
+command line (`module:attribute`) are compiled with it, so the console can resume them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.graph import StateGraph
+from langgraph.pregel import Pregel
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Mount
+
+from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
+from langgraph_durable.errors import ConfigurationError, MissingExtraError
+from langgraph_durable.runs import GraphVersion
+from langgraph_durable.web._app import create_app
+
+__all__ = ["load_graph", "serve", "standalone_app"]
+
+
+def load_graph(
+    spec: str, saver: AsyncDurablePostgresSaver
+) -> Pregel[Any, Any, Any, Any] | GraphVersion:
+    """The graph named by `module:attribute`, compiled with `saver`.
+
+    The attribute is a `StateGraph` (compiled here), or a function that takes the saver
+    and returns a compiled graph or a `GraphVersion`.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"--graph {spec!r}: write it as module:attribute.")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"--graph {spec!r}: cannot import it ({exc}). Check the name and PYTHONPATH."
+        ) from exc
+    if isinstance(found, StateGraph):
+        return found.compile(checkpointer=saver)
+    if callable(found):
+        made = found(saver)
+        if isinstance(made, (Pregel, GraphVersion)):
+            return made
+    raise ConfigurationError(
+        f"--graph {spec!r} is neither a StateGraph nor a function that takes the saver and "
+        "returns a compiled graph or a GraphVersion."
+    )
+
+
+def standalone_app(
+    dsn: str,
+    *,
+    graphs: Sequence[str] = (),
+    read_only: bool = False,
+    user_header: str | None = None,
+    secret_key: str | None = None,
+) -> Starlette:
+    """The console as its own app: opens the saver on start-up, closes it on shutdown."""
+    authenticate: Callable[[Request], str | None] | None = None
+    if user_header:
+        header = user_header
+
+        def authenticate(request: Request) -> str | None:
+            return request.headers.get(header) or None
+
+    app = Starlette()
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+            await saver.acheck_schema()  # a database without setup() fails here, clearly
+            console = create_app(
+                saver,
+                graphs=[load_graph(g, saver) for g in graphs],
+                authenticate=authenticate,
+                read_only=read_only,
+                secret_key=secret_key,
+            )
+            app.router.routes.append(Mount("/", app=console))
+            yield
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+def serve(
+    dsn: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    graphs: Sequence[str] = (),
+    read_only: bool = False,
+    user_header: str | None = None,
+    secret_key: str | None = None,
+) -> None:
+    """Serve the console with uvicorn until interrupted."""
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingExtraError(
+            "Serving the console needs uvicorn: pip install 'langgraph-durable[web]'."
+        ) from exc
+    # Fail here, in one clear line, on a wrong DSN or a database without setup().
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.check_schema()
+    app = standalone_app(
+        dsn, graphs=graphs, read_only=read_only, user_header=user_header, secret_key=secret_key
+    )
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,107 @@
+"""The console's pure parts: ages, question tokens, grouping, the timeline, approval hooks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_durable.approvals import ApprovalDecision, PendingApproval, approval_node
+from langgraph_durable.approvals._node import hooks_of
+from langgraph_durable.runs import Run, RunStatus
+from langgraph_durable.web._views import (
+    STATUS_ORDER,
+    as_json,
+    by_status,
+    human_age,
+    node_of_task_path,
+    question_token,
+    timeline,
+)
+
+
+def pending(value: Any, checkpoint_id: str = "c1") -> PendingApproval:
+    return PendingApproval("t", checkpoint_id, "i1", value, True, None, None)
+
+
+def test_ages_show_their_two_largest_units() -> None:
+    assert human_age(timedelta(hours=15, minutes=2, seconds=9)) == "15h 2m"
+    assert human_age(timedelta(days=3, hours=4)) == "3d 4h"
+    assert human_age(timedelta(seconds=12)) == "12s"
+    assert human_age(timedelta(seconds=-5)) == "0s"
+    assert human_age(None) == "unknown"
+
+
+def test_a_question_token_changes_when_the_question_is_asked_again() -> None:
+    first = {"kind": "x", "request": {"amount": 420}}
+    again = {**first, "refused": "lead-bo: may approve up to $200"}
+    assert question_token(pending(first)) == question_token(pending(dict(first)))
+    assert question_token(pending(first)) != question_token(pending(again))
+    assert question_token(pending(first)) != question_token(pending(first, "c2"))
+
+
+def test_long_values_are_cut_and_odd_ones_shown() -> None:
+    assert as_json({"b": 1, "a": [1]}) == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}'
+    assert as_json("x" * 50, limit=10).endswith("(42 more characters)")
+    assert as_json({1, 2}) == '"{1, 2}"'  # not JSON: its str
+
+
+def test_task_paths_name_their_nodes() -> None:
+    assert node_of_task_path("~__pregel_pull, find_order") == "find_order"
+    assert node_of_task_path("~__pregel_push, ~__pregel_pull, fan, 0") == "(sent task)"
+    assert node_of_task_path("") == "(answer or update from outside)"
+
+
+def test_the_timeline_puts_writes_and_effects_under_their_step_and_node() -> None:
+    serde = JsonPlusSerializer()
+    checkpoints = [
+        {"checkpoint_id": "c0", "metadata": {"step": 0, "source": "loop"}, "created_at": 1},
+        {"checkpoint_id": "c1", "metadata": {"step": 1, "source": "loop"}, "created_at": 2},
+    ]
+    typed = serde.dumps_typed(420)
+    writes = [
+        {"checkpoint_id": "c0", "task_id": "a", "task_path": "~__pregel_pull, refund",
+         "channel": "payment", "type": typed[0], "blob": typed[1]},
+        {"checkpoint_id": "c0", "task_id": "a", "task_path": "~__pregel_pull, refund",
+         "channel": "branch:to:confirm", "type": "null", "blob": b""},
+        {"checkpoint_id": "gone", "task_id": "b", "task_path": "~__pregel_pull, x",
+         "channel": "y", "type": typed[0], "blob": typed[1]},
+    ]  # fmt: skip
+    effects = [
+        {"key": "refund:8890", "node": "refund", "step": 1, "status": "completed"},
+        {"key": "other", "node": "elsewhere", "step": 7, "status": "unknown"},
+    ]
+    steps, unplaced = timeline(serde, checkpoints, writes, effects)
+    assert [s.checkpoint_id for s in steps] == ["c0", "c1"]
+    (task,) = steps[0].tasks
+    assert (task.node, task.writes, task.routes) == ("refund", [("payment", "420")], ["confirm"])
+    assert [e["key"] for e in task.effects] == ["refund:8890"]
+    assert steps[1].tasks == []
+    assert [e["key"] for e in unplaced] == ["other"]
+
+
+def test_approval_nodes_record_their_hooks_and_nothing_else_has_any() -> None:
+    def authorize(state: Any, decision: ApprovalDecision) -> bool | str:
+        return decision.approver == "ana"
+
+    node = approval_node(lambda s: s, on_approve="next", authorize=authorize)
+    hooks = hooks_of(node)
+    assert hooks is not None
+    assert hooks.authorize is authorize
+    assert hooks.decision_model is ApprovalDecision
+    assert hooks_of(lambda s: s) is None
+    assert hooks_of(42) is None
+
+
+def test_runs_are_grouped_by_status_people_first() -> None:
+    def run(run_id: str, status: RunStatus) -> Run:
+        return Run(run_id, "t", "g", "1", status, None, "enqueue", "sync", 0, 3, {}, {})
+
+    found = by_status([run("a", RunStatus.SUCCESS), run("b", RunStatus.BLOCKED),
+                       run("c", RunStatus.SUCCESS)])  # fmt: skip
+    assert [(s, [r.run_id for r in rs]) for s, rs in found] == [
+        (RunStatus.BLOCKED, ["b"]),
+        (RunStatus.SUCCESS, ["a", "c"]),
+    ]
+    assert set(STATUS_ORDER) == set(RunStatus)

@@ -1,0 +1,128 @@
+"""A host application for the console tests: its own sign-in, the console mounted inside.
+
+This is what a user does: their app signs people in (here a cookie set by a login form,
+standing in for real sign-in), and `authenticate` tells the console who the request is.
+The Northwind graph is the example's, compiled with the async saver the app opens.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from typing_extensions import TypedDict
+
+from langgraph_durable import AsyncDurablePostgresSaver, GraphVersion
+from langgraph_durable.approvals import ApprovalDecision, add_approval_before
+from langgraph_durable.web import create_app
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "northwind_refund.py"
+USER_COOKIE = "demo_user"
+SECRET = "test-secret"
+
+
+def northwind() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("northwind_refund_example", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    found = sys.modules.get(spec.name)
+    if found is not None:
+        return found
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its TypedDict's annotations are resolved by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def user_of(request: Request) -> str | None:
+    return request.cookies.get(USER_COOKIE) or None
+
+
+async def login_form(request: Request) -> Response:
+    return HTMLResponse(
+        "<!doctype html><title>Sign in</title><h1>Northwind sign-in</h1>"
+        '<form method="post" action="/login"><label>User <input name="user" id="user-name">'
+        '</label><button id="sign-in">Sign in</button></form>'
+    )
+
+
+async def login(request: Request) -> Response:
+    form = await request.form()
+    response = RedirectResponse("/console/", status_code=303)
+    response.set_cookie(USER_COOKIE, str(form.get("user") or ""), httponly=True)
+    return response
+
+
+class Recheck(TypedDict, total=False):
+    item: str
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+def recheck_builder() -> StateGraph[Any, Any, Any, Any]:
+    """A second graph: its revalidate hook wants a new approval unless the comment says
+    "really", so the console's answer is judged again by the node and asked again."""
+
+    def revalidate(state: Recheck, decision: ApprovalDecision) -> Any:
+        return "proceed" if decision.comment == "really" else "needs_new_approval"
+
+    builder = StateGraph(Recheck)
+    builder.add_node("done", lambda state: {"item": state["item"] + " (done)"})
+    builder.add_edge(START, "done")
+    builder.add_edge("done", END)
+    add_approval_before(
+        builder, "done", request=lambda s: {"item": s["item"]}, revalidate=revalidate
+    )
+    return builder
+
+
+def host_app(
+    dsn: str,
+    *,
+    read_only: bool = False,
+    with_auth: bool = True,
+    started: threading.Event | None = None,
+) -> Starlette:
+    """The user's app: /login, and the console at /console, opened with the app."""
+    app = Starlette(routes=[Route("/login", login_form), Route("/login", login, methods=["POST"])])
+    example = northwind()
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+            graph: Any = example.build(dsn).compile(checkpointer=saver)
+            console = create_app(
+                saver,
+                graphs=[
+                    GraphVersion("northwind", "1", graph),
+                    recheck_builder().compile(checkpointer=saver),
+                ],
+                authenticate=user_of if with_auth else None,
+                read_only=read_only,
+                secret_key=SECRET,
+            )
+            app.router.routes.append(Mount("/console", app=console))
+            if started is not None:
+                started.set()
+            yield
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+def northwind_version(saver: Any) -> GraphVersion:
+    """For `langgraph-durable web --graph console_host:northwind_version` (DSN: env)."""
+    dsn = os.environ["LANGGRAPH_DURABLE_DSN"]
+    return GraphVersion("northwind", "1", northwind().build(dsn).compile(checkpointer=saver))

@@ -1,0 +1,93 @@
+"""`langgraph-durable web`: the console served by one command, and its clear failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+from console_world import csrf_of, form_fields, start_plain
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def cli(*args: str, dsn: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "LANGGRAPH_DURABLE_DSN": dsn, "PYTHONPATH": str(HERE)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "langgraph_durable.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_web_serves_the_console_and_answers_as_the_header_user(
+    world: str, example: ModuleType
+) -> None:
+    thread = start_plain(world, example)
+    port = free_port()
+    server = cli(
+        "web",
+        "--port",
+        str(port),
+        "--user-header",
+        "X-User",
+        "--graph",
+        "console_host:northwind_version",
+        dsn=world,
+    )
+    try:
+        assert server.stdout is not None
+        seen = []
+        for line in server.stdout:  # blocks until uvicorn says it listens (or exits)
+            seen.append(line)
+            if "Uvicorn running on" in line:
+                break
+        assert any("Uvicorn running on" in line for line in seen), "".join(seen)
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, headers={"X-User": "manager-ana"}) as client:
+            inbox = client.get("/")
+            assert inbox.status_code == 200
+            assert thread in inbox.text
+            assert "you (manager-ana) may answer" in inbox.text
+            page = client.get("/approval", params={"thread_id": thread}).text
+            fields = form_fields(page)
+            assert fields["csrf_token"] == csrf_of(page)
+            done = client.post("/approval/answer", data={**fields, "action": "approve"})
+            assert done.status_code == 303
+            assert "Nothing is waiting" in client.get("/").text
+        with httpx.Client(base_url=base) as nobody:
+            assert nobody.get("/runs").status_code == 401
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait()
+    assert world not in "".join(seen)
+
+
+def test_web_with_a_wrong_dsn_or_no_schema_fails_in_one_clear_line(
+    fresh_db_dsn: str,
+) -> None:
+    no_schema = cli("web", "--port", str(free_port()), dsn=fresh_db_dsn)
+    out, _ = no_schema.communicate()
+    assert no_schema.returncode == 1, out
+    assert out.startswith("error: ")
+    assert "setup" in out
+    wrong = "postgresql://someone:s3cret-pw@127.0.0.1:1/nowhere"
+    unreachable = cli("web", "--port", str(free_port()), "--dsn", wrong, dsn=wrong)
+    out, _ = unreachable.communicate()
+    assert unreachable.returncode == 1, out
+    assert out.startswith("error: ")
+    assert "s3cret-pw" not in out

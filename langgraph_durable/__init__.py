@@ -4,7 +4,11 @@ Public API; everything else lives in private modules.
 """
 
 from langgraph_durable._guard import set_interrupt_guard
-from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
+from langgraph_durable.checkpoint import (
+    AsyncDurablePostgresSaver,
+    DurablePostgresSaver,
+    MetadataRedaction,
+)
 from langgraph_durable.durability import Durability, with_durability
 from langgraph_durable.effects import (
     AsyncEffectJournal,
@@ -103,6 +107,7 @@ __all__ = [
     "JournalNotFoundError",
     "JournaledChatModel",
     "LockTimeoutError",
+    "MetadataRedaction",
     "MissingExtraError",
     "ModelCostPolicy",
     "NotWaitingError",

@@ -35,6 +35,7 @@ given: a custom serializer is its author's to make safe.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import sys
@@ -50,7 +51,15 @@ from pydantic import BaseModel
 from langgraph_durable import _langgraph
 from langgraph_durable.errors import UnsafeRowError
 
-__all__ = ["SafeEncryptedSerializer", "SafeSerializer", "make_safe"]
+__all__ = [
+    "SafeEncryptedSerializer",
+    "SafeSerializer",
+    "clip_text",
+    "encrypts",
+    "make_safe",
+    "open_text",
+    "seal_text",
+]
 
 Allowed = Iterable[type | str | tuple[str, str]]
 
@@ -246,3 +255,47 @@ def make_safe(serde: SerializerProtocol | None) -> SerializerProtocol:
     if type(serde) is EncryptedSerializer:
         return SafeEncryptedSerializer(serde.cipher, serde.serde)
     return serde
+
+
+SEALED_PREFIX = "lgd-sealed:v1:"
+"""How a text column (an effect's or a run's error message) starts when the saver's
+serializer encrypted it: the prefix, the serializer's type tag, ":", base64 of the bytes."""
+
+
+def encrypts(serde: SerializerProtocol | None) -> bool:
+    """Whether `serde` encrypts what it stores (LangGraph's `EncryptedSerializer`)."""
+    return isinstance(serde, EncryptedSerializer)
+
+
+def seal_text(serde: SerializerProtocol | None, text: str | None) -> str | None:
+    """`text` as a text column stores it: encrypted when `serde` encrypts, else as it is.
+
+    Error messages often quote what failed (an amount, an address, a token in a URL), so
+    with encryption on they are kept no clearer than the values themselves.
+    """
+    if text is None or serde is None or not encrypts(serde):
+        return text
+    kind, data = serde.dumps_typed(text)
+    return f"{SEALED_PREFIX}{kind}:{base64.b64encode(data).decode('ascii')}"
+
+
+def open_text(serde: SerializerProtocol | None, stored: str | None) -> str | None:
+    """A text column's value as written before `seal_text`: decrypted when sealed. One
+    that cannot be opened (another key) reads as a note saying so, not as an error: it is
+    only ever shown, never acted on."""
+    if stored is None or not stored.startswith(SEALED_PREFIX) or serde is None:
+        return stored
+    kind, _, data = stored[len(SEALED_PREFIX) :].partition(":")
+    try:
+        found = serde.loads_typed((kind, base64.b64decode(data)))
+    except Exception:  # another key, a damaged value: shown, never acted on
+        return "(encrypted text that this serializer cannot decrypt)"
+    return found if isinstance(found, str) else str(found)
+
+
+def clip_text(text: str | None, limit: int) -> str | None:
+    """`text` cut to `limit` characters, unless it is sealed (cutting would break it; it
+    was cut before it was sealed)."""
+    if text is None or text.startswith(SEALED_PREFIX):
+        return text
+    return text[:limit]

@@ -11,6 +11,7 @@ from langgraph_durable.checkpoint._asaver import (
     aput_txn,
     aput_writes_txn,
 )
+from langgraph_durable.checkpoint._core import MetadataRedaction
 from langgraph_durable.checkpoint._saver import (
     DurablePostgresSaver,
     delete_for_runs_txn,
@@ -21,6 +22,7 @@ from langgraph_durable.checkpoint._saver import (
 __all__ = [
     "AsyncDurablePostgresSaver",
     "DurablePostgresSaver",
+    "MetadataRedaction",
     "adelete_for_runs_txn",
     "aput_txn",
     "aput_writes_txn",

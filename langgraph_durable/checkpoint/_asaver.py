@@ -53,6 +53,7 @@ from langgraph_durable._db import (
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
+from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
 from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey, writes_may_wait
 from langgraph_durable.errors import (
     ConfigurationError,
@@ -60,6 +61,7 @@ from langgraph_durable.errors import (
     TargetThreadNotEmptyError,
     UnknownPruneStrategyError,
 )
+from langgraph_durable.serde import encrypts
 
 __all__ = ["AsyncDurablePostgresSaver", "adelete_for_runs_txn", "aput_txn", "aput_writes_txn"]
 
@@ -74,6 +76,7 @@ async def aput_txn(
     new_versions: ChannelVersions,
     *,
     serde: SerializerProtocol,
+    redaction: MetadataRedaction = DEFAULT_REDACTION,
 ) -> RunnableConfig:
     """Store a checkpoint inside the caller's transaction; upstream's rows, one statement.
 
@@ -85,7 +88,13 @@ async def aput_txn(
     Returns:
         The config of the stored checkpoint, as `put` returns it.
     """
-    row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+    row, blob_values = _core.checkpoint_row(
+        config,
+        checkpoint,
+        metadata,
+        inline_values=not encrypts(serde),
+        redaction=redaction,
+    )
     params = {
         **row,
         **_core.blob_params(serde, blob_values, new_versions),
@@ -184,6 +193,16 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             Both are set on each connection's session the first time the saver uses it
             (connections of a pool you share with other code keep them); `setup()` runs
             under the session's own settings.
+        metadata_redaction: Which checkpoint metadata values are stored as "[redacted]":
+            LangGraph copies every plain `configurable` value into the metadata, which is
+            clear text even with an encrypting serializer (it stays queryable). By default
+            keys that sound secret (`api_key`, `token`, `password`, ...) are redacted;
+            `MetadataRedaction(allow={"token_budget"})` keeps named keys,
+            `MetadataRedaction(redact=...)` decides by your own rule.
+
+    With an encrypting serializer (`EncryptedSerializer`, `SafeEncryptedSerializer`) every
+    channel value is stored encrypted in `checkpoint_blobs`, including the strings and
+    numbers upstream keeps in the checkpoint's JSON; upstream reads such rows all the same.
     """
 
     def __init__(
@@ -196,8 +215,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         write_linger: float = 0.002,
         lock_timeout: Timeout = None,
         statement_timeout: Timeout = None,
+        metadata_redaction: MetadataRedaction = DEFAULT_REDACTION,
     ) -> None:
         super().__init__(serde=serde)
+        self.metadata_redaction = metadata_redaction
         if not 0 <= write_linger <= 1:
             raise ConfigurationError(
                 f"write_linger={write_linger!r}: pass seconds between 0 and 1 (default 0.002)."
@@ -244,6 +265,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         write_linger: float = 0.002,
         lock_timeout: Timeout = None,
         statement_timeout: Timeout = None,
+        metadata_redaction: MetadataRedaction = DEFAULT_REDACTION,
     ) -> AsyncIterator[AsyncDurablePostgresSaver]:
         """Open a saver on a checked connection pool; closes the pool on exit.
 
@@ -264,6 +286,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             write_linger: See the class docstring.
             lock_timeout: See the class docstring.
             statement_timeout: See the class docstring.
+            metadata_redaction: See the class docstring.
         """
         del pipeline  # one round trip per operation already
         # Refused before a pool is opened: a typo must not wait for a connection.
@@ -282,6 +305,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 write_linger=write_linger,
                 lock_timeout=lock_timeout,
                 statement_timeout=statement_timeout,
+                metadata_redaction=metadata_redaction,
             )
         finally:
             await pool.close()
@@ -440,7 +464,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         so that a crash can never leave a checkpoint ahead of its tasks' results.
         """
         try:
-            row, blob_values = _core.checkpoint_row(config, checkpoint, metadata)
+            row, blob_values = _core.checkpoint_row(
+                config,
+                checkpoint,
+                metadata,
+                inline_values=not encrypts(self.serde),
+                redaction=self.metadata_redaction,
+            )
             params = {
                 **row,
                 **_core.blob_params(self.serde, blob_values, new_versions),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -171,12 +172,73 @@ def _json(value: object, where: str) -> str:
     return text
 
 
+SECRET_WORDS = (
+    "api_key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "authorization",
+    "cookie",
+    "private_key",
+    "access_key",
+)
+"""Metadata keys containing one of these (any case) are redacted by default."""
+
+REDACTED = "[redacted]"
+
+
+@dataclass(frozen=True)
+class MetadataRedaction:
+    """Which checkpoint metadata values are stored as "[redacted]".
+
+    LangGraph copies every plain `configurable` value into each checkpoint's metadata, which
+    is stored as clear text (it must stay queryable by `list(filter=...)`), so an API key
+    passed in `configurable` would sit in every checkpoint. By default a key whose name
+    contains a secret-sounding word (`SECRET_WORDS`) is redacted.
+
+    Args:
+        allow: Keys stored as they are even if their name sounds secret.
+        redact: Your own rule, `(key, value) -> bool`, used instead of the name patterns
+            (keys in `allow` are still kept).
+    """
+
+    allow: frozenset[str] = frozenset()
+    redact: Callable[[str, Any], bool] | None = None
+
+    def redacts(self, key: str, value: Any) -> bool:
+        if key in self.allow:
+            return False
+        if self.redact is not None:
+            return bool(self.redact(key, value))
+        lowered = key.lower()
+        return any(word in lowered for word in SECRET_WORDS)
+
+    def apply(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            key: REDACTED if self.redacts(key, value) else value for key, value in metadata.items()
+        }
+
+
+DEFAULT_REDACTION = MetadataRedaction()
+
+
 def checkpoint_row(
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
+    *,
+    inline_values: bool = True,
+    redaction: MetadataRedaction = DEFAULT_REDACTION,
 ) -> tuple[CheckpointRow, dict[str, Any]]:
-    """Split a checkpoint into its row and the channel values that go to blob rows."""
+    """Split a checkpoint into its row and the channel values that go to blob rows.
+
+    With `inline_values` off (the serializer encrypts), every channel value goes to a blob,
+    so that none stays readable in the checkpoint's JSON; upstream reads such rows as well,
+    since it loads a blob for every channel version the checkpoint lists.
+    """
     thread_id, checkpoint_ns, parent_id = target(config)
     stored_id(thread_id, "thread_id")
     stored_id(checkpoint_ns, "checkpoint_ns")
@@ -189,10 +251,10 @@ def checkpoint_row(
             # The marker tells readers that a snapshot blob stands behind this channel.
             blob_values[channel] = value
             inline[channel] = True
-        elif not _is_inline(value):
+        elif not inline_values or not _is_inline(value):
             blob_values[channel] = inline.pop(channel)
     stored["channel_values"] = inline
-    serializable_metadata = get_serializable_checkpoint_metadata(config, metadata)
+    serializable_metadata = redaction.apply(get_serializable_checkpoint_metadata(config, metadata))
     run_id = serializable_metadata.get("run_id")
     if run_id is not None:
         stored_id(run_id, "run_id")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -52,7 +53,7 @@ from langgraph_durable.effects._rows import (
     load_result,
     row_of,
 )
-from langgraph_durable.serde import make_safe
+from langgraph_durable.serde import clip_text, make_safe, open_text, seal_text
 
 __all__ = [
     "AsyncEffectJournal",
@@ -174,15 +175,17 @@ async def await_retry_txn(
     status: EffectStatus,
     delay_seconds: float,
     error: BaseException,
+    error_message: str | None = None,
 ) -> Any:
-    """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
+    """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time.
+    `error_message` replaces the error's own text (the journal passes it sealed)."""
     params = {
         "key": key,
         "seen_attempt": attempt,
         "status": status.value,
         "delay_seconds": delay_seconds,
         "error_type": type(error).__name__,
-        "error_message": str(error)[:2000],
+        "error_message": clip_text(str(error) if error_message is None else error_message, 2000),
     }
     rows = await _arows(conn, QUERIES["effect_wait_retry"], params)
     return rows[0]["next_attempt_at"] if rows else None
@@ -203,7 +206,7 @@ async def amark_unknown_txn(
         "key": key,
         "seen_attempt": attempt,
         "error_type": error_type,
-        "error_message": None if error_message is None else error_message[:2000],
+        "error_message": clip_text(error_message, 2000),
         "delay_seconds": delay_seconds,
     }
     return bool(await _arows(conn, QUERIES["effect_mark_unknown"], params))
@@ -288,7 +291,10 @@ class AsyncEffectJournal:
         rows = await self._arun(
             f"reading effect key {key!r}", _arows, QUERIES["effect_get"], {"key": key}
         )
-        return row_of(rows[0]) if rows else None
+        if not rows:
+            return None
+        row = row_of(rows[0])
+        return dataclasses.replace(row, error_message=open_text(self.serde, row.error_message))
 
     async def atake_over(
         self,
@@ -360,7 +366,7 @@ class AsyncEffectJournal:
             key,
             attempt,
             error_type,
-            error_message,
+            seal_text(self.serde, error_message[:2000]),
             seen_statuses=seen_statuses,
             resolved_by=resolved_by,
         )
@@ -383,6 +389,7 @@ class AsyncEffectJournal:
             status=status,
             delay_seconds=delay_seconds,
             error=error,
+            error_message=seal_text(self.serde, str(error)[:2000]),
         )
 
     async def aextend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
@@ -413,7 +420,7 @@ class AsyncEffectJournal:
             key,
             attempt,
             error_type=error_type,
-            error_message=error_message,
+            error_message=seal_text(self.serde, clip_text(error_message, 2000)),
             delay_seconds=delay_seconds,
         )
 
@@ -499,16 +506,18 @@ class AsyncEffectJournal:
     ) -> builtins.list[dict[str, Any]]:
         """Effects running, unknown, deferred or waiting to retry, oldest first."""
         params = {"thread_id": thread_id, "limit": limit}
-        return await self._arun("listing open effects", _arows, QUERIES["effects_open"], params)
+        rows = await self._arun("listing open effects", _arows, QUERIES["effects_open"], params)
+        return [{**r, "error_message": open_text(self.serde, r["error_message"])} for r in rows]
 
     async def athread_effects(
         self, thread_id: str, limit: int = 1000
     ) -> builtins.list[dict[str, Any]]:
         """Every effect of a thread, in the order its steps ran them (for operators)."""
         params = {"thread_id": thread_id, "limit": limit}
-        return await self._arun(
+        rows = await self._arun(
             "reading a thread's effects", _arows, QUERIES["effects_of_thread"], params
         )
+        return [{**r, "error_message": open_text(self.serde, r["error_message"])} for r in rows]
 
     async def adetails(self, key: str) -> dict[str, Any] | None:
         """One effect's row as an operator sees it, its result loaded (`result`), or None."""
@@ -520,6 +529,7 @@ class AsyncEffectJournal:
         row = dict(rows[0])
         stored = (row.pop("result_type"), row.pop("result"))
         row["result"] = None if stored[0] is None else self.serde.loads_typed(stored)
+        row["error_message"] = open_text(self.serde, row["error_message"])
         return row
 
     async def atoken_ledger(self, thread_id: str) -> dict[str, int]:

@@ -17,6 +17,7 @@ methods of `EffectJournal` open their own connection and call those forms.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -54,7 +55,7 @@ from langgraph_durable.effects._rows import (
     load_result,
     row_of,
 )
-from langgraph_durable.serde import make_safe
+from langgraph_durable.serde import clip_text, make_safe, open_text, seal_text
 
 __all__ = [
     "EffectJournal",
@@ -174,15 +175,17 @@ def wait_retry_txn(
     status: EffectStatus,
     delay_seconds: float,
     error: BaseException,
+    error_message: str | None = None,
 ) -> Any:
-    """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time."""
+    """Record a pending retry (`RETRY_WAIT`) or a deferral (`DEFERRED`); its time.
+    `error_message` replaces the error's own text (the journal passes it sealed)."""
     params = {
         "key": key,
         "seen_attempt": attempt,
         "status": status.value,
         "delay_seconds": delay_seconds,
         "error_type": type(error).__name__,
-        "error_message": str(error)[:2000],
+        "error_message": clip_text(str(error) if error_message is None else error_message, 2000),
     }
     rows = _rows(conn, QUERIES["effect_wait_retry"], params)
     return rows[0]["next_attempt_at"] if rows else None
@@ -203,7 +206,7 @@ def mark_unknown_txn(
         "key": key,
         "seen_attempt": attempt,
         "error_type": error_type,
-        "error_message": None if error_message is None else error_message[:2000],
+        "error_message": clip_text(error_message, 2000),
         "delay_seconds": delay_seconds,
     }
     return bool(_rows(conn, QUERIES["effect_mark_unknown"], params))
@@ -284,7 +287,10 @@ class EffectJournal:
 
     def get(self, key: str) -> JournalRow | None:
         rows = self._run(f"reading effect key {key!r}", _rows, QUERIES["effect_get"], {"key": key})
-        return row_of(rows[0]) if rows else None
+        if not rows:
+            return None
+        row = row_of(rows[0])
+        return dataclasses.replace(row, error_message=open_text(self.serde, row.error_message))
 
     def take_over(
         self,
@@ -356,7 +362,7 @@ class EffectJournal:
             key,
             attempt,
             error_type,
-            error_message,
+            seal_text(self.serde, error_message[:2000]),
             seen_statuses=seen_statuses,
             resolved_by=resolved_by,
         )
@@ -379,6 +385,7 @@ class EffectJournal:
             status=status,
             delay_seconds=delay_seconds,
             error=error,
+            error_message=seal_text(self.serde, str(error)[:2000]),
         )
 
     def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
@@ -409,7 +416,7 @@ class EffectJournal:
             key,
             attempt,
             error_type=error_type,
-            error_message=error_message,
+            error_message=seal_text(self.serde, clip_text(error_message, 2000)),
             delay_seconds=delay_seconds,
         )
 
@@ -495,12 +502,14 @@ class EffectJournal:
     ) -> builtins.list[dict[str, Any]]:
         """Effects running, unknown, deferred or waiting to retry, oldest first."""
         params = {"thread_id": thread_id, "limit": limit}
-        return self._run("listing open effects", _rows, QUERIES["effects_open"], params)
+        rows = self._run("listing open effects", _rows, QUERIES["effects_open"], params)
+        return [{**r, "error_message": open_text(self.serde, r["error_message"])} for r in rows]
 
     def thread_effects(self, thread_id: str, limit: int = 1000) -> builtins.list[dict[str, Any]]:
         """Every effect of a thread, in the order its steps ran them (for operators)."""
         params = {"thread_id": thread_id, "limit": limit}
-        return self._run("reading a thread's effects", _rows, QUERIES["effects_of_thread"], params)
+        rows = self._run("reading a thread's effects", _rows, QUERIES["effects_of_thread"], params)
+        return [{**r, "error_message": open_text(self.serde, r["error_message"])} for r in rows]
 
     def details(self, key: str) -> dict[str, Any] | None:
         """One effect's row as an operator sees it, its result loaded (`result`), or None."""
@@ -510,6 +519,7 @@ class EffectJournal:
         row = dict(rows[0])
         stored = (row.pop("result_type"), row.pop("result"))
         row["result"] = None if stored[0] is None else self.serde.loads_typed(stored)
+        row["error_message"] = open_text(self.serde, row["error_message"])
         return row
 
     def token_ledger(self, thread_id: str) -> dict[str, int]:

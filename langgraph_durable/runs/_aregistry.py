@@ -163,7 +163,7 @@ class AsyncRunRegistry:
                 f"A run with id {params['run_id']!r} exists already; nothing was created. "
                 "Use a new run_id, or look the existing run up with get()."
             ) from exc
-        return run_of(row)
+        return run_of(row, self.serde)
 
     async def _aresolve_busy_thread(
         self, conn: PgConn, params: dict[str, Any], active: builtins.list[str]
@@ -210,7 +210,7 @@ class AsyncRunRegistry:
             found = await _arows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
             raise RunNotFoundError(f"No run {run_id!r} in this database.")
-        return run_of(found[0])
+        return run_of(found[0], self.serde)
 
     async def alist(
         self,
@@ -223,7 +223,7 @@ class AsyncRunRegistry:
         """Runs, newest first, filtered by status, thread and graph."""
         params = list_params(status, thread_id, graph_name, limit)
         async with self._source.connection("listing runs") as conn:
-            return [run_of(r) for r in await _arows(conn, QUERIES["run_list"], params)]
+            return [run_of(r, self.serde) for r in await _arows(conn, QUERIES["run_list"], params)]
 
     async def acancel(self, run_id: str) -> Run:
         """Cancel a run that has not finished; a running one loses its thread at once.
@@ -235,7 +235,9 @@ class AsyncRunRegistry:
         async with self._source.connection("cancelling a run") as conn, conn.transaction():
             # The thread's row lock orders this with claims and finishes; read it again.
             await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
-            run = run_of((await _arows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
+            run = run_of(
+                (await _arows(conn, QUERIES["run_get"], {"run_id": run_id}))[0], self.serde
+            )
             if run.status not in ACTIVE:
                 raise RunConflictError(
                     f"Run {run_id!r} is {run.status.value}; only a pending, running, deferred "
@@ -254,7 +256,7 @@ class AsyncRunRegistry:
                 await conn.execute(QUERIES["thread_fence_bump"], {"thread_id": run.thread_id})
             await conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
             await conn.execute(QUERIES["runs_done"], {"run_id": run_id})
-        return run_of(rows[0])
+        return run_of(rows[0], self.serde)
 
     async def _arequeue(
         self,
@@ -290,7 +292,7 @@ class AsyncRunRegistry:
                     "go back to the queue this way."
                 )
             await conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
-        return run_of(rows[0])
+        return run_of(rows[0], self.serde)
 
     async def aretry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
@@ -325,7 +327,7 @@ class AsyncRunRegistry:
                     rows = await _arows(conn, QUERIES["run_get"], {"run_id": run_id})
                     if not rows:
                         raise RunNotFoundError(f"No run {run_id!r} in this database.")
-                    run = run_of(rows[0])
+                    run = run_of(rows[0], self.serde)
                     if run.finished or run.status is RunStatus.BLOCKED:
                         return run
                     left = None if deadline is None else deadline - time.monotonic()
@@ -355,7 +357,7 @@ class AsyncRunRegistry:
         limit = list_params(None, None, None, limit)["limit"]
         async with self._source.connection("listing stuck runs") as conn:
             rows = await _arows(conn, QUERIES["runs_stuck"], {"limit": limit})
-        return [run_of(r) for r in rows]
+        return [run_of(r, self.serde) for r in rows]
 
     async def aworkers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
@@ -409,7 +411,7 @@ class AsyncRunRegistry:
         }
         async with self._source.connection("claiming a run") as conn:
             rows = await _arows(conn, QUERIES["run_claim"], params)
-        return run_of(rows[0]) if rows else None
+        return run_of(rows[0], self.serde) if rows else None
 
     async def alatest_checkpoint(self, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None (see `sends_input`)."""

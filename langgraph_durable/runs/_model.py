@@ -35,6 +35,7 @@ from langgraph_durable.errors import (
     InvalidInputError,
     UnserializableValueError,
 )
+from langgraph_durable.serde import open_text, seal_text
 
 __all__ = [
     "ACTIVE",
@@ -163,8 +164,9 @@ class Run:
         return self.status in FINISHED
 
 
-def run_of(row: Mapping[str, Any]) -> Run:
-    """A `langgraph_durable_runs` row as a `Run`."""
+def run_of(row: Mapping[str, Any], serde: SerializerProtocol | None = None) -> Run:
+    """A `langgraph_durable_runs` row as a `Run` (its error text opened with `serde`, which
+    sealed it when it encrypts)."""
     stored_input = (row["input_type"], row["input"]) if row.get("input_type") else None
     stored_output = (row["output_type"], row["output"]) if row.get("output_type") else None
     return Run(
@@ -190,7 +192,7 @@ def run_of(row: Mapping[str, Any]) -> Run:
         deadline_at=row["deadline_at"],
         stuck_since=row["stuck_since"],
         error_type=row["error_type"],
-        error_message=row["error_message"],
+        error_message=open_text(serde, row["error_message"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         started_at=row["started_at"],
@@ -394,7 +396,7 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
         "output_type": output_type,
         "output": output,
         "error_type": None if error is None else type(error).__name__,
-        "error_message": None if error is None else str(error)[:4000],
+        "error_message": None if error is None else seal_text(serde, str(error)[:4000]),
     }
 
 

@@ -164,7 +164,7 @@ class RunRegistry:
                 f"A run with id {params['run_id']!r} exists already; nothing was created. "
                 "Use a new run_id, or look the existing run up with get()."
             ) from exc
-        return run_of(row)
+        return run_of(row, self.serde)
 
     def _resolve_busy_thread(
         self, conn: PgConn, params: dict[str, Any], active: builtins.list[str]
@@ -211,7 +211,7 @@ class RunRegistry:
             found = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
         if not found:
             raise RunNotFoundError(f"No run {run_id!r} in this database.")
-        return run_of(found[0])
+        return run_of(found[0], self.serde)
 
     def list(
         self,
@@ -224,7 +224,7 @@ class RunRegistry:
         """Runs, newest first, filtered by status, thread and graph."""
         params = list_params(status, thread_id, graph_name, limit)
         with self._source.connection("listing runs") as conn:
-            return [run_of(r) for r in _rows(conn, QUERIES["run_list"], params)]
+            return [run_of(r, self.serde) for r in _rows(conn, QUERIES["run_list"], params)]
 
     def cancel(self, run_id: str) -> Run:
         """Cancel a run that has not finished; a running one loses its thread at once.
@@ -236,7 +236,7 @@ class RunRegistry:
         with self._source.connection("cancelling a run") as conn, conn.transaction():
             # The thread's row lock orders this with claims and finishes; read it again.
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": thread_id})
-            run = run_of((_rows(conn, QUERIES["run_get"], {"run_id": run_id}))[0])
+            run = run_of((_rows(conn, QUERIES["run_get"], {"run_id": run_id}))[0], self.serde)
             if run.status not in ACTIVE:
                 raise RunConflictError(
                     f"Run {run_id!r} is {run.status.value}; only a pending, running, deferred "
@@ -255,7 +255,7 @@ class RunRegistry:
                 conn.execute(QUERIES["thread_fence_bump"], {"thread_id": run.thread_id})
             conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
             conn.execute(QUERIES["runs_done"], {"run_id": run_id})
-        return run_of(rows[0])
+        return run_of(rows[0], self.serde)
 
     def _requeue(
         self,
@@ -291,7 +291,7 @@ class RunRegistry:
                     "go back to the queue this way."
                 )
             conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
-        return run_of(rows[0])
+        return run_of(rows[0], self.serde)
 
     def retry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
@@ -324,7 +324,7 @@ class RunRegistry:
                     rows = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
                     if not rows:
                         raise RunNotFoundError(f"No run {run_id!r} in this database.")
-                    run = run_of(rows[0])
+                    run = run_of(rows[0], self.serde)
                     if run.finished or run.status is RunStatus.BLOCKED:
                         return run
                     left = None if deadline is None else deadline - time.monotonic()
@@ -354,7 +354,7 @@ class RunRegistry:
         limit = list_params(None, None, None, limit)["limit"]
         with self._source.connection("listing stuck runs") as conn:
             rows = _rows(conn, QUERIES["runs_stuck"], {"limit": limit})
-        return [run_of(r) for r in rows]
+        return [run_of(r, self.serde) for r in rows]
 
     def workers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
@@ -406,7 +406,7 @@ class RunRegistry:
         }
         with self._source.connection("claiming a run") as conn:
             rows = _rows(conn, QUERIES["run_claim"], params)
-        return run_of(rows[0]) if rows else None
+        return run_of(rows[0], self.serde) if rows else None
 
     def latest_checkpoint(self, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None (see `sends_input`)."""

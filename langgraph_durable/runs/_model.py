@@ -35,7 +35,7 @@ from langgraph_durable.errors import (
     InvalidInputError,
     UnserializableValueError,
 )
-from langgraph_durable.serde import open_text, seal_text
+from langgraph_durable.serde import encrypts, open_text, seal_text
 
 __all__ = [
     "ACTIVE",
@@ -180,7 +180,7 @@ def run_of(row: Mapping[str, Any], serde: SerializerProtocol | None = None) -> R
         durability=row["durability"],
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
-        config=dict(row["config"] or {}),
+        config=_opened_config(serde, row["config"]),
         metadata=dict(row["metadata"] or {}),
         owner=row["owner"],
         fencing_token=row["fencing_token"],
@@ -318,7 +318,7 @@ def new_run_params(
         "input_type": input_type,
         "input": input_blob,
         "input_after": None,
-        "config": _json_object(configurable, "config's configurable values"),
+        "config": _sealed_config(serde, _json_object(configurable, "config's configurable values")),
         "metadata": _json_object(dict(metadata or {}), "metadata"),
         "max_attempts": max_attempts,
         "timeout": timeout,
@@ -363,6 +363,28 @@ def list_params(
         "graph_name": graph_name,
         "limit": limit,
     }
+
+
+SEALED_CONFIG_KEY = "__sealed__"
+
+
+def _sealed_config(serde: SerializerProtocol, text: str) -> str:
+    """A run's `configurable` values as stored: encrypted when the serializer encrypts
+    (they are what the worker passes to the graph, API keys included)."""
+    if not encrypts(serde):
+        return text
+    return json.dumps({SEALED_CONFIG_KEY: seal_text(serde, text)})
+
+
+def _opened_config(serde: SerializerProtocol | None, stored: Any) -> dict[str, Any]:
+    found = dict(stored or {})
+    if set(found) == {SEALED_CONFIG_KEY}:
+        opened = open_text(serde, found[SEALED_CONFIG_KEY])
+        try:
+            return dict(json.loads(opened or "{}"))
+        except ValueError:
+            return {}
+    return found
 
 
 def _json_object(value: dict[str, Any], what: str) -> str:

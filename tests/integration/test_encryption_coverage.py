@@ -117,7 +117,12 @@ def test_nothing_secret_is_readable_in_the_raw_tables(
     failing.add_edge("fail", END)
     version = GraphVersion("enc-fail", "1", failing.compile(checkpointer=encrypted))
     runs = RunRegistry(encrypted)
-    run = runs.create(version, {"note": f"input {WORD}"}, max_attempts=1)
+    run = runs.create(
+        version,
+        {"note": f"input {WORD}"},
+        config={"configurable": {"api_key": f"sk-{WORD}"}},
+        max_attempts=1,
+    )
     Worker(encrypted, [version]).run_until_idle()
 
     assert WORD not in raw_text(fresh_db_dsn)
@@ -140,6 +145,7 @@ def test_nothing_secret_is_readable_in_the_raw_tables(
     assert failed.status is RunStatus.ERROR
     assert failed.error_message == f"the run failed: {WORD}"
     assert runs.input_of(failed) == {"note": f"input {WORD}"}
+    assert failed.config == {"api_key": f"sk-{WORD}"}  # what the worker passed the graph
     metadata = encrypted.get_tuple(config).metadata  # type: ignore[union-attr]
     assert (metadata["api_key"], metadata["user"]) == ("[redacted]", "u1")
 

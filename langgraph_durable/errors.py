@@ -18,7 +18,9 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── TargetThreadNotEmptyError
     │   ├── UnknownPruneStrategyError
     │   ├── EffectInputMismatchError
-    │   └── InvalidDecisionError
+    │   ├── InvalidDecisionError
+    │   └── InvalidEventError
+    ├── OutboxUnavailableError            (also a ConfigurationError)
     ├── UnsafeRowError
     ├── NotWaitingError
     ├── SideEffectBeforeInterruptError
@@ -59,11 +61,13 @@ __all__ = [
     "EffectResultNotStoredError",
     "FencedOutError",
     "InvalidDecisionError",
+    "InvalidEventError",
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
     "MissingExtraError",
     "NotWaitingError",
+    "OutboxUnavailableError",
     "RunConflictError",
     "RunError",
     "RunNotFoundError",
@@ -134,6 +138,22 @@ class UnserializableValueError(InvalidInputError):
 
     Make the value serializable (plain data, pydantic models, LangChain messages) or keep it
     out of the graph state.
+    """
+
+
+class InvalidEventError(InvalidInputError):
+    """An outbox event was refused before anything was stored.
+
+    Give a non-empty event type, a key without NUL characters and a payload that
+    `json.dumps` accepts (dicts, lists, strings, numbers, booleans, None).
+    """
+
+
+class OutboxUnavailableError(ConfigurationError):
+    """`emit()` needs a node or task of a graph compiled with a durable saver.
+
+    Compile the graph with `DurablePostgresSaver` or `AsyncDurablePostgresSaver` (after
+    `setup()`), or store the event in your own transaction with `emit_txn(conn, ...)`.
     """
 
 

@@ -44,6 +44,7 @@ FILES = {
     "approvals/_apending.py": "approvals/_pending.py",
     "runs/_aregistry.py": "runs/_registry.py",
     "runs/_aworker.py": "runs/_worker.py",
+    "outbox/_aoutbox.py": "outbox/_outbox.py",
 }
 
 # Names defined outside our sources, and the hand-written pair of `checkpoint/_bridge.py`.

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from langgraph_durable import _crashpoints
 from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
@@ -106,9 +105,7 @@ class OutboxRelay:
 
     async def _connection(self) -> AsyncConnection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = await AsyncConnection.connect(
-                self.dsn, autocommit=True, row_factory=dict_row, **CONNECTION_KWARGS
-            )
+            self._conn = await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS)
         return self._conn
 
     async def aclose(self) -> None:
@@ -201,9 +198,7 @@ class OutboxRelay:
         await self.aclose()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        async with await AsyncConnection.connect(
-            self.dsn, autocommit=True, **CONNECTION_KWARGS
-        ) as listener:
+        async with await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS) as listener:
             await listener.execute(QUERIES["outbox_listen"])
             while not stop.is_set():
                 result = await self.run_once()

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, RetryPolicy, interrupt
+from langgraph.types import Command, Durability, RetryPolicy, interrupt
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
@@ -30,7 +30,7 @@ from langgraph_durable import (
 )
 from langgraph_durable.outbox import aemit_txn, backlog
 
-MODES = ["sync", "async", "exit"]
+MODES: list[Durability] = ["sync", "async", "exit"]
 
 
 class State(TypedDict, total=False):
@@ -90,7 +90,7 @@ def graph() -> StateGraph[State, None, State, State]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_events_commit_with_their_task_in_every_mode(dsn: str, mode: str) -> None:
+def test_events_commit_with_their_task_in_every_mode(dsn: str, mode: Durability) -> None:
     thread = f"emit-{uuid.uuid4()}"
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         app = graph().compile(checkpointer=saver)
@@ -111,7 +111,7 @@ def test_events_commit_with_their_task_in_every_mode(dsn: str, mode: str) -> Non
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_async_saver_events_commit_with_their_task(dsn: str, mode: str) -> None:
+async def test_async_saver_events_commit_with_their_task(dsn: str, mode: Durability) -> None:
     thread = f"emit-{uuid.uuid4()}"
     async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
         app = graph().compile(checkpointer=saver)
@@ -125,7 +125,7 @@ async def test_async_saver_events_commit_with_their_task(dsn: str, mode: str) ->
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_failed_task_emits_nothing_and_a_retry_keeps_the_last_attempt(
-    dsn: str, mode: str
+    dsn: str, mode: Durability
 ) -> None:
     thread = f"emit-{uuid.uuid4()}"
     attempts: list[int] = []
@@ -160,7 +160,7 @@ def test_a_failed_task_emits_nothing_and_a_retry_keeps_the_last_attempt(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_interrupted_node_emits_once_when_it_finishes(dsn: str, mode: str) -> None:
+def test_an_interrupted_node_emits_once_when_it_finishes(dsn: str, mode: Durability) -> None:
     thread = f"emit-{uuid.uuid4()}"
 
     def ask(state: State) -> State:
@@ -185,7 +185,7 @@ def test_an_interrupted_node_emits_once_when_it_finishes(dsn: str, mode: str) ->
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_emit_inside_a_functional_task(dsn: str, mode: str) -> None:
+def test_emit_inside_a_functional_task(dsn: str, mode: Durability) -> None:
     thread = f"emit-{uuid.uuid4()}"
 
     @task

@@ -1,0 +1,210 @@
+"""Publishers against the real brokers on this machine and a real HTTP receiver.
+
+RabbitMQ (127.0.0.1:5672, guest/guest) with publisher confirms, NATS JetStream
+(127.0.0.1:4222) with `Nats-Msg-Id`, and a local webhook receiver that checks the HMAC
+signature. Consumers record each message id with `inbox_record_txn` in the transaction
+of their own work, so a redelivered message does nothing twice. With CI=true a missing
+broker fails the test; elsewhere it is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import psycopg
+import pytest
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable.outbox import (
+    OutboxEvent,
+    OutboxRelay,
+    emit_txn,
+    inbox_record_txn,
+    verify_webhook,
+)
+from langgraph_durable.outbox.publishers import NatsPublisher, RabbitMQPublisher, WebhookPublisher
+
+RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+NATS_URL = "nats://127.0.0.1:4222"
+
+
+def need_broker(name: str, port: int) -> None:
+    """Fail in CI, skip elsewhere, when nothing listens on the broker's port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not reachable on 127.0.0.1:{port}, and CI needs it")
+        pytest.skip(f"{name} is not running on 127.0.0.1:{port}")
+
+
+@pytest.fixture
+def dsn(fresh_db_dsn: str) -> str:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE consumer_work (message_id TEXT, body JSONB)")
+    return fresh_db_dsn
+
+
+def emit_events(dsn: str, count: int, key: str = "k") -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        return [emit_txn(conn, "test.event", {"n": n}, key=key) for n in range(count)]
+
+
+def consume(dsn: str, message_id: str, body: bytes) -> bool:
+    """A consumer's work and its inbox row, in one transaction; False for a redelivery."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        if not inbox_record_txn(conn, "test-consumer", message_id):
+            return False
+        conn.execute(
+            "INSERT INTO consumer_work (message_id, body) VALUES (%s, %s)",
+            (message_id, body.decode()),
+        )
+        return True
+
+
+def work_done(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT message_id FROM consumer_work").fetchall()]
+
+
+async def drain(relay: OutboxRelay) -> None:
+    while (await relay.run_once()).claimed:
+        pass
+
+
+async def test_rabbitmq_publishes_with_confirms_and_the_event_id(dsn: str) -> None:
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    queue_name = f"outbox-test-{uuid.uuid4()}"
+    connection = await aio_pika.connect_robust(RABBIT_URL)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name, auto_delete=True)
+        ids = emit_events(dsn, 5)
+        publisher = RabbitMQPublisher(RABBIT_URL, routing_key=queue_name)
+        relay = OutboxRelay(dsn, publisher)
+        await drain(relay)
+        # A relay that died before marking would publish again: same message ids.
+        await publisher.publish(OutboxEvent(ids[0], "test.event", "k", {"n": 0}, seq=0))
+        received: list[str] = []
+        async with queue.iterator() as messages:
+            async for message in messages:
+                async with message.process():
+                    assert message.type == "test.event"
+                    assert message.message_id is not None
+                    received.append(message.message_id)
+                    consume(dsn, message.message_id, message.body)
+                if len(received) == 6:
+                    break
+        await relay.aclose()
+        await publisher.aclose()
+    assert received == [*ids, ids[0]]
+    assert work_done(dsn) == ids
+
+
+async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
+    need_broker("NATS", 4222)
+    import nats
+
+    name = f"outbox_{uuid.uuid4().hex}"
+    subject = f"outbox.{name}"
+    client = await nats.connect(NATS_URL)
+    js = client.jetstream()
+    await js.add_stream(name=name, subjects=[subject])
+    try:
+        ids = emit_events(dsn, 4)
+        publisher = NatsPublisher(NATS_URL, subject=subject)
+        relay = OutboxRelay(dsn, publisher)
+        await drain(relay)
+        # The same event again (a relay killed before marking it): the stream drops it.
+        await publisher.publish(OutboxEvent(ids[0], "test.event", "k", {"n": 0}, seq=0))
+        info = await js.stream_info(name)
+        assert info.state.messages == 4
+        sub = await js.pull_subscribe(subject, durable=f"c{uuid.uuid4().hex}", stream=name)
+        received: list[str] = []
+        while len(received) < 4:
+            for message in await sub.fetch(4 - len(received)):
+                assert message.headers is not None
+                message_id = message.headers["Nats-Msg-Id"]
+                consume(dsn, message_id, message.data)
+                received.append(message_id)
+                await message.ack()
+        await relay.aclose()
+        await publisher.aclose()
+    finally:
+        await js.delete_stream(name)
+        await client.close()
+    assert received == ids
+    assert work_done(dsn) == ids
+
+
+class WebhookReceiver:
+    """A real HTTP receiver that checks signatures and consumes through the inbox."""
+
+    def __init__(self, dsn: str, secret: bytes) -> None:
+        self.deliveries: list[str] = []
+        self.rejected = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                del format, args
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                try:
+                    message_id = verify_webhook(secret, self.headers, body, now=time.time())
+                except ValueError:
+                    receiver.rejected += 1
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                receiver.deliveries.append(message_id)
+                consume(dsn, message_id, body)
+                self.send_response(204)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver(dsn: str) -> Iterator[WebhookReceiver]:
+    found = WebhookReceiver(dsn, b"s3cret")
+    yield found
+    found.close()
+
+
+async def test_webhooks_are_signed_and_redeliveries_do_nothing_twice(
+    dsn: str, receiver: WebhookReceiver
+) -> None:
+    ids = emit_events(dsn, 3)
+    publisher = WebhookPublisher(receiver.url, b"s3cret")
+    relay = OutboxRelay(dsn, publisher)
+    await drain(relay)
+    await publisher.publish(OutboxEvent(ids[1], "test.event", "k", {"n": 1}, seq=0))
+    assert receiver.deliveries == [*ids, ids[1]]
+    assert work_done(dsn) == ids
+    # A wrong secret is refused, and the relay counts it as a failed publish.
+    forger = WebhookPublisher(receiver.url, b"wrong")
+    with pytest.raises(Exception, match="401"):
+        await forger.publish(OutboxEvent(ids[0], "test.event", "k", {}, seq=0))
+    assert receiver.rejected == 1
+    await relay.aclose()
+    await publisher.aclose()
+    await forger.aclose()

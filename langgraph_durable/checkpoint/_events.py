@@ -69,8 +69,9 @@ def new_event(
     checkpoint_id: str = "",
     task_id: str = "",
     attempt: int = 1,
+    event_id: str | None = None,
 ) -> ParkedEvent:
-    """Checks an event and gives it a new id; raises ValueError or TypeError when invalid."""
+    """Checks an event and gives it `event_id` or a new one; ValueError or TypeError if bad."""
     if not isinstance(event_type, str) or not event_type or "\x00" in event_type:
         raise ValueError(f"event type {event_type!r}: give a non-empty string without NUL")
     if not isinstance(key, str) or "\x00" in key:
@@ -79,7 +80,7 @@ def new_event(
     if "\\u0000" in text:
         raise ValueError("the payload holds a NUL character, which Postgres JSON cannot store")
     return ParkedEvent(
-        str(uuid.uuid4()),
+        event_id or str(uuid.uuid4()),
         event_type,
         key,
         text,

@@ -4,12 +4,25 @@ The event is parked in the graph's saver under the emitting task and stored by t
 statement that stores that task's writes (see `checkpoint/_events.py` for every
 durability mode). It is not stored when the task fails or is interrupted: the task runs
 again and emits it again.
+
+The event id is derived, like an effect's default key, from what survives a crash: the
+thread, the namespace without task ids, the step, the task path, the event type and the
+ordinal of this `emit` of that type in the task execution. Under durability "async" a
+task's writes can commit against a checkpoint that a crash then loses; the task runs
+again on resume and emits the same ids, which the outbox stores once (a unique id).
+A fork or time travel re-runs at a later step, so its events get new ids.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
@@ -22,6 +35,68 @@ from langgraph_durable.checkpoint import (
 from langgraph_durable.errors import InvalidEventError, OutboxUnavailableError
 
 __all__ = ["checked_event", "emit"]
+
+_NAMESPACE = uuid.UUID("6f0c1f38-4a0e-4c55-9a57-0c2b7e3d5a11")
+
+
+class _Ordinals:
+    """Per task execution (its scratchpad object), per event type: emits so far.
+
+    The same scheme as effect keys (`effects/_keys.py`): keyed by the scratchpad's
+    identity, the object kept alongside so its id is not reused; bounded.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._capacity = capacity
+        self._entries: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
+
+    def next(self, scratchpad: object, event_type: str) -> int:
+        with self._lock:
+            entry = self._entries.get(id(scratchpad))
+            if entry is None or entry[0] is not scratchpad:
+                entry = (scratchpad, {})
+                self._entries[id(scratchpad)] = entry
+                while len(self._entries) > self._capacity:
+                    self._entries.popitem(last=False)
+            counts = entry[1]
+            counts[event_type] = counts.get(event_type, 0) + 1
+            return counts[event_type]
+
+
+_ORDINALS = _Ordinals()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) -> str:
+    """The id of this emit: stable across re-runs of the same task execution point."""
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
+    metadata: Mapping[str, Any] = config.get("metadata") or {}
+    namespace = "|".join(
+        part.split(":", 1)[0] for part in str(configurable.get("checkpoint_ns") or "").split("|")
+    )
+    scratchpad = _langgraph.scratchpad_of(config)
+    if scratchpad is None:
+        return str(uuid.uuid4())
+    material = json.dumps(
+        [
+            thread_id,
+            namespace,
+            _plain(metadata.get("langgraph_step")),
+            _plain(metadata.get("langgraph_path")),
+            event_type,
+            _ORDINALS.next(scratchpad, event_type),
+        ],
+        separators=(",", ":"),
+    )
+    return str(uuid.uuid5(_NAMESPACE, material))
 
 
 def checked_event(event_type: str, payload: Any, key: str, **where: Any) -> ParkedEvent:
@@ -80,6 +155,7 @@ def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
         checkpoint_id=where[1],
         task_id=task_id,
         attempt=_langgraph.task_attempt_of(config),
+        event_id=derived_event_id(config, thread_id, event_type),
     )
     saver.park_event(event)
     return event.event_id

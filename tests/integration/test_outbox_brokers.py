@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import psycopg
 import pytest
+from outbox_receivers import WebhookReceiver, consume, work_done
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import (
     OutboxEvent,
     OutboxRelay,
     emit_txn,
-    inbox_record_txn,
-    verify_webhook,
 )
 from langgraph_durable.outbox.publishers import NatsPublisher, RabbitMQPublisher, WebhookPublisher
 
@@ -57,23 +52,6 @@ def dsn(fresh_db_dsn: str) -> str:
 def emit_events(dsn: str, count: int, key: str = "k") -> list[str]:
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
         return [emit_txn(conn, "test.event", {"n": n}, key=key) for n in range(count)]
-
-
-def consume(dsn: str, message_id: str, body: bytes) -> bool:
-    """A consumer's work and its inbox row, in one transaction; False for a redelivery."""
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        if not inbox_record_txn(conn, "test-consumer", message_id):
-            return False
-        conn.execute(
-            "INSERT INTO consumer_work (message_id, body) VALUES (%s, %s)",
-            (message_id, body.decode()),
-        )
-        return True
-
-
-def work_done(dsn: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        return [r[0] for r in conn.execute("SELECT message_id FROM consumer_work").fetchall()]
 
 
 async def drain(relay: OutboxRelay) -> None:
@@ -146,41 +124,6 @@ async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
         await client.close()
     assert received == ids
     assert work_done(dsn) == ids
-
-
-class WebhookReceiver:
-    """A real HTTP receiver that checks signatures and consumes through the inbox."""
-
-    def __init__(self, dsn: str, secret: bytes) -> None:
-        self.deliveries: list[str] = []
-        self.rejected = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                del format, args
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
-                try:
-                    message_id = verify_webhook(secret, self.headers, body, now=time.time())
-                except ValueError:
-                    receiver.rejected += 1
-                    self.send_response(401)
-                    self.end_headers()
-                    return
-                receiver.deliveries.append(message_id)
-                consume(dsn, message_id, body)
-                self.send_response(204)
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

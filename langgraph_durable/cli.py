@@ -8,6 +8,11 @@
     langgraph-durable effects [--thread ID]      # effects running, unknown or waiting
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
     langgraph-durable approvals [--thread ID]    # threads waiting at an interrupt()
+    langgraph-durable outbox relay URL [--target T]   # publish events (amqp://, nats://, https://)
+    langgraph-durable outbox backlog             # pending and dead events, oldest pending age
+    langgraph-durable outbox dead                # dead events, with their last error
+    langgraph-durable outbox replay [EVENT_ID...]   # dead events back to pending
+    langgraph-durable outbox prune --older-than 7d  # delete published events
 
 `--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the subcommand.
 `--json` prints one JSON object whose shape is stable: numbers as numbers, times as
@@ -29,11 +34,23 @@ from datetime import date, datetime, timedelta
 from importlib import metadata
 from typing import Any
 
+import psycopg
+from psycopg.rows import dict_row
+
 from langgraph_durable._sql import SCHEMA
 from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import DurableError
+from langgraph_durable.outbox import (
+    OutboxRelay,
+    backlog,
+    events,
+    prune_published,
+    replay_dead,
+    run_relay,
+)
+from langgraph_durable.outbox.publishers import publisher_for
 
 __all__ = ["main", "parse_age"]
 
@@ -142,6 +159,19 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--allow-retry", action="store_true", help="the receiver never acted")
     how.add_argument("--completed", metavar="JSON", help="the receiver acted; its result, as JSON")
     how.add_argument("--failed", metavar="REASON", help="give up; replays raise this reason")
+    outbox = commands.add_parser("outbox", parents=common, help="the transactional outbox")
+    actions = outbox.add_subparsers(dest="action", required=True, metavar="ACTION")
+    relay = actions.add_parser("relay", parents=common, help="publish events until stopped")
+    relay.add_argument("url", metavar="URL", help="amqp://..., nats://... or https://...")
+    relay.add_argument("--target", help="routing key or subject (default: the event type)")
+    relay.add_argument("--max-attempts", type=_positive, default=10, help="(default: 10)")
+    actions.add_parser("backlog", parents=common, help="pending and dead events")
+    dead = actions.add_parser("dead", parents=common, help="list dead events")
+    dead.add_argument("--limit", type=_positive, default=100, help="(default: 100)")
+    replay = actions.add_parser("replay", parents=common, help="dead events back to pending")
+    replay.add_argument("event_ids", nargs="*", metavar="EVENT_ID", help="(default: all)")
+    retain = actions.add_parser("prune", parents=common, help="delete published events")
+    retain.add_argument("--older-than", type=parse_age, required=True, metavar="AGE", help=AGE_HELP)
     return parser
 
 
@@ -155,6 +185,23 @@ def _effect_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def _has_checkpoints(saver: DurablePostgresSaver, thread_id: str) -> bool:
     return saver.get_tuple({"configurable": {"thread_id": thread_id}}) is not None
+
+
+def _outbox(args: argparse.Namespace) -> dict[str, Any]:
+    if args.action == "relay":
+        relay = OutboxRelay(
+            args.dsn, publisher_for(args.url, target=args.target), max_attempts=args.max_attempts
+        )
+        run_relay(relay)
+        return {"relay": "stopped"}
+    with psycopg.connect(args.dsn, autocommit=True, row_factory=dict_row) as conn:
+        if args.action == "backlog":
+            return backlog(conn)
+        if args.action == "dead":
+            return {"dead": [_effect_row(r) for r in events(conn, status="dead", limit=args.limit)]}
+        if args.action == "replay":
+            return {"replayed": replay_dead(conn, args.event_ids or None)}
+        return {"pruned": prune_published(conn, args.older_than.total_seconds())}
 
 
 def _run(args: argparse.Namespace) -> Any:
@@ -181,6 +228,8 @@ def _run(args: argparse.Namespace) -> Any:
                 )
             saver.prune(args.threads, strategy=args.strategy)
             return {"pruned": args.threads, "strategy": args.strategy}
+        if args.command == "outbox":
+            return _outbox(args)
         if args.command == "delete-idle":
             return {"deleted": saver.delete_idle_threads(args.older_than)}
         if args.command == "approvals":
@@ -239,6 +288,11 @@ def _print_text(command: str, result: dict[str, Any]) -> None:
             )
         if not result["effects"]:
             print("no open effects")
+    elif command == "outbox" and "dead" in result:
+        for row in result["dead"]:
+            print(f"{row['event_id']}  {row['event_type']}  key={row['key']}  {row['last_error']}")
+        if not result["dead"]:
+            print("no dead events")
     else:
         for key, value in result.items():
             shown = ", ".join(value) if isinstance(value, list) else value

@@ -39,6 +39,7 @@ class WebhookReceiver:
 
     def __init__(self, dsn: str, secret: bytes) -> None:
         self.deliveries: list[str] = []
+        self.changed = threading.Condition()
         self.rejected = 0
         receiver = self
 
@@ -55,14 +56,22 @@ class WebhookReceiver:
                     self.send_response(401)
                     self.end_headers()
                     return
-                receiver.deliveries.append(message_id)
                 consume(dsn, message_id, body)
+                with receiver.changed:
+                    receiver.deliveries.append(message_id)
+                    receiver.changed.notify_all()
                 self.send_response(204)
                 self.end_headers()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, count: int) -> list[str]:
+        """Block until `count` deliveries have arrived (the test's timeout bounds it)."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.deliveries) >= count)
+            return list(self.deliveries)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -15,14 +15,23 @@ Every message carries the event id, type and key, so consumers dedupe by id.
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langgraph_durable.errors import MissingExtraError
+from langgraph_durable.errors import ConfigurationError, MissingExtraError
 from langgraph_durable.outbox._base import OutboxEvent, sign_webhook
 
-__all__ = ["CallbackPublisher", "NatsPublisher", "RabbitMQPublisher", "WebhookPublisher"]
+__all__ = [
+    "CallbackPublisher",
+    "NatsPublisher",
+    "RabbitMQPublisher",
+    "WebhookPublisher",
+    "publisher_for",
+]
+
+WEBHOOK_SECRET_ENV = "LANGGRAPH_DURABLE_WEBHOOK_SECRET"
 
 
 def _headers(event: OutboxEvent) -> dict[str, Any]:
@@ -180,3 +189,30 @@ class WebhookPublisher:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def publisher_for(url: str, *, target: str | None = None) -> Any:
+    """The publisher a URL names (what `langgraph-durable outbox relay` uses).
+
+    `amqp://` or `amqps://`: RabbitMQ (`target` is the routing key); `nats://` or `tls://`:
+    NATS JetStream (`target` is the subject); `http://` or `https://`: a signed webhook,
+    whose secret is read from the environment variable LANGGRAPH_DURABLE_WEBHOOK_SECRET.
+    Without `target`, the event type is the routing key or subject.
+    """
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("amqp", "amqps"):
+        return RabbitMQPublisher(url, routing_key=target)
+    if scheme in ("nats", "tls"):
+        return NatsPublisher(url, subject=target)
+    if scheme in ("http", "https"):
+        secret = os.environ.get(WEBHOOK_SECRET_ENV)
+        if not secret:
+            raise ConfigurationError(
+                f"A webhook needs a signing secret: set {WEBHOOK_SECRET_ENV} to the secret "
+                "the receiver verifies with."
+            )
+        return WebhookPublisher(url, secret.encode())
+    raise ConfigurationError(
+        f"Cannot tell the broker from the URL scheme {scheme or '(none)'!r}: use amqp://, "
+        "nats:// or https://."
+    )

@@ -526,22 +526,35 @@ WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = %(seen_status)s
 RETURNING attempt
 
 -- name: effect_complete
-WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
-UPDATE langgraph_durable_effects SET
-    status = 'completed',
-    result_type = %(result_type)s,
-    result = %(result)s,
-    usage = %(usage)s::jsonb,
-    resolved_by = coalesce(%(resolved_by)s, resolved_by),
-    lease_owner = NULL,
-    lease_expires_at = NULL,
-    error_type = NULL,
-    error_message = NULL,
-    completed_at = clock_timestamp(),
-    updated_at = clock_timestamp()
-FROM commit_mode
-WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
-RETURNING attempt
+-- The result, and the outbox events announcing it (`@effect(event=...)`), in one
+-- transaction: the events are stored only if the completion is (invariant I7).
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true)),
+done AS (
+    UPDATE langgraph_durable_effects SET
+        status = 'completed',
+        result_type = %(result_type)s,
+        result = %(result)s,
+        usage = %(usage)s::jsonb,
+        resolved_by = coalesce(%(resolved_by)s, resolved_by),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        error_type = NULL,
+        error_message = NULL,
+        completed_at = clock_timestamp(),
+        updated_at = clock_timestamp()
+    FROM commit_mode
+    WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
+    RETURNING attempt, thread_id
+), events AS (
+    INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
+    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, d.thread_id, NULL
+    FROM unnest(
+        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[]
+    ) AS e(event_id, event_type, key, payload)
+    CROSS JOIN done d
+    ON CONFLICT (event_id) DO NOTHING
+)
+SELECT attempt FROM done
 
 -- name: effect_fail
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))

@@ -238,3 +238,50 @@ async def test_aemit_txn(dsn: str) -> None:
             "SELECT payload FROM langgraph_durable_outbox WHERE key = %s", (key,)
         )
         assert await cur.fetchall() == [({"ok": True},)]
+
+
+def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> None:
+    from langgraph_durable import effect
+
+    thread = f"emit-{uuid.uuid4()}"
+    calls: list[str] = []
+
+    @effect(name="refund", event="refund.sent", key=lambda order: f"refund:{thread}:{order}")
+    def refund(order: str) -> dict[str, str]:
+        calls.append(order)
+        return {"refund": order}
+
+    def pay_back(state: State) -> State:
+        refund("o1")
+        return {"log": ["refunded"]}
+
+    builder = StateGraph(State)
+    builder.add_node("pay_back", pay_back)
+    builder.add_edge(START, "pay_back")
+    query = (
+        "SELECT o.event_type, o.key, o.payload, o.xmin::text = e.xmin::text AS same_txn"
+        " FROM langgraph_durable_outbox o JOIN langgraph_durable_effects e"
+        " ON e.key = o.payload->>'key' WHERE e.key = %s"
+    )
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}})
+        with psycopg.connect(dsn, row_factory=dict_row) as conn:
+            rows = conn.execute(query, (f"refund:{thread}:o1",)).fetchall()
+        assert rows == [
+            {
+                "event_type": "refund.sent",
+                "key": thread,
+                "payload": {
+                    "key": f"refund:{thread}:o1",
+                    "effect": "refund",
+                    "result": {"refund": "o1"},
+                },
+                "same_txn": True,
+            }
+        ]
+        # Another thread with the same business key replays the journal: no new event.
+        app.invoke({"log": []}, {"configurable": {"thread_id": f"{thread}-again"}})
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        assert len(conn.execute(query, (f"refund:{thread}:o1",)).fetchall()) == 1
+    assert calls == ["o1"]

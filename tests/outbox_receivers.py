@@ -37,7 +37,7 @@ def work_done(dsn: str) -> list[str]:
 class WebhookReceiver:
     """A real HTTP receiver that checks signatures and consumes through the inbox."""
 
-    def __init__(self, dsn: str, secret: bytes) -> None:
+    def __init__(self, dsn: str, secret: bytes, port: int = 0) -> None:
         self.deliveries: list[str] = []
         self.changed = threading.Condition()
         self.rejected = 0
@@ -63,7 +63,7 @@ class WebhookReceiver:
                 self.send_response(204)
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

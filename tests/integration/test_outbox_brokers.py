@@ -22,6 +22,7 @@ from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import (
     OutboxEvent,
     OutboxRelay,
+    backlog,
     emit_txn,
 )
 from langgraph_durable.outbox.publishers import NatsPublisher, RabbitMQPublisher, WebhookPublisher
@@ -151,3 +152,36 @@ async def test_webhooks_are_signed_and_redeliveries_do_nothing_twice(
     await relay.aclose()
     await publisher.aclose()
     await forger.aclose()
+
+
+async def test_an_unreachable_receiver_grows_the_backlog_which_then_drains_in_order(
+    dsn: str,
+) -> None:
+    down = WebhookReceiver(dsn, b"s3cret")
+    port = down.server.server_address[1]
+    url = down.url
+    down.close()  # nothing listens now: every publish is refused
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first = [emit_txn(conn, "t", {"n": n}, key=f"k{n % 2}") for n in range(6)]
+    publisher = WebhookPublisher(url, b"s3cret")
+    relay = OutboxRelay(dsn, publisher, max_attempts=1000, backoff_base=0.0, backoff_cap=0.0)
+    for _ in range(3):
+        result = await relay.run_once()
+        assert (result.published, result.failed) == (0, 2)  # one head per key, refused
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        later = [emit_txn(conn, "t", {"n": n}, key=f"k{n % 2}") for n in range(6, 10)]
+        assert backlog(conn)["pending"] == 10
+    up = WebhookReceiver(dsn, b"s3cret", port=port)
+    try:
+        await drain(relay)
+        with psycopg.connect(dsn) as conn:
+            assert backlog(conn)["pending"] == 0
+    finally:
+        up.close()
+        await relay.aclose()
+        await publisher.aclose()
+    ids = first + later
+    for key in ("k0", "k1"):
+        in_key = [i for n, i in enumerate(ids) if n % 2 == int(key[1])]
+        assert [i for i in up.deliveries if i in in_key] == in_key
+    assert sorted(work_done(dsn)) == sorted(ids)

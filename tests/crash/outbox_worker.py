@@ -1,12 +1,13 @@
 """A worker process for outbox crash tests.
 
     python tests/crash/outbox_worker.py graph DSN THREAD MODE FLAVOR [--resume]
-    python tests/crash/outbox_worker.py relay DSN WEBHOOK_URL SECRET
+    python tests/crash/outbox_worker.py relay DSN URL [TARGET]
 
 `graph` runs n1 -> n2 -> n3; every node emits `node.done` with its name. `relay` drains
-the outbox to a webhook once and exits. Crash points come from
-`LANGGRAPH_DURABLE_CRASH_AT` (`put:after_commit`, `put_writes:parked`,
-`relay:after_publish`, ...).
+the outbox once to the broker the URL names (`publisher_for`: a webhook's secret comes
+from LANGGRAPH_DURABLE_WEBHOOK_SECRET; TARGET is a routing key or subject) and exits.
+Crash points come from `LANGGRAPH_DURABLE_CRASH_AT` (`put:after_commit`,
+`put_writes:parked`, `relay:after_publish`, ...).
 
 Exit codes: 0 finished, 3 EmptyInputError (nothing was saved: send the input again).
 """
@@ -24,7 +25,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver, emit
 from langgraph_durable.outbox import OutboxRelay
-from langgraph_durable.outbox.publishers import WebhookPublisher
+from langgraph_durable.outbox.publishers import publisher_for
 
 NODES = ["n1", "n2", "n3"]
 
@@ -72,8 +73,8 @@ def run_graph(dsn: str, thread: str, mode: Any, flavor: str, resume: bool) -> in
     return 0
 
 
-async def run_relay(dsn: str, url: str, secret: str) -> None:
-    publisher = WebhookPublisher(url, secret.encode())
+async def run_relay(dsn: str, url: str, target: str | None) -> None:
+    publisher = publisher_for(url, target=target)
     relay = OutboxRelay(dsn, publisher)
     while (await relay.run_once()).claimed:
         pass
@@ -86,4 +87,4 @@ if __name__ == "__main__":
     if what == "graph":
         thread, mode, flavor, *flags = rest
         sys.exit(run_graph(dsn, thread, mode, flavor, "--resume" in flags))
-    asyncio.run(run_relay(dsn, rest[0], rest[1]))
+    asyncio.run(run_relay(dsn, rest[0], rest[1] if len(rest) > 1 else None))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from outbox_receivers import WebhookReceiver, work_done
+from outbox_receivers import WebhookReceiver, consume, work_done
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import backlog, emit_txn
@@ -35,6 +36,7 @@ NODES = ["n1", "n2", "n3"]
 
 def run(args: list[str], crash_at: str | None = None, crash_after: int = 0) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANGGRAPH_DURABLE_CRASH")}
+    env["LANGGRAPH_DURABLE_WEBHOOK_SECRET"] = "s3cret"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     if crash_at:
         env["LANGGRAPH_DURABLE_CRASH_AT"] = crash_at
@@ -120,13 +122,13 @@ def test_a_relay_killed_before_marking_republishes_and_the_inbox_drops_the_repea
 ) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
         ids = [emit_txn(conn, "test.event", {"n": n}, key=f"k{n % 2}") for n in range(6)]
-    code = run(["relay", dsn, receiver.url, "s3cret"], crash_at="relay:after_publish")
+    code = run(["relay", dsn, receiver.url], crash_at="relay:after_publish")
     assert code == -signal.SIGKILL
     delivered_before = list(receiver.deliveries)
     assert sorted(delivered_before) == sorted(ids)
     with psycopg.connect(dsn) as conn:
         assert backlog(conn)["pending"] == 6  # published, never marked
-    assert run(["relay", dsn, receiver.url, "s3cret"]) == 0
+    assert run(["relay", dsn, receiver.url]) == 0
     assert sorted(receiver.deliveries) == sorted(ids + ids)
     assert sorted(work_done(dsn)) == sorted(ids)
     with psycopg.connect(dsn) as conn:
@@ -136,3 +138,42 @@ def test_a_relay_killed_before_marking_republishes_and_the_inbox_drops_the_repea
         first = [i for i in receiver.deliveries[:6] if i in key_ids]
         second = [i for i in receiver.deliveries[6:] if i in key_ids]
         assert first == key_ids == second
+
+
+async def test_a_relay_killed_before_marking_redelivers_on_rabbitmq_and_the_inbox_drops_it(
+    dsn: str,
+) -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("RabbitMQ is not reachable on 127.0.0.1:5672, and CI needs it")
+        pytest.skip("RabbitMQ is not running on 127.0.0.1:5672")
+    import aio_pika
+
+    url = "amqp://guest:guest@127.0.0.1:5672/"
+    queue_name = f"outbox-crash-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        ids = [emit_txn(conn, "test.event", {"n": n}, key="k") for n in range(4)]
+    async with await aio_pika.connect_robust(url) as connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name)
+        try:
+            killed = run(["relay", dsn, url, queue_name], crash_at="relay:after_publish")
+            assert killed == -signal.SIGKILL
+            assert run(["relay", dsn, url, queue_name]) == 0
+            received: list[str] = []
+            acted: list[bool] = []
+            async with queue.iterator() as messages:
+                async for message in messages:
+                    async with message.process():
+                        assert message.message_id is not None
+                        received.append(message.message_id)
+                        acted.append(consume(dsn, message.message_id, message.body))
+                    if len(received) == 8:
+                        break
+        finally:
+            await queue.delete(if_unused=False, if_empty=False)
+    assert received == ids + ids  # published, killed before marking, published again
+    assert acted == [True] * 4 + [False] * 4  # the inbox drops the redeliveries
+    assert work_done(dsn) == ids

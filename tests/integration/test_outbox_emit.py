@@ -285,3 +285,30 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         assert len(conn.execute(query, (f"refund:{thread}:o1",)).fetchall()) == 1
     assert calls == ["o1"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_emit_inside_a_subgraph(dsn: str, mode: Durability) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+
+    def inner(state: State) -> State:
+        emit("inner.done", {})
+        return {"log": ["inner"]}
+
+    sub = StateGraph(State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+
+    def outer(state: State) -> State:
+        emit("outer.done", {})
+        return {"log": ["outer"]}
+
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        builder = StateGraph(State)
+        builder.add_node("sub", sub.compile())
+        builder.add_node("outer", outer)
+        builder.add_edge(START, "sub")
+        builder.add_edge("sub", "outer")
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert sorted(r["event_type"] for r in stored(dsn, thread)) == ["inner.done", "outer.done"]

@@ -1030,9 +1030,9 @@ ON CONFLICT (event_id) DO NOTHING
 LISTEN langgraph_durable_outbox
 
 -- name: outbox_claim
--- The oldest pending event of up to %(keys)s keys whose turn has come, locked with SKIP
+-- The oldest pending event of up to `keys` keys whose turn has come, locked with SKIP
 -- LOCKED so that relays share the work, with the events queued behind it under the same
--- key (up to %(limit)s rows). Only a key's oldest pending event can be claimed, and its
+-- key (up to `limit` rows). Only a key's oldest pending event can be claimed, and its
 -- lock is held until the claimer commits, so one key is published by one relay at a time,
 -- in `seq` order. `status` is checked again on the locked row: a key whose head another
 -- relay has just published is left for the next round.
@@ -1066,7 +1066,7 @@ WHERE seq = ANY(%(seqs)s::bigint[]) AND status = 'pending'
 
 -- name: outbox_mark_failed
 -- A publish failed: try again after `delay` seconds, or move the event to 'dead' once it
--- has failed %(max_attempts)s times. Later events of its key wait while it is pending.
+-- has failed `max_attempts` times. Later events of its key wait while it is pending.
 UPDATE langgraph_durable_outbox SET
     attempts = attempts + 1,
     last_error = %(error)s,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
+    CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_READ,
@@ -53,6 +54,8 @@ __all__ = [
     "reroute_edges_into",
     "scratchpad_of",
     "strict_ext_hook",
+    "task_attempt_of",
+    "task_checkpoint_of",
     "task_id_of",
 ]
 
@@ -139,6 +142,26 @@ def checkpointer_of(config: RunnableConfig | None) -> Any:
 def task_id_of(config: RunnableConfig | None) -> str | None:
     found = _configurable(config).get(CONFIG_KEY_TASK_ID)
     return None if found is None else str(found)
+
+
+def task_checkpoint_of(config: RunnableConfig | None) -> tuple[str, str] | None:
+    """(namespace, checkpoint id) of the graph loop step this task runs in, or None.
+
+    LangGraph gives a task `checkpoint_id=None` and records the checkpoint it runs on in
+    the checkpoint map, under the loop's namespace, added last.
+    """
+    found = _configurable(config).get(CONFIG_KEY_CHECKPOINT_MAP)
+    if not found:
+        return None
+    namespace, checkpoint_id = list(found.items())[-1]
+    return str(namespace), str(checkpoint_id)
+
+
+def task_attempt_of(config: RunnableConfig | None) -> int:
+    """Which attempt of the task this is under a retry policy (1 for the first)."""
+    runtime = _configurable(config).get(CONFIG_KEY_RUNTIME)
+    info = getattr(runtime, "execution_info", None)
+    return int(getattr(info, "node_attempt", 1) or 1)
 
 
 def scratchpad_of(config: RunnableConfig | None) -> Any:

@@ -19,11 +19,15 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── TargetThreadNotEmptyError
     │   ├── UnknownPruneStrategyError
     │   ├── EffectInputMismatchError
-    │   └── InvalidDecisionError
+    │   ├── InvalidDecisionError
+    │   └── InvalidEventError
     ├── DatabaseTimeoutError
     │   ├── LockTimeoutError
     │   └── StatementTimeoutError
+    ├── OutboxUnavailableError            (also a ConfigurationError)
     ├── UnsafeRowError
+    ├── ThreadNotFoundError
+    ├── EffectNotFoundError
     ├── NotWaitingError
     ├── SideEffectBeforeInterruptError
     ├── RunError
@@ -64,12 +68,14 @@ __all__ = [
     "EffectResultNotStoredError",
     "FencedOutError",
     "InvalidDecisionError",
+    "InvalidEventError",
     "InvalidInputError",
     "InvalidThreadIdError",
     "JournalNotFoundError",
     "LockTimeoutError",
     "MissingExtraError",
     "NotWaitingError",
+    "OutboxUnavailableError",
     "PoolTimeoutError",
     "RunConflictError",
     "RunError",
@@ -172,6 +178,22 @@ class UnserializableValueError(InvalidInputError):
 
     Make the value serializable (plain data, pydantic models, LangChain messages) or keep it
     out of the graph state.
+    """
+
+
+class InvalidEventError(InvalidInputError):
+    """An outbox event was refused before anything was stored.
+
+    Give a non-empty event type, a key without NUL characters and a payload that
+    `json.dumps` accepts (dicts, lists, strings, numbers, booleans, None).
+    """
+
+
+class OutboxUnavailableError(ConfigurationError):
+    """`emit()` needs a node or task of a graph compiled with a durable saver.
+
+    Compile the graph with `DurablePostgresSaver` or `AsyncDurablePostgresSaver` (after
+    `setup()`), or store the event in your own transaction with `emit_txn(conn, ...)`.
     """
 
 

@@ -46,6 +46,7 @@ FILES = {
     "runs/_aworker.py": "runs/_worker.py",
     "ops/_athreads.py": "ops/_threads.py",
     "ops/_adoctor.py": "ops/_doctor.py",
+    "outbox/_aoutbox.py": "outbox/_outbox.py",
 }
 
 # Names defined outside our sources, and the hand-written pair of `checkpoint/_bridge.py`.

@@ -191,6 +191,16 @@ WITH commit_mode AS (
     ) AS w(checkpoint_id, task_id, task_path, idx, channel, type, blob)
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+), events AS (
+    -- Outbox events emitted by the tasks whose writes this statement stores (I7).
+    INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
+    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
+    FROM unnest(
+        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[],
+        %(e_task_ids)s::text[]
+    ) AS e(event_id, event_type, key, payload, task_id)
+    WHERE (SELECT ok FROM fence)
+    ON CONFLICT (event_id) DO NOTHING
 ), progress AS (
     UPDATE langgraph_durable_runs SET
         last_progress_at = clock_timestamp(),
@@ -228,6 +238,16 @@ WITH fence AS (
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
         channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
+), events AS (
+    -- Outbox events emitted by the tasks whose writes this statement stores (I7).
+    INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
+    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
+    FROM unnest(
+        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[],
+        %(e_task_ids)s::text[]
+    ) AS e(event_id, event_type, key, payload, task_id)
+    WHERE (SELECT ok FROM fence)
+    ON CONFLICT (event_id) DO NOTHING
 )
 SELECT ok FROM fence
 
@@ -249,6 +269,16 @@ WITH fence AS (
         AS w(idx, channel, type, blob)
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+), events AS (
+    -- Outbox events emitted by the tasks whose writes this statement stores (I7).
+    INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
+    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
+    FROM unnest(
+        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[],
+        %(e_task_ids)s::text[]
+    ) AS e(event_id, event_type, key, payload, task_id)
+    WHERE (SELECT ok FROM fence)
+    ON CONFLICT (event_id) DO NOTHING
 )
 SELECT ok FROM fence
 
@@ -514,22 +544,35 @@ WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = %(seen_status)s
 RETURNING attempt
 
 -- name: effect_complete
-WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
-UPDATE langgraph_durable_effects SET
-    status = 'completed',
-    result_type = %(result_type)s,
-    result = %(result)s,
-    usage = %(usage)s::jsonb,
-    resolved_by = coalesce(%(resolved_by)s, resolved_by),
-    lease_owner = NULL,
-    lease_expires_at = NULL,
-    error_type = NULL,
-    error_message = NULL,
-    completed_at = clock_timestamp(),
-    updated_at = clock_timestamp()
-FROM commit_mode
-WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
-RETURNING attempt
+-- The result, and the outbox events announcing it (`@effect(event=...)`), in one
+-- transaction: the events are stored only if the completion is (invariant I7).
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true)),
+done AS (
+    UPDATE langgraph_durable_effects SET
+        status = 'completed',
+        result_type = %(result_type)s,
+        result = %(result)s,
+        usage = %(usage)s::jsonb,
+        resolved_by = coalesce(%(resolved_by)s, resolved_by),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        error_type = NULL,
+        error_message = NULL,
+        completed_at = clock_timestamp(),
+        updated_at = clock_timestamp()
+    FROM commit_mode
+    WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
+    RETURNING attempt, thread_id
+), events AS (
+    INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
+    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, d.thread_id, NULL
+    FROM unnest(
+        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[]
+    ) AS e(event_id, event_type, key, payload)
+    CROSS JOIN done d
+    ON CONFLICT (event_id) DO NOTHING
+)
+SELECT attempt FROM done
 
 -- name: effect_fail
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
@@ -1146,3 +1189,115 @@ FROM checkpoint_writes
 WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
     AND checkpoint_id = ANY(%(checkpoint_ids)s)
 ORDER BY checkpoint_id, task_path, task_id, idx
+
+-- name: outbox_insert
+-- Events from user code, in the caller's transaction (`emit_txn`): they commit or roll back
+-- with the caller's own writes (invariant I7). A repeated event id is kept as first stored.
+INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
+SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, NULL, NULL
+FROM unnest(
+    %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[]
+) AS e(event_id, event_type, key, payload)
+ON CONFLICT (event_id) DO NOTHING
+
+-- name: outbox_listen
+LISTEN langgraph_durable_outbox
+
+-- name: outbox_claim
+-- The oldest pending event of up to `keys` keys whose turn has come, locked with SKIP
+-- LOCKED so that relays share the work, with the events queued behind it under the same
+-- key (up to `limit` rows). Only a key's oldest pending event can be claimed, and its
+-- lock is held until the claimer commits, so one key is published by one relay at a time,
+-- in `seq` order. `status` is checked again on the locked row: a key whose head another
+-- relay has just published is left for the next round.
+WITH heads AS (
+    SELECT DISTINCT ON (key) seq
+    FROM langgraph_durable_outbox
+    WHERE status = 'pending'
+    ORDER BY key, seq
+), claimed AS (
+    SELECT o.key
+    FROM langgraph_durable_outbox o
+    WHERE o.seq IN (SELECT seq FROM heads)
+        AND o.status = 'pending' AND o.next_attempt_at <= clock_timestamp()
+    ORDER BY o.seq
+    LIMIT %(keys)s
+    FOR UPDATE OF o SKIP LOCKED
+)
+SELECT o.seq, o.event_id, o.event_type, o.key, o.payload, o.thread_id, o.task_id,
+    o.attempts, o.created_at
+FROM langgraph_durable_outbox o
+WHERE o.key IN (SELECT key FROM claimed) AND o.status = 'pending'
+ORDER BY o.seq
+LIMIT %(limit)s
+FOR UPDATE OF o
+
+-- name: outbox_mark_published
+UPDATE langgraph_durable_outbox SET
+    status = 'published', published_at = clock_timestamp(), attempts = attempts + 1,
+    last_error = NULL
+WHERE seq = ANY(%(seqs)s::bigint[]) AND status = 'pending'
+
+-- name: outbox_mark_failed
+-- A publish failed: try again after `delay` seconds, or move the event to 'dead' once it
+-- has failed `max_attempts` times. Later events of its key wait while it is pending.
+UPDATE langgraph_durable_outbox SET
+    attempts = attempts + 1,
+    last_error = %(error)s,
+    next_attempt_at = clock_timestamp() + make_interval(secs => %(delay)s),
+    status = CASE WHEN attempts + 1 >= %(max_attempts)s THEN 'dead' ELSE 'pending' END
+WHERE seq = %(seq)s AND status = 'pending'
+RETURNING status
+
+-- name: outbox_next_due
+-- Seconds until the earliest event waiting out a backoff may be tried again.
+SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - clock_timestamp())::float8 AS seconds
+FROM langgraph_durable_outbox
+WHERE status = 'pending' AND next_attempt_at > clock_timestamp()
+
+-- name: outbox_replay_dead
+-- Dead events back to pending (all, or those listed), tried again at once.
+UPDATE langgraph_durable_outbox SET
+    status = 'pending', attempts = 0, next_attempt_at = '-infinity', last_error = NULL
+WHERE status = 'dead' AND (%(event_ids)s::uuid[] IS NULL OR event_id = ANY(%(event_ids)s::uuid[]))
+RETURNING event_id
+
+-- name: outbox_events
+-- Events for operators, newest first, filtered by status when one is given.
+SELECT seq, event_id, event_type, key, payload, thread_id, task_id, status, attempts,
+    next_attempt_at, last_error, created_at, published_at
+FROM langgraph_durable_outbox
+WHERE %(status)s::text IS NULL OR status = %(status)s
+ORDER BY seq DESC
+LIMIT %(limit)s
+
+-- name: outbox_backlog
+-- What is waiting: pending and dead counts and the age of the oldest pending event.
+SELECT
+    count(*) FILTER (WHERE status = 'pending') AS pending,
+    count(*) FILTER (WHERE status = 'dead') AS dead,
+    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)
+        FILTER (WHERE status = 'pending')), 0)::float8 AS oldest_pending_seconds
+FROM langgraph_durable_outbox
+WHERE status <> 'published'
+
+-- name: outbox_prune_published
+-- Retention: published events older than the cutoff, a batch at a time.
+DELETE FROM langgraph_durable_outbox
+WHERE seq IN (
+    SELECT seq FROM langgraph_durable_outbox
+    WHERE status = 'published' AND published_at < clock_timestamp() - make_interval(secs => %(older_than)s)
+    LIMIT %(batch)s
+)
+
+-- name: inbox_record
+-- A consumer's inbox, in the transaction of its own work: one row when the message is new,
+-- none when it was recorded before (a redelivery).
+INSERT INTO langgraph_durable_inbox (consumer, message_id)
+VALUES (%(consumer)s, %(message_id)s)
+ON CONFLICT (consumer, message_id) DO NOTHING
+RETURNING message_id
+
+-- name: inbox_prune
+DELETE FROM langgraph_durable_inbox
+WHERE received_at < clock_timestamp() - make_interval(secs => %(older_than)s)

@@ -141,10 +141,59 @@ CREATE TABLE langgraph_durable_workers (
     heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
 );
 
+-- The transactional outbox (invariant I7) and the inbox its consumers use.
+--
+-- langgraph_durable_outbox: one row per event, inserted in the transaction of the state
+-- change it announces (a checkpoint or a task's writes, a caller's `emit_txn`). A relay
+-- claims the oldest pending event of each key with FOR UPDATE SKIP LOCKED, publishes it
+-- with `event_id` as the message id and marks it published in the same transaction.
+-- `seq` orders events of one key; a row that keeps failing becomes 'dead' (replayable).
+CREATE TABLE langgraph_durable_outbox (
+    seq BIGSERIAL PRIMARY KEY,
+    event_id UUID NOT NULL UNIQUE,
+    event_type TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload JSONB NOT NULL,
+    thread_id TEXT,
+    task_id TEXT,
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'published', 'dead')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity',
+    last_error TEXT,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    published_at TIMESTAMPTZ
+);
+CREATE INDEX lgd_outbox_pending
+    ON langgraph_durable_outbox (key, seq) WHERE status = 'pending';
+CREATE INDEX lgd_outbox_published
+    ON langgraph_durable_outbox (published_at) WHERE status = 'published';
+
+-- Relays LISTEN on this channel; identical notifications of one transaction fold into one.
+CREATE OR REPLACE FUNCTION langgraph_durable_outbox_notify() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('langgraph_durable_outbox', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER lgd_outbox_notify AFTER INSERT ON langgraph_durable_outbox
+    FOR EACH ROW EXECUTE FUNCTION langgraph_durable_outbox_notify();
+
+-- langgraph_durable_inbox: message ids a consumer has acted on, recorded in the transaction
+-- of its own work, so a redelivered message is dropped.
+CREATE TABLE langgraph_durable_inbox (
+    consumer TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    received_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (consumer, message_id)
+);
+
 INSERT INTO checkpoint_migrations (v) SELECT generate_series(0, 9);
 INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (1, 'durable_001_checkpoints_run_id_idx_concurrently'),
     (2, 'durable_002_checkpoints_thread_order_idx_concurrently'),
     (3, 'durable_003_effects_journal'),
     (4, 'durable_004_interrupt_writes_idx_concurrently'),
-    (5, 'durable_005_runs');
+    (5, 'durable_005_runs'),
+    (6, 'durable_006_outbox');

@@ -2,7 +2,8 @@
 
 `_asaver.py` is the source; `_saver.py` its generated twin. `aio` mirrors upstream's
 `langgraph.checkpoint.postgres.aio`. The `*_txn` functions store a checkpoint or a task's
-writes inside the caller's own transaction.
+writes inside the caller's own transaction. Outbox events of running tasks are parked
+here (`_events.py`) and stored with their tasks' writes.
 """
 
 from langgraph_durable.checkpoint._asaver import (
@@ -12,6 +13,12 @@ from langgraph_durable.checkpoint._asaver import (
     aput_writes_txn,
 )
 from langgraph_durable.checkpoint._core import MetadataRedaction
+from langgraph_durable.checkpoint._events import (
+    EMPTY_EVENT_PARAMS,
+    ParkedEvent,
+    event_params,
+    new_event,
+)
 from langgraph_durable.checkpoint._saver import (
     DurablePostgresSaver,
     delete_for_runs_txn,
@@ -20,13 +27,17 @@ from langgraph_durable.checkpoint._saver import (
 )
 
 __all__ = [
+    "EMPTY_EVENT_PARAMS",
     "AsyncDurablePostgresSaver",
     "DurablePostgresSaver",
     "MetadataRedaction",
+    "ParkedEvent",
     "adelete_for_runs_txn",
     "aput_txn",
     "aput_writes_txn",
     "delete_for_runs_txn",
+    "event_params",
+    "new_event",
     "put_txn",
     "put_writes_txn",
 ]

@@ -421,7 +421,8 @@ def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, 
 def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """The `w_*` arrays of `put_checkpoint`: the rows of parked `write_params` results.
 
-    Parked writes are regular writes only, so they are inserted as first stored.
+    Parked writes are regular writes only, so they are inserted as first stored. The
+    outbox events of their tasks (`e_*`) travel with them.
     """
     params: dict[str, list[Any]] = {
         "w_checkpoint_ids": [],
@@ -431,8 +432,15 @@ def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[A
         "w_channels": [],
         "w_types": [],
         "w_blobs": [],
+        "e_ids": [],
+        "e_types": [],
+        "e_keys": [],
+        "e_payloads": [],
+        "e_task_ids": [],
     }
     for writes in parked:
+        for name in ("e_ids", "e_types", "e_keys", "e_payloads", "e_task_ids"):
+            params[name] += writes.get(name, ())
         count = len(writes["idxs"])
         params["w_checkpoint_ids"] += [writes["checkpoint_id"]] * count
         params["w_task_ids"] += [writes["task_id"]] * count

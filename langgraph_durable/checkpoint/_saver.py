@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import INTERRUPT
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from psycopg import Capabilities, Connection, Pipeline
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
@@ -56,6 +56,12 @@ from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
+from langgraph_durable.checkpoint._events import (
+    EMPTY_EVENT_PARAMS,
+    EventParking,
+    ParkedEvent,
+    event_params,
+)
 from langgraph_durable.checkpoint._parking import WriteKey, WriteParking, writes_may_wait
 from langgraph_durable.errors import (
     ConfigurationError,
@@ -122,7 +128,7 @@ def put_writes_txn(
         return
     replace = _core.replaces_earlier(writes)
     query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
-    params = _core.write_params(serde, config, writes, task_id, task_path)
+    params = {**_core.write_params(serde, config, writes, task_id, task_path), **EMPTY_EVENT_PARAMS}
     found = (conn.execute(query, params)).fetchone()
     _core.check_fenced(bool(found and found["ok"]), params)
 
@@ -248,6 +254,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         # LangGraph runs the next tasks anyway, and their writes must not land against
         # checkpoints that will never exist. Cleared by the next accepted put there.
         self._rejected: dict[tuple[str, str], InvalidInputError] = {}
+        # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
+        self._events = EventParking()
 
     @classmethod
     @contextmanager
@@ -495,8 +503,14 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             self._exit_checkpoints.add(own)
             # Yield once: the writes are scheduled (async) or being submitted (threads).
             time.sleep(0)
+            exit_events = self._events.take_for_exit(*own)
+        else:
+            exit_events = []
         with self._parking.carried_by_put(keys) as taken:
             params.update(_core.parked_write_params(entry.params for entry in taken))
+            if exit_events:
+                for name, values in event_params(exit_events).items():
+                    params[name] = params[name] + values
             self._store_checkpoint(params)
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
@@ -535,8 +549,15 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         replace = _core.replaces_earlier(writes)
         query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
 
+        # The task's outbox events commit with its writes; writes that say it did not
+        # finish (an error, an interrupt) void them: it runs again and emits them again.
+        events = self._events.take_for_task(key[0], key[2], task_id)
+        if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
+            events = []
+
         def prepare() -> tuple[bool, dict[str, Any]]:
             params = _core.write_params(self.serde, config, writes, task_id, task_path)
+            params.update(event_params(events) if events else EMPTY_EVENT_PARAMS)
             park = writes_may_wait(
                 config,
                 writes,
@@ -549,6 +570,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
         self._parking.store(key, prepare, lambda params: self._store_writes(query, params))
         _crashpoints.reached("put_writes:after_commit")
+
+    def park_event(self, event: ParkedEvent) -> None:
+        """Park an outbox event of a running task until its writes are stored (`emit()`)."""
+        self._events.park(event)
 
     @retry_on_disconnect
     def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@
     langgraph-durable effects [list|show KEY|resolve KEY ...]
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
     langgraph-durable approvals [list|approve THREAD|reject THREAD ...]
+    langgraph-durable outbox relay URL | backlog | dead | replay [ID...] | prune --older-than 7d
     langgraph-durable web [--host H] [--port P] [--graph MODULE:ATTR] [--read-only]
 
 `--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the command.

@@ -274,6 +274,28 @@ def parser() -> argparse.ArgumentParser:
         )
         how.add_argument("--failed", metavar="REASON", help="give up; replays raise this reason")
 
+    # -- the outbox -----------------------------------------------------------------------
+    _, outbox = _group(commands, "outbox", "the transactional outbox", common)
+    outbox.required = True
+    relay = outbox.add_parser("relay", parents=common, help="publish events until stopped")
+    relay.add_argument("url", metavar="URL", help="amqp://..., nats://... or https://...")
+    relay.add_argument("--target", help="routing key or subject (default: the event type)")
+    relay.add_argument(
+        "--max-attempts",
+        type=_positive,
+        default=10,
+        help="publishes before an event is dead (default: 10)",
+    )
+    outbox.add_parser("backlog", parents=common, help="pending and dead events, oldest age")
+    dead = outbox.add_parser("dead", parents=common, help="list dead events, with their error")
+    _limit(dead)
+    replay = outbox.add_parser("replay", parents=common, help="dead events back to pending")
+    replay.add_argument(
+        "event_ids", nargs="*", metavar="EVENT_ID", help="the events (default: every dead one)"
+    )
+    retain = outbox.add_parser("prune", parents=common, help="delete published events")
+    retain.add_argument("--older-than", type=parse_age, required=True, metavar="AGE", help=AGE_HELP)
+
     # -- the web console -------------------------------------------------------------------
     web = commands.add_parser(
         "web", parents=common, help="serve the web console (needs the web extra)"

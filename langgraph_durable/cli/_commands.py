@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from langgraph.types import Command
+from psycopg.rows import dict_row
 
 from langgraph_durable.approvals import (
     ApprovalDecision,
@@ -37,6 +39,15 @@ from langgraph_durable.errors import (
     ThreadNotFoundError,
 )
 from langgraph_durable.ops import doctor, list_threads, thread_diff, thread_history
+from langgraph_durable.outbox import (
+    OutboxRelay,
+    backlog,
+    events,
+    prune_published,
+    replay_dead,
+    run_relay,
+)
+from langgraph_durable.outbox.publishers import publisher_for
 from langgraph_durable.runs import GraphVersion, Run, RunRegistry, RunStatus
 
 __all__ = ["COMMANDS", "Result", "run_json"]
@@ -458,6 +469,44 @@ def reject(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     return _decide(args, saver, False)
 
 
+# -- the outbox ----------------------------------------------------------------------------
+
+
+def _outbox_connection(args: argparse.Namespace) -> Any:
+    return psycopg.connect(args.dsn, autocommit=True, row_factory=dict_row)
+
+
+def outbox_relay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    relay = OutboxRelay(
+        args.dsn, publisher_for(args.url, target=args.target), max_attempts=args.max_attempts
+    )
+    run_relay(relay)
+    return Result({"relay": "stopped"}, _show_kv)
+
+
+def outbox_backlog(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    with _outbox_connection(args) as conn:
+        return Result(record(backlog(conn)), _show_kv)
+
+
+def outbox_dead(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    with _outbox_connection(args) as conn:
+        rows = [record(r) for r in events(conn, status="dead", limit=args.limit)]
+    columns = ["event_id", "event_type", "key", "attempts", "last_error"]
+    return Result({"dead": rows}, lambda d: print_table(d["dead"], columns, empty="no dead events"))
+
+
+def outbox_replay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    with _outbox_connection(args) as conn:
+        return Result({"replayed": replay_dead(conn, args.event_ids or None)}, _show_kv)
+
+
+def outbox_prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    with _outbox_connection(args) as conn:
+        pruned = prune_published(conn, args.older_than.total_seconds())
+    return Result({"pruned": pruned}, _show_kv)
+
+
 COMMANDS: dict[
     tuple[str, str | None], Callable[[argparse.Namespace, DurablePostgresSaver], Result]
 ] = {
@@ -487,5 +536,10 @@ COMMANDS: dict[
     ("approvals", "list"): approvals_list,
     ("approvals", "approve"): approve,
     ("approvals", "reject"): reject,
+    ("outbox", "relay"): outbox_relay,
+    ("outbox", "backlog"): outbox_backlog,
+    ("outbox", "dead"): outbox_dead,
+    ("outbox", "replay"): outbox_replay,
+    ("outbox", "prune"): outbox_prune,
 }
 """Every command that needs the database, by (command, action)."""

@@ -35,6 +35,7 @@ from langgraph_durable._db import (
     register_source,
 )
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import ParkedEvent, event_params
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
     NOT_GIVEN,
@@ -131,9 +132,17 @@ async def acomplete_txn(
     usage: dict[str, Any] | None = None,
     seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
     resolved_by: str | None = None,
+    events: Sequence[ParkedEvent] = (),
 ) -> bool:
-    """Store a serialized result (`dump_result`); False if the row changed meanwhile."""
+    """Store a serialized result (`dump_result`); False if the row changed meanwhile.
+
+    `events` (outbox events announcing the completion) are stored in the same statement,
+    and only if the result is.
+    """
+    outbox = event_params(events)
+    del outbox["e_task_ids"]
     params = {
+        **outbox,
         "key": key,
         "seen_attempt": attempt,
         "seen_statuses": [s.value for s in seen_statuses],
@@ -331,8 +340,10 @@ class AsyncEffectJournal:
         usage: dict[str, Any] | None = None,
         seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
         resolved_by: str | None = None,
+        events: Sequence[ParkedEvent] = (),
     ) -> bool:
-        """Store the result; False if the attempt was taken over meanwhile.
+        """Store the result (and `events`, outbox events announcing it); False if the
+        attempt was taken over meanwhile.
 
         Raises:
             EffectResultNotStoredError: The result cannot be serialized; nothing was written.
@@ -347,6 +358,7 @@ class AsyncEffectJournal:
             usage=usage,
             seen_statuses=seen_statuses,
             resolved_by=resolved_by,
+            events=events,
         )
 
     async def afail(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_durable import _telemetry
+from langgraph_durable.checkpoint import new_event
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
@@ -37,6 +39,7 @@ class EffectCall:
         call_site: (file, line) of the user code that called the effect, for reports.
         cost_only: A call whose repetition costs money but acts on nothing (a model call):
             an open outcome is a lost answer, and messages say so.
+        completion_event: An outbox event type stored with the completion.
     """
 
     name: str
@@ -53,6 +56,8 @@ class EffectCall:
     may_reattempt: Callable[[Any, JournalRow], Any] | None = None
     call_site: tuple[str, int] | None = None
     cost_only: bool = False
+    completion_event: str | None = None
+    """An outbox event type stored with the completion (`@effect(event=...)`)."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """This call among others of this process, in the lease owner (`owner#token`)."""
 
@@ -102,6 +107,33 @@ def error_outcome(exc: BaseException) -> str:
 
 class NothingSentError(ConfigurationError):
     """A sync effect returned a coroutine instead of running it: nothing was sent."""
+
+
+def completion_events(call: EffectCall, result: Any) -> dict[str, Any]:
+    """`acomplete`'s keyword for the call's completion event: none, or one per key.
+
+    The event id is derived from the key, so a completion stored twice (a reconcile after
+    a lost answer) stores one event. The result is in the payload when it is JSON.
+    """
+    if call.completion_event is None:
+        return {}
+    payload: dict[str, Any] = {"key": call.key, "effect": call.name}
+    try:
+        json.dumps(result, allow_nan=False)
+        payload["result"] = result
+    except (TypeError, ValueError):
+        payload["result_type"] = type(result).__name__
+    thread = call.where.thread_id if call.where is not None else ""
+    event = new_event(
+        call.completion_event,
+        payload,
+        thread or call.key,
+        event_id=str(uuid.uuid5(_EVENT_NAMESPACE, call.key)),
+    )
+    return {"events": [event]}
+
+
+_EVENT_NAMESPACE = uuid.UUID("0f3b8f8e-1d5c-4b7e-8f7a-6c2d9b1e4a33")
 
 
 def refuse_awaitable(call: EffectCall, value: Any) -> Any:

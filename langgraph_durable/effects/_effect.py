@@ -203,8 +203,12 @@ class EffectSpec:
         interrupt_guard: bool = True,
         may_reattempt: Callable[[Any, Any], Any] | None = None,
         cost_only: bool = False,
+        event: str | None = None,
     ) -> None:
         self.fn = fn
+        if event is not None and (not isinstance(event, str) or not event.strip()):
+            raise InvalidInputError(f"effect event={event!r}: pass a non-empty event type.")
+        self.event = event
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise InvalidInputError(f"effect name={name!r}: pass a non-empty string.")
         self.name = name or default_effect_name(fn)
@@ -276,6 +280,7 @@ class EffectSpec:
             may_reattempt=self.may_reattempt,
             call_site=call_site,
             cost_only=self.cost_only,
+            completion_event=self.event,
         )
         return call, (journal, saver)
 
@@ -353,6 +358,7 @@ def effect(
     journal: AnyJournal | None = None,
     usage: Callable[[Any], dict[str, Any] | None] | None = None,
     interrupt_guard: bool = True,
+    event: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -369,6 +375,7 @@ def effect(
     journal: AnyJournal | None = None,
     usage: Callable[[Any], dict[str, Any] | None] | None = None,
     interrupt_guard: bool = True,
+    event: str | None = None,
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Journal a side effect so that it runs at most once per key.
 
@@ -400,6 +407,9 @@ def effect(
         usage: Extracts token usage from a result, for the token ledger.
         interrupt_guard: Report this effect when its node then calls `interrupt()` (see
             `set_interrupt_guard`); off for calls that are safe to replay, like model calls.
+        event: An outbox event type to store with the completion, in the journal's own
+            transaction (one per key; payload: the key, the effect name and the result if
+            it is JSON). Needs the Postgres journal; published by an `OutboxRelay`.
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -414,6 +424,7 @@ def effect(
             journal=journal,
             usage=usage,
             interrupt_guard=interrupt_guard,
+            event=event,
         )
         return journaled(fn, spec)
 

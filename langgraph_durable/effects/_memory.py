@@ -28,6 +28,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable._db import process_owner
+from langgraph_durable.checkpoint import ParkedEvent
 from langgraph_durable.effects._journal import EffectJournal
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
@@ -36,6 +37,7 @@ from langgraph_durable.effects._protocol import (
     EffectStatus,
     JournalRow,
 )
+from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.serde import make_safe
 
 __all__ = ["ManualClock", "MemoryEffectJournal"]
@@ -207,7 +209,14 @@ class MemoryEffectJournal(EffectJournal):
         usage: dict[str, Any] | None = None,
         seen_statuses: Sequence[EffectStatus] = (EffectStatus.RUNNING,),
         resolved_by: str | None = None,
+        events: Sequence[ParkedEvent] = (),
     ) -> bool:
+        # No outbox in memory: completion events are refused rather than lost.
+        if events:
+            raise ConfigurationError(
+                "@effect(event=...) needs the Postgres journal, whose outbox stores the "
+                "event with the completion; drop event= for the in-memory journal."
+            )
         type_, blob = self.dump_result(key, result)
         with self._lock:
             row = self._rows.get(key)

@@ -26,6 +26,7 @@ from langgraph_durable._db import Heartbeat, owner_is_dead
 from langgraph_durable.effects._call import (
     EffectCall,
     NothingSentError,
+    completion_events,
     effect_span_attributes,
     error_outcome,
     failed_message,
@@ -170,6 +171,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                     usage=call.usage_of(found.result) if call.usage_of else None,
                     seen_statuses=OUTCOME_OPEN_STATUSES,
                     resolved_by="reconcile",
+                    **completion_events(call, found.result),
                 ):
                     logger.info("effect %s reconciled as completed", call.key)
                     record_outcome(call, "reconciled")
@@ -257,7 +259,9 @@ def _attempt(
     _crashpoints.reached("effect:after_call")
     usage = call.usage_of(result) if call.usage_of else None
     try:
-        completed = journal.complete(call.key, attempt, result, usage=usage)
+        completed = journal.complete(
+            call.key, attempt, result, usage=usage, **completion_events(call, result)
+        )
     except EffectResultNotStoredError as exc:
         # The receiver acted; without its result no replay is possible, and calling it
         # again could act twice. Park the row for a decision.

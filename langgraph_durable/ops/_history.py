@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -170,6 +172,8 @@ def plain(value: Any) -> Any:
         return value
     if isinstance(value, (datetime, date)):
         return value.isoformat()
+    if isinstance(value, (uuid.UUID, Decimal)):
+        return str(value)
     if isinstance(value, enum.Enum):
         return plain(value.value)
     if isinstance(value, Mapping):

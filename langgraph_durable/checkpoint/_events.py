@@ -1,0 +1,165 @@
+"""Outbox events emitted by running tasks, parked until the statement that commits them.
+
+`emit()` (in `outbox/`) parks an event here under the task that emitted it; the saver
+takes it into the statement that stores that task's writes, so the event commits exactly
+when the task's result does (invariant I7):
+
+- under durability "sync" and "async", the task's own `put_writes` carries its events,
+  whether that statement runs alone or the next checkpoint carries the parked writes;
+- writes that say the task did not finish (an error, an interrupt) drop its events: the
+  task runs again and emits them again;
+- under "exit", LangGraph stores nothing until the run ends; the final `put` carries the
+  events of every task of the run except those of its own pending tasks, whose
+  `put_writes` follow it (and carry or drop them as above);
+- under a retry policy, only the events of a task's latest attempt are kept.
+
+Pure bookkeeping behind one lock: calls come from worker threads (sync) or one loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EMPTY_EVENT_PARAMS", "EventParking", "ParkedEvent", "event_params", "new_event"]
+
+logger = logging.getLogger("langgraph_durable.outbox")
+
+_MAX_PARKED = 100_000
+
+EMPTY_EVENT_PARAMS: dict[str, list[Any]] = {
+    "e_ids": [],
+    "e_types": [],
+    "e_keys": [],
+    "e_payloads": [],
+    "e_task_ids": [],
+}
+
+
+@dataclass(frozen=True)
+class ParkedEvent:
+    """An event a task emitted, not stored yet."""
+
+    event_id: str
+    event_type: str
+    key: str
+    payload: str
+    """The payload as JSON text."""
+    thread_id: str
+    namespace: str
+    """The namespace of the graph loop the task runs in."""
+    checkpoint_id: str
+    """The checkpoint the task runs on."""
+    task_id: str
+    attempt: int = 1
+
+
+def new_event(
+    event_type: str,
+    payload: Any,
+    key: str,
+    *,
+    thread_id: str = "",
+    namespace: str = "",
+    checkpoint_id: str = "",
+    task_id: str = "",
+    attempt: int = 1,
+    event_id: str | None = None,
+) -> ParkedEvent:
+    """Checks an event and gives it `event_id` or a new one; ValueError or TypeError if bad."""
+    if not isinstance(event_type, str) or not event_type or "\x00" in event_type:
+        raise ValueError(f"event type {event_type!r}: give a non-empty string without NUL")
+    if not isinstance(key, str) or "\x00" in key:
+        raise ValueError(f"event key {key!r}: give a string without NUL")
+    text = json.dumps(payload, allow_nan=False, ensure_ascii=False)
+    if "\\u0000" in text:
+        raise ValueError("the payload holds a NUL character, which Postgres JSON cannot store")
+    return ParkedEvent(
+        event_id or str(uuid.uuid4()),
+        event_type,
+        key,
+        text,
+        thread_id,
+        namespace,
+        checkpoint_id,
+        task_id,
+        attempt,
+    )
+
+
+def event_params(events: Iterable[ParkedEvent]) -> dict[str, list[Any]]:
+    """The `e_*` arrays of the statements that store events."""
+    params: dict[str, list[Any]] = {name: [] for name in EMPTY_EVENT_PARAMS}
+    for event in events:
+        params["e_ids"].append(event.event_id)
+        params["e_types"].append(event.event_type)
+        params["e_keys"].append(event.key)
+        params["e_payloads"].append(event.payload)
+        params["e_task_ids"].append(event.task_id or None)
+    return params
+
+
+def _under(namespace: str, root: str) -> bool:
+    return not root or namespace == root or namespace.startswith(root + "|")
+
+
+class EventParking:
+    """Events parked per (thread, checkpoint, task) until their task's writes are stored."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parked: dict[tuple[str, str, str], list[ParkedEvent]] = {}
+        self._count = 0
+
+    def park(self, event: ParkedEvent) -> None:
+        key = (event.thread_id, event.checkpoint_id, event.task_id)
+        with self._lock:
+            if self._count >= _MAX_PARKED:
+                # Only events of tasks whose writes never came (abandoned runs) linger.
+                logger.warning("dropping %d parked outbox events of unfinished tasks", self._count)
+                self._parked.clear()
+                self._count = 0
+            events = self._parked.setdefault(key, [])
+            if events and events[-1].attempt < event.attempt:
+                # A new attempt of the task: the failed attempt's events are void.
+                self._count -= len(events)
+                events.clear()
+            events.append(event)
+            self._count += 1
+
+    def take_for_task(self, thread_id: str, checkpoint_id: str, task_id: str) -> list[ParkedEvent]:
+        """The events of one task, for the statement that stores its writes."""
+        with self._lock:
+            events = self._parked.pop((thread_id, checkpoint_id, task_id), [])
+            self._count -= len(events)
+        return events
+
+    def take_for_exit(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> list[ParkedEvent]:
+        """Events a final checkpoint under durability="exit" carries.
+
+        Those of tasks in `namespace` (or below it) that ran on earlier checkpoints of the
+        run: their steps completed. Tasks of `checkpoint_id` itself are still pending; their
+        `put_writes` follows the checkpoint.
+        """
+        taken: list[ParkedEvent] = []
+        with self._lock:
+            for key in [
+                key
+                for key, events in self._parked.items()
+                if key[0] == thread_id
+                and key[1] != checkpoint_id
+                and events
+                and _under(events[0].namespace, namespace)
+            ]:
+                taken += self._parked.pop(key)
+            self._count -= len(taken)
+        # Checkpoint ids sort in time order; the sort is stable, so a task's order stays.
+        taken.sort(key=lambda event: event.checkpoint_id)
+        return taken

@@ -1,0 +1,125 @@
+"""Outbox and inbox statements on a caller's connection: emit, backlog, replay, retention.
+
+Async source: the sync twin is generated from this file.
+
+The `*_txn` forms run inside the caller's transaction, so an event commits or rolls back
+with the caller's own writes (invariant I7), and a consumer's inbox row commits with the
+work the message caused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint import event_params
+from langgraph_durable.errors import InvalidInputError
+from langgraph_durable.outbox._emit import checked_event
+
+__all__ = [
+    "abacklog",
+    "aemit_txn",
+    "aevents",
+    "ainbox_record_txn",
+    "aprune_inbox",
+    "aprune_published",
+    "areplay_dead",
+]
+
+PgConn = AsyncConnection[Any]
+
+
+async def aemit_txn(
+    conn: PgConn,
+    event_type: str,
+    payload: Any,
+    *,
+    key: str = "",
+    event_id: str | None = None,
+) -> str:
+    """Store an outbox event in the caller's transaction; returns its event id.
+
+    The event commits or rolls back with whatever else the transaction writes. Give an
+    `event_id` to make a retried transaction store the event once.
+
+    Args:
+        conn: A connection in the transaction that makes the change the event announces.
+        event_type: What happened, e.g. "order.shipped".
+        payload: JSON-serializable data.
+        key: Events of one key are published in order.
+        event_id: A UUID for the event; a new one when not given.
+    """
+    event = checked_event(event_type, payload, key)
+    params = event_params([event])
+    if event_id is not None:
+        try:
+            params["e_ids"] = [str(uuid.UUID(event_id))]
+        except ValueError as exc:
+            raise InvalidInputError(f"event_id {event_id!r}: give a UUID") from exc
+    del params["e_task_ids"]
+    await conn.execute(QUERIES["outbox_insert"], params)
+    return str(params["e_ids"][0])
+
+
+async def ainbox_record_txn(conn: PgConn, consumer: str, message_id: str) -> bool:
+    """Record that `consumer` acts on `message_id`, in the transaction of that work.
+
+    Returns True when the message is new: do the work in the same transaction. False
+    means it was recorded before (a redelivery): do nothing, commit, and acknowledge it.
+    """
+    if not consumer or not message_id:
+        raise InvalidInputError("inbox: give a non-empty consumer name and message id")
+    cur = await conn.execute(
+        QUERIES["inbox_record"], {"consumer": consumer, "message_id": message_id}
+    )
+    return await cur.fetchone() is not None
+
+
+async def abacklog(conn: PgConn) -> dict[str, Any]:
+    """Pending and dead events, and the age in seconds of the oldest pending one."""
+    cur = await conn.execute(QUERIES["outbox_backlog"])
+    row = await cur.fetchone()
+    names = [column.name for column in cur.description or ()]
+    values = dict(row) if isinstance(row, dict) else dict(zip(names, row or (), strict=True))
+    return {
+        "pending": int(values["pending"]),
+        "dead": int(values["dead"]),
+        "oldest_pending_seconds": float(values["oldest_pending_seconds"]),
+    }
+
+
+async def aevents(conn: PgConn, *, status: str | None = None, limit: int = 100) -> list[Any]:
+    """Events newest first (all, or those with `status`: pending, published, dead)."""
+    if status not in (None, "pending", "published", "dead"):
+        raise InvalidInputError(f"status {status!r}: use pending, published or dead")
+    cur = await conn.execute(QUERIES["outbox_events"], {"status": status, "limit": limit})
+    return list(await cur.fetchall())
+
+
+async def areplay_dead(conn: PgConn, event_ids: Sequence[str] | None = None) -> int:
+    """Move dead events (all, or those listed) back to pending; returns how many moved."""
+    ids = None if event_ids is None else [str(uuid.UUID(i)) for i in event_ids]
+    cur = await conn.execute(QUERIES["outbox_replay_dead"], {"event_ids": ids})
+    return len(await cur.fetchall())
+
+
+async def aprune_published(conn: PgConn, older_than: float, *, batch: int = 10_000) -> int:
+    """Delete events published more than `older_than` seconds ago; returns how many."""
+    total = 0
+    while True:
+        cur = await conn.execute(
+            QUERIES["outbox_prune_published"], {"older_than": older_than, "batch": batch}
+        )
+        total += cur.rowcount
+        if cur.rowcount < batch:
+            return total
+
+
+async def aprune_inbox(conn: PgConn, older_than: float) -> int:
+    """Forget inbox rows older than `older_than` seconds (longer than any redelivery)."""
+    cur = await conn.execute(QUERIES["inbox_prune"], {"older_than": older_than})
+    return cur.rowcount

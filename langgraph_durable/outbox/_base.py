@@ -1,0 +1,119 @@
+"""What the outbox's I/O shells share: the event a publisher sees, backoff, signatures.
+
+Pure code, never generated; tested without a database or a broker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "OutboxEvent",
+    "backoff_delay",
+    "event_of",
+    "sign_webhook",
+    "verify_webhook",
+]
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    """An event as a relay hands it to a publisher.
+
+    `event_id` is stable: it is the message id on every delivery, so consumers can drop
+    redeliveries (`inbox_record_txn`).
+    """
+
+    event_id: str
+    event_type: str
+    key: str
+    payload: Any
+    seq: int
+    attempts: int = 0
+    thread_id: str | None = None
+    task_id: str | None = None
+    created_at: datetime | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> bytes:
+        """The message body: the payload as compact JSON."""
+        return json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def event_of(row: dict[str, Any]) -> OutboxEvent:
+    """The event of an `outbox_claim` row."""
+    return OutboxEvent(
+        event_id=str(row["event_id"]),
+        event_type=row["event_type"],
+        key=row["key"],
+        payload=row["payload"],
+        seq=int(row["seq"]),
+        attempts=int(row["attempts"]),
+        thread_id=row["thread_id"],
+        task_id=row["task_id"],
+        created_at=row["created_at"],
+    )
+
+
+def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> float:
+    """Seconds before the next try after `attempts` failed tries: base * 2^(n-1), capped."""
+    if attempts < 1:
+        return 0.0
+    return float(min(cap, base * 2 ** min(attempts - 1, 30)))
+
+
+def _signature(secret: bytes, message_id: str, timestamp: int, body: bytes) -> str:
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    return "v1=" + hmac.new(secret, signed, hashlib.sha256).hexdigest()
+
+
+def sign_webhook(secret: bytes, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """Headers of a signed webhook (Standard Webhooks style: id, timestamp, signature).
+
+    The signature is HMAC-SHA256 over `id.timestamp.body`, so a receiver can check that
+    the body came from the holder of the secret and reject old or repeated deliveries.
+    """
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": _signature(secret, message_id, timestamp, body),
+    }
+
+
+def verify_webhook(
+    secret: bytes,
+    headers: Any,
+    body: bytes,
+    *,
+    now: float,
+    tolerance: float = 300.0,
+) -> str:
+    """Check a signed webhook; returns its message id, or raises ValueError saying why.
+
+    Args:
+        secret: The secret shared with the sender.
+        headers: The request's headers (any mapping with `get`, case as sent).
+        body: The raw request body, exactly as received.
+        now: The receiver's time in seconds since the epoch (`time.time()`).
+        tolerance: Seconds a timestamp may be away from `now`; older ones are replays.
+    """
+    message_id = headers.get("webhook-id")
+    timestamp = headers.get("webhook-timestamp")
+    signature = headers.get("webhook-signature")
+    if not message_id or not timestamp or not signature:
+        raise ValueError("missing webhook-id, webhook-timestamp or webhook-signature header")
+    try:
+        sent = int(timestamp)
+    except ValueError:
+        raise ValueError("webhook-timestamp is not a whole number of seconds") from None
+    if abs(now - sent) > tolerance:
+        raise ValueError("webhook-timestamp is outside the tolerance: a replay or a wrong clock")
+    expected = _signature(secret, message_id, sent, body)
+    if not any(hmac.compare_digest(expected, given) for given in signature.split()):
+        raise ValueError("webhook-signature does not match the body")
+    return str(message_id)

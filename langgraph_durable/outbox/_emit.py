@@ -1,0 +1,161 @@
+"""`emit()`: an outbox event from inside a node or a `@task`, committed with its writes.
+
+The event is parked in the graph's saver under the emitting task and stored by the
+statement that stores that task's writes (see `checkpoint/_events.py` for every
+durability mode). It is not stored when the task fails or is interrupted: the task runs
+again and emits it again.
+
+The event id is derived, like an effect's default key, from what survives a crash: the
+thread, the namespace without task ids, the step, the task path, the event type and the
+ordinal of this `emit` of that type in the task execution. Under durability "async" a
+task's writes can commit against a checkpoint that a crash then loses; the task runs
+again on resume and emits the same ids, which the outbox stores once (a unique id).
+A fork or time travel re-runs at a later step, so its events get new ids.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+
+from langgraph_durable import _langgraph
+from langgraph_durable.checkpoint import (
+    AsyncDurablePostgresSaver,
+    DurablePostgresSaver,
+    ParkedEvent,
+    new_event,
+)
+from langgraph_durable.errors import InvalidEventError, OutboxUnavailableError
+
+__all__ = ["checked_event", "emit"]
+
+_NAMESPACE = uuid.UUID("6f0c1f38-4a0e-4c55-9a57-0c2b7e3d5a11")
+
+
+class _Ordinals:
+    """Per task execution (its scratchpad object), per event type: emits so far.
+
+    The same scheme as effect keys (`effects/_keys.py`): keyed by the scratchpad's
+    identity, the object kept alongside so its id is not reused; bounded.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._capacity = capacity
+        self._entries: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
+
+    def next(self, scratchpad: object, event_type: str) -> int:
+        with self._lock:
+            entry = self._entries.get(id(scratchpad))
+            if entry is None or entry[0] is not scratchpad:
+                entry = (scratchpad, {})
+                self._entries[id(scratchpad)] = entry
+                while len(self._entries) > self._capacity:
+                    self._entries.popitem(last=False)
+            counts = entry[1]
+            counts[event_type] = counts.get(event_type, 0) + 1
+            return counts[event_type]
+
+
+_ORDINALS = _Ordinals()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) -> str:
+    """The id of this emit: stable across re-runs of the same task execution point."""
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
+    metadata: Mapping[str, Any] = config.get("metadata") or {}
+    namespace = "|".join(
+        part.split(":", 1)[0] for part in str(configurable.get("checkpoint_ns") or "").split("|")
+    )
+    scratchpad = _langgraph.scratchpad_of(config)
+    if scratchpad is None:
+        return str(uuid.uuid4())
+    material = json.dumps(
+        [
+            thread_id,
+            namespace,
+            _plain(metadata.get("langgraph_step")),
+            _plain(metadata.get("langgraph_path")),
+            event_type,
+            _ORDINALS.next(scratchpad, event_type),
+        ],
+        separators=(",", ":"),
+    )
+    return str(uuid.uuid5(_NAMESPACE, material))
+
+
+def checked_event(event_type: str, payload: Any, key: str, **where: Any) -> ParkedEvent:
+    """A new event with a fresh id, or `InvalidEventError` saying what to change."""
+    try:
+        return new_event(event_type, payload, key, **where)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEventError(f"outbox event {event_type!r} refused: {exc}") from exc
+
+
+def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
+    """Emit an outbox event from the running node or `@task`; returns its event id.
+
+    The event commits in the transaction that stores this task's writes (or the
+    checkpoint that carries them), in every durability mode, and never before: a task
+    that fails or is interrupted emits nothing, and a task whose writes committed does
+    not run, so does not emit, again. A relay publishes it afterwards with the event id as
+    the message id.
+
+    Args:
+        event_type: What happened, e.g. "order.shipped".
+        payload: JSON-serializable data.
+        key: Events of one key are published in order; the thread id when not given.
+
+    Raises:
+        OutboxUnavailableError: Called outside a node, or the graph's saver is not durable.
+        InvalidEventError: The type, key or payload cannot be stored.
+    """
+    try:
+        config = get_config()
+    except RuntimeError as exc:
+        raise OutboxUnavailableError(
+            "emit() was called outside a running node or @task; from your own code use "
+            "emit_txn(conn, ...) inside your transaction."
+        ) from exc
+    saver = _langgraph.checkpointer_of(config)
+    if not isinstance(saver, (DurablePostgresSaver, AsyncDurablePostgresSaver)):
+        raise OutboxUnavailableError(
+            f"emit() needs a graph compiled with a durable saver, not {type(saver).__name__}: "
+            "compile it with DurablePostgresSaver or AsyncDurablePostgresSaver."
+        )
+    where = _langgraph.task_checkpoint_of(config)
+    task_id = _langgraph.task_id_of(config)
+    thread_id = str(config.get("configurable", {}).get("thread_id", ""))
+    if where is None or task_id is None or not thread_id:
+        raise OutboxUnavailableError(
+            "emit() found no task of a checkpointed run here; call it inside a node or @task "
+            "of a graph invoked with a thread_id."
+        )
+    event = checked_event(
+        event_type,
+        payload,
+        thread_id if key is None else key,
+        thread_id=thread_id,
+        namespace=where[0],
+        checkpoint_id=where[1],
+        task_id=task_id,
+        attempt=_langgraph.task_attempt_of(config),
+        event_id=derived_event_id(config, thread_id, event_type),
+    )
+    saver.park_event(event)
+    return event.event_id

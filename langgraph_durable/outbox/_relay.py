@@ -1,0 +1,218 @@
+"""The relay: publishes committed outbox events, at least once, in order per key.
+
+One round (`run_once`) is one transaction: claim the oldest pending event of up to `keys`
+keys with `FOR UPDATE SKIP LOCKED` (and the events queued behind them), publish them
+with the event id as message id, mark the published ones and record the failures, then
+commit. The row locks held during the round are what lets any number of relays run at
+once: a key's events go through one relay at a time, in `seq` order. A relay that dies
+mid-round (SIGKILL, lost connection) releases its locks without marking anything: the
+next round publishes those events again, under the same ids, and consumers drop the
+repeats (`inbox_record_txn`). A failed publish stops its key for this round; the event
+is tried again after a backoff and moved to 'dead' after `max_attempts` failures (a dead
+event no longer holds its key back; `replay_dead` brings it back).
+
+Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
+for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
+publish through async clients, so there is one relay, async; `run_relay` runs it from
+sync code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import psycopg
+from psycopg import AsyncConnection
+
+from langgraph_durable import _crashpoints
+from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, event_of
+
+__all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
+
+logger = logging.getLogger("langgraph_durable.outbox")
+
+
+class Publisher(Protocol):
+    """Sends one event to a broker and returns once the broker has it (or raises)."""
+
+    async def publish(self, event: OutboxEvent) -> None: ...
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What one relay round did."""
+
+    claimed: int
+    published: int
+    failed: int
+    dead: int
+
+
+class OutboxRelay:
+    """Publishes the outbox of one database through one publisher.
+
+    Args:
+        dsn: The database of the outbox.
+        publisher: Where events go (`RabbitMQPublisher`, `NatsPublisher`,
+            `WebhookPublisher`, `CallbackPublisher`, or your own `publish` coroutine).
+        keys: Keys claimed per round.
+        batch: Events claimed per round, at most.
+        max_attempts: Failed publishes after which an event is dead.
+        backoff_base: Seconds before the first retry; doubled per failure.
+        backoff_cap: The longest wait between retries, in seconds.
+        publish_timeout: Seconds a publish may take before it counts as failed.
+        idle_wait: Seconds between looks when no notification comes.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        publisher: Publisher,
+        *,
+        keys: int = 100,
+        batch: int = 500,
+        max_attempts: int = 10,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 300.0,
+        publish_timeout: float = 30.0,
+        idle_wait: float = 5.0,
+    ) -> None:
+        if keys < 1 or batch < 1 or max_attempts < 1:
+            raise ConfigurationError("OutboxRelay: keys, batch and max_attempts must be >= 1")
+        if backoff_base < 0 or backoff_cap < 0 or publish_timeout <= 0 or idle_wait <= 0:
+            raise ConfigurationError(
+                "OutboxRelay: give backoff_base and backoff_cap >= 0, publish_timeout and "
+                "idle_wait > 0 (seconds)"
+            )
+        self.dsn = check_dsn(dsn)
+        self.publisher = publisher
+        self.keys = keys
+        self.batch = batch
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.publish_timeout = publish_timeout
+        self.idle_wait = idle_wait
+        self._conn: AsyncConnection[Any] | None = None
+
+    async def _connection(self) -> AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS)
+        return self._conn
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def run_once(self) -> RoundResult:
+        """Claim, publish and mark one round of events, in one transaction."""
+        conn = await self._connection()
+        async with conn.transaction():
+            cur = await conn.execute(
+                QUERIES["outbox_claim"], {"keys": self.keys, "limit": self.batch}
+            )
+            events = [event_of(row) for row in await cur.fetchall()]
+            if not events:
+                return RoundResult(0, 0, 0, 0)
+            by_key: dict[str, list[OutboxEvent]] = {}
+            for event in events:
+                by_key.setdefault(event.key, []).append(event)
+            outcomes = await asyncio.gather(*(self._publish_key(evs) for evs in by_key.values()))
+            published = [seq for done, _ in outcomes for seq in done]
+            failures = [failure for _, failure in outcomes if failure is not None]
+            _crashpoints.reached("relay:after_publish")
+            if published:
+                await conn.execute(QUERIES["outbox_mark_published"], {"seqs": published})
+            dead = 0
+            for event, error in failures:
+                cur = await conn.execute(
+                    QUERIES["outbox_mark_failed"],
+                    {
+                        "seq": event.seq,
+                        "error": f"{type(error).__name__}: {error}"[:2000],
+                        "delay": backoff_delay(
+                            event.attempts + 1, base=self.backoff_base, cap=self.backoff_cap
+                        ),
+                        "max_attempts": self.max_attempts,
+                    },
+                )
+                row = await cur.fetchone()
+                if row is not None and row["status"] == "dead":
+                    dead += 1
+                    logger.error(
+                        "outbox event %s (%s) is dead after %d attempts: %s",
+                        event.event_id,
+                        event.event_type,
+                        event.attempts + 1,
+                        error,
+                    )
+        _crashpoints.reached("relay:after_commit")
+        return RoundResult(len(events), len(published), len(failures), dead)
+
+    async def _publish_key(
+        self, events: Sequence[OutboxEvent]
+    ) -> tuple[list[int], tuple[OutboxEvent, BaseException] | None]:
+        done: list[int] = []
+        for event in events:
+            try:
+                await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
+            except Exception as exc:  # any failure: retried later, dead after max_attempts
+                logger.warning("publishing outbox event %s failed: %r", event.event_id, exc)
+                return done, (event, exc)
+            done.append(event.seq)
+        return done, None
+
+    async def _seconds_to_next_due(self) -> float | None:
+        conn = await self._connection()
+        cur = await conn.execute(QUERIES["outbox_next_due"])
+        row = await cur.fetchone()
+        return None if row is None or row["seconds"] is None else max(0.0, row["seconds"])
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Publish until `stop` is set: rounds while there is work, then wait for more.
+
+        A lost database connection is waited out with a growing pause.
+        """
+        stop = stop or asyncio.Event()
+        pause = 0.1
+        while not stop.is_set():
+            try:
+                await self._serve(stop)
+            except psycopg.Error as exc:
+                if not is_disconnect(exc):
+                    raise
+                logger.warning("outbox relay lost the database (%s); retrying", exc)
+                await self.aclose()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), pause)
+                pause = min(pause * 2, 10.0)
+        await self.aclose()
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        async with await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS) as listener:
+            await listener.execute(QUERIES["outbox_listen"])
+            while not stop.is_set():
+                result = await self.run_once()
+                if result.claimed:
+                    continue
+                due = await self._seconds_to_next_due()
+                wait = self.idle_wait if due is None else min(self.idle_wait, due)
+                if wait <= 0:
+                    continue
+                async for _ in listener.notifies(timeout=wait, stop_after=1):
+                    pass
+
+
+def run_relay(relay: OutboxRelay) -> None:
+    """Run a relay from sync code until interrupted (Ctrl-C)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(relay.run())

@@ -1,0 +1,218 @@
+"""Publishers the relay sends events through; each broker client is an optional extra.
+
+- `CallbackPublisher`: an in-process function or coroutine (tests, small apps);
+- `RabbitMQPublisher` (`pip install 'langgraph-durable[rabbitmq]'`, aio-pika): publisher
+  confirms, persistent messages, `message_id` = event id, routing key = event type;
+- `NatsPublisher` (`[nats]`, nats-py): JetStream publish acknowledged by the stream, header
+  `Nats-Msg-Id` = event id, so the stream's own window drops duplicates;
+- `WebhookPublisher` (`[webhook]`, httpx): POST signed with `webhook-id`,
+  `webhook-timestamp` and `webhook-signature` (HMAC-SHA256); receivers check it with
+  `verify_webhook`. Any answer but 2xx is a failure, retried by the relay.
+
+Every message carries the event id, type and key, so consumers dedupe by id.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langgraph_durable.errors import ConfigurationError, MissingExtraError
+from langgraph_durable.outbox._base import OutboxEvent, sign_webhook
+
+__all__ = [
+    "CallbackPublisher",
+    "NatsPublisher",
+    "RabbitMQPublisher",
+    "WebhookPublisher",
+    "publisher_for",
+]
+
+WEBHOOK_SECRET_ENV = "LANGGRAPH_DURABLE_WEBHOOK_SECRET"
+
+
+def _headers(event: OutboxEvent) -> dict[str, Any]:
+    return {"event-id": event.event_id, "event-type": event.event_type, "event-key": event.key}
+
+
+class CallbackPublisher:
+    """Hands each event to `callback` (a function or a coroutine function)."""
+
+    def __init__(self, callback: Callable[[OutboxEvent], Awaitable[None] | None]) -> None:
+        self.callback = callback
+
+    async def publish(self, event: OutboxEvent) -> None:
+        result = self.callback(event)
+        if inspect.isawaitable(result):
+            await result
+
+
+class RabbitMQPublisher:
+    """Publishes to a RabbitMQ exchange with publisher confirms.
+
+    Args:
+        url: An AMQP URL, e.g. "amqp://guest:guest@127.0.0.1:5672/".
+        exchange: The exchange name ("" is the default exchange: the routing key is then
+            a queue name).
+        routing_key: The routing key; the event type when None.
+    """
+
+    def __init__(self, url: str, *, exchange: str = "", routing_key: str | None = None) -> None:
+        try:
+            import aio_pika
+        except ImportError as exc:
+            raise MissingExtraError(
+                "RabbitMQPublisher needs aio-pika: pip install 'langgraph-durable[rabbitmq]'"
+            ) from exc
+        self._aio_pika = aio_pika
+        self.url = url
+        self.exchange_name = exchange
+        self.routing_key = routing_key
+        self._connection: Any = None
+        self._exchange: Any = None
+
+    async def _ready(self) -> Any:
+        if self._connection is None or self._connection.is_closed:
+            self._connection = await self._aio_pika.connect_robust(self.url)
+            channel = await self._connection.channel(publisher_confirms=True)
+            self._exchange = (
+                await channel.get_exchange(self.exchange_name)
+                if self.exchange_name
+                else channel.default_exchange
+            )
+        return self._exchange
+
+    async def publish(self, event: OutboxEvent) -> None:
+        exchange = await self._ready()
+        message = self._aio_pika.Message(
+            body=event.body(),
+            message_id=event.event_id,
+            type=event.event_type,
+            content_type="application/json",
+            delivery_mode=self._aio_pika.DeliveryMode.PERSISTENT,
+            headers=dict(_headers(event)),
+        )
+        # With publisher confirms, publish returns once the broker has taken the message
+        # and raises when it refuses it (nack, unroutable with mandatory).
+        await exchange.publish(
+            message, routing_key=self.routing_key or event.event_type, mandatory=True
+        )
+
+    async def aclose(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+
+class NatsPublisher:
+    """Publishes to NATS JetStream; the stream acknowledges each message.
+
+    Args:
+        servers: NATS server URL(s), e.g. "nats://127.0.0.1:4222".
+        subject: The subject; the event type when None.
+    """
+
+    def __init__(self, servers: str | list[str], *, subject: str | None = None) -> None:
+        try:
+            import nats
+        except ImportError as exc:
+            raise MissingExtraError(
+                "NatsPublisher needs nats-py: pip install 'langgraph-durable[nats]'"
+            ) from exc
+        self._nats = nats
+        self.servers = servers
+        self.subject = subject
+        self._client: Any = None
+        self._js: Any = None
+
+    async def _ready(self) -> Any:
+        if self._client is None or self._client.is_closed:
+            self._client = await self._nats.connect(self.servers)
+            self._js = self._client.jetstream()
+        return self._js
+
+    async def publish(self, event: OutboxEvent) -> None:
+        js = await self._ready()
+        await js.publish(
+            self.subject or event.event_type,
+            event.body(),
+            headers={"Nats-Msg-Id": event.event_id, **_headers(event)},
+        )
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+class WebhookPublisher:
+    """POSTs each event, signed, to a URL.
+
+    Args:
+        url: The receiver's URL.
+        secret: The HMAC secret shared with the receiver.
+        timeout: Seconds to wait for an answer.
+        clock: Seconds since the epoch, for the signature's timestamp.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        secret: bytes,
+        *,
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        try:
+            import httpx
+        except ImportError as exc:
+            raise MissingExtraError(
+                "WebhookPublisher needs httpx: pip install 'langgraph-durable[webhook]'"
+            ) from exc
+        self.url = url
+        self._secret = secret
+        self._clock = clock
+        self._client = httpx.AsyncClient(timeout=timeout)
+
+    async def publish(self, event: OutboxEvent) -> None:
+        body = event.body()
+        headers = {
+            "content-type": "application/json",
+            **_headers(event),
+            **sign_webhook(self._secret, event.event_id, int(self._clock()), body),
+        }
+        response = await self._client.post(self.url, content=body, headers=headers)
+        response.raise_for_status()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def publisher_for(url: str, *, target: str | None = None) -> Any:
+    """The publisher a URL names (what `langgraph-durable outbox relay` uses).
+
+    `amqp://` or `amqps://`: RabbitMQ (`target` is the routing key); `nats://` or `tls://`:
+    NATS JetStream (`target` is the subject); `http://` or `https://`: a signed webhook,
+    whose secret is read from the environment variable LANGGRAPH_DURABLE_WEBHOOK_SECRET.
+    Without `target`, the event type is the routing key or subject.
+    """
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("amqp", "amqps"):
+        return RabbitMQPublisher(url, routing_key=target)
+    if scheme in ("nats", "tls"):
+        return NatsPublisher(url, subject=target)
+    if scheme in ("http", "https"):
+        secret = os.environ.get(WEBHOOK_SECRET_ENV)
+        if not secret:
+            raise ConfigurationError(
+                f"A webhook needs a signing secret: set {WEBHOOK_SECRET_ENV} to the secret "
+                "the receiver verifies with."
+            )
+        return WebhookPublisher(url, secret.encode())
+    raise ConfigurationError(
+        f"Cannot tell the broker from the URL scheme {scheme or '(none)'!r}: use amqp://, "
+        "nats:// or https://."
+    )

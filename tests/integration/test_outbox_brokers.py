@@ -1,0 +1,187 @@
+"""Publishers against the real brokers on this machine and a real HTTP receiver.
+
+RabbitMQ (127.0.0.1:5672, guest/guest) with publisher confirms, NATS JetStream
+(127.0.0.1:4222) with `Nats-Msg-Id`, and a local webhook receiver that checks the HMAC
+signature. Consumers record each message id with `inbox_record_txn` in the transaction
+of their own work, so a redelivered message does nothing twice. With CI=true a missing
+broker fails the test; elsewhere it is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from outbox_receivers import WebhookReceiver, consume, work_done
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable.outbox import (
+    OutboxEvent,
+    OutboxRelay,
+    backlog,
+    emit_txn,
+)
+from langgraph_durable.outbox.publishers import NatsPublisher, RabbitMQPublisher, WebhookPublisher
+
+RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+NATS_URL = "nats://127.0.0.1:4222"
+
+
+def need_broker(name: str, port: int) -> None:
+    """Fail in CI, skip elsewhere, when nothing listens on the broker's port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not reachable on 127.0.0.1:{port}, and CI needs it")
+        pytest.skip(f"{name} is not running on 127.0.0.1:{port}")
+
+
+@pytest.fixture
+def dsn(fresh_db_dsn: str) -> str:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE consumer_work (message_id TEXT, body JSONB)")
+    return fresh_db_dsn
+
+
+def emit_events(dsn: str, count: int, key: str = "k") -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        return [emit_txn(conn, "test.event", {"n": n}, key=key) for n in range(count)]
+
+
+async def drain(relay: OutboxRelay) -> None:
+    while (await relay.run_once()).claimed:
+        pass
+
+
+async def test_rabbitmq_publishes_with_confirms_and_the_event_id(dsn: str) -> None:
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    queue_name = f"outbox-test-{uuid.uuid4()}"
+    connection = await aio_pika.connect_robust(RABBIT_URL)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name, auto_delete=True)
+        ids = emit_events(dsn, 5)
+        publisher = RabbitMQPublisher(RABBIT_URL, routing_key=queue_name)
+        relay = OutboxRelay(dsn, publisher)
+        await drain(relay)
+        # A relay that died before marking would publish again: same message ids.
+        await publisher.publish(OutboxEvent(ids[0], "test.event", "k", {"n": 0}, seq=0))
+        received: list[str] = []
+        async with queue.iterator() as messages:
+            async for message in messages:
+                async with message.process():
+                    assert message.type == "test.event"
+                    assert message.message_id is not None
+                    received.append(message.message_id)
+                    consume(dsn, message.message_id, message.body)
+                if len(received) == 6:
+                    break
+        await relay.aclose()
+        await publisher.aclose()
+    assert received == [*ids, ids[0]]
+    assert work_done(dsn) == ids
+
+
+async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
+    need_broker("NATS", 4222)
+    import nats
+
+    name = f"outbox_{uuid.uuid4().hex}"
+    subject = f"outbox.{name}"
+    client = await nats.connect(NATS_URL)
+    js = client.jetstream()
+    await js.add_stream(name=name, subjects=[subject])
+    try:
+        ids = emit_events(dsn, 4)
+        publisher = NatsPublisher(NATS_URL, subject=subject)
+        relay = OutboxRelay(dsn, publisher)
+        await drain(relay)
+        # The same event again (a relay killed before marking it): the stream drops it.
+        await publisher.publish(OutboxEvent(ids[0], "test.event", "k", {"n": 0}, seq=0))
+        info = await js.stream_info(name)
+        assert info.state.messages == 4
+        sub = await js.pull_subscribe(subject, durable=f"c{uuid.uuid4().hex}", stream=name)
+        received: list[str] = []
+        while len(received) < 4:
+            for message in await sub.fetch(4 - len(received)):
+                assert message.headers is not None
+                message_id = message.headers["Nats-Msg-Id"]
+                consume(dsn, message_id, message.data)
+                received.append(message_id)
+                await message.ack()
+        await relay.aclose()
+        await publisher.aclose()
+    finally:
+        await js.delete_stream(name)
+        await client.close()
+    assert received == ids
+    assert work_done(dsn) == ids
+
+
+@pytest.fixture
+def receiver(dsn: str) -> Iterator[WebhookReceiver]:
+    found = WebhookReceiver(dsn, b"s3cret")
+    yield found
+    found.close()
+
+
+async def test_webhooks_are_signed_and_redeliveries_do_nothing_twice(
+    dsn: str, receiver: WebhookReceiver
+) -> None:
+    ids = emit_events(dsn, 3)
+    publisher = WebhookPublisher(receiver.url, b"s3cret")
+    relay = OutboxRelay(dsn, publisher)
+    await drain(relay)
+    await publisher.publish(OutboxEvent(ids[1], "test.event", "k", {"n": 1}, seq=0))
+    assert receiver.deliveries == [*ids, ids[1]]
+    assert work_done(dsn) == ids
+    # A wrong secret is refused, and the relay counts it as a failed publish.
+    forger = WebhookPublisher(receiver.url, b"wrong")
+    with pytest.raises(Exception, match="401"):
+        await forger.publish(OutboxEvent(ids[0], "test.event", "k", {}, seq=0))
+    assert receiver.rejected == 1
+    await relay.aclose()
+    await publisher.aclose()
+    await forger.aclose()
+
+
+async def test_an_unreachable_receiver_grows_the_backlog_which_then_drains_in_order(
+    dsn: str,
+) -> None:
+    down = WebhookReceiver(dsn, b"s3cret")
+    port = down.server.server_address[1]
+    url = down.url
+    down.close()  # nothing listens now: every publish is refused
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        first = [emit_txn(conn, "t", {"n": n}, key=f"k{n % 2}") for n in range(6)]
+    publisher = WebhookPublisher(url, b"s3cret")
+    relay = OutboxRelay(dsn, publisher, max_attempts=1000, backoff_base=0.0, backoff_cap=0.0)
+    for _ in range(3):
+        result = await relay.run_once()
+        assert (result.published, result.failed) == (0, 2)  # one head per key, refused
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        later = [emit_txn(conn, "t", {"n": n}, key=f"k{n % 2}") for n in range(6, 10)]
+        assert backlog(conn)["pending"] == 10
+    up = WebhookReceiver(dsn, b"s3cret", port=port)
+    try:
+        await drain(relay)
+        with psycopg.connect(dsn) as conn:
+            assert backlog(conn)["pending"] == 0
+    finally:
+        up.close()
+        await relay.aclose()
+        await publisher.aclose()
+    ids = first + later
+    for key in ("k0", "k1"):
+        in_key = [i for n, i in enumerate(ids) if n % 2 == int(key[1])]
+        assert [i for i in up.deliveries if i in in_key] == in_key
+    assert sorted(work_done(dsn)) == sorted(ids)

@@ -1,0 +1,103 @@
+"""`langgraph-durable outbox ...`: relay as its own process, backlog, dead, replay, prune."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from outbox_receivers import WebhookReceiver
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable.cli import main
+from langgraph_durable.outbox import OutboxRelay, emit_txn
+from langgraph_durable.outbox.publishers import CallbackPublisher
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def dsn(fresh_db_dsn: str) -> str:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE consumer_work (message_id TEXT, body JSONB)")
+    return fresh_db_dsn
+
+
+@pytest.fixture
+def receiver(dsn: str) -> Iterator[WebhookReceiver]:
+    found = WebhookReceiver(dsn, b"cli-secret")
+    yield found
+    found.close()
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    assert main(["--json", *argv]) == 0
+    result: dict[str, object] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def test_the_relay_runs_as_a_cli_process(dsn: str, receiver: WebhookReceiver) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        ids = [emit_txn(conn, "cli.event", {"n": n}, key="k") for n in range(3)]
+    env = {**os.environ, "LANGGRAPH_DURABLE_WEBHOOK_SECRET": "cli-secret"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    relay = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "langgraph_durable.cli",
+            "--dsn",
+            dsn,
+            "outbox",
+            "relay",
+            receiver.url,
+        ],
+        env=env,
+    )
+    try:
+        assert receiver.wait_for(3) == ids
+        # Later events wake the running relay through NOTIFY.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            late = emit_txn(conn, "cli.event", {"n": 3}, key="k")
+        assert receiver.wait_for(4)[-1] == late
+    finally:
+        relay.send_signal(signal.SIGINT)
+        assert relay.wait() == 0
+
+
+async def test_backlog_dead_replay_and_prune(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        event_id = emit_txn(conn, "cli.poison", {}, key="p")
+    assert cli_json(capsys, "--dsn", dsn, "outbox", "backlog")["pending"] == 1
+
+    def refuse(event: object) -> None:
+        raise ConnectionError("no route")
+
+    relay = OutboxRelay(dsn, CallbackPublisher(refuse), max_attempts=1)
+    assert (await relay.run_once()).dead == 1
+    dead = cli_json(capsys, "--dsn", dsn, "outbox", "dead")["dead"]
+    assert isinstance(dead, list)
+    assert dead[0]["event_id"] == event_id
+    assert "no route" in dead[0]["last_error"]
+    assert cli_json(capsys, "--dsn", dsn, "outbox", "replay", event_id) == {"replayed": 1}
+    relay.publisher = CallbackPublisher(lambda event: None)
+    assert (await relay.run_once()).published == 1
+    await relay.aclose()
+    assert cli_json(capsys, "--dsn", dsn, "outbox", "prune", "--older-than", "1d") == {"pruned": 0}
+    assert cli_json(capsys, "--dsn", dsn, "outbox", "backlog")["pending"] == 0
+
+
+def test_a_webhook_relay_without_a_secret_says_what_to_set(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LANGGRAPH_DURABLE_WEBHOOK_SECRET", raising=False)
+    assert main(["--dsn", dsn, "outbox", "relay", "https://example.invalid/hook"]) == 1
+    assert "LANGGRAPH_DURABLE_WEBHOOK_SECRET" in capsys.readouterr().err

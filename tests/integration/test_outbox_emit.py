@@ -1,0 +1,314 @@
+"""`emit()` inside nodes and tasks: the event commits with the task's writes (I7).
+
+Checked in every durability mode with both savers: an event lands in the same transaction
+as the writes it belongs to (`xmin`), a failed or interrupted task emits nothing, a
+retried task keeps only the last attempt's events, and `emit_txn` joins the caller's
+transaction.
+"""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from typing import Annotated, Any
+
+import psycopg
+import pytest
+from langgraph.func import entrypoint, task
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Durability, RetryPolicy, interrupt
+from psycopg.rows import dict_row
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    DurablePostgresSaver,
+    InvalidEventError,
+    OutboxUnavailableError,
+    emit,
+    emit_txn,
+)
+from langgraph_durable.outbox import aemit_txn, backlog
+
+MODES: list[Durability] = ["sync", "async", "exit"]
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+@pytest.fixture(scope="module")
+def dsn(db_dsn: str) -> str:
+    with DurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.setup()
+    return db_dsn
+
+
+def stored(dsn: str, thread: str) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        return conn.execute(
+            "SELECT event_type, key, payload, task_id, xmin::text AS xid"
+            " FROM langgraph_durable_outbox WHERE thread_id = %s ORDER BY seq",
+            (thread,),
+        ).fetchall()
+
+
+def write_xids(dsn: str, thread: str, task_id: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT xmin::text FROM checkpoint_writes WHERE thread_id = %s AND task_id = %s",
+            (thread, task_id),
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def checkpoint_xids(dsn: str, thread: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT xmin::text FROM checkpoints WHERE thread_id = %s", (thread,)
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def graph() -> StateGraph[State, None, State, State]:
+    def a(state: State) -> State:
+        emit("a.done", {"n": 1})
+        return {"log": ["a"]}
+
+    def b(state: State) -> State:
+        emit("b.done", {"n": 2}, key="orders")
+        emit("b.again", {"n": 3}, key="orders")
+        return {"log": ["b"]}
+
+    builder = StateGraph(State)
+    builder.add_node("a", a)
+    builder.add_node("b", b)
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", END)
+    return builder
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_events_commit_with_their_task_in_every_mode(dsn: str, mode: Durability) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = graph().compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    rows = stored(dsn, thread)
+    # Order is kept per key; across keys it is the order of the commits.
+    assert [(r["event_type"], r["payload"]) for r in rows if r["key"] == thread] == [
+        ("a.done", {"n": 1})
+    ]
+    assert [(r["event_type"], r["payload"]) for r in rows if r["key"] == "orders"] == [
+        ("b.done", {"n": 2}),
+        ("b.again", {"n": 3}),
+    ]
+    for row in rows:
+        # The event's transaction stored its task's writes or the checkpoint carrying them.
+        joined = write_xids(dsn, thread, row["task_id"]) | checkpoint_xids(dsn, thread)
+        assert row["xid"] in joined
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_async_saver_events_commit_with_their_task(dsn: str, mode: Durability) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = graph().compile(checkpointer=saver)
+        await app.ainvoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert sorted(r["event_type"] for r in stored(dsn, thread)) == ["a.done", "b.again", "b.done"]
+    assert [r["event_type"] for r in stored(dsn, thread) if r["key"] == "orders"] == [
+        "b.done",
+        "b.again",
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failed_task_emits_nothing_and_a_retry_keeps_the_last_attempt(
+    dsn: str, mode: Durability
+) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+    attempts: list[int] = []
+
+    def flaky(state: State) -> State:
+        attempts.append(1)
+        emit("flaky.attempt", {"attempt": len(attempts)})
+        if len(attempts) < 3:
+            raise RuntimeError("not yet")
+        return {"log": ["flaky"]}
+
+    def fails(state: State) -> State:
+        emit("fails.never", {})
+        raise ValueError("boom")
+
+    builder = StateGraph(State)
+    builder.add_node(
+        "flaky",
+        flaky,
+        retry_policy=RetryPolicy(max_attempts=3, initial_interval=0, retry_on=RuntimeError),
+    )
+    builder.add_node("fails", fails)
+    builder.add_edge(START, "flaky")
+    builder.add_edge("flaky", "fails")
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        with pytest.raises(ValueError, match="boom"):
+            app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert [(r["event_type"], r["payload"]) for r in stored(dsn, thread)] == [
+        ("flaky.attempt", {"attempt": 3})
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_interrupted_node_emits_once_when_it_finishes(dsn: str, mode: Durability) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+
+    def ask(state: State) -> State:
+        emit("ask.started", {})
+        answer = interrupt("ok?")
+        emit("ask.answered", {"answer": answer})
+        return {"log": [answer]}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    config: Any = {"configurable": {"thread_id": thread}}
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, config, durability=mode)
+        assert stored(dsn, thread) == []
+        app.invoke(Command(resume="yes"), config, durability=mode)
+    assert [(r["event_type"], r["payload"]) for r in stored(dsn, thread)] == [
+        ("ask.started", {}),
+        ("ask.answered", {"answer": "yes"}),
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_emit_inside_a_functional_task(dsn: str, mode: Durability) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+
+    @task
+    def ship(order: str) -> str:
+        emit("order.shipped", {"order": order}, key=order)
+        return order
+
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+
+        @entrypoint(checkpointer=saver)
+        def flow(orders: list[str]) -> list[str]:
+            return [ship(o).result() for o in orders]
+
+        flow.invoke(["o1", "o2"], {"configurable": {"thread_id": thread}}, durability=mode)
+    assert sorted((r["event_type"], r["key"]) for r in stored(dsn, thread)) == [
+        ("order.shipped", "o1"),
+        ("order.shipped", "o2"),
+    ]
+
+
+def test_emit_outside_a_durable_graph_says_what_to_do() -> None:
+    with pytest.raises(OutboxUnavailableError, match="emit_txn"):
+        emit("x", {})
+
+
+def test_emit_txn_commits_and_rolls_back_with_the_caller(dsn: str) -> None:
+    key = f"k-{uuid.uuid4()}"
+    with psycopg.connect(dsn) as conn:
+        with conn.transaction(force_rollback=True):
+            emit_txn(conn, "t.rolled_back", {}, key=key)
+        with conn.transaction():
+            event_id = emit_txn(conn, "t.committed", {"a": [1]}, key=key)
+            again = emit_txn(conn, "t.committed", {"a": [1]}, key=key, event_id=event_id)
+        assert again == event_id
+        rows = conn.execute(
+            "SELECT event_type FROM langgraph_durable_outbox WHERE key = %s", (key,)
+        ).fetchall()
+        assert rows == [("t.committed",)]
+        assert backlog(conn)["pending"] >= 1
+        with pytest.raises(InvalidEventError, match="JSON serializable"):
+            emit_txn(conn, "bad", {"x": object()}, key=key)
+
+
+async def test_aemit_txn(dsn: str) -> None:
+    key = f"k-{uuid.uuid4()}"
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        async with conn.transaction():
+            await aemit_txn(conn, "t.async", {"ok": True}, key=key)
+        cur = await conn.execute(
+            "SELECT payload FROM langgraph_durable_outbox WHERE key = %s", (key,)
+        )
+        assert await cur.fetchall() == [({"ok": True},)]
+
+
+def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> None:
+    from langgraph_durable import effect
+
+    thread = f"emit-{uuid.uuid4()}"
+    calls: list[str] = []
+
+    @effect(name="refund", event="refund.sent", key=lambda order: f"refund:{thread}:{order}")
+    def refund(order: str) -> dict[str, str]:
+        calls.append(order)
+        return {"refund": order}
+
+    def pay_back(state: State) -> State:
+        refund("o1")
+        return {"log": ["refunded"]}
+
+    builder = StateGraph(State)
+    builder.add_node("pay_back", pay_back)
+    builder.add_edge(START, "pay_back")
+    query = (
+        "SELECT o.event_type, o.key, o.payload, o.xmin::text = e.xmin::text AS same_txn"
+        " FROM langgraph_durable_outbox o JOIN langgraph_durable_effects e"
+        " ON e.key = o.payload->>'key' WHERE e.key = %s"
+    )
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}})
+        with psycopg.connect(dsn, row_factory=dict_row) as conn:
+            rows = conn.execute(query, (f"refund:{thread}:o1",)).fetchall()
+        assert rows == [
+            {
+                "event_type": "refund.sent",
+                "key": thread,
+                "payload": {
+                    "key": f"refund:{thread}:o1",
+                    "effect": "refund",
+                    "result": {"refund": "o1"},
+                },
+                "same_txn": True,
+            }
+        ]
+        # Another thread with the same business key replays the journal: no new event.
+        app.invoke({"log": []}, {"configurable": {"thread_id": f"{thread}-again"}})
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        assert len(conn.execute(query, (f"refund:{thread}:o1",)).fetchall()) == 1
+    assert calls == ["o1"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_emit_inside_a_subgraph(dsn: str, mode: Durability) -> None:
+    thread = f"emit-{uuid.uuid4()}"
+
+    def inner(state: State) -> State:
+        emit("inner.done", {})
+        return {"log": ["inner"]}
+
+    sub = StateGraph(State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+
+    def outer(state: State) -> State:
+        emit("outer.done", {})
+        return {"log": ["outer"]}
+
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        builder = StateGraph(State)
+        builder.add_node("sub", sub.compile())
+        builder.add_node("outer", outer)
+        builder.add_edge(START, "sub")
+        builder.add_edge("sub", "outer")
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert sorted(r["event_type"] for r in stored(dsn, thread)) == ["inner.done", "outer.done"]

@@ -1,0 +1,69 @@
+"""The outbox's pure parts: event parking per task, backoff, webhook signatures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from langgraph_durable.checkpoint import ParkedEvent, new_event
+from langgraph_durable.checkpoint._events import EventParking
+from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook
+
+
+def event(task: str, checkpoint: str, attempt: int = 1, ns: str = "", n: int = 0) -> ParkedEvent:
+    return new_event(
+        "t",
+        {"n": n},
+        "k",
+        thread_id="th",
+        namespace=ns,
+        checkpoint_id=checkpoint,
+        task_id=task,
+        attempt=attempt,
+    )
+
+
+def test_a_task_takes_only_its_own_events_and_a_new_attempt_voids_the_old() -> None:
+    parking = EventParking()
+    parking.park(event("a", "c1", n=1))
+    parking.park(event("b", "c1", n=2))
+    parking.park(event("a", "c1", attempt=2, n=3))
+    assert [json.loads(e.payload)["n"] for e in parking.take_for_task("th", "c1", "a")] == [3]
+    assert parking.take_for_task("th", "c1", "a") == []
+    assert len(parking.take_for_task("th", "c1", "b")) == 1
+
+
+def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> None:
+    parking = EventParking()
+    parking.park(event("a", "c1", n=1))
+    parking.park(event("s", "c2", ns="sub:1", n=2))
+    parking.park(event("p", "c3", n=3))  # pending at exit
+    assert [json.loads(e.payload)["n"] for e in parking.take_for_exit("th", "sub:1", "c9")] == [2]
+    assert [json.loads(e.payload)["n"] for e in parking.take_for_exit("th", "", "c3")] == [1]
+    assert len(parking.take_for_task("th", "c3", "p")) == 1
+
+
+def test_bad_events_are_refused() -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        new_event("", {}, "k")
+    with pytest.raises(TypeError):
+        new_event("t", {"x": object()}, "k")
+    with pytest.raises(ValueError, match="NUL"):
+        new_event("t", {"x": "\x00"}, "k")
+
+
+def test_backoff_doubles_up_to_the_cap() -> None:
+    assert [backoff_delay(n, base=1, cap=5) for n in range(5)] == [0.0, 1.0, 2.0, 4.0, 5.0]
+
+
+def test_verify_webhook_rejects_old_timestamps_and_changed_bodies() -> None:
+    body = json.dumps({"a": 1}).encode()
+    headers = sign_webhook(b"k", "id-1", 1000, body)
+    assert verify_webhook(b"k", headers, body, now=1000) == "id-1"
+    with pytest.raises(ValueError, match="tolerance"):
+        verify_webhook(b"k", headers, body, now=1000 + 301)
+    with pytest.raises(ValueError, match="does not match"):
+        verify_webhook(b"k", headers, body + b" ", now=1000)
+    with pytest.raises(ValueError, match="missing"):
+        verify_webhook(b"k", {}, body, now=1000)

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg import AsyncConnection
 
-from langgraph_durable import _crashpoints
+from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import ConfigurationError
@@ -163,11 +163,21 @@ class OutboxRelay:
     ) -> tuple[list[int], tuple[OutboxEvent, BaseException] | None]:
         done: list[int] = []
         for event in events:
-            try:
-                await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
-            except Exception as exc:  # any failure: retried later, dead after max_attempts
-                logger.warning("publishing outbox event %s failed: %r", event.event_id, exc)
-                return done, (event, exc)
+            attributes: dict[str, str | int] = {
+                "langgraph_durable.event_id": event.event_id,
+                "langgraph_durable.event_type": event.event_type,
+                "langgraph_durable.event_key": event.key,
+                "langgraph_durable.attempt": event.attempts + 1,
+            }
+            with _telemetry.span("langgraph_durable.outbox.publish", attributes):
+                try:
+                    await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
+                except Exception as exc:  # any failure: retried later, dead after max_attempts
+                    logger.warning("publishing outbox event %s failed: %r", event.event_id, exc)
+                    _telemetry.annotate({"langgraph_durable.error_type": type(exc).__name__})
+                    _count_publish(event, "failed")
+                    return done, (event, exc)
+            _count_publish(event, "published")
             done.append(event.seq)
         return done, None
 
@@ -210,6 +220,15 @@ class OutboxRelay:
                     continue
                 async for _ in listener.notifies(timeout=wait, stop_after=1):
                     pass
+
+
+def _count_publish(event: OutboxEvent, outcome: str) -> None:
+    _telemetry.count(
+        "langgraph_durable.outbox.publishes",
+        1,
+        {"event_type": event.event_type, "outcome": outcome},
+        "Outbox publish attempts by outcome (published, failed)",
+    )
 
 
 def run_relay(relay: OutboxRelay) -> None:

@@ -38,8 +38,10 @@ ROWS = (
 )
 
 TARGETS = (
-    "| sync per-step time vs upstream |",
-    "| throughput with 16 threads vs upstream |",
+    "| sync per-step time vs upstream's best |",
+    "| async per-step time vs upstream's best |",
+    "| exit per-step time vs upstream's best |",
+    "| throughput with 16 threads vs upstream's best |",
     "| latest fetch on the 1,000-checkpoint thread vs upstream |",
     "| latest fetch flat: ours on 1,000 vs on 100 checkpoints |",
     "| storage per step vs upstream, recommended setting (messages in a DeltaChannel) |",

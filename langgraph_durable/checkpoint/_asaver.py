@@ -167,10 +167,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             checkpoints. Writes of finished tasks keep synchronous commits.
         write_linger: Seconds a finished task's writes wait for the checkpoint that follows
             them, to be committed in its statement (one commit per step instead of two).
-            LangGraph sends that checkpoint well within the default 2 ms. Writes it does
-            not take in time are stored on their own, and that thread's writes do not
-            wait during its next 64 checkpoints (a fan-out wider than the executor,
-            `max_concurrency=1`, a run ending in an interrupt).
+            LangGraph sends that checkpoint well within the default 2 ms (counted from
+            when the checkpoint the writes belong to is stored; longer, up to 25 lingers,
+            while checkpoints come late on a busy loop). Writes it does not take in time
+            are stored on their own, and that thread's writes do not wait during its next
+            64 checkpoints (a fan-out wider than the executor, `max_concurrency=1`, a run
+            ending in an interrupt).
             0 stores every write on its own.
     """
 

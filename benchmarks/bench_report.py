@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_async import AsyncResult
 from bench_common import SETUP_LABELS, Stats, best_upstream
 from bench_data import ReadResults, StorageResult
 from bench_runs import RunsResults
@@ -23,6 +24,8 @@ class Results:
     settings: dict[str, Any]
     steps: dict[tuple[str, str], Stats] | None = None
     throughput: dict[tuple[str, int], Stats] | None = None
+    async_runs: dict[tuple[str, int], AsyncResult] | None = None
+    large: dict[tuple[str, str, int], Stats] | None = None
     reads: ReadResults | None = None
     storage: dict[str, StorageResult] | None = None
     effects: dict[str, Stats] | None = None
@@ -178,6 +181,8 @@ def rows(results: Results) -> list[Row]:
                     SETUP_LABELS[setup],
                 )
             )
+    out += _async_rows(results.async_runs)
+    out += _large_rows(results.large)
     if results.reads is not None:
         stats = results.reads.stats
         sizes = sorted({size for _, _, size in stats})
@@ -265,6 +270,79 @@ def rows(results: Results) -> list[Row]:
         )
     out += _runs_rows(results.runs)
     return out
+
+
+def _async_rows(found: dict[tuple[str, int], AsyncResult] | None) -> list[Row]:
+    if found is None:
+        return []
+    out: list[Row] = []
+    rates = {key: r.rate() for key, r in found.items()}
+    p99s = {key: Stats.of([r.p99()]) for key, r in found.items()}
+    for level in sorted({lv for _, lv in found}):
+        mine = found[("ours", level)]
+        theirs, setup = best_upstream(rates, level, higher_is_better=True)
+        other = "upstream_pool" if setup == "upstream_single" else "upstream_single"
+        notes = (
+            f"durability=sync, 16 connections; range ours {_spread(mine.steps_per_s, 0)}, "
+            f"upstream {_spread(found[(setup, level)].steps_per_s, 0)}; CPU of the process per "
+            f"step ours {statistics.median(mine.cpu_ms_per_step):.2f} ms, upstream "
+            f"{statistics.median(found[(setup, level)].cpu_ms_per_step):.2f}"
+        )
+        if (other, level) in found:
+            notes += f"; upstream on its {SETUP_LABELS[other]}: {rates[(other, level)].median:,.0f}"
+        out.append(
+            Row(
+                f"async, {level} concurrent runs on one event loop",
+                "steps/s",
+                f"{mine.rate().median:,.0f}",
+                f"{theirs.median:,.0f}",
+                _ratio(mine.rate().median, theirs.median),
+                notes,
+                SETUP_LABELS[setup],
+            )
+        )
+        best_p99, p99_setup = best_upstream(p99s, level)
+        out.append(
+            Row(
+                f"async, {level} concurrent runs: p99 step latency",
+                "ms",
+                _spread(mine.p99_ms, 1),
+                _spread(found[(p99_setup, level)].p99_ms, 1),
+                _ratio(mine.p99(), best_p99.median),
+                "median (range) over rounds of each round's 99th percentile",
+                SETUP_LABELS[p99_setup],
+            )
+        )
+    return out
+
+
+def _large_rows(found: dict[tuple[str, str, int], Stats] | None) -> list[Row]:
+    if found is None:
+        return []
+    out: list[Row] = []
+    for size in sorted({size for _, _, size in found}):
+        for op, label in (("write", "put"), ("read", "get_tuple")):
+            mine = found[("ours", op, size)]
+            theirs, setup = best_upstream(found, op, size)
+            out.append(
+                Row(
+                    f"large value, {_bytes(size)}: {label}",
+                    "ms",
+                    _ms(mine),
+                    _ms(theirs),
+                    _ratio(mine.median, theirs.median),
+                    f"{mine.n} samples each" + _other_setup(found, (op, size), setup),
+                    SETUP_LABELS[setup],
+                )
+            )
+    return out
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"
 
 
 def _other_setup(
@@ -374,6 +452,7 @@ def targets(results: Results) -> list[Target]:
     """The targets of issue 16 (and those of issue 6 that still hold), each a ratio measured
     in this run against the faster of upstream's two setups."""
     steps, tput, fx = results.steps, results.throughput, results.effects
+    found_async, large = results.async_runs, results.large
     recovery = results.runs.recovery if results.runs is not None else None
     reads = results.reads.stats if results.reads is not None else None
     storage = results.storage
@@ -392,6 +471,33 @@ def targets(results: Results) -> list[Target]:
             raise KeyError("throughput")
         best, _ = best_upstream(tput, top, higher_is_better=True)
         return tput[(saver, top)].median / best.median
+
+    def async_ratio(level: int) -> float:
+        if found_async is None:
+            raise KeyError("async")
+        rates = {key: r.rate() for key, r in found_async.items()}
+        best, _ = best_upstream(rates, level, higher_is_better=True)
+        return rates[("ours", level)].median / best.median
+
+    def async_flat() -> float:
+        if found_async is None:
+            raise KeyError("async")
+        levels = sorted(lv for name, lv in found_async if name == "ours")
+        return (
+            found_async[("ours", levels[-1])].rate().median
+            / found_async[("ours", levels[0])].rate().median
+        )
+
+    def large_worst() -> float:
+        if large is None:
+            raise KeyError("large")
+        return max(
+            large[("ours", op, size)].median / best_upstream(large, op, size)[0].median
+            for _, op, size in large
+        )
+
+    async_levels = sorted({lv for _, lv in found_async}) if found_async else [16, 64, 256]
+    mid = 64 if 64 in async_levels else async_levels[len(async_levels) // 2]
 
     def read(saver: str, size: int) -> float:
         if reads is None:
@@ -426,6 +532,24 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=False,
             bound=_get(lambda: tput_ratio("noop")),
+        ),
+        Target(
+            f"async, {mid} concurrent runs on one loop: steps/s vs upstream's best",
+            _get(lambda: async_ratio(mid)),
+            2.0,
+            at_most=False,
+        ),
+        Target(
+            f"async: ours at {async_levels[-1]} concurrent runs vs ours at {async_levels[0]}",
+            _get(async_flat),
+            1.0,
+            at_most=False,
+        ),
+        Target(
+            "large values: worst of put and get_tuple at every size vs upstream's best",
+            _get(large_worst),
+            1.0,
+            at_most=True,
         ),
         Target(
             f"latest fetch on the {big:,}-checkpoint thread vs upstream",

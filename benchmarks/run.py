@@ -121,9 +121,12 @@ END_MARK = "<!-- end of results -->"
 
 HEADER = """# Benchmarks
 
-Ours (`DurablePostgresSaver`) against upstream's `PostgresSaver` (langgraph-checkpoint-postgres)
-on its `ConnectionPool`, measured in the same process and run. Reproduce with one command
-(about 2.5 minutes on 2 cores; `--quick` takes seconds and only checks that it all runs):
+Ours (`DurablePostgresSaver`, `AsyncDurablePostgresSaver`) against upstream's `PostgresSaver`
+and `AsyncPostgresSaver` (langgraph-checkpoint-postgres) in both of its setups, one connection
+(`from_conn_string`, as its README shows) and a pool, measured in the same process and run;
+every ratio is against the faster of the two for that row, and the table names which one
+won. Reproduce with one command (about 10 minutes on 2 cores; `--quick` takes a minute and
+only checks that it all runs):
 
 ```bash
 pip install -e '.[bench]' && python benchmarks/run.py --dsn postgresql://postgres@127.0.0.1:5432/postgres

@@ -30,14 +30,15 @@ from durability_modes import NODES, graph_builder
 SAVERS = ("ours", "upstream_single", "upstream_pool")
 
 
-def _postgres_cpu_seconds() -> float:
-    """CPU seconds used so far by every local process named postgres (0 without /proc)."""
-    total = 0
+def _postgres_cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by each local process named postgres, by pid (none without
+    /proc)."""
+    found: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return 0.0
+        return found
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
@@ -48,11 +49,16 @@ def _postgres_cpu_seconds() -> float:
         except OSError:
             continue
         parts = fields[1].split()
-        total += int(parts[11]) + int(parts[12])  # utime, stime
-    return total / tick
+        found[pid] = (int(parts[11]) + int(parts[12])) / tick  # utime, stime
+    return found
 
 
-def _worker(name: str, dsn: str, threads: int, start: Any, stop: Any, out: Any) -> None:
+def _used(before: dict[str, float], after: dict[str, float]) -> float:
+    """CPU seconds used between two readings, by processes alive at the second one."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any, out: Any) -> None:
     with ExitStack() as stack:
         if name == "ours":
             saver: Any = stack.enter_context(ours(dsn, 16, setup=False))
@@ -75,6 +81,8 @@ def _worker(name: str, dsn: str, threads: int, start: Any, stop: Any, out: Any) 
         pool = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
         for t in pool:
             t.start()
+        time.sleep(1.0)  # every thread mid-invoke
+        ready.put(True)
         start.wait()
         counting.set()
         stop.wait()
@@ -90,19 +98,21 @@ def _round(
 ) -> tuple[float, float]:
     """(total steps/s, the server's CPU share of the machine) for one saver."""
     ctx = multiprocessing.get_context("spawn")
-    start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    ready, start, stop, out = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
     workers = [
-        ctx.Process(target=_worker, args=(name, dsn, threads, start, stop, out))
+        ctx.Process(target=_worker, args=(name, dsn, threads, ready, start, stop, out))
         for _ in range(processes)
     ]
     for w in workers:
         w.start()
-    time.sleep(3.0)  # imports, connections, a few warm-up runs
-    began, server = time.perf_counter(), _postgres_cpu_seconds()
+    for _ in workers:  # imports, connections, warm-up runs: all of them are running
+        ready.get(timeout=300)
+    began, server_before = time.perf_counter(), _postgres_cpu_seconds()
     start.set()
     time.sleep(seconds)
     stop.set()
-    elapsed, server = time.perf_counter() - began, _postgres_cpu_seconds() - server
+    elapsed = time.perf_counter() - began
+    server = _used(server_before, _postgres_cpu_seconds())
     steps = sum(out.get(timeout=60) for _ in workers)
     for w in workers:
         w.join(60)

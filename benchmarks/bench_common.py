@@ -1,9 +1,12 @@
 """Shared helpers of `benchmarks/run.py`: statistics, scratch databases, savers, the machine.
 
-Both savers are opened here the same way in every scenario: upstream's `PostgresSaver` on a
-psycopg `ConnectionPool` with its fastest settings (autocommit, `prepare_threshold=0`,
-`dict_row`), ours from `DurablePostgresSaver.from_conn_string`, each with a pool of the size
-the scenario asks for.
+Both savers are opened here the same way in every scenario. Upstream in both of its setups,
+because which one is faster depends on the load: `PostgresSaver.from_conn_string` (one
+connection, as its README shows; on 2 cores with a local server the faster one) and
+`PostgresSaver` on a psycopg `ConnectionPool` with the same settings (autocommit,
+`prepare_threshold=0`, `dict_row`). Every ratio is taken against the faster of the two,
+measured in the same run (`best_upstream`). Ours from `DurablePostgresSaver.from_conn_string`,
+with a pool of the size the scenario asks for.
 """
 
 from __future__ import annotations
@@ -115,9 +118,44 @@ def scratch_database(server_dsn: str, tag: str, copy_of: str | None = None) -> I
             )
 
 
+UPSTREAM_SETUPS = ("upstream_single", "upstream_pool")
+"""Upstream's two setups, as keyed in the results: `from_conn_string` and a pool."""
+
+SETUP_LABELS = {
+    "upstream_single": "one connection (from_conn_string)",
+    "upstream_pool": "pool",
+}
+
+
+def best_upstream(
+    stats: dict[Any, Stats], *rest: Any, higher_is_better: bool = False
+) -> tuple[Stats, str]:
+    """The faster of upstream's setups measured in `stats`, and its name.
+
+    A setup's entry is keyed `(setup, *rest)` (`setup` is `"upstream_single"` or
+    `"upstream_pool"`); results of older runs that measured only the pool, as `"upstream"`,
+    are read too.
+    """
+    keys = {s: (s, *rest) for s in (*UPSTREAM_SETUPS, "upstream")}
+    found = [(stats[keys[s]], s) for s in UPSTREAM_SETUPS if keys[s] in stats]
+    if not found:
+        found = [(stats[keys["upstream"]], "upstream_pool")]
+    pick = max if higher_is_better else min
+    return pick(found, key=lambda pair: pair[0].median)
+
+
+@contextmanager
+def upstream_single(dsn: str, *, setup: bool = True) -> Iterator[PostgresSaver]:
+    """Upstream's `PostgresSaver.from_conn_string`: one connection, calls behind one lock."""
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        if setup:
+            saver.setup()
+        yield saver
+
+
 @contextmanager
 def upstream(dsn: str, pool_size: int, *, setup: bool = True) -> Iterator[PostgresSaver]:
-    """Upstream's `PostgresSaver` on its `ConnectionPool`, its fastest setup."""
+    """Upstream's `PostgresSaver` on a `ConnectionPool` (its one lock still serialises calls)."""
     with ConnectionPool(
         dsn, min_size=1, max_size=pool_size, kwargs=UPSTREAM_KWARGS, open=True
     ) as pool:

@@ -37,7 +37,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
 import psycopg
-from bench_common import Stats, ours, scratch_database, timed_ms, upstream
+from bench_common import Stats, ours, scratch_database, timed_ms, upstream, upstream_single
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -353,12 +353,18 @@ def reads(
         with (
             scratch_database(server_dsn, "reads_ours", copy_of=upstream_dsn) as ours_dsn,
             upstream(upstream_dsn, 2, setup=False) as up,
+            upstream_single(upstream_dsn, setup=False) as single,
             ours(ours_dsn, 2) as our,
             upstream(ours_dsn, 2, setup=False) as migrated,
         ):
             _same_reads(our, up, threads[max(sizes)])
             stats = _time_reads(
-                {"upstream": up, "ours": our, "upstream_migrated": migrated},
+                {
+                    "upstream_pool": up,
+                    "upstream_single": single,
+                    "ours": our,
+                    "upstream_migrated": migrated,
+                },
                 threads,
                 reps,
                 warmup,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from bench_common import Stats, ours, timed_ms, upstream
+from bench_common import Stats, ours, timed_ms, upstream, upstream_single
 from bench_effects import FLOOR_INSERT, FLOOR_TABLE
 from durability_modes import NODES, graph_builder
 from langchain_core.runnables import RunnableConfig
@@ -178,14 +178,17 @@ def per_step(
     Each saver writes to a database of its own, with its own schema (our extra indexes
     would slow upstream's inserts down).
 
-    The saver "none" (no checkpointer) is keyed with mode "-"; "noop" is `NoopSaver`,
+    Upstream is measured in both setups, "upstream_single" (`from_conn_string`) and
+    "upstream_pool", on the same database. The saver "none" (no checkpointer) is keyed with
+    mode "-"; "noop" is `NoopSaver`,
     "one_commit" is `OneCommitSaver` and "statement_only" `StatementOnlySaver` (both on
     our saver's pool and database).
     """
     with ExitStack() as stack:
         mine = stack.enter_context(ours(ours_dsn, 10))
         savers: dict[str, BaseCheckpointSaver[Any]] = {
-            "upstream": stack.enter_context(upstream(upstream_dsn, 10)),
+            "upstream_single": stack.enter_context(upstream_single(upstream_dsn)),
+            "upstream_pool": stack.enter_context(upstream(upstream_dsn, 10, setup=False)),
             "ours": mine,
             "ours_async_commit": stack.enter_context(ours(ours_dsn, 10, async_commit=True)),
         }
@@ -257,6 +260,9 @@ def throughput(
 ) -> dict[tuple[str, int], Stats]:
     """Invokes per second (durability "sync"), keyed by (saver, threads).
 
+    Upstream in both setups: "upstream_single" (`from_conn_string`, one connection) and
+    "upstream_pool" (a pool of `pool_size`), on the same database.
+
     Each LangGraph thread (thread_id) is run from its own Python thread; each saver writes
     to a database of its own. "noop" (`NoopSaver`) is the ceiling for any saver in one
     process: LangGraph's own work, which holds the GIL. Every round
@@ -265,7 +271,8 @@ def throughput(
     """
     with ExitStack() as stack:
         savers = {
-            "upstream": stack.enter_context(upstream(upstream_dsn, pool_size)),
+            "upstream_single": stack.enter_context(upstream_single(upstream_dsn)),
+            "upstream_pool": stack.enter_context(upstream(upstream_dsn, pool_size, setup=False)),
             "ours": stack.enter_context(ours(ours_dsn, pool_size)),
         }
         invokers = {

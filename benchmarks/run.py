@@ -9,6 +9,10 @@ Scenarios (see each module's docstring for the method):
               graph alone and on a no-op checkpointer (`bench_steps.py`, the graph of
               `durability_modes.py`);
 - throughput: steps/s with 1, 4 and 16 concurrent threads, sync savers, pool of 16;
+- async:      steps/s and p99 step latency with 16, 64 and 256 concurrent runs on one
+              event loop, async savers with 16 connections (`bench_async.py`);
+- large:      `put` and `get_tuple` of a 1 KB, 1 MB and 50 MB channel value
+              (`bench_large.py`);
 - reads:      latest `get_tuple` and `list(limit=10)` on threads of 100, 10,000 and 100,000
               bulk-loaded checkpoints next to 2,000 short threads (`bench_data.py`);
 - storage:    table bytes per step of a 200-turn chat, each saver in its own database;
@@ -18,10 +22,11 @@ Scenarios (see each module's docstring for the method):
               checkpoint in another worker, against the lease; commits and ms per run with
               1, 4 and 16 workers against direct invokes (`bench_runs.py`).
 
-Prints a markdown table with ratios (ours / upstream) and the machine, checks the targets of
-issue 6, and writes `benchmarks.md`, `benchmarks.json` and (with matplotlib, the `bench`
-extra) `benchmarks.png` into `--out` (default `docs/`). In `benchmarks.md` only the part
-between the result markers is replaced, so hand-written sections around it survive.
+Prints a markdown table with ratios (ours / upstream's faster setup in the same run) and the
+machine, checks the targets of issue 16, and writes `benchmarks.md`, `benchmarks.json` and
+(with matplotlib, the `bench` extra) `benchmarks.png` into `--out` (default `docs/`). In
+`benchmarks.md` only the part between the result markers is replaced, so hand-written
+sections around it survive.
 `--only` re-runs some scenarios and keeps the others from the previous `benchmarks.json`;
 `--report-only` rewrites the table and the plot from it.
 
@@ -43,16 +48,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench_async import AsyncResult, async_concurrency
 from bench_common import ROOT, Stats, machine, scratch_database
 from bench_data import ReadResults, StorageResult, reads, storage
 from bench_effects import effects
+from bench_large import large_values
 from bench_report import Results, markdown, plot, targets
 from bench_runs import RunsResults, runs_benchmark
 from bench_steps import per_step, throughput
 
 from langgraph_durable.embedded import resolve_dsn
 
-SCENARIOS = ("steps", "throughput", "reads", "storage", "effects", "runs")
+SCENARIOS = ("steps", "throughput", "async", "large", "reads", "storage", "effects", "runs")
 
 FULL: dict[str, Any] = {
     "step_runs": 200,
@@ -60,6 +67,11 @@ FULL: dict[str, Any] = {
     "levels": (1, 4, 16),
     "throughput_seconds": 1.5,
     "throughput_rounds": 6,
+    "async_levels": (16, 64, 256),
+    "async_seconds": 3.0,
+    "async_rounds": 3,
+    "large_sizes": (1_000, 1_000_000, 50_000_000),
+    "large_reps": 3,
     "read_sizes": (100, 10_000, 100_000),
     "read_background": (2_000, 5),
     "read_reps": 60,
@@ -81,6 +93,11 @@ QUICK: dict[str, Any] = {
     "levels": (1, 4, 16),
     "throughput_seconds": 0.4,
     "throughput_rounds": 1,
+    "async_levels": (2, 8),
+    "async_seconds": 0.3,
+    "async_rounds": 1,
+    "large_sizes": (1_000, 100_000),
+    "large_reps": 1,
     "read_sizes": (100, 1_000),
     "read_background": (200, 5),
     "read_reps": 5,
@@ -104,9 +121,12 @@ END_MARK = "<!-- end of results -->"
 
 HEADER = """# Benchmarks
 
-Ours (`DurablePostgresSaver`) against upstream's `PostgresSaver` (langgraph-checkpoint-postgres)
-on its `ConnectionPool`, measured in the same process and run. Reproduce with one command
-(about 2.5 minutes on 2 cores; `--quick` takes seconds and only checks that it all runs):
+Ours (`DurablePostgresSaver`, `AsyncDurablePostgresSaver`) against upstream's `PostgresSaver`
+and `AsyncPostgresSaver` (langgraph-checkpoint-postgres) in both of its setups, one connection
+(`from_conn_string`, as its README shows) and a pool, measured in the same process and run;
+every ratio is against the faster of the two for that row, and the table names which one
+won. Reproduce with one command (about 10 minutes on 2 cores; `--quick` takes a minute and
+only checks that it all runs):
 
 ```bash
 pip install -e '.[bench]' && python benchmarks/run.py --dsn postgresql://postgres@127.0.0.1:5432/postgres
@@ -125,6 +145,14 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   (`durability="sync"`), one saver at a time with a pool of 16; completed steps per second
   over a fixed window after a ramp-up, median of rounds. The no-op checkpointer at the same
   thread counts is the ceiling for any saver in one Python process.
+- async: N coroutines on one event loop each run that graph back to back on their own
+  thread ids (`astream(stream_mode="updates")`, i.e. `ainvoke` with a timestamp per step,
+  `durability="sync"`); every saver has 16 connections (ours and upstream's
+  `AsyncPostgresSaver` on an `AsyncConnectionPool`; upstream's `from_conn_string` has one);
+  completed steps per second over a window after a ramp-up, and the 99th percentile of the
+  time between a run's consecutive steps; median over rounds, savers alternating.
+- large: one checkpoint holding a dict with 1 KB, 1 MB or 50 MB of seeded text (stored as
+  a blob) is `put` on a new thread and read back with `get_tuple`; interleaved.
 - reads: three threads plus 2,000 short ones, bulk-loaded with COPY in the savers' shared
   row format (a chat loop: a `messages` blob per checkpoint and the next task's writes), so
   the tables are dominated by the biggest thread while the average thread is small;
@@ -190,6 +218,26 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
                     s["throughput_seconds"],
                     s["throughput_rounds"],
                 )
+        elif scenario == "async":
+            with (
+                scratch_database(server_dsn, "async_upstream") as upstream_dsn,
+                scratch_database(server_dsn, "async_ours") as ours_dsn,
+            ):
+                results.async_runs = async_concurrency(
+                    upstream_dsn,
+                    ours_dsn,
+                    tuple(s["async_levels"]),
+                    s["async_seconds"],
+                    s["async_rounds"],
+                )
+        elif scenario == "large":
+            with (
+                scratch_database(server_dsn, "large_upstream") as upstream_dsn,
+                scratch_database(server_dsn, "large_ours") as ours_dsn,
+            ):
+                results.large = large_values(
+                    upstream_dsn, ours_dsn, tuple(s["large_sizes"]), s["large_reps"]
+                )
         elif scenario == "reads":
             results.reads = reads(
                 server_dsn, s["read_sizes"], s["read_background"], s["read_reps"], s["read_warmup"]
@@ -235,6 +283,10 @@ def _to_json(results: Results) -> dict[str, Any]:
         "seconds": results.seconds,
         "steps": _stats(results.steps),
         "throughput": _stats(results.throughput),
+        "async": None
+        if results.async_runs is None
+        else {_key(k): asdict(v) for k, v in results.async_runs.items()},
+        "large": _stats(results.large),
         "reads": None
         if results.reads is None
         else {"stats": _stats(results.reads.stats), "load_seconds": results.reads.load_seconds},
@@ -261,6 +313,12 @@ def _restore(previous: dict[str, Any], results: Results, scenario: str) -> None:
         results.steps = stats(data, lambda p: (p[0], p[1]))
     elif scenario == "throughput":
         results.throughput = stats(data, lambda p: (p[0], int(p[1])))
+    elif scenario == "async":
+        results.async_runs = {
+            (k.split("|")[0], int(k.split("|")[1])): AsyncResult(**v) for k, v in data.items()
+        }
+    elif scenario == "large":
+        results.large = stats(data, lambda p: (p[0], p[1], int(p[2])))
     elif scenario == "reads":
         results.reads = ReadResults(
             stats(data["stats"], lambda p: (p[0], p[1], int(p[2]))), data["load_seconds"]
@@ -331,7 +389,7 @@ def main() -> None:
 
 def _report(results: Results, out: Path) -> None:
     """Prints the table and targets; writes benchmarks.md and the plot into `out`."""
-    order = [*SCENARIOS[:3], "of which bulk load", *SCENARIOS[3:]]
+    order = [*SCENARIOS[:5], "of which bulk load", *SCENARIOS[5:]]
     results.seconds = {k: results.seconds[k] for k in order if k in results.seconds}
     body = markdown(results)
     print(body)

@@ -26,7 +26,7 @@ from langgraph._internal._constants import (
 )
 from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.serde.types import TASKS, _DeltaSnapshot
 from langgraph.graph import StateGraph
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "checkpointer_of",
     "copy_serializer",
     "durability_of",
+    "has_work_left",
     "in_running_loop",
     "is_delta_snapshot",
     "loads_anything",
@@ -73,6 +74,27 @@ def durability_of(config: RunnableConfig) -> str:
     bound with `with_durability()` is put there too, so subgraphs inherit it.
     """
     return str(_configurable(config).get(CONFIG_KEY_DURABILITY) or "async")
+
+
+_START_CHANNEL = "__start__"
+_TRIGGER_PREFIX = "branch:to:"
+
+
+def has_work_left(channel_values: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint holds a trigger for a next task: the graph stopped before its end.
+
+    A `StateGraph` triggers a node through its `branch:to:<node>` channel, the functional
+    API and every graph's first step through `__start__`, and a `Send` through the tasks
+    channel; each keeps a value in the checkpoint only until the task it triggers has run.
+    Under `durability="exit"` the final checkpoint of a run that ended at an interrupt or an
+    error holds one, and only such a run sends pending writes after that checkpoint. A
+    graph built on other channel names reads as finished (the saver then stores those
+    writes after the checkpoint, as upstream does).
+    """
+    return any(
+        name in (_START_CHANNEL, TASKS) or name.startswith(_TRIGGER_PREFIX)
+        for name in channel_values
+    )
 
 
 def in_running_loop(config: RunnableConfig) -> bool:

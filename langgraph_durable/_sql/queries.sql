@@ -176,7 +176,7 @@ WITH commit_mode AS (
     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
     FROM unnest(
-        %(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)s::bytea[]
+        %(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)b::bytea[]
     ) AS b(channel, version, type, blob)
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
@@ -187,7 +187,7 @@ WITH commit_mode AS (
         w.idx, w.channel, w.type, w.blob
     FROM unnest(
         %(w_checkpoint_ids)s::text[], %(w_task_ids)s::text[], %(w_task_paths)s::text[],
-        %(w_idxs)s::int[], %(w_channels)s::text[], %(w_types)s::text[], %(w_blobs)s::bytea[]
+        %(w_idxs)s::int[], %(w_channels)s::text[], %(w_types)s::text[], %(w_blobs)b::bytea[]
     ) AS w(checkpoint_id, task_id, task_path, idx, channel, type, blob)
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
@@ -233,7 +233,7 @@ WITH fence AS (
         (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
         w.idx, w.channel, w.type, w.blob
-    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
         AS w(idx, channel, type, blob)
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
@@ -265,7 +265,7 @@ WITH fence AS (
         (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
         w.idx, w.channel, w.type, w.blob
-    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
         AS w(idx, channel, type, blob)
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING

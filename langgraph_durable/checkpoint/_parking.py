@@ -18,6 +18,14 @@ The protocol, per (thread, namespace, checkpoint) key:
   twice as many after each further timeout, until parked writes are taken again: when a
   `put` cannot follow soon (a fan-out wider than the executor, `max_concurrency=1`, a run
   that ends in an interrupt), the linger is paid a few times per thread, not per step.
+- A `put` that comes for writes after they timed out shows that the wait, not the graph,
+  was too short: with hundreds of runs on one event loop (or many threads on one GIL) the
+  put follows its writes after a few milliseconds of other runs' work, not within the
+  linger. The wait then grows to twice that delay (at most `MAX_WAIT_FACTOR` times the
+  linger) and the thread is warm again; it shrinks back towards the linger while puts
+  take their writes well within it. Without this, one late put made a run store every
+  write alone, and each extra commit made the next put later still: throughput fell as
+  concurrency rose.
 - If the `put` that took writes fails or is cancelled, the writes are stored alone: they
   were valid, and the checkpoint's own error is the `put`'s to raise. They count as busy
   again before their writer wakes, so a `put` retried at once waits for them.
@@ -46,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -61,6 +70,7 @@ from langgraph_durable.errors import DatabaseTimeoutError, DatabaseUnreachableEr
 __all__ = [
     "COLD_PUTS",
     "HANDOVER_WAIT",
+    "MAX_WAIT_FACTOR",
     "AsyncWriteParking",
     "ParkedWrites",
     "WriteKey",
@@ -83,6 +93,10 @@ _MAX_COLD_PUTS = 4096
 HANDOVER_WAIT = 5.0
 """Seconds failed writes wait for the waiting `put` to take them (it wakes at once; only a
 `put` cancelled meanwhile leaves them), before their writer raises its error."""
+MAX_WAIT_FACTOR = 25
+"""How far the wait for a put may grow, in lingers (50 ms at the default 2 ms)."""
+
+_MAX_LATE_KEYS = 4096
 
 _MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
@@ -143,6 +157,8 @@ class ParkedWrites:
     """Set by a failed `put`: the writes count as busy until their writer stores them."""
     abandoned: bool = False
     """The writer was cancelled after a `put` took its writes: nobody stores them alone."""
+    parked_at: float = 0.0
+    """`time.monotonic()` when parked."""
 
 
 class _Registry:
@@ -151,11 +167,16 @@ class _Registry:
     def __init__(self, linger: float, hand_over: bool = True) -> None:
         self.linger = linger
         self.hand_over = hand_over
+        self.wait = linger
+        """How long parked writes wait for their put now: the linger, or longer after
+        puts came late."""
         self.parked: dict[WriteKey, list[ParkedWrites]] = {}
         self.busy: dict[WriteKey, int] = {}
         self.puts_waiting: dict[WriteKey, int] = {}
         self.cold: dict[str, int] = {}
         self.cold_period: dict[str, int] = {}
+        self.late: dict[WriteKey, float] = {}
+        """Keys whose writes timed out, with when they were parked."""
 
     def enter(self, key: WriteKey) -> None:
         self.busy[key] = self.busy.get(key, 0) + 1
@@ -191,7 +212,7 @@ class _Registry:
 
     def park(self, key: WriteKey, params: dict[str, Any], stored: _Signal) -> ParkedWrites:
         """Moves a busy call's writes to the parked ones."""
-        entry = ParkedWrites(key, params, stored)
+        entry = ParkedWrites(key, params, stored, parked_at=time.monotonic())
         self.parked.setdefault(key, []).append(entry)
         self.leave(key)
         return entry
@@ -211,11 +232,17 @@ class _Registry:
             period = self.cold_period.get(key[0])
             period = COLD_PUTS if period is None else min(2 * period, _MAX_COLD_PUTS)
             self.cold_period[key[0]] = self.cold[key[0]] = period
+            if len(self.late) >= _MAX_LATE_KEYS:
+                self.late.clear()
+            self.late.setdefault(key, entry.parked_at)
         return True
 
     def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
         """Takes the writes parked under `keys`, for one `put`; counts a cold thread down."""
         thread = keys[0][0]
+        now = time.monotonic()
+        if self.late:
+            self._came_late(thread, keys, now)
         left = self.cold.get(thread)
         if left is not None:
             if left <= 1:
@@ -227,7 +254,22 @@ class _Registry:
             entry.state = _TAKEN
         if taken:
             self.cold_period.pop(thread, None)  # parking works for this thread again
+            if self.wait > self.linger and now - taken[0].parked_at < self.wait / 4:
+                self.wait = max(self.linger, self.wait * 0.99)
         return taken
+
+    def _came_late(self, thread: str, keys: Sequence[WriteKey], now: float) -> None:
+        """A put for writes that timed out: wait longer from now on; the thread is warm."""
+        for key in keys:
+            parked_at = self.late.pop(key, None)
+            if parked_at is None:
+                continue
+            ceiling = self.linger * MAX_WAIT_FACTOR
+            delay = now - parked_at
+            if delay <= ceiling:
+                self.wait = min(ceiling, max(self.wait, 2 * delay))
+                self.cold.pop(thread, None)
+                self.cold_period.pop(thread, None)
 
     def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None) -> None:
         """Tells the parked callers that the `put` carrying their writes committed or failed.
@@ -250,6 +292,28 @@ class _Registry:
             self.leave(entry.key)
 
 
+CONGESTED_TURNS = 8
+"""Loop iterations parked writes wait on after their timeout if it fired late."""
+
+
+async def _turns_of_a_busy_loop(entry: ParkedWrites, wait: float) -> None:
+    """A few more loop iterations for the put, when the loop is too busy to keep time.
+
+    On a loop running hundreds of graphs, one iteration takes longer than the linger, and
+    the put that follows the writes is several iterations away (LangGraph's loop hops
+    through a few awaits between a task's writes and the next checkpoint): a timeout
+    measured in wall time then fires before the put could possibly come. When the timeout
+    fired more than a whole wait late, the writes stay parked for up to `CONGESTED_TURNS`
+    iterations more; on a loop that keeps time, nothing changes.
+    """
+    if time.monotonic() - entry.parked_at <= 2 * wait:
+        return
+    for _ in range(CONGESTED_TURNS):
+        await asyncio.sleep(0)
+        if entry.state != _PARKED:
+            return
+
+
 class AsyncWriteParking:
     """Parking for `AsyncDurablePostgresSaver`; every call runs on the saver's loop.
 
@@ -261,6 +325,7 @@ class AsyncWriteParking:
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
         self._changed = asyncio.Event()
+        self._putting: dict[WriteKey, asyncio.Event] = {}
 
     def _notify(self) -> None:
         self._changed.set()
@@ -285,9 +350,19 @@ class AsyncWriteParking:
                 self._notify()
                 timed_out = False
                 try:
-                    await asyncio.wait_for(stored.wait(), registry.linger)
-                except asyncio.TimeoutError:
-                    timed_out = True
+                    while True:
+                        try:
+                            await asyncio.wait_for(stored.wait(), registry.wait)
+                            break
+                        except asyncio.TimeoutError:
+                            putting = self._putting.get(key)
+                            if putting is None or entry.state != _PARKED:
+                                timed_out = True
+                                await _turns_of_a_busy_loop(entry, registry.wait)
+                                break
+                        # Their own checkpoint is still being stored, and the put that
+                        # takes them follows it: linger again once it is.
+                        await putting.wait()
                 except BaseException:
                     # Cancelled: writes nobody waits for must not stay parked, and taken
                     # ones must not be stored alone for a writer that is gone.
@@ -346,16 +421,23 @@ class AsyncWriteParking:
     async def carried_by_put(self, keys: Sequence[WriteKey]) -> AsyncIterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` carries, settled when the put's block ends.
 
+        `keys[0]` is the checkpoint the put stores: writes that park for it while it is being
+        stored wait for the next put without a timeout until this one has finished.
         Waits until no call for `keys` is busy (I4), takes what is parked there, and on
         leaving tells the writers that their writes committed, or that the put failed (or
         was cancelled) and they must store them alone.
         """
         taken = await self._take(keys)
+        done = self._putting[keys[0]] = asyncio.Event()
         try:
             yield taken
         except BaseException as exc:
             self._settle(taken, exc)
             raise
+        finally:
+            if self._putting.get(keys[0]) is done:
+                del self._putting[keys[0]]
+            done.set()
         self._settle(taken)
 
     async def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
@@ -402,6 +484,7 @@ class WriteParking:
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
         self._changed = threading.Condition()
+        self._putting: dict[WriteKey, threading.Event] = {}
 
     def store(
         self,
@@ -424,7 +507,16 @@ class WriteParking:
                     busy = False
                     self._changed.notify_all()
             if entry is not None:
-                timed_out = not stored.wait(registry.linger)
+                timed_out = not stored.wait(registry.wait)
+                while timed_out and entry.state == _PARKED:
+                    with self._changed:
+                        putting = self._putting.get(key)
+                    if putting is None:
+                        break
+                    # Their own checkpoint is still being stored, and the put that takes
+                    # them follows it: linger again once it is.
+                    putting.wait()
+                    timed_out = not stored.wait(registry.wait)
                 with self._changed:
                     alone = registry.unpark(key, entry, timed_out=timed_out)
                     if alone:
@@ -472,11 +564,19 @@ class WriteParking:
     def carried_by_put(self, keys: Sequence[WriteKey]) -> Iterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` carries, settled when the put's block ends."""
         taken = self._take(keys)
+        done = threading.Event()
+        with self._changed:
+            self._putting[keys[0]] = done
         try:
             yield taken
         except BaseException as exc:
             self._settle(taken, exc)
             raise
+        finally:
+            with self._changed:
+                if self._putting.get(keys[0]) is done:
+                    del self._putting[keys[0]]
+            done.set()
         self._settle(taken)
 
     def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:

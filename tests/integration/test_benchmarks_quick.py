@@ -38,8 +38,10 @@ ROWS = (
 )
 
 TARGETS = (
-    "| sync per-step time vs upstream |",
-    "| throughput with 16 threads vs upstream |",
+    "| sync per-step time vs upstream's best |",
+    "| async per-step time vs upstream's best |",
+    "| exit per-step time vs upstream's best |",
+    "| throughput with 16 threads vs upstream's best |",
     "| latest fetch on the 1,000-checkpoint thread vs upstream |",
     "| latest fetch flat: ours on 1,000 vs on 100 checkpoints |",
     "| storage per step vs upstream, recommended setting (messages in a DeltaChannel) |",
@@ -69,14 +71,23 @@ def test_run_quick_reports_every_scenario(db_dsn: str, tmp_path: Path) -> None:
     for text in (done.stdout, written):
         for row in ROWS + TARGETS:
             assert row in text, f"missing row {row!r}"
-        assert "| ours | baseline | ours / baseline |" in text
+        assert "| ours | baseline | upstream setup | ours / baseline |" in text
         assert "| gap | best a drop-in saver could do here |" in text
         assert "no-op checkpointer (the ceiling in one process)" in text
         assert "- postgres: PostgreSQL " in text  # the machine is noted
         assert " cores, " in text
     results = json.loads((tmp_path / "benchmarks.json").read_text(encoding="utf-8"))
     assert results["settings"]["quick"] is True
-    for scenario in ("steps", "throughput", "reads", "storage", "effects", "runs"):
+    for scenario in (
+        "steps",
+        "throughput",
+        "async",
+        "large",
+        "reads",
+        "storage",
+        "effects",
+        "runs",
+    ):
         assert results[scenario], f"{scenario} has no results"
     try:
         import matplotlib  # noqa: F401

@@ -7,6 +7,7 @@ loudly when an upgrade renames or reshapes one of them: that is the signal to au
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from importlib import metadata
 from typing import Annotated, Any
@@ -114,3 +115,70 @@ def test_delta_snapshots_and_error_markers_keep_their_names() -> None:
     assert _langgraph.is_delta_snapshot(_DeltaSnapshot([1]))
     assert not _langgraph.is_delta_snapshot({"value": 1})
     assert _langgraph.ERROR_SOURCE_NODE == "__error_source_node__"
+
+
+class _FinalCheckpoints(InMemorySaver):
+    """Remembers the channel names of every checkpoint put."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts: list[dict[str, Any]] = []
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self.puts.append(dict(checkpoint["channel_values"]))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+def _final_checkpoint_under_exit(
+    nodes: dict[str, Any], *, interrupt_before: list[str] | None = None
+) -> dict[str, Any]:
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(State)
+    previous = START
+    for name, fn in nodes.items():
+        builder.add_node(name, fn)
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    saver = _FinalCheckpoints()
+    graph = builder.compile(checkpointer=saver, interrupt_before=interrupt_before)
+    with contextlib.suppress(ValueError):
+        graph.invoke({"log": []}, {"configurable": {"thread_id": "t"}}, durability="exit")
+    (final,) = saver.puts  # exit mode: one checkpoint per run
+    return final
+
+
+def test_a_final_checkpoint_shows_whether_the_run_stopped_early() -> None:
+    def ok(state: State) -> dict[str, Any]:
+        return {"log": ["ok"]}
+
+    def asks(state: State) -> dict[str, Any]:
+        return {"answer": interrupt("?")}
+
+    def fails(state: State) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    assert not _langgraph.has_work_left(_final_checkpoint_under_exit({"a": ok, "b": ok}))
+    assert _langgraph.has_work_left(_final_checkpoint_under_exit({"a": ok, "b": asks}))
+    assert _langgraph.has_work_left(_final_checkpoint_under_exit({"a": ok, "b": fails}))
+    assert _langgraph.has_work_left(
+        _final_checkpoint_under_exit({"a": ok, "b": ok}, interrupt_before=["b"])
+    )
+
+
+def test_a_functional_run_that_stopped_early_keeps_its_start_trigger() -> None:
+    from langgraph.func import entrypoint
+
+    finished, stopped = _FinalCheckpoints(), _FinalCheckpoints()
+
+    @entrypoint(checkpointer=finished)
+    def done(x: int) -> int:
+        return x
+
+    @entrypoint(checkpointer=stopped)
+    def asks(x: int) -> Any:
+        return interrupt("?")
+
+    done.invoke(1, {"configurable": {"thread_id": "t"}}, durability="exit")
+    asks.invoke(1, {"configurable": {"thread_id": "t"}}, durability="exit")
+    assert not _langgraph.has_work_left(finished.puts[-1])
+    assert _langgraph.has_work_left(stopped.puts[-1])

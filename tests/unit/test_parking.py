@@ -20,6 +20,7 @@ import pytest
 
 from langgraph_durable.checkpoint._parking import (
     COLD_PUTS,
+    MAX_WAIT_FACTOR,
     AsyncWriteParking,
     WriteParking,
 )
@@ -89,7 +90,10 @@ def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold()
     stored_alone: list[dict[str, Any]] = []
     parking.store(KEY, prepared({"w": 1}), stored_alone.append)  # no put ever comes
     assert stored_alone == [{"w": 1}]
-    assert parking._take([KEY]) == []  # nothing is left parked (and one cold put counted)
+    assert parking._registry.parked == {}  # nothing is left parked
+    # A put past another checkpoint counts one cold put (a put for KEY itself would show
+    # that the wait was too short: see the test of late puts).
+    assert parking._take([("thread", "", "elsewhere")]) == []
     # From here a put must find any writes that park, however slow this thread is to get
     # to it: the 10 ms linger was for the timeout above.
     parking._registry.linger = HANG_S
@@ -448,3 +452,38 @@ async def test_writes_failing_alone_without_a_waiting_put_or_for_their_own_reaso
         await asyncio.wait_for(writer, HANG_S)
     assert await asyncio.wait_for(put, HANG_S) == []
     assert parking._registry.none_busy([KEY])
+
+
+def test_a_put_that_comes_late_makes_the_wait_longer_and_the_thread_warm() -> None:
+    from langgraph_durable.checkpoint._parking import _Registry
+
+    registry = _Registry(linger=0.002)
+    key = ("thread", "", "c1")
+    registry.enter(key)
+    entry = registry.park(key, {}, threading.Event())
+    entry.parked_at -= 0.010  # parked 10 ms ago
+    assert registry.unpark(key, entry, timed_out=True)
+    assert not registry.thread_is_warm(key)
+    assert registry.take([("thread", "", "c2"), key]) == []  # the put, 10 ms after
+    assert registry.thread_is_warm(key)
+    assert 0.020 <= registry.wait <= 0.021  # twice the delay seen
+    # Puts that take their writes well within the wait bring it back towards the linger.
+    for _ in range(1000):
+        registry.enter(key)
+        registry.park(key, {}, threading.Event())
+        assert len(registry.take([key])) == 1
+    assert registry.wait == registry.linger
+
+
+def test_a_put_long_after_its_writes_timed_out_changes_nothing() -> None:
+    from langgraph_durable.checkpoint._parking import _Registry
+
+    registry = _Registry(linger=0.002)
+    key = ("thread", "", "c1")
+    registry.enter(key)
+    entry = registry.park(key, {}, threading.Event())
+    entry.parked_at -= 0.002 * MAX_WAIT_FACTOR + 1  # a step that ran for a second more
+    assert registry.unpark(key, entry, timed_out=True)
+    registry.take([key])
+    assert not registry.thread_is_warm(key)
+    assert registry.wait == registry.linger

@@ -1,0 +1,198 @@
+"""Async concurrency on one event loop: many `ainvoke` runs in flight, as in an agent server.
+
+    python benchmarks/bench_async.py [--dsn DSN] [--levels 16,64,256] [--seconds 3]
+
+N coroutines on one loop each run the 10-node graph of `durability_modes.py` back to back,
+every run on a thread id of its own (`astream(stream_mode="updates")`, which is `ainvoke`
+with a timestamp per finished step). Every saver has 16 connections: ours
+(`AsyncDurablePostgresSaver.from_conn_string(max_connections=16)`), upstream's
+`AsyncPostgresSaver` on an `AsyncConnectionPool` of 16, and upstream's
+`AsyncPostgresSaver.from_conn_string` (one connection), each in a database of its own
+schema. Measured: completed steps per second over a fixed window after a ramp-up, and the
+99th percentile of step latency (time from the previous step of the same run, or from its
+start, to a step's update). Savers alternate within each round; medians over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from bench_common import UPSTREAM_KWARGS, Stats, scratch_database
+from durability_modes import graph_builder
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg_pool import AsyncConnectionPool
+
+from langgraph_durable import AsyncDurablePostgresSaver
+
+POOL = 16
+SAVERS = ("ours", "upstream_pool", "upstream_single")
+
+
+@dataclass(frozen=True)
+class AsyncResult:
+    """Steps per second and p99 step latency (ms), one sample per round."""
+
+    steps_per_s: list[float]
+    p99_ms: list[float]
+    cpu_ms_per_step: list[float]
+
+    def rate(self) -> Stats:
+        return Stats.of(self.steps_per_s)
+
+    def p99(self) -> float:
+        return statistics.median(self.p99_ms)
+
+
+@asynccontextmanager
+async def _saver(name: str, dsn: str, setup: bool) -> AsyncIterator[Any]:
+    if name == "ours":
+        async with AsyncDurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
+            if setup:
+                await saver.setup()
+            yield saver
+    elif name == "upstream_single":
+        async with AsyncPostgresSaver.from_conn_string(dsn) as theirs:
+            if setup:
+                await theirs.setup()
+            yield theirs
+    else:
+        async with AsyncConnectionPool(
+            dsn, min_size=POOL, max_size=POOL, kwargs=UPSTREAM_KWARGS, open=False
+        ) as pool:
+            theirs = AsyncPostgresSaver(pool)  # type: ignore[arg-type]  # dict-row connections
+            if setup:
+                await theirs.setup()
+            yield theirs
+
+
+async def _round(
+    graph: Any, concurrency: int, seconds: float, mode: str
+) -> tuple[float, float, float]:
+    """(steps/s, p99 step latency in ms, CPU ms of this process per step) with
+    `concurrency` runs in flight."""
+    stop = False
+    counting = False
+    steps = 0
+    latencies: list[float] = []
+
+    async def runner() -> None:
+        nonlocal steps
+        while not stop:
+            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            last = time.perf_counter()
+            async for _ in graph.astream({}, config, durability=mode, stream_mode="updates"):
+                now = time.perf_counter()
+                if counting:
+                    steps += 1
+                    latencies.append((now - last) * 1000)
+                last = now
+
+    tasks = [asyncio.create_task(runner()) for _ in range(concurrency)]
+    await asyncio.sleep(min(1.0, seconds / 3))  # ramp-up: every run is in flight by now
+    counting = True
+    began, cpu = time.perf_counter(), time.process_time()
+    await asyncio.sleep(seconds)
+    counting = False
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
+    counted = steps
+    stop = True
+    await asyncio.gather(*tasks)
+    if not latencies:
+        return 0.0, 0.0, 0.0
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return counted / elapsed, p99, cpu * 1000 / max(1, counted)
+
+
+async def _measure(
+    dsns: dict[str, str], levels: tuple[int, ...], seconds: float, rounds: int, mode: str
+) -> dict[tuple[str, int], AsyncResult]:
+    samples: dict[tuple[str, int], tuple[list[float], list[float], list[float]]] = {
+        (name, level): ([], [], []) for name in dsns for level in levels
+    }
+    async with AsyncExitStack() as stack:
+        graphs = {}
+        for name, dsn in dsns.items():
+            setup = name != "upstream_single"  # it shares upstream_pool's database
+            saver = await stack.enter_async_context(_saver(name, dsn, setup))
+            graphs[name] = graph_builder().compile(checkpointer=saver)
+        for graph in graphs.values():  # warm up: pools, prepared statements
+            await _round(graph, max(levels), min(1.0, seconds), mode)
+        names = list(graphs)
+        for round_ in range(rounds):
+            for level in levels:
+                for name in names if round_ % 2 == 0 else reversed(names):
+                    measured = await _round(graphs[name], level, seconds, mode)
+                    for kept, value in zip(samples[(name, level)], measured, strict=True):
+                        kept.append(value)
+    return {key: AsyncResult(*lists) for key, lists in samples.items()}
+
+
+def async_concurrency(
+    upstream_dsn: str,
+    ours_dsn: str,
+    levels: tuple[int, ...],
+    seconds: float,
+    rounds: int,
+    mode: str = "sync",
+) -> dict[tuple[str, int], AsyncResult]:
+    """Results keyed by (saver, concurrent runs); savers "ours", "upstream_pool" and
+    "upstream_single" (the last two share `upstream_dsn`)."""
+    dsns = {"ours": ours_dsn, "upstream_pool": upstream_dsn, "upstream_single": upstream_dsn}
+    return asyncio.run(_measure(dsns, levels, seconds, rounds, mode))
+
+
+def _main() -> None:
+    from langgraph_durable.embedded import resolve_dsn
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--dsn")
+    parser.add_argument("--levels", default="16,64,256")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", default="sync")
+    parser.add_argument("--only", default=",".join(SAVERS), help="savers to run")
+    args = parser.parse_args()
+    levels = tuple(int(x) for x in args.levels.split(","))
+    dsn, embedded = resolve_dsn(args.dsn)
+    chosen = args.only.split(",")
+    try:
+        with (
+            scratch_database(dsn, "async_upstream") as upstream_dsn,
+            scratch_database(dsn, "async_ours") as ours_dsn,
+        ):
+            dsns = {
+                name: ours_dsn if name == "ours" else upstream_dsn
+                for name in SAVERS
+                if name in chosen
+            }
+            if "upstream_single" in dsns and "upstream_pool" not in dsns:
+                dsns = {"upstream_pool": upstream_dsn, **dsns}
+            found = asyncio.run(_measure(dsns, levels, args.seconds, args.rounds, args.mode))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    show: Callable[[list[float]], str] = lambda v: (  # noqa: E731
+        f"{statistics.median(v):,.0f} ({min(v):,.0f}-{max(v):,.0f})"
+    )
+    print(f"durability={args.mode}, pool {POOL}, {args.rounds} rounds of {args.seconds} s")
+    for (name, level), result in found.items():
+        print(
+            f"{name:16s} {level:4d} runs: steps/s {show(result.steps_per_s)}, "
+            f"p99 step {result.p99():.1f} ms ({min(result.p99_ms):.1f}-{max(result.p99_ms):.1f}), "
+            f"CPU/step {statistics.median(result.cpu_ms_per_step):.2f} ms",
+            file=sys.stdout,
+        )
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,111 @@
+"""Large channel values: `put` and `get_tuple` of one checkpoint holding a 1 KB, 1 MB or
+50 MB value, ours against upstream's `PostgresSaver` in both setups, interleaved.
+
+    python benchmarks/bench_large.py [--dsn DSN] [--sizes 1e3,1e6,5e7] [--reps 3]
+
+The value is a dict holding seeded text of random words (`{"doc": text}`), so it is stored
+as a blob (msgpack) and Postgres compresses it as it would a real document; every write
+goes to a new thread, and the read is the thread's latest checkpoint (what a resumed run
+loads), checked against the value written. Each saver writes to a database of its own
+schema; upstream's two setups share one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import uuid
+from contextlib import ExitStack
+from typing import Any
+
+from bench_common import Stats, ours, scratch_database, upstream, upstream_single
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+
+SAVERS = ("ours", "upstream_single", "upstream_pool")
+
+
+def document(size: int, seed: int = 1) -> dict[str, str]:
+    """A dict holding `size` characters of seeded text of random words."""
+    rng = random.Random(seed)
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        for _ in range(5000)
+    ]
+    text = " ".join(rng.choices(words, k=size // 5 + 1))
+    while len(text) < size:
+        text += " " + text
+    return {"doc": text[:size]}
+
+
+def _write_and_read(saver: BaseCheckpointSaver[Any], value: Any) -> tuple[float, float]:
+    """ms of one `put` of a checkpoint holding `value`, and of the `get_tuple` after it."""
+    checkpoint = empty_checkpoint()
+    version = saver.get_next_version(None, None)
+    checkpoint["channel_values"] = {"big": value}
+    checkpoint["channel_versions"] = {"big": version}
+    thread = str(uuid.uuid4())
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    began = time.perf_counter()
+    saver.put(config, checkpoint, {"source": "loop", "step": 1}, {"big": version})
+    wrote = time.perf_counter()
+    found = saver.get_tuple({"configurable": {"thread_id": thread}})
+    read = time.perf_counter()
+    if found is None or found.checkpoint["channel_values"]["big"] != value:
+        raise AssertionError("the value read back differs from the one written")
+    return (wrote - began) * 1000, (read - wrote) * 1000
+
+
+def large_values(
+    upstream_dsn: str, ours_dsn: str, sizes: tuple[int, ...], reps: int
+) -> dict[tuple[str, str, int], Stats]:
+    """ms keyed by (saver, "write" | "read", size in bytes); savers interleaved."""
+    samples: dict[tuple[str, str, int], list[float]] = {}
+    with ExitStack() as stack:
+        savers: dict[str, BaseCheckpointSaver[Any]] = {
+            "ours": stack.enter_context(ours(ours_dsn, 4)),
+            "upstream_single": stack.enter_context(upstream_single(upstream_dsn)),
+            "upstream_pool": stack.enter_context(upstream(upstream_dsn, 4, setup=False)),
+        }
+        for size in sizes:
+            value = document(size)
+            # Small values are cheap: take more samples of them.
+            count = reps if size >= 10_000_000 else reps * (20 if size >= 100_000 else 200)
+            for saver in savers.values():  # warm up: prepared statements, connections
+                _write_and_read(saver, value)
+            order = list(savers)
+            shuffler = random.Random(size)
+            for _ in range(count):
+                shuffler.shuffle(order)
+                for name in order:
+                    wrote, read = _write_and_read(savers[name], value)
+                    samples.setdefault((name, "write", size), []).append(wrote)
+                    samples.setdefault((name, "read", size), []).append(read)
+    return {key: Stats.of(values) for key, values in samples.items()}
+
+
+def _main() -> None:
+    from langgraph_durable.embedded import resolve_dsn
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--dsn")
+    parser.add_argument("--sizes", default="1e3,1e6,5e7")
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    sizes = tuple(int(float(x)) for x in args.sizes.split(","))
+    dsn, embedded = resolve_dsn(args.dsn)
+    try:
+        with (
+            scratch_database(dsn, "large_upstream") as upstream_dsn,
+            scratch_database(dsn, "large_ours") as ours_dsn,
+        ):
+            found = large_values(upstream_dsn, ours_dsn, sizes, args.reps)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    for (name, op, size), stats in sorted(found.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+        print(f"{size:>10,} {op:5s} {name:16s} {stats.median:10.2f} ms (p95 {stats.p95:.2f})")
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,163 @@
+"""Several worker processes on one Postgres: total steps/s and the server's CPU share.
+
+    python benchmarks/bench_processes.py [--dsn DSN] [--processes 1,2,4] [--seconds 5]
+
+Each worker process runs 16 Python threads invoking the 10-node graph of
+`durability_modes.py` back to back (`durability="sync"`, each run on a thread id of its
+own) with one saver: ours (`from_conn_string`, pool of 16) or upstream's `PostgresSaver`
+on one connection (`from_conn_string`) or on a pool of 16. The processes start, warm up,
+then count completed steps over the same window; the total is their sum. The server's CPU
+share is the CPU time of the local `postgres` processes over the window (from /proc, so
+only for a server on this machine) divided by the window and the number of cores.
+Savers alternate within each round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+import uuid
+from contextlib import ExitStack
+from typing import Any
+
+from bench_common import ours, scratch_database, upstream, upstream_single
+from durability_modes import NODES, graph_builder
+
+SAVERS = ("ours", "upstream_single", "upstream_pool")
+
+
+def _postgres_cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far by each local process named postgres, by pid (none without
+    /proc)."""
+    found: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+                fields = stat.read().rsplit(")", 1)
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as comm:
+                if comm.read().strip() != "postgres":
+                    continue
+        except OSError:
+            continue
+        parts = fields[1].split()
+        found[pid] = (int(parts[11]) + int(parts[12])) / tick  # utime, stime
+    return found
+
+
+def _used(before: dict[str, float], after: dict[str, float]) -> float:
+    """CPU seconds used between two readings, by processes alive at the second one."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any, out: Any) -> None:
+    with ExitStack() as stack:
+        if name == "ours":
+            saver: Any = stack.enter_context(ours(dsn, 16, setup=False))
+        elif name == "upstream_single":
+            saver = stack.enter_context(upstream_single(dsn, setup=False))
+        else:
+            saver = stack.enter_context(upstream(dsn, 16, setup=False))
+        graph = graph_builder().compile(checkpointer=saver)
+        counts = [0] * threads
+        counting = threading.Event()
+        done = threading.Event()
+
+        def run(i: int) -> None:
+            while not done.is_set():
+                config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+                graph.invoke({}, config, durability="sync")
+                if counting.is_set():
+                    counts[i] += 1
+
+        pool = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
+        for t in pool:
+            t.start()
+        time.sleep(1.0)  # every thread mid-invoke
+        ready.put(True)
+        start.wait()
+        counting.set()
+        stop.wait()
+        counting.clear()
+        out.put(sum(counts) * NODES)
+        done.set()
+        for t in pool:
+            t.join()
+
+
+def _round(
+    name: str, dsn: str, processes: int, threads: int, seconds: float
+) -> tuple[float, float]:
+    """(total steps/s, the server's CPU share of the machine) for one saver."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, start, stop, out = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
+    workers = [
+        ctx.Process(target=_worker, args=(name, dsn, threads, ready, start, stop, out))
+        for _ in range(processes)
+    ]
+    for w in workers:
+        w.start()
+    for _ in workers:  # imports, connections, warm-up runs: all of them are running
+        ready.get(timeout=300)
+    began, server_before = time.perf_counter(), _postgres_cpu_seconds()
+    start.set()
+    time.sleep(seconds)
+    stop.set()
+    elapsed = time.perf_counter() - began
+    server = _used(server_before, _postgres_cpu_seconds())
+    steps = sum(out.get(timeout=60) for _ in workers)
+    for w in workers:
+        w.join(60)
+    return steps / elapsed, server / elapsed / (os.cpu_count() or 1)
+
+
+def main() -> None:
+    from langgraph_durable.embedded import resolve_dsn
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--dsn")
+    parser.add_argument("--processes", default="1,2,4")
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    levels = [int(x) for x in args.processes.split(",")]
+    dsn, embedded = resolve_dsn(args.dsn)
+    found: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    try:
+        with (
+            scratch_database(dsn, "procs_upstream") as upstream_dsn,
+            scratch_database(dsn, "procs_ours") as ours_dsn,
+        ):
+            with ours(ours_dsn, 1), upstream(upstream_dsn, 1):
+                pass  # setup() once, before any worker starts
+            for round_ in range(args.rounds):
+                for level in levels:
+                    names = SAVERS if round_ % 2 == 0 else tuple(reversed(SAVERS))
+                    for name in names:
+                        target = ours_dsn if name == "ours" else upstream_dsn
+                        found.setdefault((name, level), []).append(
+                            _round(name, target, level, args.threads, args.seconds)
+                        )
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    for (name, level), samples in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rates = [rate for rate, _ in samples]
+        shares = [share for _, share in samples]
+        print(
+            f"{level} process(es) {name:16s} steps/s {statistics.median(rates):7,.0f} "
+            f"({min(rates):,.0f}-{max(rates):,.0f}), server CPU {statistics.median(shares):.0%}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -56,6 +56,7 @@ from langgraph_durable.errors import (
     UnserializableValueError,
     WrongSaverClassError,
 )
+from langgraph_durable.roles import app_role_sql, grant_app_role, revoke_app_role
 from langgraph_durable.runs import (
     AsyncRunRegistry,
     AsyncWorker,
@@ -119,10 +120,13 @@ __all__ = [
     "Worker",
     "WrongSaverClassError",
     "adurable_sleep",
+    "app_role_sql",
     "atoken_ledger",
     "current_effect_key",
     "durable_sleep",
     "effect",
+    "grant_app_role",
+    "revoke_app_role",
     "set_default_journal",
     "set_interrupt_guard",
     "token_ledger",

@@ -8,6 +8,7 @@
     langgraph-durable effects [--thread ID]      # effects running, unknown or waiting
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
     langgraph-durable approvals [--thread ID]    # threads waiting at an interrupt()
+    langgraph-durable grant ROLE [--schema S] [--print]   # least-privilege app role
 
 `--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the subcommand.
 `--json` prints one JSON object whose shape is stable: numbers as numbers, times as
@@ -34,6 +35,7 @@ from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import DurableError
+from langgraph_durable.roles import app_role_sql, grant_app_role
 
 __all__ = ["main", "parse_age"]
 
@@ -134,6 +136,22 @@ def _parser() -> argparse.ArgumentParser:
     approvals.add_argument(
         "--limit", type=_positive, default=100, help="at most this many (default: 100)"
     )
+    grant = commands.add_parser(
+        "grant",
+        parents=common,
+        help="give an existing role what an application needs (rows only, no DDL); run as "
+        "the owner after setup",
+    )
+    grant.add_argument("role", metavar="ROLE", help="the application role (must exist)")
+    grant.add_argument(
+        "--schema", default="public", help="the schema of the tables (default: public)"
+    )
+    grant.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_sql",
+        help="print the GRANT statements instead of running them",
+    )
     resolve = commands.add_parser(
         "resolve", parents=common, help="resolve an effect whose outcome is unknown"
     )
@@ -160,8 +178,13 @@ def _has_checkpoints(saver: DurablePostgresSaver, thread_id: str) -> bool:
 def _run(args: argparse.Namespace) -> Any:
     if args.command == "schema":
         return {"schema": SCHEMA}
+    if args.command == "grant" and args.print_sql:
+        return {"sql": app_role_sql(args.role, args.schema)}
     if not args.dsn:
         raise DurableError(f"No database given: pass --dsn or set {DSN_ENV}.")
+    if args.command == "grant":
+        grant_app_role(args.dsn, args.role, schema=args.schema)
+        return {"granted": args.role, "schema": args.schema}
     with DurablePostgresSaver.from_conn_string(args.dsn) as saver:
         if args.command == "setup":
             return {"applied": saver.setup()}
@@ -222,6 +245,8 @@ def _run(args: argparse.Namespace) -> Any:
 def _print_text(command: str, result: dict[str, Any]) -> None:
     if command == "schema":
         print(result["schema"])
+    elif "sql" in result:
+        print(result["sql"])
     elif command == "approvals":
         for row in result["approvals"]:
             age = row["age_seconds"]

@@ -972,3 +972,47 @@ SELECT checkpoint_id FROM checkpoints
 WHERE metadata ->> 'run_id' = %(run_id)s AND thread_id = %(thread_id)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC
 LIMIT 1
+
+-- name: grant_allowed
+-- Whether this session may grant on the tables: a GRANT by a role that neither owns them
+-- nor holds a grant option only warns ("no privileges were granted"); it never fails.
+-- No row: the tables are not in that schema.
+SELECT pg_has_role(current_user, c.relowner, 'USAGE') AS owner
+FROM pg_class c
+WHERE c.oid = to_regclass(quote_ident(%(schema)s) || '.checkpoints');
+
+-- name: grant_app_role
+-- What an application role needs after the owner ran setup(): read and write the rows of
+-- the saver, the effect journal and the run registry, and read the recorded schema
+-- versions. Nothing else: it owns no table, so it cannot ALTER, DROP or migrate them,
+-- and it gets no CREATE on the schema. No table uses a sequence. Advisory locks need no
+-- grant. `tests/unit/test_roles.py` checks that every table of schema.sql is listed here.
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT ON TABLE
+    {schema}.checkpoint_migrations,
+    {schema}.langgraph_durable_migrations
+TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE
+    {schema}.checkpoints,
+    {schema}.checkpoint_blobs,
+    {schema}.checkpoint_writes,
+    {schema}.langgraph_durable_effects,
+    {schema}.langgraph_durable_threads,
+    {schema}.langgraph_durable_runs,
+    {schema}.langgraph_durable_workers
+TO {role}
+
+-- name: revoke_app_role
+-- Undo grant_app_role (the role keeps any grants made some other way).
+REVOKE ALL ON TABLE
+    {schema}.checkpoint_migrations,
+    {schema}.langgraph_durable_migrations,
+    {schema}.checkpoints,
+    {schema}.checkpoint_blobs,
+    {schema}.checkpoint_writes,
+    {schema}.langgraph_durable_effects,
+    {schema}.langgraph_durable_threads,
+    {schema}.langgraph_durable_runs,
+    {schema}.langgraph_durable_workers
+FROM {role};
+REVOKE USAGE ON SCHEMA {schema} FROM {role}

@@ -10,15 +10,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
 LONG_FACTOR = 20
 
 
+def long_mode() -> bool:
+    return settings.get_current_profile_name() == "long"
+
+
 def examples(n: int) -> int:
     """`n` examples in the suite, `n * LONG_FACTOR` in the long profile."""
-    return n * LONG_FACTOR if settings.get_current_profile_name() == "long" else n
+    return n * LONG_FACTOR if long_mode() else n
+
+
+def timeout() -> Any:
+    """The pytest-timeout mark of a property module: the suite's 300 s, an hour when long."""
+    return pytest.mark.timeout(3600 if long_mode() else 300)
 
 
 # Text as users send it: any unicode, including quotes, backslashes, SQL, emoji, RTL marks,

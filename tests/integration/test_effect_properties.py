@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from _props import examples
+from _props import examples, timeout
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -40,7 +40,7 @@ from langgraph_durable import DurablePostgresSaver, EffectJournal, RetryPolicy
 from langgraph_durable.effects._memory import ManualClock, MemoryEffectJournal
 from langgraph_durable.effects._protocol import Action, EffectStatus, JournalRow, decide
 
-pytestmark = pytest.mark.properties
+pytestmark = [pytest.mark.properties, timeout()]
 
 WORKERS = ("w1", "w2", "w3")
 KEYS = ("a", "b")  # two keys: one must never disturb the other

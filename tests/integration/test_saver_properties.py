@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _props import HOSTILE_TEXT, examples
+from _props import HOSTILE_TEXT, examples, timeout
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -36,7 +36,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import DurablePostgresSaver
 
-pytestmark = pytest.mark.properties
+pytestmark = [pytest.mark.properties, timeout()]
 
 # Values a node can put in state: JSON-like, any unicode, no NaN (NaN != NaN).
 VALUES = st.recursive(

@@ -143,7 +143,12 @@ class RunMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.created)
     @rule(data=st.data())
     def resume(self, data: st.DataObject) -> None:
-        run_id, _, _ = data.draw(st.sampled_from(self.created), label="run")
+        run_id, thread, tag = data.draw(st.sampled_from(self.created), label="run")
+        state = self.graph.graph.get_state({"configurable": {"thread_id": thread}})
+        if f"ran:{tag}" not in state.values.get("log", []):
+            # A run stopped by a newer one before it started: resuming it is a known bug
+            # (test_property_findings.py), kept out of the property until it is fixed.
+            return
         before = self.rows()
         waiting = self.runs.get(run_id).status is RunStatus.INTERRUPTED
         try:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _props import HOSTILE_TEXT, examples, timeout
+from _props import HOSTILE_TEXT, NO_BACKSLASH, examples, keeps_float, timeout
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -43,7 +43,7 @@ VALUES = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(keeps_float)
     | HOSTILE_TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE_TEXT, inner, max_size=3),
     max_leaves=6,
@@ -59,7 +59,9 @@ METADATA_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE_TEXT, inner, max_size=3),
     max_leaves=6,
 )
-SCALARS = st.none() | st.booleans() | st.integers(-1000, 1000) | HOSTILE_TEXT
+# No None: InMemorySaver matches {"k": None} on a checkpoint without "k"; JSONB containment
+# (ours and upstream PostgresSaver) does not.
+SCALARS = st.booleans() | st.integers(-1000, 1000) | HOSTILE_TEXT
 CHANNELS = st.sampled_from(["messages", "count", "q'\"; DROP", "ünï", "🙂"])
 NAMESPACES = st.sampled_from(["", "", "sub:1", "child|grand:ü"]) | HOSTILE_TEXT
 
@@ -150,7 +152,7 @@ class SaverMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         writes=st.lists(st.tuples(CHANNELS | st.just("__error__"), VALUES), max_size=3),
-        task_id=HOSTILE_TEXT,
+        task_id=HOSTILE_TEXT.filter(lambda t: NO_BACKSLASH not in t),
         task_path=HOSTILE_TEXT,
     )
     def put_writes(

@@ -69,6 +69,7 @@ from langgraph_durable.errors import (
     WrongSaverClassError,
 )
 from langgraph_durable.outbox import OutboxRelay, aemit_txn, emit, emit_txn
+from langgraph_durable.roles import app_role_sql, grant_app_role, revoke_app_role
 from langgraph_durable.runs import (
     AsyncRunRegistry,
     AsyncWorker,
@@ -143,12 +144,15 @@ __all__ = [
     "WrongSaverClassError",
     "adurable_sleep",
     "aemit_txn",
+    "app_role_sql",
     "atoken_ledger",
     "current_effect_key",
     "durable_sleep",
     "effect",
     "emit",
     "emit_txn",
+    "grant_app_role",
+    "revoke_app_role",
     "set_default_journal",
     "set_interrupt_guard",
     "token_ledger",

@@ -385,6 +385,13 @@ def translate_driver_error(
             "The checkpoint tables do not exist in this database: call `saver.setup()` "
             f"once before using the saver (server said: {exc.diag.message_primary})."
         )
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return ConfigurationError(
+            "This database role may not do what langgraph-durable asked: the owner of the "
+            "tables grants an application role what it needs with `langgraph-durable grant "
+            "ROLE` (again after an upgrade that adds tables); schema changes need the owner "
+            f"(server said: {exc.diag.message_primary})."
+        )
     if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
         return InvalidInputError(
             "A value is too large for the database: an id or key longer than a Postgres "

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from _pg import ServerUnavailableError, create_database, discover_server, drop_database
+from hypothesis import HealthCheck, settings
 
 from langgraph_durable import DurablePostgresSaver, RunRegistry
+
+# Property tests (hypothesis). "suite" is the default: derandomized (the same examples on
+# every run and machine, so CI is reproducible), no example database, few examples so the
+# whole suite stays fast. "long" runs many more and random ones: set
+# LANGGRAPH_DURABLE_HYPOTHESIS=long, or pass `--hypothesis-profile long` to pytest.
+# Each test's own `max_examples` is scaled by `examples()` in `tests/_props.py`.
+_COMMON = {
+    "deadline": None,  # real Postgres: a slow fsync is not a failure
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+}
+settings.register_profile("suite", derandomize=True, database=None, print_blob=True, **_COMMON)
+settings.register_profile("long", derandomize=False, database=None, print_blob=True, **_COMMON)
+settings.load_profile(os.environ.get("LANGGRAPH_DURABLE_HYPOTHESIS", "suite"))
 
 
 @pytest.fixture(scope="session")

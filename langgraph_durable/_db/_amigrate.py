@@ -18,11 +18,13 @@ import asyncio
 import logging
 import time
 
+import psycopg.errors
 from psycopg import AsyncConnection, sql
 from psycopg.rows import DictRow
 
 from langgraph_durable._db.schema import (
     DURABLE_SCHEMA_VERSION,
+    UPSTREAM_SCHEMA_VERSION,
     check_versions,
     not_ready_upstream_only,
     too_new,
@@ -83,6 +85,35 @@ async def amigrate(conn: AsyncConnection[DictRow], *, lock_timeout: float = 300)
 
     `conn` must be in autocommit mode (CONCURRENTLY needs it).
     """
+    try:
+        if await _aup_to_date(conn):
+            return []
+        return await _amigrate_locked(conn, lock_timeout)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SchemaNotReadyError(
+            "The schema needs migrations, and this database role may not change it: run "
+            "`setup()` (or `langgraph-durable setup`) once as the owner of the tables, then "
+            "use this role (server said: "
+            f"{exc.diag.message_primary})."
+        ) from exc
+
+
+async def _aup_to_date(conn: AsyncConnection[DictRow]) -> bool:
+    """Whether every migration is recorded, read without creating anything, so that a role
+    that may not create tables (see `roles.py`) can call `setup()` on a current schema."""
+    exists = await (await conn.execute(QUERIES["durable_schema_exists"])).fetchone()
+    if exists is None or not (exists["upstream"] and exists["durable"]):
+        return False
+    row = await (await conn.execute(QUERIES["schema_versions"])).fetchone()
+    assert row is not None
+    if row["durable"] > DURABLE_SCHEMA_VERSION:
+        raise too_new(row["durable"])
+    return bool(
+        row["durable"] == DURABLE_SCHEMA_VERSION and row["upstream"] >= UPSTREAM_SCHEMA_VERSION
+    )
+
+
+async def _amigrate_locked(conn: AsyncConnection[DictRow], lock_timeout: float) -> list[str]:
     applied: list[str] = []
     await _alock(conn, lock_timeout)
     try:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import logging
 import time
 
+import psycopg.errors
 from psycopg import Connection, sql
 from psycopg.rows import DictRow
 
 from langgraph_durable._db.schema import (
     DURABLE_SCHEMA_VERSION,
+    UPSTREAM_SCHEMA_VERSION,
     check_versions,
     not_ready_upstream_only,
     too_new,
@@ -84,6 +86,35 @@ def migrate(conn: Connection[DictRow], *, lock_timeout: float = 300) -> list[str
 
     `conn` must be in autocommit mode (CONCURRENTLY needs it).
     """
+    try:
+        if _up_to_date(conn):
+            return []
+        return _migrate_locked(conn, lock_timeout)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SchemaNotReadyError(
+            "The schema needs migrations, and this database role may not change it: run "
+            "`setup()` (or `langgraph-durable setup`) once as the owner of the tables, then "
+            "use this role (server said: "
+            f"{exc.diag.message_primary})."
+        ) from exc
+
+
+def _up_to_date(conn: Connection[DictRow]) -> bool:
+    """Whether every migration is recorded, read without creating anything, so that a role
+    that may not create tables (see `roles.py`) can call `setup()` on a current schema."""
+    exists = (conn.execute(QUERIES["durable_schema_exists"])).fetchone()
+    if exists is None or not (exists["upstream"] and exists["durable"]):
+        return False
+    row = (conn.execute(QUERIES["schema_versions"])).fetchone()
+    assert row is not None
+    if row["durable"] > DURABLE_SCHEMA_VERSION:
+        raise too_new(row["durable"])
+    return bool(
+        row["durable"] == DURABLE_SCHEMA_VERSION and row["upstream"] >= UPSTREAM_SCHEMA_VERSION
+    )
+
+
+def _migrate_locked(conn: Connection[DictRow], lock_timeout: float) -> list[str]:
     applied: list[str] = []
     _lock(conn, lock_timeout)
     try:

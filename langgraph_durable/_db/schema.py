@@ -5,10 +5,19 @@ from __future__ import annotations
 from langgraph_durable._sql import MIGRATIONS
 from langgraph_durable.errors import SchemaNotReadyError, SchemaTooNewError
 
-__all__ = ["DURABLE_SCHEMA_VERSION", "check_versions", "not_ready_upstream_only", "too_new"]
+__all__ = [
+    "DURABLE_SCHEMA_VERSION",
+    "UPSTREAM_SCHEMA_VERSION",
+    "check_versions",
+    "not_ready_upstream_only",
+    "too_new",
+]
 
 DURABLE_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "durable")
 """The newest langgraph-durable migration this installation knows."""
+
+UPSTREAM_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "upstream")
+"""The newest langgraph-checkpoint-postgres migration this installation applies."""
 
 
 def too_new(found: int) -> SchemaTooNewError:

@@ -1301,3 +1301,54 @@ RETURNING message_id
 -- name: inbox_prune
 DELETE FROM langgraph_durable_inbox
 WHERE received_at < clock_timestamp() - make_interval(secs => %(older_than)s)
+
+-- name: grant_allowed
+-- Whether this session may grant on the tables: a GRANT by a role that neither owns them
+-- nor holds a grant option only warns ("no privileges were granted"); it never fails.
+-- No row: the tables are not in that schema.
+SELECT pg_has_role(current_user, c.relowner, 'USAGE') AS owner
+FROM pg_class c
+WHERE c.oid = to_regclass(quote_ident(%(schema)s) || '.checkpoints');
+
+-- name: grant_app_role
+-- What an application role needs after the owner ran setup(): read and write the rows of
+-- the saver, the effect journal and the run registry, and read the recorded schema
+-- versions, and draw outbox event numbers. Nothing else: it owns no table, so it cannot
+-- ALTER, DROP or migrate them, and it gets no CREATE on the schema. Advisory locks and
+-- LISTEN/NOTIFY need no grant. `tests/unit/test_roles.py` checks that every table of
+-- schema.sql is listed here.
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT ON TABLE
+    {schema}.checkpoint_migrations,
+    {schema}.langgraph_durable_migrations
+TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE
+    {schema}.checkpoints,
+    {schema}.checkpoint_blobs,
+    {schema}.checkpoint_writes,
+    {schema}.langgraph_durable_effects,
+    {schema}.langgraph_durable_threads,
+    {schema}.langgraph_durable_runs,
+    {schema}.langgraph_durable_workers,
+    {schema}.langgraph_durable_outbox,
+    {schema}.langgraph_durable_inbox
+TO {role};
+GRANT USAGE ON SEQUENCE {schema}.langgraph_durable_outbox_seq_seq TO {role}
+
+-- name: revoke_app_role
+-- Undo grant_app_role (the role keeps any grants made some other way).
+REVOKE ALL ON TABLE
+    {schema}.checkpoint_migrations,
+    {schema}.langgraph_durable_migrations,
+    {schema}.checkpoints,
+    {schema}.checkpoint_blobs,
+    {schema}.checkpoint_writes,
+    {schema}.langgraph_durable_effects,
+    {schema}.langgraph_durable_threads,
+    {schema}.langgraph_durable_runs,
+    {schema}.langgraph_durable_workers,
+    {schema}.langgraph_durable_outbox,
+    {schema}.langgraph_durable_inbox
+FROM {role};
+REVOKE ALL ON SEQUENCE {schema}.langgraph_durable_outbox_seq_seq FROM {role};
+REVOKE USAGE ON SCHEMA {schema} FROM {role}

@@ -1,6 +1,7 @@
 """The operator CLI: a thin layer where each command calls library functions.
 
     langgraph-durable setup | check | schema | doctor
+    langgraph-durable grant ROLE [--schema S] [--print]       # least-privilege app role
     langgraph-durable db start|url|stop [--data-dir DIR]      # embedded Postgres for dev
     langgraph-durable threads list|show|history|diff ...
     langgraph-durable prune THREAD... [--strategy keep_latest|delete]
@@ -38,6 +39,7 @@ from langgraph_durable.cli._commands import COMMANDS, Result
 from langgraph_durable.cli._output import as_json
 from langgraph_durable.embedded import detached_dsn, start_detached, stop_detached
 from langgraph_durable.errors import DurableError
+from langgraph_durable.roles import app_role_sql, grant_app_role
 
 __all__ = ["main", "parse_age"]
 
@@ -48,6 +50,14 @@ def _without_database(args: argparse.Namespace) -> Result | None:
     """The commands that need no database of the user's: the schema, the embedded one."""
     if args.command == "schema":
         return Result({"schema": SCHEMA}, lambda d: print(d["schema"]))
+    if args.command == "grant" and args.print_sql:
+        return Result({"sql": app_role_sql(args.role, args.schema)}, lambda d: print(d["sql"]))
+    if args.command == "grant":
+        if not args.dsn:
+            raise DurableError(f"No database given: pass --dsn or set {DSN_ENV}.")
+        grant_app_role(args.dsn, args.role, schema=args.schema)
+        data = {"granted": args.role, "schema": args.schema}
+        return Result(data, lambda d: print(f"granted {d['granted']} (schema {d['schema']})"))
     if args.command == "db":
         if args.action == "stop":
             data = {"stopped": stop_detached(args.data_dir)}

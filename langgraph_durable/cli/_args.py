@@ -156,6 +156,22 @@ def parser() -> argparse.ArgumentParser:
         parents=common,
         help="check the connection, the schema and the server settings durability needs",
     )
+    grant = commands.add_parser(
+        "grant",
+        parents=common,
+        help="give an existing role what an application needs (rows only, no DDL); run as "
+        "the owner after setup",
+    )
+    grant.add_argument("role", metavar="ROLE", help="the application role (must exist)")
+    grant.add_argument(
+        "--schema", default="public", help="the schema of the tables (default: public)"
+    )
+    grant.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_sql",
+        help="print the GRANT statements instead of running them",
+    )
     _, db_actions = _group(commands, "db", "an embedded Postgres for development", common)
     for action, text in (
         ("start", "start it (it keeps running after this command) and print its DSN"),

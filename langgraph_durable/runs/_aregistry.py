@@ -267,11 +267,15 @@ class AsyncRunRegistry:
         give_input: bool = False,
         graph_version: str | None = None,
         reset_attempts: bool = False,
+        waiting_answer: bool = False,
     ) -> Run:
         run = await self.aget(run_id)
         async with self._source.connection("queueing a run again") as conn, conn.transaction():
             await _arows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
             encoded = stored(self.serde, input) if give_input else (None, None)
+            latest = await self._alatest_checkpoint(conn, run)
+            if waiting_answer:
+                await self._acheck_waits_for_answer(conn, run, latest)
             rows = await _arows(
                 conn,
                 QUERIES["run_requeue"],
@@ -280,7 +284,7 @@ class AsyncRunRegistry:
                     "from_statuses": [s.value for s in from_statuses],
                     "input_type": encoded[0],
                     "input": encoded[1],
-                    "input_after": await self._alatest_checkpoint(conn, run),
+                    "input_after": latest,
                     "graph_version": graph_version,
                     "reset_attempts": reset_attempts,
                 },
@@ -294,6 +298,24 @@ class AsyncRunRegistry:
             await conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
         return run_of(rows[0], self.serde)
 
+    async def _acheck_waits_for_answer(self, conn: PgConn, run: Run, latest: str | None) -> None:
+        """Refuse to resume a run that waits for no answer: one stopped by a newer run (the
+        "interrupt" strategy) before or after it asked, or already answered. Its input would
+        otherwise be sent to a thread that is not waiting, and the run would "succeed"
+        without its graph having run."""
+        if run.status is not RunStatus.INTERRUPTED:
+            return  # the status check of `run_requeue` names the problem
+        asked = await _arows(
+            conn, QUERIES["pending_interrupts"], {"thread_id": run.thread_id, "limit": 1}
+        )
+        if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
+            reason = f" ({run.status_reason})" if run.status_reason else ""
+            raise RunConflictError(
+                f"Run {run.run_id!r} is interrupted{reason} but does not wait for an answer: "
+                "its thread is not stopped at an interrupt() of this run. Nothing was queued; "
+                "create a new run on the thread instead."
+            )
+
     async def aretry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
         on from its last checkpoint, with its attempts counted afresh."""
@@ -301,9 +323,14 @@ class AsyncRunRegistry:
         return await self._arequeue(run_id, statuses, reset_attempts=True)
 
     async def aresume(self, run_id: str, command: Any) -> Run:
-        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`)."""
+        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`).
+
+        Raises:
+            RunConflictError: The run is not interrupted, or waits for no answer (a newer
+                run stopped it: create a new run instead).
+        """
         return await self._arequeue(
-            run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True
+            run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True, waiting_answer=True
         )
 
     async def amigrate(self, run_id: str, version: str) -> Run:

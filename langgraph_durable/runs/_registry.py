@@ -266,11 +266,15 @@ class RunRegistry:
         give_input: bool = False,
         graph_version: str | None = None,
         reset_attempts: bool = False,
+        waiting_answer: bool = False,
     ) -> Run:
         run = self.get(run_id)
         with self._source.connection("queueing a run again") as conn, conn.transaction():
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
             encoded = stored(self.serde, input) if give_input else (None, None)
+            latest = self._latest_checkpoint(conn, run)
+            if waiting_answer:
+                self._check_waits_for_answer(conn, run, latest)
             rows = _rows(
                 conn,
                 QUERIES["run_requeue"],
@@ -279,7 +283,7 @@ class RunRegistry:
                     "from_statuses": [s.value for s in from_statuses],
                     "input_type": encoded[0],
                     "input": encoded[1],
-                    "input_after": self._latest_checkpoint(conn, run),
+                    "input_after": latest,
                     "graph_version": graph_version,
                     "reset_attempts": reset_attempts,
                 },
@@ -293,6 +297,22 @@ class RunRegistry:
             conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
         return run_of(rows[0], self.serde)
 
+    def _check_waits_for_answer(self, conn: PgConn, run: Run, latest: str | None) -> None:
+        """Refuse to resume a run that waits for no answer: one stopped by a newer run (the
+        "interrupt" strategy) before or after it asked, or already answered. Its input would
+        otherwise be sent to a thread that is not waiting, and the run would "succeed"
+        without its graph having run."""
+        if run.status is not RunStatus.INTERRUPTED:
+            return  # the status check of `run_requeue` names the problem
+        asked = _rows(conn, QUERIES["pending_interrupts"], {"thread_id": run.thread_id, "limit": 1})
+        if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
+            reason = f" ({run.status_reason})" if run.status_reason else ""
+            raise RunConflictError(
+                f"Run {run.run_id!r} is interrupted{reason} but does not wait for an answer: "
+                "its thread is not stopped at an interrupt() of this run. Nothing was queued; "
+                "create a new run on the thread instead."
+            )
+
     def retry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
         on from its last checkpoint, with its attempts counted afresh."""
@@ -300,8 +320,15 @@ class RunRegistry:
         return self._requeue(run_id, statuses, reset_attempts=True)
 
     def resume(self, run_id: str, command: Any) -> Run:
-        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`)."""
-        return self._requeue(run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True)
+        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`).
+
+        Raises:
+            RunConflictError: The run is not interrupted, or waits for no answer (a newer
+                run stopped it: create a new run instead).
+        """
+        return self._requeue(
+            run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True, waiting_answer=True
+        )
 
     def migrate(self, run_id: str, version: str) -> Run:
         """Pin a pending or blocked run to another graph version (its state must fit it)."""

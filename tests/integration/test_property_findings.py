@@ -19,7 +19,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, RunStatus, Worker
+from langgraph_durable import (
+    DurablePostgresSaver,
+    GraphVersion,
+    RunConflictError,
+    RunRegistry,
+    RunStatus,
+    Worker,
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,36 +83,27 @@ def two_runs(saver: DurablePostgresSaver) -> tuple[RunRegistry, Worker, str, Any
     return runs, Worker(saver, [graph]), thread, first, second
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="resuming a run stopped by a newer run before it started strands both runs pending",
-)
-def test_resuming_a_run_stopped_before_it_started_leaves_nothing_pending(
+def test_resuming_a_run_stopped_before_it_started_is_refused(
     saver: DurablePostgresSaver,
 ) -> None:
+    """Found by the run-registry properties: the resume used to strand both runs pending."""
     runs, worker, _, first, second = two_runs(saver)
-    runs.resume(first.run_id, Command(resume="yes"))
+    with pytest.raises(RunConflictError, match="does not wait for an answer"):
+        runs.resume(first.run_id, Command(resume="yes"))
     worker.run_until_idle()
-    statuses = {runs.get(first.run_id).status, runs.get(second.run_id).status}
-    assert RunStatus.PENDING not in statuses
+    assert runs.get(first.run_id).status is RunStatus.INTERRUPTED
+    assert runs.get(second.run_id).status is RunStatus.SUCCESS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run stopped by a newer run before it started can be resumed and 'succeeds' "
-    "without ever running its graph",
-)
-def test_a_run_that_never_started_does_not_succeed_by_resume(
+def test_a_run_that_never_started_cannot_succeed_by_resume(
     saver: DurablePostgresSaver,
 ) -> None:
-    runs, worker, thread, first, _ = two_runs(saver)
+    """Found by the run-registry properties: it used to 'succeed' without running."""
+    runs, worker, _, first, _ = two_runs(saver)
     worker.run_until_idle()  # the second run runs; the first was stopped
-    runs.resume(first.run_id, Command(resume="yes"))
-    worker.run_until_idle()
-    if runs.get(first.run_id).status is RunStatus.SUCCESS:
-        graph_state = saver.get_tuple({"configurable": {"thread_id": thread}})
-        assert graph_state is not None
-        assert "ran:0" in graph_state.checkpoint["channel_values"]["log"]
+    with pytest.raises(RunConflictError, match="does not wait for an answer"):
+        runs.resume(first.run_id, Command(resume="yes"))
+    assert runs.get(first.run_id).status is RunStatus.INTERRUPTED
 
 
 @pytest.mark.xfail(

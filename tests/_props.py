@@ -79,6 +79,3 @@ def keeps_float(value: float) -> bool:
     """Not an integral float of 1e16 or more: those come back as ints from JSONB
     (test_property_findings.py::test_a_large_float_state_value_keeps_its_type)."""
     return not (value.is_integer() and abs(value) >= 1e16)
-
-
-NO_BACKSLASH = "\\"  # in task ids and channel names: test_property_findings.py

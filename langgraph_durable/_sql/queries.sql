@@ -77,7 +77,9 @@ SELECT
     c.parent_checkpoint_id,
     c.metadata,
     (
-        SELECT array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
+        -- convert_to, not ::bytea: a cast reads backslashes in the text as escapes.
+        SELECT array_agg(
+            array[convert_to(bl.channel, 'UTF8'), convert_to(bl.type, 'UTF8'), bl.blob])
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
         -- One primary-key probe per version. A plain join lets the planner (which guesses
         -- 100 versions and an average-sized thread) hash-join every blob of the thread.
@@ -93,7 +95,8 @@ SELECT
     ) AS channel_values,
     (
         SELECT array_agg(array[
-            cw.task_id::bytea, cw.channel::bytea, cw.type::bytea, cw.blob,
+            convert_to(cw.task_id, 'UTF8'), convert_to(cw.channel, 'UTF8'),
+            convert_to(cw.type, 'UTF8'), cw.blob,
             convert_to(cw.task_path, 'UTF8'), cw.idx::text::bytea
         ])
         FROM checkpoint_writes cw
@@ -145,7 +148,7 @@ LIMIT %(limit)s
 -- Checkpoints older than format v4 kept pending sends as writes of their parent.
 SELECT
     checkpoint_id,
-    array_agg(array[type::bytea, blob] ORDER BY task_path, task_id, idx) AS sends
+    array_agg(array[convert_to(type, 'UTF8'), blob] ORDER BY task_path, task_id, idx) AS sends
 FROM checkpoint_writes
 WHERE thread_id = %(thread_id)s
     AND checkpoint_ns = %(checkpoint_ns)s

@@ -1,8 +1,10 @@
 """Bugs the property tests found in long mode, each as its smallest reproduction.
 
-Each is `xfail(strict=True)`: when a fix lands, the test passes, fails as XPASS, and the
-mark comes off. The properties themselves avoid these inputs until then (see the notes
-in test_saver_properties.py, test_hostile_input_properties.py, test_run_properties.py).
+A bug not fixed yet is `xfail(strict=True)`: when a fix lands, the test passes, fails as
+XPASS, and the mark comes off; the properties avoid its inputs until then (see the notes
+in test_saver_properties.py and test_hostile_input_properties.py). The fixed ones stay
+here as regression tests: backslashes in ids and channel names (read with `convert_to`,
+not a `::bytea` cast), and resuming a run that waits for no answer.
 """
 
 from __future__ import annotations
@@ -36,11 +38,6 @@ def saver(db_dsn: str) -> Iterator[DurablePostgresSaver]:
         yield found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a backslash in a write's task id or channel makes get_tuple fail with a raw "
-    "bytea error",
-)
 def test_a_backslash_in_a_task_id_reads_back(saver: DurablePostgresSaver) -> None:
     config: RunnableConfig = {"configurable": {"thread_id": f"bs-{uuid.uuid4()}"}}
     stored = saver.put(config, empty_checkpoint(), {}, {})
@@ -106,9 +103,6 @@ def test_a_run_that_never_started_cannot_succeed_by_resume(
     assert runs.get(first.run_id).status is RunStatus.INTERRUPTED
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a backslash in a write's channel makes get_tuple fail (bytea)"
-)
 def test_a_backslash_in_a_write_channel_reads_back(saver: DurablePostgresSaver) -> None:
     config: RunnableConfig = {"configurable": {"thread_id": f"bs-{uuid.uuid4()}"}}
     stored = saver.put(config, empty_checkpoint(), {}, {})
@@ -118,7 +112,6 @@ def test_a_backslash_in_a_write_channel_reads_back(saver: DurablePostgresSaver) 
     assert found.pending_writes == [("task", "\\", None)]
 
 
-@pytest.mark.xfail(strict=True, reason="a blob channel named with a backslash does not read back")
 def test_a_backslash_in_a_channel_name_reads_back(saver: DurablePostgresSaver) -> None:
     config: RunnableConfig = {"configurable": {"thread_id": f"bs-{uuid.uuid4()}"}}
     checkpoint = empty_checkpoint()

@@ -13,7 +13,9 @@ outcome: completed, replayed, reconciled, failed, unknown, deferred),
 `langgraph_durable.tokens.saved` (tokens of model calls replayed instead of paid again),
 `langgraph_durable.runs.finished` (by graph and status), `langgraph_durable.runs.stuck`
 (runs flagged stuck), `langgraph_durable.run.recovery` (seconds from a dead worker's last
-heartbeat to another worker taking its run).
+heartbeat to another worker taking its run), `langgraph_durable.outbox.backlog` and
+`langgraph_durable.outbox.oldest_pending_age` (gauges a relay sets whenever it has caught
+up), `langgraph_durable.outbox.publishes`; spans `langgraph_durable.outbox.publish`.
 """
 
 from __future__ import annotations
@@ -29,12 +31,18 @@ except ImportError:  # the telemetry extra is not installed
     metrics = None  # type: ignore[assignment]
     trace = None  # type: ignore[assignment]
 
-__all__ = ["count", "measure", "span"]
+__all__ = ["annotate", "count", "enabled", "gauge", "measure", "span"]
 
 _SCOPE = "langgraph_durable"
 _instruments: dict[str, Any] = {}
 
 Attributes = Mapping[str, str | int | float | bool | None]
+
+
+def enabled() -> bool:
+    """Whether the OpenTelemetry API is installed (work done only to be measured can be
+    skipped otherwise)."""
+    return metrics is not None
 
 
 def _version() -> str:
@@ -71,8 +79,13 @@ def _instrument(kind: str, name: str, unit: str, description: str) -> Any:
     if found is None:
         assert metrics is not None
         meter = metrics.get_meter(_SCOPE, _version())
-        make = meter.create_counter if kind == "counter" else meter.create_histogram
-        found = _instruments[name] = make(name, unit=unit, description=description)
+        if kind == "counter":
+            found = meter.create_counter(name, unit=unit, description=description)
+        elif kind == "histogram":
+            found = meter.create_histogram(name, unit=unit, description=description)
+        else:
+            found = meter.create_gauge(name, unit=unit, description=description)
+        _instruments[name] = found
     return found
 
 
@@ -86,3 +99,9 @@ def measure(name: str, value: float, attributes: Attributes, unit: str = "s") ->
     """Record a value in a histogram."""
     if metrics is not None:
         _instrument("histogram", name, unit, "").record(value, _clean(attributes))
+
+
+def gauge(name: str, value: float, attributes: Attributes, unit: str = "1") -> None:
+    """Set a gauge to the value just seen."""
+    if metrics is not None:
+        _instrument("gauge", name, unit, "").set(value, _clean(attributes))

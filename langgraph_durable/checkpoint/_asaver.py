@@ -38,7 +38,7 @@ from psycopg import AsyncConnection, AsyncPipeline, Capabilities
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable import _crashpoints, _guard, _langgraph
+from langgraph_durable import _crashpoints, _guard, _langgraph, _telemetry
 from langgraph_durable._db import (
     AsyncConn,
     AsyncConnectionSource,
@@ -526,10 +526,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
     @aretry_on_disconnect
     async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
-        async with self._source.connection("storing a checkpoint (put)") as conn:
-            cur = await conn.execute(QUERIES["put_checkpoint"], params)
-            _crashpoints.reached("put:after_commit")
-        _core.check_fenced(cur.rowcount == 1, params)
+        with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
+            async with self._source.connection("storing a checkpoint (put)") as conn:
+                cur = await conn.execute(QUERIES["put_checkpoint"], params)
+                _crashpoints.reached("put:after_commit")
+            _core.check_fenced(cur.rowcount == 1, params)
 
     async def aput_writes(
         self,

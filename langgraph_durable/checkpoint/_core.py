@@ -274,6 +274,19 @@ def checkpoint_row(
     return row, blob_values
 
 
+def step_span_attributes(params: Mapping[str, Any]) -> dict[str, Any]:
+    """What a committed step's span carries: the checkpoint, its step, the run (if any)
+    and how many parked writes the statement carried."""
+    return {
+        "langgraph_durable.thread_id": params["thread_id"],
+        "langgraph_durable.checkpoint_ns": params["checkpoint_ns"],
+        "langgraph_durable.checkpoint_id": params["checkpoint_id"],
+        "langgraph_durable.step": params.get("step"),
+        "langgraph_durable.run_id": params.get("run_id"),
+        "langgraph_durable.writes_carried": len(params.get("w_task_ids") or ()),
+    }
+
+
 def check_fenced(written: bool, params: Mapping[str, Any]) -> None:
     """Raise `FencedOutError` when the statement's fence refused a write."""
     if written:

@@ -40,7 +40,7 @@ from psycopg import Capabilities, Connection, Pipeline
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable import _crashpoints, _guard, _langgraph
+from langgraph_durable import _crashpoints, _guard, _langgraph, _telemetry
 from langgraph_durable._db import (
     Conn,
     ConnectionSource,
@@ -523,10 +523,11 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     @retry_on_disconnect
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
-        with self._source.connection("storing a checkpoint (put)") as conn:
-            cur = conn.execute(QUERIES["put_checkpoint"], params)
-            _crashpoints.reached("put:after_commit")
-        _core.check_fenced(cur.rowcount == 1, params)
+        with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
+            with self._source.connection("storing a checkpoint (put)") as conn:
+                cur = conn.execute(QUERIES["put_checkpoint"], params)
+                _crashpoints.reached("put:after_commit")
+            _core.check_fenced(cur.rowcount == 1, params)
 
     def put_writes(
         self,

@@ -33,6 +33,7 @@ from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.outbox._aoutbox import abacklog
 from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, event_of
 
 __all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
@@ -181,6 +182,22 @@ class OutboxRelay:
             done.append(event.seq)
         return done, None
 
+    async def _areport_backlog(self) -> None:
+        """The backlog as gauges, each time the relay has caught up (telemetry extra)."""
+        if not _telemetry.enabled():
+            return
+        found = await abacklog(await self._connection())
+        _telemetry.gauge(
+            "langgraph_durable.outbox.backlog", found["pending"], {"status": "pending"}
+        )
+        _telemetry.gauge("langgraph_durable.outbox.backlog", found["dead"], {"status": "dead"})
+        _telemetry.gauge(
+            "langgraph_durable.outbox.oldest_pending_age",
+            found["oldest_pending_seconds"],
+            {},
+            unit="s",
+        )
+
     async def _seconds_to_next_due(self) -> float | None:
         conn = await self._connection()
         cur = await conn.execute(QUERIES["outbox_next_due"])
@@ -214,6 +231,7 @@ class OutboxRelay:
                 result = await self.run_once()
                 if result.claimed:
                     continue
+                await self._areport_backlog()
                 due = await self._seconds_to_next_due()
                 wait = self.idle_wait if due is None else min(self.idle_wait, due)
                 if wait <= 0:

@@ -136,6 +136,15 @@ def test_a_crashed_and_resumed_run_is_traced_with_its_replayed_effect(
         assert span.parent.span_id == run_span.context.span_id  # under the run's span
         assert (span.attributes or {})["langgraph_durable.thread_id"] == done.thread_id
 
+    steps = [s for s in finished if s.name == "langgraph_durable.step"]
+    assert steps, "no step span"
+    for span in steps:
+        step_attributes = dict(span.attributes or {})
+        assert step_attributes["langgraph_durable.thread_id"] == done.thread_id
+        assert step_attributes["langgraph_durable.run_id"] == run_id
+        assert span.context.trace_id == run_span.context.trace_id  # in the run's trace
+    assert sorted(int(s.attributes["langgraph_durable.step"]) for s in steps)[-1] >= 3  # type: ignore[index,arg-type]
+
     calls = {
         (p.attributes["effect"], p.attributes["outcome"]): p.value
         for p in points(reader, "langgraph_durable.effect.calls")
@@ -148,3 +157,50 @@ def test_a_crashed_and_resumed_run_is_traced_with_its_replayed_effect(
     assert finished_runs["success"] >= 1
     (recovery,) = points(reader, "langgraph_durable.run.recovery")
     assert recovery.count == 1
+
+
+async def test_a_relay_reports_publishes_and_its_backlog(
+    fresh_db_dsn: str, telemetry: tuple[InMemorySpanExporter, InMemoryMetricReader]
+) -> None:
+    import asyncio
+    import time
+
+    from langgraph_durable.outbox import OutboxRelay, emit_txn
+    from langgraph_durable.outbox.publishers import CallbackPublisher
+
+    spans, reader = telemetry
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn, conn.transaction():
+        emit_txn(conn, "tele.ok", {"n": 1}, key="ok")
+        emit_txn(conn, "tele.poison", {"n": 2}, key="poison")
+
+    def publish(event: Any) -> None:
+        if event.event_type == "tele.poison":
+            raise ConnectionError("no route")
+
+    relay = OutboxRelay(fresh_db_dsn, CallbackPublisher(publish), max_attempts=1)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(relay.run(stop))
+
+    def backlog() -> dict[str, float]:
+        return {
+            p.attributes["status"]: p.value
+            for p in points(reader, "langgraph_durable.outbox.backlog")
+        }
+
+    deadline = time.monotonic() + 120  # a hang guard, not a time limit
+    while backlog().get("dead") != 1:
+        assert time.monotonic() < deadline, backlog()
+        assert not serving.done(), serving
+        await asyncio.sleep(0.05)  # a poll interval of the metric reader
+    stop.set()
+    await serving
+    assert backlog() == {"pending": 0, "dead": 1}
+    published = {
+        (p.attributes["event_type"], p.attributes["outcome"]): p.value
+        for p in points(reader, "langgraph_durable.outbox.publishes")
+    }
+    assert published == {("tele.ok", "published"): 1, ("tele.poison", "failed"): 1}
+    names = [s.name for s in spans.get_finished_spans()]
+    assert names.count("langgraph_durable.outbox.publish") >= 2

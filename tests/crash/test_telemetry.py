@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,18 @@ _METRICS = InMemoryMetricReader()
 
 
 @pytest.fixture(scope="module")
-def telemetry() -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
+def telemetry() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
+    # OpenTelemetry's global providers can be set once per process: set here, shut down
+    # after this module so that the rest of the suite records (and keeps) nothing.
     tracing = TracerProvider()
     tracing.add_span_processor(SimpleSpanProcessor(_SPANS))
     trace.set_tracer_provider(tracing)
-    metrics.set_meter_provider(MeterProvider(metric_readers=[_METRICS]))
-    return _SPANS, _METRICS
+    metering = MeterProvider(metric_readers=[_METRICS])
+    metrics.set_meter_provider(metering)
+    yield _SPANS, _METRICS
+    _SPANS.clear()
+    tracing.shutdown()
+    metering.shutdown()
 
 
 def points(reader: InMemoryMetricReader, name: str) -> list[Any]:

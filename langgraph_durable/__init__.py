@@ -71,6 +71,7 @@ from langgraph_durable.errors import (
 from langgraph_durable.outbox import OutboxRelay, aemit_txn, emit, emit_txn
 from langgraph_durable.roles import app_role_sql, grant_app_role, revoke_app_role
 from langgraph_durable.runs import (
+    RUN_EVENTS,
     AsyncRunRegistry,
     AsyncWorker,
     GraphVersion,
@@ -83,6 +84,7 @@ from langgraph_durable.runs import (
 )
 
 __all__ = [
+    "RUN_EVENTS",
     "AsyncDurablePostgresSaver",
     "AsyncEffectJournal",
     "AsyncRunRegistry",

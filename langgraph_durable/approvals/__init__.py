@@ -16,6 +16,7 @@ from langgraph_durable.approvals._waiting import (
     answer_for,
     answer_from_pending,
     approval_hooks,
+    pending_from_rows,
     refusal_for,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "aresume_approval",
     "check_graph",
     "pending_approvals",
+    "pending_from_rows",
     "refusal_for",
     "resume_approval",
     "validate_decision",

@@ -9,12 +9,14 @@ runs.wait_for(run.run_id).status                       # RunStatus.SUCCESS
 
 from langgraph_durable.runs._aregistry import AsyncRunRegistry
 from langgraph_durable.runs._aworker import AsyncWorker
+from langgraph_durable.runs._events import RUN_EVENTS
 from langgraph_durable.runs._model import GraphVersion, Run, RunStatus
 from langgraph_durable.runs._registry import RunRegistry
 from langgraph_durable.runs._sleep import adurable_sleep, durable_sleep
 from langgraph_durable.runs._worker import Worker
 
 __all__ = [
+    "RUN_EVENTS",
     "AsyncRunRegistry",
     "AsyncWorker",
     "GraphVersion",

@@ -17,7 +17,7 @@ import builtins
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -30,11 +30,20 @@ from langgraph_durable._db import AsyncConnectionSource, Timeout, process_owner,
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.approvals import PendingApproval, pending_from_rows
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, adelete_for_runs_txn
 from langgraph_durable.errors import (
     RunConflictError,
     RunNotFoundError,
     ThreadBusyError,
+)
+from langgraph_durable.outbox import aemit_txn
+from langgraph_durable.runs._events import (
+    Event,
+    answered_event,
+    checked_events,
+    finish_events,
+    sweep_events,
 )
 from langgraph_durable.runs._model import (
     ACTIVE,
@@ -69,6 +78,12 @@ class AsyncRunRegistry:
     Args:
         saver: The saver whose database holds the runs (and whose serializer stores their
             inputs and outputs).
+        events: Run and approval events to store in the outbox, each in the transaction of
+            the change it announces (`RUN_EVENTS`: run.completed, run.failed,
+            run.interrupted, run.blocked, run.stuck, run.timed_out, approval.requested with
+            the question, approval.answered, effect.unknown); True for all. A relay
+            publishes them (`langgraph-durable outbox relay`). Off by default: without a
+            relay they would only pile up.
         lock_timeout: How long one registry statement may wait for a lock (seconds or a
             timedelta) before it fails with `LockTimeoutError`; None (default): the saver's.
         statement_timeout: How long one registry statement may run before it fails with
@@ -81,6 +96,7 @@ class AsyncRunRegistry:
         *,
         lock_timeout: Timeout = None,
         statement_timeout: Timeout = None,
+        events: Collection[str] | bool = False,
     ) -> None:
         source = source_of(saver)
         if not isinstance(saver, AsyncDurablePostgresSaver) or source is None:
@@ -92,6 +108,7 @@ class AsyncRunRegistry:
         self._source: AsyncConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()
+        self.events = checked_events(events)
 
     # -- creating and controlling runs ------------------------------------------------------
 
@@ -289,6 +306,8 @@ class AsyncRunRegistry:
                     "reset_attempts": reset_attempts,
                 },
             )
+            if rows and waiting_answer and self.events:
+                await self._aemit(conn, answered_event(run_of(rows[0]), input, self.events))
             if not rows:
                 allowed = ", ".join(s.value for s in from_statuses)
                 raise RunConflictError(
@@ -472,6 +491,8 @@ class AsyncRunRegistry:
         params = outcome_params(self.serde, run, outcome)
         async with self._source.connection("finishing a run") as conn, conn.transaction():
             found = await _arows(conn, QUERIES["run_finish"], params)
+            if found and self.events:
+                await self._aemit(conn, await self._afinish_events(conn, run, outcome))
             if found:
                 await conn.execute(QUERIES["runs_done"], {"run_id": run.run_id})
                 if found[0]["thread_has_next"] or outcome.status is RunStatus.PENDING:
@@ -513,12 +534,39 @@ class AsyncRunRegistry:
             )
             for row in [*timed_out, *crash_loops, *blocked]:  # what `wait_for` waits for
                 await conn.execute(QUERIES["runs_done"], {"run_id": row["run_id"]})
+            if self.events:
+                changed = {
+                    "timed_out": timed_out,
+                    "crash_loops": crash_loops,
+                    "stuck": stuck,
+                    "blocked": blocked,
+                }
+                await self._aemit(conn, sweep_events(changed, self.events))
         return {
             "timed_out": timed_out,
             "crash_loops": crash_loops,
             "stuck": stuck,
             "blocked": blocked,
         }
+
+    async def _afinish_events(
+        self, conn: PgConn, run: Run, outcome: Outcome
+    ) -> builtins.list[Event]:
+        """The events of a finish, with the approvals the run stopped to ask for."""
+        asked: builtins.list[PendingApproval] = []
+        if outcome.status is RunStatus.INTERRUPTED and "approval.requested" in self.events:
+            rows = await _arows(
+                conn, QUERIES["pending_interrupts"], {"thread_id": run.thread_id, "limit": 100}
+            )
+            asked = pending_from_rows(self.serde, rows, only_approvals=True)
+        return finish_events(run, outcome, asked, self.events)
+
+    async def _aemit(self, conn: PgConn, events: Sequence[Event]) -> None:
+        """Store run events in the outbox, in the transaction of the change they announce."""
+        for kind, payload, event_id in events:
+            await aemit_txn(
+                conn, kind, payload, key=payload.get("thread_id") or "", event_id=event_id
+            )
 
     async def aforget_worker(self, worker_id: str) -> None:
         async with self._source.connection("signing a worker off") as conn:

@@ -18,7 +18,7 @@ import builtins
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,11 +31,20 @@ from langgraph_durable._db import ConnectionSource, Timeout, process_owner, sour
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.approvals import PendingApproval, pending_from_rows
 from langgraph_durable.checkpoint import DurablePostgresSaver, delete_for_runs_txn
 from langgraph_durable.errors import (
     RunConflictError,
     RunNotFoundError,
     ThreadBusyError,
+)
+from langgraph_durable.outbox import emit_txn
+from langgraph_durable.runs._events import (
+    Event,
+    answered_event,
+    checked_events,
+    finish_events,
+    sweep_events,
 )
 from langgraph_durable.runs._model import (
     ACTIVE,
@@ -70,6 +79,12 @@ class RunRegistry:
     Args:
         saver: The saver whose database holds the runs (and whose serializer stores their
             inputs and outputs).
+        events: Run and approval events to store in the outbox, each in the transaction of
+            the change it announces (`RUN_EVENTS`: run.completed, run.failed,
+            run.interrupted, run.blocked, run.stuck, run.timed_out, approval.requested with
+            the question, approval.answered, effect.unknown); True for all. A relay
+            publishes them (`langgraph-durable outbox relay`). Off by default: without a
+            relay they would only pile up.
         lock_timeout: How long one registry statement may wait for a lock (seconds or a
             timedelta) before it fails with `LockTimeoutError`; None (default): the saver's.
         statement_timeout: How long one registry statement may run before it fails with
@@ -82,6 +97,7 @@ class RunRegistry:
         *,
         lock_timeout: Timeout = None,
         statement_timeout: Timeout = None,
+        events: Collection[str] | bool = False,
     ) -> None:
         source = source_of(saver)
         if not isinstance(saver, DurablePostgresSaver) or source is None:
@@ -93,6 +109,7 @@ class RunRegistry:
         self._source: ConnectionSource = source
         self.serde = saver.serde
         self.owner = process_owner()
+        self.events = checked_events(events)
 
     # -- creating and controlling runs ------------------------------------------------------
 
@@ -288,6 +305,8 @@ class RunRegistry:
                     "reset_attempts": reset_attempts,
                 },
             )
+            if rows and waiting_answer and self.events:
+                self._emit(conn, answered_event(run_of(rows[0]), input, self.events))
             if not rows:
                 allowed = ", ".join(s.value for s in from_statuses)
                 raise RunConflictError(
@@ -465,6 +484,8 @@ class RunRegistry:
         params = outcome_params(self.serde, run, outcome)
         with self._source.connection("finishing a run") as conn, conn.transaction():
             found = _rows(conn, QUERIES["run_finish"], params)
+            if found and self.events:
+                self._emit(conn, self._finish_events(conn, run, outcome))
             if found:
                 conn.execute(QUERIES["runs_done"], {"run_id": run.run_id})
                 if found[0]["thread_has_next"] or outcome.status is RunStatus.PENDING:
@@ -504,12 +525,35 @@ class RunRegistry:
             blocked = _rows(conn, QUERIES["runs_block_unrunnable"], {"live_seconds": live_seconds})
             for row in [*timed_out, *crash_loops, *blocked]:  # what `wait_for` waits for
                 conn.execute(QUERIES["runs_done"], {"run_id": row["run_id"]})
+            if self.events:
+                changed = {
+                    "timed_out": timed_out,
+                    "crash_loops": crash_loops,
+                    "stuck": stuck,
+                    "blocked": blocked,
+                }
+                self._emit(conn, sweep_events(changed, self.events))
         return {
             "timed_out": timed_out,
             "crash_loops": crash_loops,
             "stuck": stuck,
             "blocked": blocked,
         }
+
+    def _finish_events(self, conn: PgConn, run: Run, outcome: Outcome) -> builtins.list[Event]:
+        """The events of a finish, with the approvals the run stopped to ask for."""
+        asked: builtins.list[PendingApproval] = []
+        if outcome.status is RunStatus.INTERRUPTED and "approval.requested" in self.events:
+            rows = _rows(
+                conn, QUERIES["pending_interrupts"], {"thread_id": run.thread_id, "limit": 100}
+            )
+            asked = pending_from_rows(self.serde, rows, only_approvals=True)
+        return finish_events(run, outcome, asked, self.events)
+
+    def _emit(self, conn: PgConn, events: Sequence[Event]) -> None:
+        """Store run events in the outbox, in the transaction of the change they announce."""
+        for kind, payload, event_id in events:
+            emit_txn(conn, kind, payload, key=payload.get("thread_id") or "", event_id=event_id)
 
     def forget_worker(self, worker_id: str) -> None:
         with self._source.connection("signing a worker off") as conn:

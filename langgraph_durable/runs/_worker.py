@@ -27,7 +27,7 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -84,6 +84,8 @@ class Worker:
         database_timeout: How long the worker keeps trying while the database cannot be
             reached before `run_forever` gives up with `DatabaseUnreachableError` (None:
             never). Shorter outages (a restart) cost a pause, never a run.
+        events: Run and approval events this worker stores in the outbox with the changes
+            they announce (`RUN_EVENTS`; True for all): see `RunRegistry`.
     """
 
     def __init__(
@@ -95,9 +97,10 @@ class Worker:
         idle_wait: float = 5.0,
         name: str | None = None,
         database_timeout: float | None = 300.0,
+        events: Collection[str] | bool = False,
     ) -> None:
         self.graphs = check_graphs(graphs, saver)
-        self.registry = RunRegistry(saver)
+        self.registry = RunRegistry(saver, events=events)
         self.lease_seconds = lease_seconds
         self.idle_wait = idle_wait
         self.worker_id = name or f"{process_owner()}:{uuid.uuid4().hex[:8]}"

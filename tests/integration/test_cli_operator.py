@@ -340,10 +340,12 @@ def test_doctor_reports_settings_and_a_missing_schema(
 def test_db_start_url_and_stop_an_embedded_server(
     capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    import shutil
     import tempfile
 
     # Not pytest's tmp_path: as root, pgserver opens up the parents of its data dir.
-    data_dir = Path(tempfile.mkdtemp(prefix="langgraph-durable-cli-db-")) / "pgdata"
+    parent = Path(tempfile.mkdtemp(prefix="langgraph-durable-cli-db-"))
+    data_dir = parent / "pgdata"
     try:
         capsys.readouterr()
         assert main(["db", "start", "--data-dir", str(data_dir), "--json"]) == 0
@@ -360,6 +362,7 @@ def test_db_start_url_and_stop_an_embedded_server(
     assert "db start" in capsys.readouterr().err
     assert main(["db", "stop", "--data-dir", str(data_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"stopped": False}
+    shutil.rmtree(parent, ignore_errors=True)
 
 
 class _Terminal:

@@ -20,6 +20,7 @@ up), `langgraph_durable.outbox.publishes`; spans `langgraph_durable.outbox.publi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
@@ -45,11 +46,21 @@ def enabled() -> bool:
     return metrics is not None
 
 
+@functools.cache
 def _version() -> str:
+    # Cached: a metadata lookup reads files, and spans are made on every step.
     try:
         return metadata.version("langgraph-durable")
     except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
         return "unknown"
+
+
+@functools.cache
+def _tracer() -> Any:
+    # One tracer per process: before an SDK is configured it is a proxy that starts
+    # delegating once one is, so caching it loses nothing.
+    assert trace is not None
+    return trace.get_tracer(_SCOPE, _version())
 
 
 def _clean(attributes: Attributes) -> dict[str, str | int | float | bool]:
@@ -63,8 +74,7 @@ def span(name: str, attributes: Attributes) -> Iterator[Any]:
     if trace is None:
         yield None
         return
-    tracer = trace.get_tracer(_SCOPE, _version())
-    with tracer.start_as_current_span(name, attributes=_clean(attributes)) as current:
+    with _tracer().start_as_current_span(name, attributes=_clean(attributes)) as current:
         yield current
 
 

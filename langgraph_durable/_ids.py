@@ -1,14 +1,23 @@
-"""Ids as Postgres stores them: text without NUL or lone surrogates, short enough to index.
+"""Ids and JSON as Postgres stores them: text without NUL or lone surrogates, ids short
+enough to index.
 
-Shared by the checkpoint saver and the run registry: every id is checked here before it is
-written, so a bad one is a named error and never a driver error mid-transaction (I8).
+Shared by the checkpoint saver and the run registry: every id and JSON value is checked here
+before it is written, so a bad one is a named error and never a driver error
+mid-transaction (I8).
 """
 
 from __future__ import annotations
 
-from langgraph_durable.errors import InvalidThreadIdError
+import json
+import re
 
-__all__ = ["ID_LIMITS", "lone_surrogate", "stored_id", "thread_id_of"]
+from langgraph_durable.errors import (
+    InvalidInputError,
+    InvalidThreadIdError,
+    UnserializableValueError,
+)
+
+__all__ = ["ID_LIMITS", "json_text", "lone_surrogate", "stored_id", "thread_id_of"]
 
 ID_LIMITS = {
     "thread_id": 1024,
@@ -17,6 +26,7 @@ ID_LIMITS = {
     "task_id": 256,
     "channel": 256,
     "run_id": 1024,
+    "worker_id": 1024,
 }
 """Longest ids written, in UTF-8 bytes. They are primary-key columns, and a Postgres B-tree
 entry holds at most 2,704 bytes: these limits keep every key of the tables within it
@@ -71,5 +81,34 @@ def stored_id(value: object, what: str) -> str:
             f"{what} is {size:,} bytes long; at most {limit:,} UTF-8 bytes fit the checkpoint "
             "tables' keys (a Postgres index entry holds 2,704 bytes). Nothing was written; "
             "use a shorter id, e.g. a hash of a long one."
+        )
+    return text
+
+
+# JSON's escape of a NUL character: backslash-u0000 after an even number of backslashes (a
+# text holding a backslash followed by "u0000" is stored with the backslash doubled, which
+# JSONB takes).
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def json_text(value: object, where: str) -> str:
+    """`value` as JSON text a JSONB column takes (no NUL, no lone surrogate, no NaN)."""
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise UnserializableValueError(
+            f"{where} cannot be stored as JSON ({exc}); nothing was written. "
+            "Use JSON values there (str, int, float, bool, list, dict)."
+        ) from exc
+    if "\\u0000" in text and _ESCAPED_NUL.search(text):
+        raise InvalidInputError(
+            f"{where} contains a NUL character, which Postgres JSONB cannot store; "
+            "nothing was written. Remove the NUL character."
+        )
+    at = lone_surrogate(text)
+    if at is not None:
+        raise InvalidInputError(
+            f"{where} contains a lone surrogate ({text[at]!r}), which is not valid text; "
+            "nothing was written. Remove it."
         )
     return text

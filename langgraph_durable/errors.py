@@ -24,6 +24,7 @@ Each class docstring is its default message and says what to do. Driver errors
     ├── DatabaseTimeoutError
     │   ├── LockTimeoutError
     │   └── StatementTimeoutError
+    ├── TransactionConflictError
     ├── OutboxUnavailableError            (also a ConfigurationError)
     ├── UnsafeRowError
     ├── ThreadNotFoundError
@@ -88,6 +89,7 @@ __all__ = [
     "StatementTimeoutError",
     "TargetThreadNotEmptyError",
     "ThreadBusyError",
+    "TransactionConflictError",
     "UnknownPruneStrategyError",
     "UnsafeRowError",
     "UnserializableValueError",
@@ -150,6 +152,15 @@ class StatementTimeoutError(DatabaseTimeoutError):
 
     Nothing of the call was written. Try again when the server is less busy, or pass a
     larger `statement_timeout=` (maintenance calls on large threads may need one).
+    """
+
+
+class TransactionConflictError(DurableError):
+    """Postgres aborted a transaction to break a deadlock or a serialization conflict with
+    another session; that transaction was rolled back.
+
+    Nothing is wrong with the call itself: try it again (a graph resumes with
+    `invoke(None, config)`; a worker retries on its own).
     """
 
 
@@ -380,6 +391,18 @@ def translate_driver_error(
         exc.diag.message_primary or ""
     ):
         return StatementTimeoutError(_timeout_message(exc, "statement_timeout", doing, timeouts))
+    if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
+        kind = (
+            "a deadlock"
+            if isinstance(exc, psycopg.errors.DeadlockDetected)
+            else "a serialization conflict"
+        )
+        return TransactionConflictError(
+            f"Postgres aborted {doing or 'a statement'} to break {kind} with another session; "
+            "its transaction was rolled back. Try again: a graph resumes with "
+            "invoke(None, config), and a worker retries on its own "
+            f"(server said: {exc.diag.message_primary})."
+        )
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return SchemaNotReadyError(
             "The checkpoint tables do not exist in this database: call `saver.setup()` "

@@ -25,6 +25,7 @@ from langgraph_durable._db.connections import (
     Timeout,
     check_dsn,
     describe_dsn,
+    from_our_connections,
     is_disconnect,
     timeout_settings,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "check_dsn",
     "check_schema",
     "describe_dsn",
+    "from_our_connections",
     "is_disconnect",
     "migrate",
     "open_pool",

@@ -46,6 +46,7 @@ from langgraph_durable._db.connections import (
     check_row_factory,
     describe_dsn,
     is_disconnect,
+    mark_from_our_connections,
     pool_timeout_message,
     single_connection_lost,
     timeout_settings,
@@ -234,6 +235,7 @@ class ConnectionSource:
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None:
+                mark_from_our_connections(exc)
                 raise
             raise named from exc
 

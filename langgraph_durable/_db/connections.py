@@ -26,7 +26,9 @@ __all__ = [
     "check_dsn",
     "check_row_factory",
     "describe_dsn",
+    "from_our_connections",
     "is_disconnect",
+    "mark_from_our_connections",
     "pool_timeout_message",
     "single_connection_lost",
     "timeout_settings",
@@ -198,3 +200,26 @@ def is_disconnect(exc: BaseException) -> bool:
     # No SQLSTATE: the socket failed. 08xxx: connection exceptions. 57P0x: the server
     # terminated the session (shutdown, restart, pg_terminate_backend).
     return state is None or state.startswith(("08", "57P"))
+
+
+_OURS: weakref.WeakSet[BaseException] = weakref.WeakSet()
+"""Driver errors raised while one of our connection sources had a connection lent out."""
+
+
+def mark_from_our_connections(exc: BaseException) -> None:
+    """Record that `exc` came from a connection langgraph-durable lent (`connection()`).
+
+    A worker refunds a run's attempt when the database went away under it: the saver's,
+    the journal's or the registry's database. A node's own database connection failing is
+    the run's error like any other, and must count, or a run whose node keeps losing its
+    own database would be retried forever.
+    """
+    _OURS.add(exc)
+
+
+def from_our_connections(exc: BaseException) -> bool:
+    """Whether `exc` was raised on a connection langgraph-durable lent."""
+    try:
+        return exc in _OURS
+    except TypeError:  # an exception type that takes no weak references
+        return False

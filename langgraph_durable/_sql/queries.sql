@@ -985,9 +985,19 @@ WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
 RETURNING fencing_token
 
 -- name: thread_release_lease
-UPDATE langgraph_durable_threads SET
-    owner = NULL, run_id = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
-WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
+-- `exclusive()` lets the thread go; says whether a run of the thread waits for it (then the
+-- caller wakes the workers).
+WITH released AS (
+    UPDATE langgraph_durable_threads SET
+        owner = NULL, run_id = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+    WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s
+    RETURNING thread_id
+)
+SELECT EXISTS (
+    SELECT 1 FROM langgraph_durable_runs n
+    WHERE n.thread_id = released.thread_id AND n.status IN ('pending', 'deferred')
+) AS thread_has_next
+FROM released
 
 -- name: runs_time_out
 -- Runs past their deadline end as timeout; a running one loses its thread (fenced out).
@@ -1018,9 +1028,11 @@ WITH late AS (
 SELECT run_id, thread_id FROM timed_out
 
 -- name: runs_end_crash_loops
--- A run whose worker died in each of its `max_attempts` executions is not taken again (a
--- crash loop: the run itself may be what kills its workers): it ends as error, and its
--- thread's lease is taken from the dead worker. Locked like `runs_time_out`.
+-- A run whose worker died in its last allowed execution (attempt = max_attempts) is not
+-- taken again (a crash loop: the run itself may be what kills its workers): it ends as
+-- error, and its thread's lease is taken from the dead worker. The error an earlier
+-- attempt recorded is kept (it may be why); the reason says the last worker died, and
+-- `WorkerLost` is the error only when no attempt recorded one. Locked like `runs_time_out`.
 WITH looping AS (
     SELECT r.run_id, r.thread_id
     FROM langgraph_durable_runs r
@@ -1030,36 +1042,51 @@ WITH looping AS (
     FOR UPDATE OF r, t SKIP LOCKED
 ), ended AS (
     UPDATE langgraph_durable_runs r SET
-        status = 'error', status_reason = 'crash loop',
-        error_type = 'WorkerLost',
-        error_message = 'Its worker stopped without finishing it (killed, crashed or cut off) '
-            || 'in each of its ' || r.attempt || ' attempts, the last on ' || r.owner
-            || '. Find what stops the workers (their logs, memory limits), then retry '
-            || 'the run (registry.retry).',
+        status = 'error',
+        status_reason = 'crash loop: its worker ' || coalesce(r.owner, '(unknown)')
+            || ' stopped without finishing it (killed, crashed or cut off) in its last '
+            || 'allowed attempt (' || r.attempt || ' of ' || r.max_attempts || '). Find what '
+            || 'stops the workers (their logs, memory limits), then retry the run '
+            || '(registry.retry).',
+        error_type = coalesce(r.error_type, 'WorkerLost'),
+        error_message = CASE WHEN r.error_type IS NULL
+            THEN 'Its worker stopped without finishing it (killed, crashed or cut off) in '
+                || 'its last allowed attempt (' || r.attempt || ' of ' || r.max_attempts
+                || '); no attempt recorded an error.'
+            ELSE r.error_message END,
         owner = NULL, lease_expires_at = NULL, finished_at = clock_timestamp(),
         updated_at = clock_timestamp()
     FROM looping WHERE r.run_id = looping.run_id
-    RETURNING r.run_id, r.thread_id, r.attempt
+    RETURNING r.run_id, r.thread_id, r.attempt, r.error_type
 ), fenced AS (
     UPDATE langgraph_durable_threads t SET
         fencing_token = t.fencing_token + 1, owner = NULL, run_id = NULL,
         lease_expires_at = NULL, updated_at = clock_timestamp()
     FROM looping WHERE t.thread_id = looping.thread_id AND t.run_id = looping.run_id
 )
-SELECT run_id, thread_id, attempt FROM ended
+SELECT run_id, thread_id, attempt, error_type FROM ended
 
 -- name: runs_flag_stuck
 -- Running without progress (or waiting for a person) longer than its graph allows: flagged
--- once, until progress clears the flag.
-UPDATE langgraph_durable_runs r SET stuck_since = clock_timestamp()
-FROM unnest(%(names)s::text[], %(running_seconds)s::float8[], %(waiting_seconds)s::float8[])
-    AS g(name, running_seconds, waiting_seconds)
-WHERE r.graph_name = g.name AND r.stuck_since IS NULL AND (
-    (r.status = 'running'
-        AND r.last_progress_at < clock_timestamp() - make_interval(secs => g.running_seconds))
-    OR (r.status = 'interrupted' AND g.waiting_seconds IS NOT NULL
-        AND r.updated_at < clock_timestamp() - make_interval(secs => g.waiting_seconds))
+-- once, until progress clears the flag. SKIP LOCKED: two workers sweeping at once (or a
+-- sweep and a finish) never wait on each other's rows, so they cannot deadlock; a run
+-- skipped now is flagged by the next sweep.
+WITH late AS (
+    SELECT r.run_id
+    FROM langgraph_durable_runs r
+    JOIN unnest(%(names)s::text[], %(running_seconds)s::float8[],
+            %(waiting_seconds)s::float8[]) AS g(name, running_seconds, waiting_seconds)
+        ON r.graph_name = g.name
+    WHERE r.stuck_since IS NULL AND (
+        (r.status = 'running'
+            AND r.last_progress_at < clock_timestamp() - make_interval(secs => g.running_seconds))
+        OR (r.status = 'interrupted' AND g.waiting_seconds IS NOT NULL
+            AND r.updated_at < clock_timestamp() - make_interval(secs => g.waiting_seconds))
+    )
+    FOR UPDATE OF r SKIP LOCKED
 )
+UPDATE langgraph_durable_runs r SET stuck_since = clock_timestamp()
+FROM late WHERE r.run_id = late.run_id
 RETURNING r.run_id, r.thread_id, r.graph_name, r.status, r.last_progress_at, r.updated_at
 
 -- name: runs_stuck
@@ -1097,7 +1124,8 @@ ORDER BY started_at
 -- Runs of a graph whose version no live worker takes are blocked, saying which versions
 -- the live workers do take; a worker of their version takes them back. A worker counts as
 -- live within the window it announced itself (its lease and idle wait decide how often it
--- beats), so workers with different settings agree on who is alive.
+-- beats), so workers with different settings agree on who is alive. Runs are locked with
+-- SKIP LOCKED, like the sweep's other statements.
 WITH live AS (
     SELECT g ->> 'name' AS name, v AS version
     FROM langgraph_durable_workers w
@@ -1108,19 +1136,25 @@ WITH live AS (
 ), offered AS (
     SELECT name, string_agg(DISTINCT version, ', ' ORDER BY version) AS versions
     FROM live GROUP BY name
+), unrunnable AS (
+    SELECT r.run_id, o.versions
+    FROM langgraph_durable_runs r
+    JOIN offered o ON o.name = r.graph_name
+    WHERE r.status IN ('pending', 'deferred')
+        AND NOT EXISTS (SELECT 1 FROM live l WHERE l.name = r.graph_name
+            AND l.version = r.graph_version)
+    FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE langgraph_durable_runs r SET
     status = 'blocked',
     status_reason = 'version: this run is ' || r.graph_name || ' version ' || r.graph_version
-        || ', and no live worker takes it (live workers take versions ' || o.versions
+        || ', and no live worker takes it (live workers take versions ' || u.versions
         || '). Start a worker of that version, declare a newer one compatible_with it or '
         || 'give it a migration, or move the run to a version with registry.migrate().',
     updated_at = clock_timestamp()
-FROM offered o
-WHERE r.graph_name = o.name AND r.status IN ('pending', 'deferred')
-    AND NOT EXISTS (SELECT 1 FROM live l WHERE l.name = r.graph_name
-        AND l.version = r.graph_version)
-RETURNING r.run_id, r.graph_name, r.graph_version, o.versions
+FROM unrunnable u
+WHERE r.run_id = u.run_id
+RETURNING r.run_id, r.thread_id, r.graph_name, r.graph_version, u.versions
 
 -- name: run_latest_checkpoint
 -- The latest root checkpoint a run wrote (LangGraph copies the run id into the metadata).

@@ -7,7 +7,6 @@ connection is taken, so bad input never reaches a transaction (invariant I8).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +30,7 @@ from langgraph.checkpoint.serde.types import TASKS
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_of
-from langgraph_durable._ids import ID_LIMITS, lone_surrogate, stored_id, thread_id_of
+from langgraph_durable._ids import ID_LIMITS, json_text, lone_surrogate, stored_id, thread_id_of
 from langgraph_durable.errors import (
     FencedOutError,
     InvalidInputError,
@@ -150,28 +149,6 @@ def _nolone_surrogate(value: object, where: str) -> None:
         )
 
 
-def _json(value: object, where: str) -> str:
-    try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise UnserializableValueError(
-            f"{where} cannot be stored as JSON ({exc}); nothing was written. "
-            "Use plain str/int/float/bool/list/dict values there."
-        ) from exc
-    if "\\u0000" in text:
-        raise InvalidInputError(
-            f"{where} contains a NUL character, which Postgres JSONB cannot store; "
-            "nothing was written. Remove the NUL character."
-        )
-    at = lone_surrogate(text)
-    if at is not None:
-        raise InvalidInputError(
-            f"{where} contains a lone surrogate ({text[at]!r}), which is not valid text; "
-            "nothing was written. Remove it."
-        )
-    return text
-
-
 SECRET_WORDS = (
     "api_key",
     "apikey",
@@ -266,8 +243,8 @@ def checkpoint_row(
         "parent_checkpoint_id": None
         if parent_id is None
         else stored_id(parent_id, "checkpoint_id"),
-        "checkpoint": _json(stored, f"checkpoint {checkpoint['id']}"),
-        "metadata": _json(serializable_metadata, "checkpoint metadata"),
+        "checkpoint": json_text(stored, f"checkpoint {checkpoint['id']}"),
+        "metadata": json_text(serializable_metadata, "checkpoint metadata"),
         **fence_params(config),
         "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
     }
@@ -582,4 +559,4 @@ def assemble_delta_history(
 
 def metadata_filter(filter: Mapping[str, Any]) -> str:
     """The JSON a `list(filter=...)` matches metadata against, rejected early if unusable."""
-    return _json(dict(filter), "list filter")
+    return json_text(dict(filter), "list filter")

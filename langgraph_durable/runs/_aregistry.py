@@ -53,9 +53,11 @@ from langgraph_durable.runs._model import (
     RunStatus,
     list_params,
     new_run_params,
+    optional_seconds_of,
     outcome_params,
     run_id_of,
     run_of,
+    seconds_of,
     stored,
     version_of,
     workers_graphs,
@@ -143,9 +145,10 @@ class AsyncRunRegistry:
                 its progress, run this one).
             max_attempts: Executions before a run that keeps failing ends as `error`; one
                 whose worker dies (killed, crashed) counts, one that ends waiting (an
-                interrupt, a deferral) or is handed back does not. A run whose workers
-                died in every attempt ends as `error` (`WorkerLost`) instead of being
-                taken again.
+                interrupt, a deferral) or is handed back does not. A run whose worker
+                died in its last allowed attempt ends as `error` instead of being taken
+                again (`WorkerLost`, unless an earlier attempt recorded an error: that
+                one is kept).
             timeout: Seconds from now by which the run must have finished (else `timeout`).
             run_id: Your own id for the run (default: a new UUID).
 
@@ -365,7 +368,12 @@ class AsyncRunRegistry:
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
         run_id = run_id_of(run_id)
+        if timeout is not None and timeout == 0:
+            return await self.aget(run_id)
+        timeout = optional_seconds_of(timeout, "timeout")
         deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._source.pooled:
+            return await self._await_by_looking(run_id, deadline)
         async with self._source.connection("waiting for a run") as conn:
             await conn.execute(QUERIES["runs_listen_done"])
             try:
@@ -385,6 +393,21 @@ class AsyncRunRegistry:
                         pass
             finally:
                 await conn.execute(QUERIES["runs_unlisten_done"])
+
+    async def _await_by_looking(self, run_id: str, deadline: float | None) -> Run:
+        """`wait_for` on a saver with a single connection: it cannot be held for listening
+        (a worker in this process needs it to finish the run), so borrow it for each look
+        and look again after a growing pause (50 ms up to a second)."""
+        pause = 0.05
+        while True:
+            run = await self.aget(run_id)
+            if run.finished or run.status is RunStatus.BLOCKED:
+                return run
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return run
+            await asyncio.sleep(pause if left is None else min(pause, left))
+            pause = min(1.0, pause * 2)
 
     def output_of(self, run: Run) -> Any:
         """What the run's graph returned (None until it has finished)."""
@@ -407,6 +430,7 @@ class AsyncRunRegistry:
 
     async def aworkers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
+        live_seconds = seconds_of(live_seconds, "live_seconds")
         async with self._source.connection("listing workers") as conn:
             return await _arows(conn, QUERIES["workers_list"], {"live_seconds": live_seconds})
 
@@ -421,6 +445,7 @@ class AsyncRunRegistry:
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
         thread_id = stored_id(thread_id, "thread_id")
+        lease_seconds = seconds_of(lease_seconds, "lease_seconds")
         async with self._source.connection("taking a thread's lease (exclusive)") as conn:
             found = await _arows(
                 conn,
@@ -437,9 +462,14 @@ class AsyncRunRegistry:
             yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
             async with self._source.connection("releasing a thread's lease (exclusive)") as conn:
-                await conn.execute(
-                    QUERIES["thread_release_lease"], {"thread_id": thread_id, "fence_token": token}
+                released = await _arows(
+                    conn,
+                    QUERIES["thread_release_lease"],
+                    {"thread_id": thread_id, "fence_token": token},
                 )
+                if released and released[0]["thread_has_next"]:
+                    # A run of the thread waited for this lease: its workers may take it now.
+                    await conn.execute(QUERIES["runs_wake"], {"run_id": thread_id})
 
     # -- what workers call ------------------------------------------------------------------
 
@@ -504,8 +534,9 @@ class AsyncRunRegistry:
         self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
     ) -> dict[str, builtins.list[dict[str, Any]]]:
         """A worker's housekeeping: announce itself (live for `live_seconds` after this
-        heartbeat), time out late runs, end runs whose workers died in every attempt, flag
-        stuck ones, and block runs of versions no live worker takes. Returns what changed."""
+        heartbeat), time out late runs, end runs whose worker died in their last allowed
+        attempt, flag stuck ones, and block runs of versions no live worker takes. Returns
+        what changed."""
         names = [g.name for g in graphs]
         running = [g.stuck_after.total_seconds() for g in graphs]
         waiting = [

@@ -25,14 +25,13 @@ import asyncio
 import inspect
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 
 from langgraph_durable import _crashpoints, _telemetry
-from langgraph_durable._db import AsyncHeartbeat, process_owner
+from langgraph_durable._db import AsyncHeartbeat
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.durability import Durability
@@ -48,10 +47,15 @@ from langgraph_durable.runs._model import (
     first_line,
     is_outage,
     log_ids,
+    optional_seconds_of,
     outcome_label,
     outcome_of,
+    passed_on,
     run_span_attributes,
+    seconds_of,
     sends_input,
+    stopped_from_outside,
+    worker_name,
 )
 
 __all__ = ["AsyncWorker"]
@@ -100,10 +104,10 @@ class AsyncWorker:
     ) -> None:
         self.graphs = check_graphs(graphs, saver)
         self.registry = AsyncRunRegistry(saver, events=events)
-        self.lease_seconds = lease_seconds
-        self.idle_wait = idle_wait
-        self.worker_id = name or f"{process_owner()}:{uuid.uuid4().hex[:8]}"
-        self.database_timeout = database_timeout
+        self.lease_seconds = seconds_of(lease_seconds, "lease_seconds")
+        self.idle_wait = seconds_of(idle_wait, "idle_wait")
+        self.worker_id = worker_name(name)
+        self.database_timeout = optional_seconds_of(database_timeout, "database_timeout")
         self._stopping = False
         self._swept_at = -float("inf")  # the first look sweeps
 
@@ -258,7 +262,11 @@ class AsyncWorker:
             )
         with _telemetry.span("langgraph_durable.run", run_span_attributes(run)):
             outcome = await self._aexecute_traced(run, graph, config, beat)
-        return await self._afinish(run, outcome)
+        finished = await self._afinish(run, outcome)
+        stop = passed_on(outcome)
+        if stop is not None:
+            raise stop
+        return finished
 
     async def _aexecute_traced(
         self, run: Run, graph: GraphVersion, config: RunnableConfig, beat: Any
@@ -280,9 +288,14 @@ class AsyncWorker:
             except Exception as exc:
                 outcome = outcome_of(run, error=exc)
             except BaseException as exc:
-                # Stopped (Ctrl-C, cancellation): hand the run back to the queue.
-                await self.registry.afinish(run, outcome_of(run, error=exc).handed_back())
-                raise
+                if not stopped_from_outside(exc, stopping=self._stopping):
+                    # The run stopped itself (a node's sys.exit(), a stray CancelledError):
+                    # a failed attempt, so a run that keeps doing it ends as error.
+                    outcome = outcome_of(run, error=exc)
+                else:
+                    # Stopped (stop(), Ctrl-C, cancellation): hand the run back to the queue.
+                    await self.registry.afinish(run, outcome_of(run, error=exc).handed_back())
+                    raise
         status = outcome_label(outcome)
         _telemetry.annotate(
             {
@@ -359,8 +372,9 @@ class AsyncWorker:
             logger.warning("run %s timed out (not finished by its deadline)", row["run_id"])
         for row in changed["crash_loops"]:
             logger.error(
-                "run %s ends as error: its worker died in each of its %s attempts",
+                "run %s ends as error (%s): its worker died in its last allowed attempt (%s)",
                 row["run_id"],
+                row["error_type"],
                 row["attempt"],
             )
         _telemetry.count(

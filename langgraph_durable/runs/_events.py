@@ -142,8 +142,8 @@ def answered_event(run: Run, answer: Any, enabled: frozenset[str]) -> list[Event
 def sweep_events(
     changed: Mapping[str, Iterable[Mapping[str, Any]]], enabled: frozenset[str]
 ) -> list[Event]:
-    """What a sweep announces: runs timed out, ended after dying in every attempt, flagged
-    stuck, blocked for want of a worker of their version."""
+    """What a sweep announces: runs timed out, ended because their worker died in the last
+    allowed attempt, flagged stuck, blocked for want of a worker of their version."""
     found: list[Event] = []
     kinds = {
         "timed_out": ("run.timed_out", "timeout"),
@@ -163,7 +163,7 @@ def sweep_events(
                 "status": status or row.get("status"),
             }
             if what == "crash_loops":
-                payload["error_type"] = "WorkerLost"
+                payload["error_type"] = row.get("error_type") or "WorkerLost"
             if what == "blocked":
                 payload["reason"] = "version"
             stamp = row.get("stuck_since") or row.get("updated_at") or ""

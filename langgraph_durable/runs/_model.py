@@ -9,22 +9,24 @@ becomes the run's next status.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
+import math
 import random
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
 
-from langgraph_durable._db import is_disconnect
-from langgraph_durable._ids import stored_id, thread_id_of
+from langgraph_durable._db import from_our_connections, is_disconnect, process_owner
+from langgraph_durable._ids import json_text, lone_surrogate, stored_id, thread_id_of
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
@@ -33,6 +35,7 @@ from langgraph_durable.errors import (
     EffectResultNotStoredError,
     FencedOutError,
     InvalidInputError,
+    TransactionConflictError,
     UnserializableValueError,
 )
 from langgraph_durable.serde import encrypts, open_text, seal_text
@@ -54,15 +57,20 @@ __all__ = [
     "list_params",
     "log_ids",
     "new_run_params",
+    "optional_seconds_of",
     "outcome_label",
     "outcome_of",
     "outcome_params",
+    "passed_on",
     "run_id_of",
     "run_of",
     "run_span_attributes",
+    "seconds_of",
     "sends_input",
+    "stopped_from_outside",
     "stored",
     "version_of",
+    "worker_name",
     "workers_graphs",
     "wrong_saver",
 ]
@@ -233,9 +241,14 @@ class GraphVersion:
 
     def __post_init__(self) -> None:
         for what in ("name", "version"):
-            value = getattr(self, what)
-            if not isinstance(value, str) or not value or "\x00" in value:
-                raise InvalidInputError(f"GraphVersion {what}={value!r}: use a non-empty string.")
+            text_of(getattr(self, what), f"GraphVersion {what}")
+        if isinstance(self.compatible_with, str):
+            raise InvalidInputError(
+                f"GraphVersion compatible_with={self.compatible_with!r}: pass a collection of "
+                "versions, e.g. {'1.0'}, not one string."
+            )
+        for older in [*self.compatible_with, *self.migrations]:
+            text_of(older, "GraphVersion compatible_with / migrations version")
         object.__setattr__(self, "compatible_with", frozenset(self.compatible_with))
 
     @property
@@ -276,22 +289,45 @@ def new_run_params(
         name = graph
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"graph={graph!r}: pass a GraphVersion or a graph name.")
-    if not version:
+    name = text_of(name, "graph")
+    if version is None or version == "":
         raise InvalidInputError(
             f"A run of {name!r} needs the graph version it is pinned to: pass version=, or "
             "a GraphVersion as graph."
         )
+    version = version_of(version)
     if durability not in ("sync", "async", "exit"):
         raise InvalidInputError(f"durability={durability!r}: use 'sync', 'async' or 'exit'.")
     if multitask_strategy not in STRATEGIES:
         raise InvalidInputError(
             f"multitask_strategy={multitask_strategy!r}: use one of {', '.join(STRATEGIES)}."
         )
-    if not isinstance(max_attempts, int) or max_attempts < 1:
-        raise InvalidInputError(f"max_attempts={max_attempts!r}: use a whole number >= 1.")
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise InvalidInputError(f"timeout={timeout!r}: pass seconds > 0, or None.")
-    configurable = dict((config or {}).get("configurable") or {})
+    if (
+        not isinstance(max_attempts, int)
+        or isinstance(max_attempts, bool)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS
+    ):
+        raise InvalidInputError(
+            f"max_attempts={max_attempts!r}: use a whole number from 1 to {MAX_ATTEMPTS:,}."
+        )
+    timeout = optional_seconds_of(timeout, "timeout")
+    if config is not None and not isinstance(config, Mapping):
+        raise InvalidInputError(
+            f"config must be a RunnableConfig (a dict such as {{'configurable': {{...}}}}), "
+            f"got {type(config).__name__}; nothing was created."
+        )
+    found = (config or {}).get("configurable")
+    if found is not None and not isinstance(found, Mapping):
+        raise InvalidInputError(
+            f"config's configurable must be a dict of values, got {type(found).__name__}; "
+            "nothing was created."
+        )
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidInputError(
+            f"metadata must be a dict of JSON values, got {type(metadata).__name__}; nothing "
+            "was created."
+        )
+    configurable = dict(found or {})
     private = [k for k in configurable if k.startswith("__") or k == "thread_id"]
     if private:
         raise InvalidInputError(
@@ -334,11 +370,61 @@ def run_id_of(value: object) -> str:
     return thread_id_of(value, "run_id")
 
 
+def text_of(value: object, what: str) -> str:
+    """A name given by a caller (a graph name, a version): non-empty text Postgres can
+    store (no NUL, no lone surrogate)."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise InvalidInputError(f"{what}={value!r}: use a non-empty string without NUL.")
+    if lone_surrogate(value) is not None:
+        raise InvalidInputError(f"{what}={value!r} is not valid text (a lone surrogate).")
+    return value
+
+
 def version_of(value: object) -> str:
     """A graph version given by a caller: a non-empty string without NUL."""
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise InvalidInputError(f"version={value!r}: use a non-empty string.")
-    return value
+    return text_of(value, "version")
+
+
+MAX_ATTEMPTS = 1_000_000
+"""The most executions a run may be given (`attempt` is a 32-bit column)."""
+
+MAX_SECONDS = 10 * 365 * 86_400.0
+"""The longest duration accepted (ten years): longer ones overflow a timer or an interval."""
+
+
+def seconds_of(value: object, what: str) -> float:
+    """A duration in seconds given by a caller: a finite number > 0, at most ten years.
+
+    Checked before it reaches a timer or an SQL interval, where NaN, infinity, text or a
+    huge number would be a driver error or an endless wait.
+    """
+    return _seconds(value, what, "")
+
+
+def optional_seconds_of(value: object, what: str) -> float | None:
+    """Like `seconds_of`, or None (no limit)."""
+    return None if value is None else _seconds(value, what, ", or None")
+
+
+def _seconds(value: object, what: str, alternative: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_SECONDS
+    ):
+        raise InvalidInputError(
+            f"{what}={value!r}: pass a number of seconds > 0 and at most ten years{alternative}."
+        )
+    return float(value)
+
+
+def worker_name(name: object) -> str:
+    """A worker's id: the name given (text Postgres can store), or host:pid:... and a
+    random suffix."""
+    if name is None:
+        return f"{process_owner()}:{uuid.uuid4().hex[:8]}"
+    return stored_id(name, "worker_id")
 
 
 def list_params(
@@ -355,8 +441,8 @@ def list_params(
             raise InvalidInputError(f"status={status!r}: use one of {known}.") from None
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
         raise InvalidInputError(f"limit={limit!r}: use a whole number >= 0.")
-    if graph_name is not None and (not isinstance(graph_name, str) or "\x00" in graph_name):
-        raise InvalidInputError(f"graph_name={graph_name!r}: use a string without NUL.")
+    if graph_name is not None:
+        graph_name = text_of(graph_name, "graph_name")
     return {
         "status": status_value,
         "thread_id": None if thread_id is None else thread_id_of(thread_id),
@@ -388,12 +474,7 @@ def _opened_config(serde: SerializerProtocol | None, stored: Any) -> dict[str, A
 
 
 def _json_object(value: dict[str, Any], what: str) -> str:
-    try:
-        return json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(
-            f"The run's {what} must be JSON values ({exc}); nothing was created."
-        ) from exc
+    return json_text(value, f"The run's {what}")
 
 
 def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dict[str, Any]:
@@ -519,12 +600,53 @@ def backoff(attempt: int, rng: random.Random | None = None) -> float:
 
 
 def is_outage(exc: BaseException) -> bool:
-    """Whether an error means the database could not be reached (a restart, the network, a
-    pool that found no live connection in time), or aborted us to break a deadlock or a
-    serialization conflict, rather than anything about the run: try again after a pause."""
-    if isinstance(exc, psycopg.Error) and exc.sqlstate in ("40P01", "40001"):
+    """Whether an error means our database could not be reached (a restart, the network, a
+    pool that found no live connection in time), or aborted one of our transactions to
+    break a deadlock or a serialization conflict, rather than anything about the run: try
+    again after a pause, and give the run its attempt back.
+
+    Only errors raised on the connections langgraph-durable lent (the saver's, the
+    journal's, the registry's) count: a node whose own database connection fails has
+    failed like with any other error, and uses an attempt up.
+    """
+    if isinstance(exc, (DatabaseUnreachableError, TransactionConflictError)):
         return True
-    return isinstance(exc, DatabaseUnreachableError) or is_disconnect(exc)
+    return is_disconnect(exc) and from_our_connections(exc)
+
+
+def stopped_from_outside(exc: BaseException, *, stopping: bool) -> bool:
+    """Whether an execution that ended in `exc` (a BaseException that is no Exception) was
+    stopped from outside its run: the worker's `stop()`, Ctrl-C, or a cancellation of the
+    worker's own task. Such a run goes back to the queue with its attempt given back.
+
+    Anything else (a node calling `sys.exit()`, a stray `CancelledError` that nothing
+    cancelling the worker raised) is the run's own doing: it counts as a failed attempt,
+    so a run that keeps stopping its workers ends as `error` instead of looping. Python
+    3.10 cannot tell a stray `CancelledError` from a cancellation (`Task.cancelling` is
+    3.11's), so there every `CancelledError` counts as from outside.
+    """
+    if stopping or isinstance(exc, KeyboardInterrupt):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread: a sync worker, nothing cancels it
+        return False
+    if task is None:
+        return False
+    cancelling = getattr(task, "cancelling", None)
+    return True if cancelling is None else bool(cancelling())
+
+
+def passed_on(outcome: Outcome) -> BaseException | None:
+    """What a worker raises again after recording an outcome: the run's own `sys.exit()`
+    (or another BaseException it raised; its attempt counted), since the process was asked
+    to stop. Not a stray `CancelledError`: nothing is cancelling the worker, so it goes on."""
+    error = outcome.error
+    if error is None or isinstance(error, (Exception, asyncio.CancelledError)):
+        return None
+    return error
 
 
 def first_line(exc: BaseException) -> str:

@@ -54,9 +54,11 @@ from langgraph_durable.runs._model import (
     RunStatus,
     list_params,
     new_run_params,
+    optional_seconds_of,
     outcome_params,
     run_id_of,
     run_of,
+    seconds_of,
     stored,
     version_of,
     workers_graphs,
@@ -144,9 +146,10 @@ class RunRegistry:
                 its progress, run this one).
             max_attempts: Executions before a run that keeps failing ends as `error`; one
                 whose worker dies (killed, crashed) counts, one that ends waiting (an
-                interrupt, a deferral) or is handed back does not. A run whose workers
-                died in every attempt ends as `error` (`WorkerLost`) instead of being
-                taken again.
+                interrupt, a deferral) or is handed back does not. A run whose worker
+                died in its last allowed attempt ends as `error` instead of being taken
+                again (`WorkerLost`, unless an earlier attempt recorded an error: that
+                one is kept).
             timeout: Seconds from now by which the run must have finished (else `timeout`).
             run_id: Your own id for the run (default: a new UUID).
 
@@ -362,7 +365,12 @@ class RunRegistry:
         Returns the run as it is when `timeout` seconds have passed, finished or not.
         """
         run_id = run_id_of(run_id)
+        if timeout is not None and timeout == 0:
+            return self.get(run_id)
+        timeout = optional_seconds_of(timeout, "timeout")
         deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._source.pooled:
+            return self._wait_by_looking(run_id, deadline)
         with self._source.connection("waiting for a run") as conn:
             conn.execute(QUERIES["runs_listen_done"])
             try:
@@ -382,6 +390,21 @@ class RunRegistry:
                         pass
             finally:
                 conn.execute(QUERIES["runs_unlisten_done"])
+
+    def _wait_by_looking(self, run_id: str, deadline: float | None) -> Run:
+        """`wait_for` on a saver with a single connection: it cannot be held for listening
+        (a worker in this process needs it to finish the run), so borrow it for each look
+        and look again after a growing pause (50 ms up to a second)."""
+        pause = 0.05
+        while True:
+            run = self.get(run_id)
+            if run.finished or run.status is RunStatus.BLOCKED:
+                return run
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return run
+            time.sleep(pause if left is None else min(pause, left))
+            pause = min(1.0, pause * 2)
 
     def output_of(self, run: Run) -> Any:
         """What the run's graph returned (None until it has finished)."""
@@ -404,6 +427,7 @@ class RunRegistry:
 
     def workers(self, *, live_seconds: float = 90.0) -> builtins.list[dict[str, Any]]:
         """The workers that announced themselves, with the graph versions they take."""
+        live_seconds = seconds_of(live_seconds, "live_seconds")
         with self._source.connection("listing workers") as conn:
             return _rows(conn, QUERIES["workers_list"], {"live_seconds": live_seconds})
 
@@ -416,6 +440,7 @@ class RunRegistry:
         its next write. Hold it only as long as the lease (renew with a new `exclusive`).
         """
         thread_id = stored_id(thread_id, "thread_id")
+        lease_seconds = seconds_of(lease_seconds, "lease_seconds")
         with self._source.connection("taking a thread's lease (exclusive)") as conn:
             found = _rows(
                 conn,
@@ -432,9 +457,14 @@ class RunRegistry:
             yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
             with self._source.connection("releasing a thread's lease (exclusive)") as conn:
-                conn.execute(
-                    QUERIES["thread_release_lease"], {"thread_id": thread_id, "fence_token": token}
+                released = _rows(
+                    conn,
+                    QUERIES["thread_release_lease"],
+                    {"thread_id": thread_id, "fence_token": token},
                 )
+                if released and released[0]["thread_has_next"]:
+                    # A run of the thread waited for this lease: its workers may take it now.
+                    conn.execute(QUERIES["runs_wake"], {"run_id": thread_id})
 
     # -- what workers call ------------------------------------------------------------------
 
@@ -497,8 +527,9 @@ class RunRegistry:
         self, graphs: Sequence[GraphVersion], *, worker_id: str, live_seconds: float
     ) -> dict[str, builtins.list[dict[str, Any]]]:
         """A worker's housekeeping: announce itself (live for `live_seconds` after this
-        heartbeat), time out late runs, end runs whose workers died in every attempt, flag
-        stuck ones, and block runs of versions no live worker takes. Returns what changed."""
+        heartbeat), time out late runs, end runs whose worker died in their last allowed
+        attempt, flag stuck ones, and block runs of versions no live worker takes. Returns
+        what changed."""
         names = [g.name for g in graphs]
         running = [g.stuck_after.total_seconds() for g in graphs]
         waiting = [

@@ -235,7 +235,7 @@ def test_a_run_that_kills_every_worker_ends_as_error_instead_of_looping(
             time.sleep(0.1)  # a poll interval, not a synchronisation
         status, attempt, error_type, message, owner = row
         assert (status, attempt, error_type, owner) == ("error", 2, "WorkerLost", None)
-        assert "in each of its 2 attempts" in message
+        assert "in its last allowed attempt (2 of 2)" in message
         assert survivor.poll() is None  # it ended the run instead of taking it (and dying)
         with psycopg.connect(fresh_db_dsn) as conn:
             (executions,) = conn.execute("SELECT count(*) FROM poison_calls").fetchone() or (0,)

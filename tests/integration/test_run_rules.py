@@ -24,6 +24,7 @@ from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
+    DatabaseUnreachableError,
     DurablePostgresSaver,
     GraphVersion,
     InvalidInputError,
@@ -153,7 +154,7 @@ def test_waiting_and_hand_backs_do_not_use_attempts_up(
     assert runs.get(other.run_id).attempt == 0
     claimed = runs.claim([graph], owner="test-worker", lease_seconds=60)
     assert claimed is not None
-    lost = psycopg.OperationalError("server closed the connection unexpectedly")
+    lost = DatabaseUnreachableError("the server went away")
     outage = outcome_of(claimed, error=lost)
     assert isinstance(outage, Outcome)
     assert outage.status is RunStatus.PENDING

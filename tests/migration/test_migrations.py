@@ -319,7 +319,7 @@ def test_concurrent_setup(start: str, fresh_db_dsn: str, setup_workers: SetupWor
     outcomes = setup_workers.race(fresh_db_dsn)
 
     errors = [o for o in outcomes if "error" in o]
-    if any(e["error"] == "DeadlockDetected" for e in errors):
+    if any(e["error"] in ("DeadlockDetected", "TransactionConflictError") for e in errors):
         raise SetupDeadlocked(errors)
     assert errors == []
     applied = [name for o in outcomes for name in o["applied"]]

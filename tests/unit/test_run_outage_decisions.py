@@ -8,7 +8,13 @@ import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
 
-from langgraph_durable import DatabaseUnreachableError, EffectDeferred, RunStatus
+from langgraph_durable import (
+    DatabaseUnreachableError,
+    EffectDeferred,
+    RunStatus,
+    TransactionConflictError,
+)
+from langgraph_durable._db.connections import mark_from_our_connections
 from langgraph_durable.runs._model import Next, Outage, Run, is_outage, outcome_of
 
 
@@ -30,14 +36,25 @@ def run_at(attempt: int, max_attempts: int = 3) -> Run:
     )
 
 
+def ours(error: BaseException) -> BaseException:
+    """`error` as if raised on a connection langgraph-durable lent."""
+    mark_from_our_connections(error)
+    return error
+
+
 @pytest.mark.parametrize(
     ("error", "outage"),
     [
-        (psycopg.OperationalError("server closed the connection unexpectedly"), True),
-        (PoolTimeout("couldn't get a connection after 30.00 sec"), True),
+        (ours(psycopg.OperationalError("server closed the connection unexpectedly")), True),
+        (ours(PoolTimeout("couldn't get a connection after 30.00 sec")), True),
         (DatabaseUnreachableError("down"), True),
-        (psycopg.errors.UniqueViolation("duplicate key"), False),
+        (TransactionConflictError("deadlock"), True),
+        (ours(psycopg.errors.UniqueViolation("duplicate key")), False),
         (ValueError("a bug in a node"), False),
+        # The same failures on a node's own connection are the run's errors.
+        (psycopg.OperationalError("server closed the connection unexpectedly"), False),
+        (PoolTimeout("couldn't get a connection after 30.00 sec"), False),
+        (psycopg.errors.DeadlockDetected("deadlock detected"), False),
     ],
 )
 def test_what_counts_as_an_outage(error: BaseException, outage: bool) -> None:
@@ -45,7 +62,7 @@ def test_what_counts_as_an_outage(error: BaseException, outage: bool) -> None:
 
 
 def test_an_outage_never_ends_a_run_even_on_its_last_attempt() -> None:
-    error = psycopg.OperationalError("terminating connection due to administrator command")
+    error = ours(psycopg.OperationalError("terminating connection due to administrator command"))
     outcome = outcome_of(run_at(3, max_attempts=3), error=error)
     assert (outcome.next, outcome.status) == (Next.FINISH, RunStatus.PENDING)
     assert outcome.reason == (

@@ -1,0 +1,418 @@
+"""How a run's failures are judged, on a real database: whose outage, whose stop, what ends it.
+
+- Only our own database going away gives a run its attempt back: an error raised on a
+  connection langgraph-durable lent. A node whose own connection dies has failed, and a run
+  that keeps failing so ends as `error` instead of being retried forever.
+- A `BaseException` gives the attempt back only when the stop came from outside (the
+  worker's `stop()`, Ctrl-C, a cancellation of the worker's task). A node's `sys.exit()` or
+  a stray `CancelledError` uses an attempt up, so it cannot make a crash loop.
+- A run whose worker died in its last attempt keeps the error an earlier attempt recorded.
+- Sweeps skip rows other sessions hold, so two sweeps (or a sweep and a registry change)
+  never wait on each other.
+- `wait_for` on a saver with one connection does not hold it: a worker in the same process
+  can finish the run meanwhile.
+- Leaving `exclusive()` wakes the workers when a run of the thread waited for it.
+- Every bad argument is a named error before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from psycopg.rows import dict_row
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    AsyncRunRegistry,
+    AsyncWorker,
+    DurablePostgresSaver,
+    GraphVersion,
+    InvalidInputError,
+    LockTimeoutError,
+    RunRegistry,
+    RunStatus,
+    TransactionConflictError,
+    Worker,
+)
+from langgraph_durable._db import source_of
+from langgraph_durable.errors import translate_driver_error
+from langgraph_durable.runs._model import is_outage, outcome_of
+
+
+class State(TypedDict, total=False):
+    log: list[str]
+
+
+def one_node(saver: Any, fn: Callable[..., Any], **options: Any) -> GraphVersion:
+    builder = StateGraph(State)
+    builder.add_node("only", fn)
+    builder.add_edge(START, "only")
+    builder.add_edge("only", END)
+    name = f"g-{uuid.uuid4().hex[:8]}"
+    return GraphVersion(name, "1", builder.compile(checkpointer=saver), **options)
+
+
+def make_due(dsn: str, run_id: str) -> None:
+    """A retried run's pause is over (the test does not wait out the backoff)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET retry_at = clock_timestamp() WHERE run_id = %s",
+            (run_id,),
+        )
+
+
+def run_row(dsn: str, run_id: str) -> dict[str, Any]:
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "SELECT * FROM langgraph_durable_runs WHERE run_id = %s", (run_id,)
+        ).fetchone()
+    assert row is not None
+    return row
+
+
+def killed_own_connection(dsn: str) -> psycopg.OperationalError:
+    """A real 'terminating connection' error (57P01), raised on a connection of our own."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        try:
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        except psycopg.OperationalError as exc:
+            return exc
+    raise AssertionError("the server did not end the session")
+
+
+# -- whose outage ---------------------------------------------------------------------------
+
+
+def test_only_errors_on_our_connections_count_as_an_outage(
+    saver: DurablePostgresSaver, db_dsn: str
+) -> None:
+    theirs = killed_own_connection(db_dsn)
+    assert not is_outage(theirs)
+
+    source = source_of(saver)
+    assert source is not None
+    ours: BaseException | None = None
+    try:
+        with source.connection("a test") as conn:
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    except psycopg.OperationalError as exc:
+        ours = exc
+    assert ours is not None
+    assert is_outage(ours)
+
+
+def test_a_node_whose_own_database_fails_uses_its_attempts_up(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    def node(state: State) -> State:
+        raise killed_own_connection(db_dsn)
+
+    graph = one_node(saver, node)
+    run = runs.create(graph, {"log": []}, max_attempts=2)
+    worker = Worker(saver, [graph])
+    (first,) = worker.run_until_idle()
+    assert (first.status, first.attempt, first.error_type) == (
+        RunStatus.PENDING,
+        1,
+        "AdminShutdown",
+    )
+    make_due(db_dsn, run.run_id)
+    (last,) = worker.run_until_idle()
+    assert (last.status, last.attempt) == (RunStatus.ERROR, 2)
+
+
+def test_deadlocks_and_serialization_failures_are_named_and_retried() -> None:
+    for error in (psycopg.errors.DeadlockDetected(), psycopg.errors.SerializationFailure()):
+        named = translate_driver_error(error, doing="finishing a run")
+        assert isinstance(named, TransactionConflictError)
+        assert "finishing a run" in str(named)
+        assert is_outage(named)
+
+
+# -- whose stop ----------------------------------------------------------------------------
+
+
+def test_a_node_calling_sys_exit_counts_and_cannot_loop(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    def node(state: State) -> State:
+        sys.exit(3)
+
+    graph = one_node(saver, node)
+    run = runs.create(graph, {"log": []}, max_attempts=2)
+    worker = Worker(saver, [graph])
+    with pytest.raises(SystemExit):
+        worker.run_until_idle()
+    row = run_row(db_dsn, run.run_id)
+    assert (row["status"], row["attempt"], row["error_type"]) == ("pending", 1, "SystemExit")
+    make_due(db_dsn, run.run_id)
+    with pytest.raises(SystemExit):
+        Worker(saver, [graph]).run_until_idle()
+    row = run_row(db_dsn, run.run_id)
+    assert (row["status"], row["attempt"], row["error_type"]) == ("error", 2, "SystemExit")
+    assert Worker(saver, [graph]).run_until_idle() == []
+
+
+@pytest.fixture
+async def asaver(db_dsn: str) -> Any:
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as found:
+        await found.setup()
+        yield found
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is Python 3.11's")
+async def test_a_stray_cancelled_error_counts_and_the_worker_goes_on(
+    asaver: AsyncDurablePostgresSaver, db_dsn: str
+) -> None:
+    # LangGraph turns a node's CancelledError into NodeCancelledError (an Exception); a
+    # migration hook's reaches the worker as it is.
+    def hook(graph: Any, config: Any) -> None:
+        raise asyncio.CancelledError()
+
+    graph = one_node(asaver, lambda s: s, migrations={"0": hook})
+    registry = AsyncRunRegistry(asaver)
+    run = await registry.acreate(graph.name, {"log": []}, version="0", max_attempts=1)
+    (done,) = await AsyncWorker(asaver, [graph]).arun_until_idle()
+    assert (done.run_id, done.status, done.attempt) == (run.run_id, RunStatus.ERROR, 1)
+    assert done.error_type == "CancelledError"
+
+
+async def test_cancelling_the_worker_hands_the_run_back(
+    asaver: AsyncDurablePostgresSaver, db_dsn: str
+) -> None:
+    started = asyncio.Event()
+
+    async def node(state: State) -> State:
+        started.set()
+        await asyncio.Event().wait()  # until the worker's task is cancelled
+        return state
+
+    graph = one_node(asaver, node)
+    registry = AsyncRunRegistry(asaver)
+    run = await registry.acreate(graph, {"log": []}, max_attempts=1)
+    task = asyncio.create_task(AsyncWorker(asaver, [graph]).arun_until_idle())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    row = run_row(db_dsn, run.run_id)
+    assert (row["status"], row["attempt"]) == ("pending", 0)
+
+
+# -- what ends a crash loop ----------------------------------------------------------------
+
+
+def expire_lease(dsn: str, run_id: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET lease_expires_at = clock_timestamp() "
+            "- interval '1 second' WHERE run_id = %s",
+            (run_id,),
+        )
+
+
+def test_a_worker_lost_in_the_last_attempt_keeps_the_earlier_error(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = one_node(saver, lambda s: s)
+    run = runs.create(graph, {"log": []}, max_attempts=2)
+    claimed = runs.claim([graph], owner="doomed", lease_seconds=60)
+    assert claimed is not None
+    assert runs.finish(claimed, outcome_of(claimed, error=ValueError("bad row 7")))
+    make_due(db_dsn, run.run_id)
+    claimed = runs.claim([graph], owner="doomed", lease_seconds=60)
+    assert claimed is not None
+    assert claimed.attempt == 2
+    expire_lease(db_dsn, run.run_id)  # the worker died in its last attempt
+    changed = runs.sweep([graph], worker_id="sweeper", live_seconds=60)
+    assert [r["run_id"] for r in changed["crash_loops"]] == [run.run_id]
+    ended = runs.get(run.run_id)
+    assert (ended.status, ended.error_type, ended.error_message) == (
+        RunStatus.ERROR,
+        "ValueError",
+        "bad row 7",
+    )
+    assert ended.status_reason is not None
+    assert ended.status_reason.startswith("crash loop: its worker doomed stopped")
+    assert "last allowed attempt (2 of 2)" in ended.status_reason
+
+    alone = runs.create(graph, {"log": []}, max_attempts=1)
+    claimed = runs.claim([graph], owner="doomed", lease_seconds=60)
+    assert claimed is not None
+    expire_lease(db_dsn, alone.run_id)
+    runs.sweep([graph], worker_id="sweeper", live_seconds=60)
+    ended = runs.get(alone.run_id)
+    assert ended.error_type == "WorkerLost"
+    assert ended.error_message is not None
+    assert "last allowed attempt (1 of 1); no attempt recorded an error" in ended.error_message
+    assert "each of" not in ended.error_message
+
+
+# -- sweeps never wait on held rows ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("held", ["stuck", "unrunnable"])
+def test_a_sweep_skips_runs_another_session_holds(
+    saver: DurablePostgresSaver, db_dsn: str, held: str
+) -> None:
+    graph = one_node(saver, lambda s: s, stuck_after=timedelta(seconds=1))
+    runs = RunRegistry(saver, lock_timeout=1)
+    if held == "stuck":
+        run = runs.create(graph, {"log": []})
+        assert runs.claim([graph], owner="w", lease_seconds=600) is not None
+        with psycopg.connect(db_dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE langgraph_durable_runs SET last_progress_at = clock_timestamp() "
+                "- interval '1 hour' WHERE run_id = %s",
+                (run.run_id,),
+            )
+    else:
+        run = runs.create(graph.name, {"log": []}, version="0-nobody-runs")
+    with psycopg.connect(db_dsn) as holder:
+        holder.execute(
+            "SELECT 1 FROM langgraph_durable_runs WHERE run_id = %s FOR UPDATE", (run.run_id,)
+        )
+        try:
+            changed = runs.sweep([graph], worker_id="sweeper", live_seconds=60)
+        except LockTimeoutError as exc:  # the old statements waited for the row
+            pytest.fail(f"the sweep waited on a held row: {exc}")
+        assert changed["stuck"] == []
+        assert changed["blocked"] == []
+    changed = runs.sweep([graph], worker_id="sweeper", live_seconds=60)  # released: done now
+    assert [r["run_id"] for r in changed[held if held == "stuck" else "blocked"]] == [run.run_id]
+
+
+# -- waiting on one connection ---------------------------------------------------------------
+
+
+def test_wait_for_on_one_connection_lets_a_worker_finish_the_run(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
+        saver = DurablePostgresSaver(conn)
+        saver.setup()
+        graph = one_node(saver, lambda s: {"log": ["done"]})
+        runs = RunRegistry(saver)
+        run = runs.create(graph, {"log": []})
+        worker = Worker(saver, [graph])
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                worker.run_until_idle()
+            except BaseException as exc:
+                errors.append(exc)
+
+        waiter = threading.Thread(target=work)
+        waiter.start()
+        # A hang guard only: returns as soon as the run has finished.
+        done = runs.wait_for(run.run_id, timeout=300)
+        waiter.join()
+        assert errors == []
+        assert done.status is RunStatus.SUCCESS
+        assert runs.output_of(done) == {"log": ["done"]}
+
+
+# -- exclusive() wakes the workers ----------------------------------------------------------
+
+
+def test_leaving_exclusive_wakes_workers_when_a_run_waits(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    graph = one_node(saver, lambda s: s)
+    thread_id = f"t-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(db_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN langgraph_durable_runs")
+        with runs.exclusive(thread_id):
+            runs.create(graph, {"log": []}, thread_id=thread_id)
+            created = list(listener.notifies(timeout=60, stop_after=1))
+            assert len(created) == 1
+        woken = list(listener.notifies(timeout=60, stop_after=1))  # a hang guard only
+        assert [n.channel for n in woken] == ["langgraph_durable_runs"]
+
+
+# -- arguments -----------------------------------------------------------------------------
+
+NAN = math.nan
+
+
+def run_count(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM langgraph_durable_runs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.fixture
+def graph(saver: DurablePostgresSaver) -> GraphVersion:
+    return one_node(saver, lambda s: s)
+
+
+BAD_CREATES: list[tuple[dict[str, Any], str]] = [
+    ({"graph": "a\x00b", "version": "1"}, "graph"),
+    ({"version": "1\x00"}, "version"),
+    ({"version": "\udc80"}, "version"),
+    ({"config": {"configurable": {"k": "v\x00"}}}, "NUL"),
+    ({"config": {"configurable": {"k\x00": "v"}}}, "NUL"),
+    ({"config": {"configurable": {"k": "\ud800"}}}, "surrogate"),
+    ({"metadata": {"note": "a\x00"}}, "NUL"),
+    ({"metadata": {"\x00": 1}}, "NUL"),
+    ({"metadata": {"x": NAN}}, "JSON"),
+    ({"config": [1, 2]}, "RunnableConfig"),
+    ({"config": {"configurable": [1]}}, "configurable"),
+    ({"metadata": [("a", 1)]}, "metadata"),
+    ({"timeout": NAN}, "timeout"),
+    ({"timeout": math.inf}, "timeout"),
+    ({"timeout": 1e300}, "timeout"),
+    ({"timeout": "10"}, "timeout"),
+    ({"max_attempts": True}, "max_attempts"),
+    ({"max_attempts": 10**10}, "max_attempts"),
+]
+
+
+@pytest.mark.parametrize(("options", "match"), BAD_CREATES)
+def test_bad_creates_are_named_before_anything_is_written(
+    runs: RunRegistry, graph: GraphVersion, db_dsn: str, options: dict[str, Any], match: str
+) -> None:
+    target: Any = options.pop("graph", graph)
+    before = run_count(db_dsn)
+    with pytest.raises(InvalidInputError, match=match):
+        runs.create(target, {"log": []}, **options)
+    assert run_count(db_dsn) == before
+
+
+def test_bad_durations_elsewhere_are_named(
+    saver: DurablePostgresSaver, runs: RunRegistry, graph: GraphVersion
+) -> None:
+    for lease in (NAN, "x", -1, math.inf):
+        with (
+            pytest.raises(InvalidInputError, match="lease_seconds"),
+            runs.exclusive("t-bad", lease_seconds=lease),
+        ):
+            pass
+    with pytest.raises(InvalidInputError, match="live_seconds"):
+        runs.workers(live_seconds="x")  # type: ignore[arg-type]
+    run = runs.create(graph, {"log": []})
+    for timeout in ("x", NAN, -5):
+        with pytest.raises(InvalidInputError, match="timeout"):
+            runs.wait_for(run.run_id, timeout=timeout)  # type: ignore[arg-type]
+    assert runs.wait_for(run.run_id, timeout=0).status is RunStatus.PENDING
+    for options, match in [
+        ({"lease_seconds": NAN}, "lease_seconds"),
+        ({"idle_wait": "x"}, "idle_wait"),
+        ({"database_timeout": -1}, "database_timeout"),
+        ({"name": "w\x00"}, "worker_id"),
+    ]:
+        with pytest.raises(InvalidInputError, match=match):
+            Worker(saver, [graph], **options)
+    with pytest.raises(InvalidInputError, match="compatible_with"):
+        GraphVersion("g", "2", graph.graph, compatible_with="1.0")  # type: ignore[arg-type]

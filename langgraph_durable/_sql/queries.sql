@@ -768,25 +768,16 @@ VALUES (
 RETURNING *
 
 -- name: runs_wake
--- Workers LISTEN here: a run became takeable (or a thread's next run may go).
+-- Workers LISTEN here: a run became takeable (or a thread's next run may go). Sent only
+-- then: Postgres wakes every listening session of the database for each NOTIFY, whatever
+-- its channel, and each wake costs that session a transaction.
 SELECT pg_notify('langgraph_durable_runs', %(run_id)s)
-
--- name: runs_done
--- A run finished (or went back to waiting): `wait_for` callers LISTEN here. Workers do not,
--- so a finish that frees nothing wakes no worker (each wake-up costs every worker a claim).
-SELECT pg_notify('langgraph_durable_runs_done', %(run_id)s)
 
 -- name: runs_listen
 LISTEN langgraph_durable_runs
 
 -- name: runs_unlisten
 UNLISTEN langgraph_durable_runs
-
--- name: runs_listen_done
-LISTEN langgraph_durable_runs_done
-
--- name: runs_unlisten_done
-UNLISTEN langgraph_durable_runs_done
 
 -- name: run_get
 SELECT * FROM langgraph_durable_runs WHERE run_id = %(run_id)s

@@ -44,6 +44,7 @@ __all__ = [
     "ACTIVE",
     "FINISHED",
     "STRATEGIES",
+    "WAIT_FOR_PAUSE_MAX",
     "GraphVersion",
     "MultitaskStrategy",
     "Next",
@@ -384,6 +385,9 @@ def version_of(value: object) -> str:
     """A graph version given by a caller: a non-empty string without NUL."""
     return text_of(value, "version")
 
+
+WAIT_FOR_PAUSE_MAX = 0.25
+"""The longest pause between two looks of `wait_for` (seconds)."""
 
 MAX_ATTEMPTS = 1_000_000
 """The most executions a run may be given (`attempt` is a 32-bit column)."""

@@ -50,7 +50,10 @@ def worker(dsn: str, thread: str) -> None:
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         stopped = _workflow(dsn, thread, slow=False).compile(checkpointer=saver)
-        resuming = bool(stopped.get_state(config).next)  # stopped mid-run: go on from there
+        state = stopped.get_state(config)
+        if state.created_at is not None and not state.next:  # it finished: do not run again
+            return
+        resuming = bool(state.next)  # stopped mid-run: go on from there
         graph = _workflow(dsn, thread, slow=not resuming).compile(checkpointer=saver)
         graph.invoke(None if resuming else {"done": []}, config, durability="sync")
 

@@ -149,10 +149,14 @@ def worker(dsn: str, thread: str, *, reconcile: bool, hold_at: str | None) -> in
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         graph = build(dsn, thread, reconcile=reconcile, hold_at=hold_at).compile(checkpointer=saver)
-        resume = bool(graph.get_state(config).next)  # stopped mid-run: go on from there
+        state = graph.get_state(config)
+        resume = bool(state.next)  # stopped mid-run: go on from there
         payload = None if resume else {"order_id": f"A-{thread[-6:]}", "amount_cents": 4200}
         try:
-            final = graph.invoke(payload, config, durability="sync")
+            if state.created_at is not None and not resume:  # it finished: do not run again
+                final = state.values
+            else:
+                final = graph.invoke(payload, config, durability="sync")
         except EffectOutcomeUnknown as exc:
             print(json.dumps({"unknown_key": exc.key}), flush=True)
             return EXIT_OUTCOME_UNKNOWN

@@ -342,7 +342,10 @@ def worker(dsn: str, thread: str, mode: Durability, stop_before: str | None) -> 
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         graph = build(dsn, thread, stop_before).compile(checkpointer=saver)
-        resume = bool(graph.get_state(config).next)  # stopped mid-run: go on from there
+        state = graph.get_state(config)
+        if state.created_at is not None and not state.next:  # it finished: do not run again
+            return {"pid": os.getpid(), "started_from": "finished", **state.values}
+        resume = bool(state.next)  # stopped mid-run: go on from there
         payload = None if resume else {"account_id": "acme-001"}
         final = graph.invoke(payload, config, durability=mode)
     return {"pid": os.getpid(), "started_from": "checkpoint" if resume else "input", **final}

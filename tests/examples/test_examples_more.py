@@ -7,12 +7,15 @@ stories start and SIGKILL their own worker processes.
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.util
 import inspect
+import json
 import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import ModuleType
 
@@ -89,6 +92,24 @@ def test_seven_step_workflow_other_modes(db_dsn: str, mode: str) -> None:
     if mode == "sync":
         assert "resumed from the last checkpoint" in done.stdout
         assert "[ok] nothing before step 7 ran again" in done.stdout
+
+
+@pytest.mark.parametrize("mode", ["sync", "exit"])
+def test_seven_step_worker_leaves_a_finished_thread_alone(db_dsn: str, mode: str) -> None:
+    """A worker started again on a thread whose run finished (its process may have died
+    just after the last commit) must not send the input again: that is a second run of the
+    workflow, with new effect keys, so a second deal and a second mail."""
+    thread = f"finished-{mode}-{uuid.uuid4().hex[:8]}"
+    assert run_example("seven_step_workflow.py", db_dsn, "setup").returncode == 0
+    for _ in range(2):
+        args = ("--mode", mode, "--thread", thread, "worker")
+        done = run_example("seven_step_workflow.py", db_dsn, *args)
+        assert done.returncode == 0, done.stderr
+    assert '"started_from": "finished"' in done.stdout
+    report = run_example("seven_step_workflow.py", db_dsn, "--thread", thread, "report")
+    seen = json.loads(report.stdout)
+    assert (len(seen["deals"]), len(seen["tasks"]), len(seen["notifications"])) == (1, 1, 1)
+    assert len(seen["model_bill"]) == 2
 
 
 def test_seven_step_workflow_real_model_needs_langchain(db_dsn: str) -> None:

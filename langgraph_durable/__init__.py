@@ -28,6 +28,7 @@ from langgraph_durable.effects.llm import (
 )
 from langgraph_durable.errors import (
     ConfigurationError,
+    ConnectionLostError,
     DatabaseTimeoutError,
     DatabaseUnreachableError,
     DurableError,
@@ -91,6 +92,7 @@ __all__ = [
     "AsyncRunRegistry",
     "AsyncWorker",
     "ConfigurationError",
+    "ConnectionLostError",
     "DatabaseTimeoutError",
     "DatabaseUnreachableError",
     "Durability",

@@ -9,7 +9,8 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── WrongSaverClassError          (also a NotImplementedError)
     │   ├── MissingExtraError             (also an ImportError)
     │   └── DatabaseUnreachableError
-    │       └── PoolTimeoutError
+    │       ├── PoolTimeoutError
+    │       └── ConnectionLostError
     ├── SchemaError
     │   ├── SchemaNotReadyError
     │   └── SchemaTooNewError
@@ -56,6 +57,7 @@ import psycopg.errors
 
 __all__ = [
     "ConfigurationError",
+    "ConnectionLostError",
     "DatabaseTimeoutError",
     "DatabaseUnreachableError",
     "DurableError",
@@ -132,6 +134,13 @@ class PoolTimeoutError(DatabaseUnreachableError):
     connection of the pool was busy; the message says which, and names the server.
     Nothing of the call was written.
     """
+
+
+class ConnectionLostError(DatabaseUnreachableError):
+    """The connection died during a call: the server restarted or ended the session, or the
+    network dropped. A write in flight may or may not have committed; call again (a pool
+    replaces its dead connections, a graph resumes with `invoke(None, config)`, a worker
+    retries on its own)."""
 
 
 class DatabaseTimeoutError(DurableError):
@@ -334,7 +343,22 @@ class EffectOutcomeUnknown(EffectError):
 
 
 class EffectInProgressError(EffectError):
-    """Another worker holds this effect's lease and has not finished; try again later."""
+    """Another worker holds this effect's lease and has not finished; try again later.
+
+    Attributes:
+        lease_expires_at: When that attempt's lease runs out (the database's clock), if
+            known: a run worker parks the run until then instead of using up an attempt.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        key: str | None = None,
+        lease_expires_at: datetime | None = None,
+    ) -> None:
+        super().__init__(message, key=key)
+        self.lease_expires_at = lease_expires_at
 
 
 class EffectDeferred(EffectError):

@@ -42,7 +42,9 @@ from langgraph_durable._db.connections import (
     Timeout,
     check_dsn,
     check_row_factory,
+    connection_lost,
     describe_dsn,
+    ended_by_server,
     is_disconnect,
     mark_from_our_connections,
     pool_timeout_message,
@@ -53,6 +55,7 @@ from langgraph_durable._db.registry import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
+    ConnectionLostError,
     DatabaseUnreachableError,
     PoolTimeoutError,
     translate_driver_error,
@@ -207,7 +210,7 @@ class AsyncConnectionSource:
         """
         try:
             if isinstance(self.conn, AsyncConnectionPool):
-                async with self.conn.connection() as conn:
+                async with self._alend(self.conn) as conn:
                     check_row_factory(conn)
                     await self._aconfigure(conn, self.timeouts if timeouts else {})
                     yield conn
@@ -233,10 +236,34 @@ class AsyncConnectionSource:
             ) from exc
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
+            if named is None and is_disconnect(exc):
+                named = connection_lost(exc, self.conn, doing)
+                await self.drop_dead_connections()  # the next call gets a live one
             if named is None:
                 mark_from_our_connections(exc)
                 raise
             raise named from exc
+
+    @asynccontextmanager
+    async def _alend(
+        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]]
+    ) -> AsyncIterator[AsyncConnection[DictRow]]:
+        """A connection of the pool, as `pool.connection()` lends it, but never one whose
+        session the server has already ended (`ended_by_server`: no round trip). After a
+        restart every idle connection is dead: the first one found makes the pool check
+        the others at once, so this call and the next ones get live connections.
+        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)"""
+        conn = await pool.getconn()
+        if ended_by_server(conn.pgconn):
+            await conn.close()
+            await pool.putconn(conn)  # closed: the pool discards it and opens another
+            await self.drop_dead_connections()
+            conn = await pool.getconn()
+        try:
+            async with conn:
+                yield conn
+        finally:
+            await pool.putconn(conn)
 
     async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""
@@ -254,7 +281,10 @@ class AsyncConnectionSource:
     async def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, AsyncConnectionPool):
-            await self.conn.check()
+            try:
+                await self.conn.check()
+            except Exception as exc:  # a pool closing meanwhile; its next call says so
+                logger.debug("could not check the pool's connections: %s", exc)
 
 
 def aretry_on_disconnect(
@@ -269,7 +299,7 @@ def aretry_on_disconnect(
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await fn(*args, **kwargs)
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, ConnectionLostError) as exc:
             if not is_disconnect(exc):
                 raise
             logger.warning("connection lost (%s); retrying %s once", exc, fn.__name__)

@@ -44,7 +44,9 @@ from langgraph_durable._db.connections import (
     Timeout,
     check_dsn,
     check_row_factory,
+    connection_lost,
     describe_dsn,
+    ended_by_server,
     is_disconnect,
     mark_from_our_connections,
     pool_timeout_message,
@@ -55,6 +57,7 @@ from langgraph_durable._db.registry import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
+    ConnectionLostError,
     DatabaseUnreachableError,
     PoolTimeoutError,
     translate_driver_error,
@@ -208,7 +211,7 @@ class ConnectionSource:
         """
         try:
             if isinstance(self.conn, ConnectionPool):
-                with self.conn.connection() as conn:
+                with self._lend(self.conn) as conn:
                     check_row_factory(conn)
                     self._configure(conn, self.timeouts if timeouts else {})
                     yield conn
@@ -234,10 +237,32 @@ class ConnectionSource:
             ) from exc
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
+            if named is None and is_disconnect(exc):
+                named = connection_lost(exc, self.conn, doing)
+                self.drop_dead_connections()  # the next call gets a live one
             if named is None:
                 mark_from_our_connections(exc)
                 raise
             raise named from exc
+
+    @contextmanager
+    def _lend(self, pool: ConnectionPool[Connection[DictRow]]) -> Iterator[Connection[DictRow]]:
+        """A connection of the pool, as `pool.connection()` lends it, but never one whose
+        session the server has already ended (`ended_by_server`: no round trip). After a
+        restart every idle connection is dead: the first one found makes the pool check
+        the others at once, so this call and the next ones get live connections.
+        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)"""
+        conn = pool.getconn()
+        if ended_by_server(conn.pgconn):
+            conn.close()
+            pool.putconn(conn)  # closed: the pool discards it and opens another
+            self.drop_dead_connections()
+            conn = pool.getconn()
+        try:
+            with conn:
+                yield conn
+        finally:
+            pool.putconn(conn)
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""
@@ -255,7 +280,10 @@ class ConnectionSource:
     def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, ConnectionPool):
-            self.conn.check()
+            try:
+                self.conn.check()
+            except Exception as exc:  # a pool closing meanwhile; its next call says so
+                logger.debug("could not check the pool's connections: %s", exc)
 
 
 def retry_on_disconnect(
@@ -270,7 +298,7 @@ def retry_on_disconnect(
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(*args, **kwargs)
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, ConnectionLostError) as exc:
             if not is_disconnect(exc):
                 raise
             logger.warning("connection lost (%s); retrying %s once", exc, fn.__name__)

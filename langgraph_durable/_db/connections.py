@@ -7,6 +7,7 @@ logs, CLI output) is made here, never showing a password.
 
 from __future__ import annotations
 
+import select
 import weakref
 from collections.abc import Mapping
 from datetime import timedelta
@@ -14,9 +15,10 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import ConnStatus
 from psycopg.rows import dict_row
 
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.errors import ConfigurationError, ConnectionLostError
 
 __all__ = [
     "CONNECTION_KWARGS",
@@ -103,6 +105,53 @@ def single_connection_lost(conn: Any) -> str:
         "reopened: make the saver with from_conn_string() or on a psycopg ConnectionPool to "
         "ride out restarts, or make a new saver on a new connection."
     )
+
+
+EOF_WAIT = 0.05
+"""Seconds an idle connection with data waiting is watched for the end of file."""
+
+
+def ended_by_server(pgconn: Any) -> bool:
+    """Whether the server has ended an idle session, seen without a round trip.
+
+    A server that restarts, a `pg_terminate_backend` or a cut connection leaves an idle
+    session's socket readable (the server's last message, then end of file). Pools we open
+    ask this when they lend a connection (`check=`): one `select()`, so a pool whose idle
+    connections all died lends live ones instead of failing one call per dead connection.
+    Data on an idle connection is rare (a late notification) and waits up to `EOF_WAIT`
+    for the end of file that follows a server's last message. A silent network partition
+    is not seen here; the call then fails by name (`ConnectionLostError`).
+    """
+    for wait in (0.0, EOF_WAIT, EOF_WAIT):  # the server's last message, then end of file
+        try:
+            readable, _, _ = select.select([pgconn.socket], [], [], wait)
+        except (OSError, ValueError, psycopg.OperationalError):
+            return True
+        if not readable:
+            return False
+        try:
+            pgconn.consume_input()
+        except psycopg.OperationalError:
+            return True
+        if pgconn.status != ConnStatus.OK:
+            return True
+    return False
+
+
+def connection_lost(exc: psycopg.Error, conn: Any, doing: str) -> ConnectionLostError:
+    """The named error for a connection that died during a call (`is_disconnect`)."""
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(conn, (psycopg.Connection, psycopg.AsyncConnection)):
+        advice = single_connection_lost(conn)
+    else:
+        advice = (
+            f"The connection to Postgres at {describe_dsn(conn.conninfo)} died while "
+            f"{doing or 'running a statement'}: the server restarted or ended the session, "
+            "or the network dropped. A write in flight may or may not have committed. Call "
+            "again: the pool replaces its dead connections (a graph resumes with "
+            "invoke(None, config), a worker retries on its own)."
+        )
+    return ConnectionLostError(f"{advice} (driver said: {said})")
 
 
 def timeout_settings(*, lock_timeout: Timeout, statement_timeout: Timeout) -> dict[str, int]:
@@ -194,6 +243,8 @@ def check_row_factory(conn: Any) -> None:
 
 def is_disconnect(exc: BaseException) -> bool:
     """Whether an error means the connection died (server restart, idle kill, network)."""
+    if isinstance(exc, ConnectionLostError):
+        return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate

@@ -59,7 +59,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
@@ -107,7 +106,7 @@ def hand_to_put(exc: BaseException) -> bool:
     database was out of reach or cancelled a wait, nothing about the writes themselves."""
     if isinstance(exc, (DatabaseUnreachableError, DatabaseTimeoutError)):
         return True
-    return isinstance(exc, psycopg.Error) and is_disconnect(exc)
+    return is_disconnect(exc)
 
 
 def writes_may_wait(

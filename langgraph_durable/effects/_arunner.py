@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,8 @@ from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import AsyncHeartbeat, owner_is_dead
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._call import (
+    STORE_PAUSE_FIRST,
+    STORE_PAUSE_MAX,
     EffectCall,
     NothingSentError,
     completion_events,
@@ -47,6 +50,7 @@ from langgraph_durable.effects._protocol import (
     pause_before_looking_again,
 )
 from langgraph_durable.errors import (
+    DatabaseUnreachableError,
     EffectDeferred,
     EffectError,
     EffectFailedError,
@@ -144,6 +148,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                 f"{row.lease_owner} (lease until {row.lease_expires_at}); waited "
                 f"{call.wait_seconds:g}s. Retry later.",
                 key=call.key,
+                lease_expires_at=row.lease_expires_at,
             )
         if action is Action.ATTEMPT:
             # Our own claim committed, but its reply was lost (a dropped connection).
@@ -257,9 +262,7 @@ async def _aattempt(
     _crashpoints.reached("effect:after_call")
     usage = call.usage_of(result) if call.usage_of else None
     try:
-        completed = await journal.acomplete(
-            call.key, attempt, result, usage=usage, **completion_events(call, result)
-        )
+        completed = await _astore_result(journal, call, attempt, result, usage)
     except EffectResultNotStoredError as exc:
         # The receiver acted; without its result no replay is possible, and calling it
         # again could act twice. Park the row for a decision.
@@ -288,6 +291,43 @@ async def _aattempt(
     _crashpoints.reached("effect:after_result")
     record_outcome(call, "completed")
     return True, result, None
+
+
+async def _astore_result(
+    journal: AsyncEffectJournal,
+    call: EffectCall,
+    attempt: int,
+    result: Any,
+    usage: dict[str, Any] | None,
+) -> bool:
+    """Store the receiver's result, waiting out a database outage; False if the attempt
+    was taken over meanwhile.
+
+    The receiver has acted and its result is in hand: storing it is the one thing left.
+    Raising instead would leave the attempt `running` under this live process's lease, and
+    whoever runs the thread next would wait for that lease to end (`lease_ttl`) and then
+    find the outcome unknown. Gives up (raises) once the attempt's lease has passed, in
+    the journal's time or in real time: another worker may have taken it over by then.
+    """
+    started = time.monotonic()
+    waited, pause = 0.0, STORE_PAUSE_FIRST
+    while True:
+        try:
+            return await journal.acomplete(
+                call.key, attempt, result, usage=usage, **completion_events(call, result)
+            )
+        except DatabaseUnreachableError as exc:
+            if max(waited, time.monotonic() - started) >= call.lease_seconds:
+                raise
+            logger.warning(
+                "effect %s: its result cannot be stored yet (%s); trying again in %.1f s",
+                call.key,
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                pause,
+            )
+            await journal.asleep(pause)
+            waited += pause
+            pause = min(pause * 2, STORE_PAUSE_MAX)
 
 
 async def _arecord_failure(

@@ -133,6 +133,11 @@ def completion_events(call: EffectCall, result: Any) -> dict[str, Any]:
     return {"events": [event]}
 
 
+STORE_PAUSE_FIRST = 0.1
+"""Seconds before trying again to store a result the database could not take (doubling)."""
+STORE_PAUSE_MAX = 5.0
+"""The longest pause between tries to store a result while the database is away."""
+
 _EVENT_NAMESPACE = uuid.UUID("0f3b8f8e-1d5c-4b7e-8f7a-6c2d9b1e4a33")
 
 

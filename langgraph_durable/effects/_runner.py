@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import Heartbeat, owner_is_dead
 from langgraph_durable.effects._call import (
+    STORE_PAUSE_FIRST,
+    STORE_PAUSE_MAX,
     EffectCall,
     NothingSentError,
     completion_events,
@@ -49,6 +52,7 @@ from langgraph_durable.effects._protocol import (
     pause_before_looking_again,
 )
 from langgraph_durable.errors import (
+    DatabaseUnreachableError,
     EffectDeferred,
     EffectError,
     EffectFailedError,
@@ -146,6 +150,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 f"{row.lease_owner} (lease until {row.lease_expires_at}); waited "
                 f"{call.wait_seconds:g}s. Retry later.",
                 key=call.key,
+                lease_expires_at=row.lease_expires_at,
             )
         if action is Action.ATTEMPT:
             # Our own claim committed, but its reply was lost (a dropped connection).
@@ -259,9 +264,7 @@ def _attempt(
     _crashpoints.reached("effect:after_call")
     usage = call.usage_of(result) if call.usage_of else None
     try:
-        completed = journal.complete(
-            call.key, attempt, result, usage=usage, **completion_events(call, result)
-        )
+        completed = _store_result(journal, call, attempt, result, usage)
     except EffectResultNotStoredError as exc:
         # The receiver acted; without its result no replay is possible, and calling it
         # again could act twice. Park the row for a decision.
@@ -290,6 +293,43 @@ def _attempt(
     _crashpoints.reached("effect:after_result")
     record_outcome(call, "completed")
     return True, result, None
+
+
+def _store_result(
+    journal: EffectJournal,
+    call: EffectCall,
+    attempt: int,
+    result: Any,
+    usage: dict[str, Any] | None,
+) -> bool:
+    """Store the receiver's result, waiting out a database outage; False if the attempt
+    was taken over meanwhile.
+
+    The receiver has acted and its result is in hand: storing it is the one thing left.
+    Raising instead would leave the attempt `running` under this live process's lease, and
+    whoever runs the thread next would wait for that lease to end (`lease_ttl`) and then
+    find the outcome unknown. Gives up (raises) once the attempt's lease has passed, in
+    the journal's time or in real time: another worker may have taken it over by then.
+    """
+    started = time.monotonic()
+    waited, pause = 0.0, STORE_PAUSE_FIRST
+    while True:
+        try:
+            return journal.complete(
+                call.key, attempt, result, usage=usage, **completion_events(call, result)
+            )
+        except DatabaseUnreachableError as exc:
+            if max(waited, time.monotonic() - started) >= call.lease_seconds:
+                raise
+            logger.warning(
+                "effect %s: its result cannot be stored yet (%s); trying again in %.1f s",
+                call.key,
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                pause,
+            )
+            journal.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, STORE_PAUSE_MAX)
 
 
 def _record_failure(

@@ -32,7 +32,7 @@ from psycopg import AsyncConnection
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
 from langgraph_durable._sql import QUERIES
-from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.errors import ConfigurationError, ConnectionLostError
 from langgraph_durable.outbox._aoutbox import abacklog
 from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, event_of
 
@@ -214,7 +214,7 @@ class OutboxRelay:
         while not stop.is_set():
             try:
                 await self._serve(stop)
-            except psycopg.Error as exc:
+            except (psycopg.Error, ConnectionLostError) as exc:
                 if not is_disconnect(exc):
                     raise
                 logger.warning("outbox relay lost the database (%s); retrying", exc)

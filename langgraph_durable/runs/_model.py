@@ -31,6 +31,7 @@ from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
     EffectDeferred,
+    EffectInProgressError,
     EffectOutcomeUnknown,
     EffectResultNotStoredError,
     FencedOutError,
@@ -704,14 +705,17 @@ def outcome_of(
         return Outcome(Next.FINISH, RunStatus.SUCCESS, output=output)
     if isinstance(error, FencedOutError):
         return Outcome(Next.LOST, error=error)
-    if isinstance(error, EffectDeferred):
+    if isinstance(error, (EffectDeferred, EffectInProgressError)):
         # Stored as a wait from the database's now, not as this host's wall-clock time:
         # the worker's clock set `retry_at`, and another host's (or the server's) may be
         # behind it, which would make the run due at once and deferred again, over and over.
+        # An effect held by another attempt (a worker that lost this run during an outage
+        # and has not given the attempt up) is waited for, not counted as the run failing:
+        # once its lease runs out, the run takes the attempt over.
         retry_in = backoff(1)  # no time given: look again in about a second
-        if error.retry_at is not None:
-            at = error.retry_at
-            at = at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+        until = error.retry_at if isinstance(error, EffectDeferred) else error.lease_expires_at
+        if until is not None:
+            at = until if until.tzinfo is not None else until.replace(tzinfo=timezone.utc)
             now = datetime.now(timezone.utc) if now is None else now
             retry_in = max(0.0, (at - now).total_seconds())
         return Outcome(

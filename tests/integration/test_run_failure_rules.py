@@ -21,6 +21,7 @@ import asyncio
 import math
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -36,6 +37,7 @@ from langgraph_durable import (
     AsyncDurablePostgresSaver,
     AsyncRunRegistry,
     AsyncWorker,
+    ConnectionLostError,
     DurablePostgresSaver,
     GraphVersion,
     InvalidInputError,
@@ -106,10 +108,33 @@ def test_only_errors_on_our_connections_count_as_an_outage(
     try:
         with source.connection("a test") as conn:
             conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-    except psycopg.OperationalError as exc:
+    except ConnectionLostError as exc:
         ours = exc
     assert ours is not None
+    assert isinstance(ours.__cause__, psycopg.OperationalError)
     assert is_outage(ours)
+
+
+def test_idle_connections_the_server_ended_are_not_lent(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """The server ends every idle session of the pool (what a restart does to them): the
+    pool's check sees it when lending and lends a live connection instead. Before, the
+    call that drew a dead one got a raw psycopg AdminShutdown (found by the crash matrix)."""
+    graph = one_node(saver, lambda state: {"log": ["ran"]})
+    runs.create(graph, {"log": []})  # pooled connections have been used, and are idle now
+    name = psycopg.conninfo.conninfo_to_dict(db_dsn)["dbname"]
+    with psycopg.connect(db_dsn, autocommit=True) as admin:
+        others = (
+            "FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        )
+        admin.execute(f"SELECT pg_terminate_backend(pid) {others}", (name,))
+        while admin.execute(f"SELECT count(*) {others}", (name,)).fetchone() != (0,):
+            time.sleep(0.01)  # waits for the sessions to be gone (database state)
+    run = runs.create(graph, {"log": []})
+    assert runs.get(run.run_id).status is RunStatus.PENDING
+    assert saver.get_tuple({"configurable": {"thread_id": run.thread_id}}) is None
 
 
 def test_a_node_whose_own_database_fails_uses_its_attempts_up(

@@ -9,11 +9,13 @@ journal honest against Postgres.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import (
+    ConnectionLostError,
     EffectDeferred,
     EffectInProgressError,
     EffectOutcomeUnknown,
@@ -177,3 +179,55 @@ def test_a_dead_owner_is_taken_over_at_once() -> None:
 
     assert send() == "sent again with the same key"
     assert seconds_since(clock, start) == 0
+
+
+class LosesTheDatabase(MemoryEffectJournal):
+    """A journal whose database is away for the first `outage` tries to store a result."""
+
+    def __init__(self, clock: ManualClock, outage: int) -> None:
+        super().__init__(clock=clock)
+        self.outage = outage
+        self.tries = 0
+
+    def complete(self, key: str, attempt: int, result: Any, **kwargs: Any) -> bool:
+        self.tries += 1
+        if self.tries <= self.outage:
+            raise ConnectionLostError("the connection died while storing the result")
+        return super().complete(key, attempt, result, **kwargs)
+
+
+def test_a_result_in_hand_is_stored_once_the_database_is_back() -> None:
+    """The receiver acted while the database was away: the result is stored when it is
+    back, instead of leaving the attempt running under a live process's lease (the next
+    run of the thread then waited for that lease, and found the outcome unknown)."""
+    clock = ManualClock()
+    journal = LosesTheDatabase(clock, outage=3)
+    start = clock.now
+    calls: list[str] = []
+
+    @effect(name="send", key="k", journal=journal)
+    def send() -> str:
+        calls.append("sent")
+        return "mail 1"
+
+    assert send() == "mail 1"
+    assert calls == ["sent"]
+    assert journal.tries == 4
+    row = journal.get("k")
+    assert row is not None
+    assert row.status is EffectStatus.COMPLETED
+    assert seconds_since(clock, start) == pytest.approx(0.1 + 0.2 + 0.4)
+
+
+def test_storing_a_result_gives_up_after_the_attempts_lease() -> None:
+    clock = ManualClock()
+    journal = LosesTheDatabase(clock, outage=10**6)
+    start = clock.now
+
+    @effect(name="send", key="k", journal=journal, lease_ttl=30)
+    def send() -> str:
+        return "mail 1"
+
+    with pytest.raises(ConnectionLostError):
+        send()
+    assert 30 <= seconds_since(clock, start) < 40

@@ -11,6 +11,7 @@ from psycopg_pool import PoolTimeout
 from langgraph_durable import (
     DatabaseUnreachableError,
     EffectDeferred,
+    EffectInProgressError,
     RunStatus,
     TransactionConflictError,
 )
@@ -102,5 +103,19 @@ def test_a_deferral_is_stored_as_a_wait_not_as_this_hosts_clock_time() -> None:
     naive = EffectDeferred("naive", retry_at=(now + timedelta(seconds=30)).replace(tzinfo=None))
     assert outcome_of(run_at(1), error=naive, now=now).retry_in == 30.0
     unknown = outcome_of(run_at(1), error=EffectDeferred("no time"), now=now)
+    assert unknown.retry_in is not None
+    assert 0.5 < unknown.retry_in < 2.0
+
+
+def test_an_effect_held_by_another_attempt_is_waited_for_not_counted() -> None:
+    """A worker that lost the run during an outage may still hold one of its effects: the
+    run waits for that lease (deferred), instead of failing attempt after attempt until
+    it ends as `error` while the lease is still running (found by the crash matrix)."""
+    now = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
+    held = EffectInProgressError("held", lease_expires_at=now + timedelta(seconds=90))
+    outcome = outcome_of(run_at(3), error=held, now=now)
+    assert (outcome.status, outcome.retry_in, outcome.counted) == (RunStatus.DEFERRED, 90.0, False)
+    unknown = outcome_of(run_at(3), error=EffectInProgressError("held"), now=now)
+    assert unknown.status is RunStatus.DEFERRED
     assert unknown.retry_in is not None
     assert 0.5 < unknown.retry_in < 2.0

@@ -13,9 +13,9 @@ fault at one named point (`cells()`):
 - a crash: the worker SIGKILLs itself at a point of `langgraph_durable/_crashpoints.py`
   (after the `after`-th pass), or is SIGKILLed from outside before a node (`node:STEP`);
 - or a database fault at such a point, after which the same worker goes on: its sessions
-  ended by `pg_terminate_backend` (`terminate`), or every TCP connection cut by a proxy
-  between it and PostgreSQL (`drop`). (A server restart mid-effect is
-  `tests/crash/test_run_outage.py`.)
+  ended by `pg_terminate_backend` (`terminate`), every TCP connection cut by a proxy
+  between it and PostgreSQL (`drop`), or the server restarted (`restart`: on a private
+  embedded server, one trial at a time; `matrix_proxy.py`).
 
 After the fault, new processes resume until the run finishes; an unknown effect outcome is
 resolved the way an operator would (look at the receiver, then `EffectJournal.resolve`).
@@ -44,12 +44,12 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from matrix_proxy import Proxy
+from matrix_proxy import Proxy, Restarts
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -61,6 +61,7 @@ import seven_step_workflow  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 
 from langgraph_durable import (  # noqa: E402
+    DurableError,
     DurablePostgresSaver,
     EffectJournal,
     RunRegistry,
@@ -86,7 +87,7 @@ RUN_POINTS = ("run:after_claim", "run:before_finish")
 # "exit" a run saves once, when it ends (the refund: at its approval, and at its end).
 PASSES = {"seven": {"put": 8, "effect": 5}, "refund": {"put": 7, "effect": 3, "run": 2}}
 EXIT_PUTS = {"seven": 1, "refund": 2}
-FAULTS = ("crash", "terminate", "drop")
+FAULTS = ("crash", "terminate", "drop", "restart")
 MARKS = ("<!-- crash-matrix -->", "<!-- /crash-matrix -->")
 
 
@@ -121,6 +122,7 @@ class Counts:
     model_calls_billed_again: int = 0
     operator_resolutions: int = 0
     unnamed_errors_seen: int = 0
+    story: list[str] = field(default_factory=list)  # what happened, shown when a trial fails
 
     def add(self, other: Counts) -> None:
         for f in fields(self):
@@ -143,7 +145,7 @@ def cells() -> Iterator[Trial]:
                 yield Trial("seven", mode, saver, f"node:{step}")
             for point in RUN_POINTS:
                 yield Trial("refund", mode, saver, point)
-            for fault in ("terminate", "drop"):
+            for fault in ("terminate", "drop", "restart"):
                 for point in ("put:after_commit", "effect:after_call"):
                     for workflow in ("seven", "refund"):
                         yield Trial(workflow, mode, saver, point, fault=fault)
@@ -180,12 +182,17 @@ def worker_env(trial: Trial, control: str | None = None, *, first: bool = False)
         env["LANGGRAPH_DURABLE_CRASH_AFTER"] = str(trial.after)
         if trial.fault == "terminate":
             env["MATRIX_FAULT"] = "terminate"
-        elif trial.fault == "drop":
-            env["MATRIX_FAULT"] = f"drop:{control}"
+        elif trial.fault in ("drop", "restart"):
+            env["MATRIX_FAULT"] = f"{trial.fault}:{control}"
     return env
 
 
 ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Unknown|Exit)\w*)(?::|$)")
+
+
+def last_error(stderr: str) -> str:
+    names = [line for line in stderr.splitlines() if ERROR_LINE.match(line)]
+    return names[-1][:300] if names else ""
 
 
 def unnamed(stderr: str) -> bool:
@@ -241,6 +248,7 @@ def seven_trial(dsn: str, trial: Trial, route: Route, journal: EffectJournal) ->
     if trial.point.startswith("node:"):
         kill_at_marker(dsn, thread, proc)
     out, err = proc.communicate(timeout=HANG_GUARD_S)
+    counts.story.append(f"thread {thread}: first worker {proc.pid} exit {proc.returncode}")
     counts.faults_struck += proc.returncode == KILLED or fault_struck(dsn, trial, proc.pid)
     counts.unnamed_errors_seen += unnamed(err)
     finished = proc.returncode == 0
@@ -252,6 +260,7 @@ def seven_trial(dsn: str, trial: Trial, route: Route, journal: EffectJournal) ->
             resolve_seven(journal, dsn, thread, out.split("unknown-key: ")[1].strip())
         proc = seven_process(dsn, dsn, trial, thread, worker_env(trial))
         out, err = proc.communicate(timeout=HANG_GUARD_S)
+        counts.story.append(f"resumed by {proc.pid}: exit {proc.returncode} {last_error(err)}")
         counts.unnamed_errors_seen += unnamed(err)
         finished = proc.returncode == 0
     deals, tasks, notes = (
@@ -259,6 +268,7 @@ def seven_trial(dsn: str, trial: Trial, route: Route, journal: EffectJournal) ->
         for table in ("crm_deals", "crm_tasks", "notifications")
     )
     billed = world(dsn, "SELECT step FROM seven_model_bill WHERE thread_id = %s", thread)
+    counts.story.append(f"deals {deals}, tasks {tasks}, notifications {notes}")
     counts.runs_unfinished += not finished
     counts.duplicates_at_key_honouring_receivers += max(0, deals - 1) + max(0, tasks - 1)
     counts.silent_duplicates += max(0, notes - 1)
@@ -314,9 +324,15 @@ def refund_trial(dsn: str, trial: Trial, route: Route, saver: DurablePostgresSav
     approved = False
     deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
-        run = registry.get(run.run_id)
+        try:
+            run = registry.get(run.run_id)
+        except DurableError:  # the server restarts (a `restart` trial): look again
+            time.sleep(0.05)
+            continue
         if run.status is RunStatus.SUCCESS:
             break
+        if not counts.story or counts.story[-1] != f"run {run.status.value}":
+            counts.story.append(f"run {run.status.value}")
         if run.status is RunStatus.INTERRUPTED:
             counts.approvals_lost += approved  # answered once already: it must not ask again
             config: Any = {"configurable": {"thread_id": thread}}
@@ -346,6 +362,9 @@ def refund_trial(dsn: str, trial: Trial, route: Route, saver: DurablePostgresSav
         for (s,) in world(dsn, "SELECT subject FROM northwind_emails WHERE thread_id = %s", thread)
     )
     finished = run.status is RunStatus.SUCCESS
+    counts.story[:0] = [f"thread {thread}, graph {graph}, workers {[p.pid for p in workers]}"]
+    counts.story.append(f"last error {run.error_type}: {run.error_message}")
+    counts.story.append(f"payments {payments}, mails {dict(mails)}")
     counts.runs_unfinished += not finished
     counts.duplicates_at_key_honouring_receivers += max(0, payments - 1)
     counts.silent_duplicates += sum(max(0, c - 1) for c in mails.values())
@@ -372,7 +391,10 @@ def fault_struck(dsn: str, trial: Trial, pid: int) -> bool:
 
 
 @contextmanager
-def route_for(dsn: str, trial: Trial) -> Iterator[Route]:
+def route_for(dsn: str, trial: Trial, restarts: str | None) -> Iterator[Route]:
+    if trial.fault == "restart":
+        yield Route(dsn, restarts)
+        return
     if trial.fault != "drop":
         yield Route(dsn)
         return
@@ -388,8 +410,10 @@ def sync_journal(saver: DurablePostgresSaver) -> EffectJournal:
     return journal
 
 
-def run_trial(dsn: str, trial: Trial, saver: DurablePostgresSaver) -> Counts:
-    with route_for(dsn, trial) as route:
+def run_trial(
+    dsn: str, trial: Trial, saver: DurablePostgresSaver, restarts: str | None = None
+) -> Counts:
+    with route_for(dsn, trial, restarts) as route:
         if trial.workflow == "seven":
             return seven_trial(dsn, trial, route, sync_journal(saver))
         return refund_trial(dsn, trial, route, saver)
@@ -409,27 +433,59 @@ def prepare(dsn: str) -> None:
 def run_trials(
     dsn: str, trials: list[Trial], *, parallel: int, progress: bool = False
 ) -> list[Counts]:
-    """Run the trials, `parallel` at a time; the counts of each, in order."""
+    """Run the trials, `parallel` at a time; the counts of each, in order. Trials that
+    restart the server run one by one on a private embedded server (`Restarts`)."""
+    results: dict[int, Counts] = {}
+    shown = Progress(len(trials), progress)
+    on_shared = [(n, t) for n, t in enumerate(trials) if t.fault != "restart"]
+    on_private = [(n, t) for n, t in enumerate(trials) if t.fault == "restart"]
+    run_group(dsn, on_shared, parallel, None, results, shown)
+    if on_private:
+        with Restarts() as private:
+            run_group(private.dsn, on_private, 1, private.control, results, shown)
+    return [results[n] for n in range(len(trials))]
+
+
+@dataclass
+class Progress:
+    total: int
+    show: bool
+    done: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def tell(self, trial: Trial, counts: Counts) -> None:
+        self.done += 1
+        if self.show:
+            failed = ""
+            if counts.failures:
+                failed = f" FAILED {counts.failures}\n    " + "\n    ".join(counts.story)
+            elapsed = time.monotonic() - self.started
+            print(
+                f"[{self.done}/{self.total} {elapsed:5.0f} s] {trial.cell} after={trial.after}"
+                f"{failed}",
+                flush=True,
+            )
+
+
+def run_group(
+    dsn: str,
+    trials: list[tuple[int, Trial]],
+    parallel: int,
+    restarts: str | None,
+    results: dict[int, Counts],
+    progress: Progress,
+) -> None:
+    if not trials:
+        return
     prepare(dsn)
-    started = time.monotonic()
-    results: list[Counts] = []
     with (
         DurablePostgresSaver.from_conn_string(dsn, max_connections=parallel + 2) as saver,
         ThreadPoolExecutor(parallel) as pool,
     ):
-        futures = [pool.submit(run_trial, dsn, t, saver) for t in trials]
-        for done, (trial, future) in enumerate(zip(trials, futures, strict=True), 1):
-            counts = future.result()
-            results.append(counts)
-            if progress:
-                failed = f" FAILED {counts.failures}" if counts.failures else ""
-                elapsed = time.monotonic() - started
-                print(
-                    f"[{done}/{len(trials)} {elapsed:5.0f} s] {trial.cell} after={trial.after}"
-                    f"{failed}",
-                    flush=True,
-                )
-    return results
+        futures = [(n, t, pool.submit(run_trial, dsn, t, saver, restarts)) for n, t in trials]
+        for n, trial, future in futures:
+            results[n] = future.result()
+            progress.tell(trial, results[n])
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -488,6 +544,12 @@ def report(trials: list[Trial], per_trial: list[Counts], seed: int, seconds: flo
         "",
         *table(dict(sorted(groups["mode"].items())), "workflow: mode, saver"),
     ]
+    failed = [(t, c) for t, c in zip(trials, per_trial, strict=True) if c.failures]
+    if failed:
+        lines += ["", "Trials that failed, with what the matrix saw:", ""]
+        for trial, counts in failed:
+            lines.append(f"- {trial.cell} (after {trial.after}): {counts.failures}")
+            lines += [f"  - {line}" for line in counts.story]
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,8 @@ Faults: `LANGGRAPH_DURABLE_CRASH_AT` names a point and the process SIGKILLs itse
 (`langgraph_durable/_crashpoints.py`). With `MATRIX_FAULT=terminate` the process instead
 ends its own database sessions at that point (`pg_terminate_backend`, from a side
 connection) and goes on; with `MATRIX_FAULT=drop:HOST:PORT` it asks the test's TCP proxy
-on that control port to cut every connection, and goes on.
+on that control port to cut every connection, with `MATRIX_FAULT=restart:HOST:PORT` it
+asks for the (private) server to be restarted, and goes on once that is done.
 
 `MATRIX_CONTROL=bare` is the matrix's control: `@effect` journals nothing, as if the
 examples called their receivers directly; the matrix must then count duplicates.
@@ -36,7 +37,6 @@ import inspect
 import json
 import os
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import Callable
@@ -75,6 +75,7 @@ import northwind_refund  # noqa: E402
 import psycopg  # noqa: E402
 import seven_step_workflow  # noqa: E402
 from langgraph.types import StateSnapshot  # noqa: E402
+from matrix_proxy import ask  # noqa: E402
 
 from langgraph_durable import (  # noqa: E402
     AsyncDurablePostgresSaver,
@@ -101,15 +102,6 @@ def terminate_own_sessions(dsn: str) -> None:
         )
 
 
-def ask_proxy_to_drop(control: str) -> None:
-    """Tell the test's proxy to cut every connection it carries; returns once it has."""
-    host, port = control.rsplit(":", 1)
-    with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(b"drop\n")
-        if sock.makefile().readline().strip() != "ok":
-            raise RuntimeError("the proxy did not confirm the drop")
-
-
 def note_fault(dsn: str, point: str) -> None:
     """Leave a trace that the fault struck (the matrix counts faults that did)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -120,9 +112,9 @@ def install_fault(dsn: str) -> None:
     fault = os.environ.get("MATRIX_FAULT", "")
     if fault == "terminate":
         cut: Any = lambda: terminate_own_sessions(dsn)  # noqa: E731
-    elif fault.startswith("drop:"):
-        control = fault.removeprefix("drop:")
-        cut = lambda: ask_proxy_to_drop(control)  # noqa: E731
+    elif fault.startswith(("drop:", "restart:")):
+        command, control = fault.split(":", 1)
+        cut = lambda: ask(control, command)  # noqa: E731
     else:
         return
 

@@ -2,7 +2,8 @@
 
 The sample covers both workflows, the three durability modes, both saver classes, every
 kind of named point (saver, effect, run, and a SIGKILL from outside before a node) and the
-two faults that leave the worker alive (sessions terminated, TCP connections cut). Each
+three faults that leave the worker alive (sessions terminated, TCP connections cut, the
+server restarted: a private embedded one). Each
 trial's fault must really strike (the worker died there, or noted the fault), and after
 the resumes nothing may be duplicated, missing, unfinished or asked twice.
 
@@ -40,6 +41,8 @@ SAMPLE = [
     Trial("refund", "exit", "async", "effect:after_result", after=1),
     Trial("refund", "sync", "sync", "effect:after_call", after=1, fault="terminate"),
     Trial("refund", "async", "async", "put:after_commit", after=2, fault="drop"),
+    Trial("seven", "sync", "async", "effect:after_call", after=2, fault="restart"),
+    Trial("refund", "exit", "sync", "put:after_commit", after=0, fault="restart"),
 ]
 PARALLEL = 3
 
@@ -50,7 +53,9 @@ def test_every_fault_of_the_sample_strikes_and_nothing_is_repeated_lost_or_left(
     results = run_trials(db_dsn, SAMPLE, parallel=PARALLEL)
     missed = [t.cell for t, c in zip(SAMPLE, results, strict=True) if not c.faults_struck]
     assert missed == [], "these faults never struck: the sample no longer tests them"
-    failed = {t.cell: c.failures for t, c in zip(SAMPLE, results, strict=True) if c.failures}
+    failed = {
+        t.cell: (c.failures, c.story) for t, c in zip(SAMPLE, results, strict=True) if c.failures
+    }
     assert failed == {}
 
 

@@ -134,7 +134,8 @@ def wait_until(
             return found
         dead = [w for w in workers if w.process.poll() is not None]
         assert not dead, f"a worker died while waiting for {what}:\n{dead[0].log()}"
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        logs = "\n---\n".join(w.log() for w in workers)
+        assert time.monotonic() < deadline, f"gave up waiting for {what}; worker logs:\n{logs}"
         time.sleep(0.05)  # a poll interval, not a synchronisation
 
 

@@ -51,9 +51,9 @@ def worker(dsn: str, thread: str) -> None:
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         stopped = _workflow(dsn, thread, slow=False).compile(checkpointer=saver)
         state = stopped.get_state(config)
-        if state.created_at is not None and not state.next:  # it finished: do not run again
+        if state.created_at is not None and not state.tasks:  # it finished: do not run again
             return
-        resuming = bool(state.next)  # stopped mid-run: go on from there
+        resuming = bool(state.tasks)  # stopped mid-run: go on from there
         graph = _workflow(dsn, thread, slow=not resuming).compile(checkpointer=saver)
         graph.invoke(None if resuming else {"done": []}, config, durability="sync")
 

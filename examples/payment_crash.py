@@ -150,7 +150,7 @@ def worker(dsn: str, thread: str, *, reconcile: bool, hold_at: str | None) -> in
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         graph = build(dsn, thread, reconcile=reconcile, hold_at=hold_at).compile(checkpointer=saver)
         state = graph.get_state(config)
-        resume = bool(state.next)  # stopped mid-run: go on from there
+        resume = bool(state.tasks)  # stopped mid-run: go on from there
         payload = None if resume else {"order_id": f"A-{thread[-6:]}", "amount_cents": 4200}
         try:
             if state.created_at is not None and not resume:  # it finished: do not run again

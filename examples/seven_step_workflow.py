@@ -343,9 +343,9 @@ def worker(dsn: str, thread: str, mode: Durability, stop_before: str | None) -> 
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         graph = build(dsn, thread, stop_before).compile(checkpointer=saver)
         state = graph.get_state(config)
-        if state.created_at is not None and not state.next:  # it finished: do not run again
+        if state.created_at is not None and not state.tasks:  # it finished: do not run again
             return {"pid": os.getpid(), "started_from": "finished", **state.values}
-        resume = bool(state.next)  # stopped mid-run: go on from there
+        resume = bool(state.tasks)  # stopped mid-run: go on from there
         payload = None if resume else {"account_id": "acme-001"}
         final = graph.invoke(payload, config, durability=mode)
     return {"pid": os.getpid(), "started_from": "checkpoint" if resume else "input", **final}

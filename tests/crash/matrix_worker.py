@@ -134,14 +134,15 @@ def named(dsn: str) -> str:
 
 
 def finished(state: StateSnapshot) -> bool:
-    """A checkpoint with nothing left to run: the run ended (its process may have died
-    after the last commit, before `invoke` returned)."""
-    return state.created_at is not None and not state.next
+    """A checkpoint with no task left: the run ended (its process may have died after the
+    last commit, before `invoke` returned). `tasks`, not `next`: a task whose writes were
+    stored before the crash is left out of `next` (README, "After an error")."""
+    return state.created_at is not None and not state.tasks
 
 
 def payload_for(state: StateSnapshot) -> Any:
     """Go on from the checkpoint; with none (never started, or "exit" lost it) the input."""
-    return None if state.next else SEVEN_INPUT
+    return None if state.tasks else SEVEN_INPUT
 
 
 def seven(dsn: str, world: str, thread: str, mode: Any, saver: str, stop_before: str | None) -> int:

@@ -20,14 +20,11 @@ from matrix import Counts, Trial, run_trials
 pytestmark = pytest.mark.crash
 
 SAMPLE = [
-    Trial("seven", "sync", "sync", "put:after_commit", after=3),
     Trial("seven", "async", "async", "put:after_commit", after=5),
     Trial("seven", "exit", "sync", "put:after_commit", after=0),
     Trial("seven", "sync", "async", "put_writes:after_commit", after=2),
     Trial("seven", "exit", "async", "effect:after_claim", after=4),
     Trial("seven", "async", "sync", "effect:after_call", after=1),
-    Trial("seven", "sync", "sync", "effect:after_call", after=4),
-    Trial("seven", "exit", "sync", "effect:after_result", after=2),
     Trial("seven", "sync", "async", "node:create_task"),
     Trial("seven", "exit", "async", "node:notify"),
     Trial("seven", "async", "sync", "effect:after_call", after=3, fault="terminate"),
@@ -36,7 +33,6 @@ SAMPLE = [
     Trial("refund", "exit", "async", "run:before_finish", after=1),
     Trial("refund", "async", "sync", "put:after_commit", after=4),
     Trial("refund", "sync", "async", "effect:after_claim", after=0),
-    Trial("refund", "exit", "sync", "effect:after_call", after=1),
     Trial("refund", "async", "async", "effect:after_call", after=2),
     Trial("refund", "exit", "async", "effect:after_result", after=1),
     Trial("refund", "sync", "sync", "effect:after_call", after=1, fault="terminate"),

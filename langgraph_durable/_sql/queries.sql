@@ -167,6 +167,9 @@ GROUP BY checkpoint_id
 -- lock serialises it with a takeover), and it records the run's progress in the same
 -- transaction. Without a token, `fence` passes without a lookup. The caller reads the
 -- row count: 0 means fenced out (invariant I5).
+-- Arrays are unnested in a select list, not in FROM: a set-returning function in FROM is
+-- materialised, and a value larger than work_mem was written to a temporary file and read
+-- back (50 MB more disk traffic for a 50 MB channel value). The writes statements do the same.
 WITH commit_mode AS (
     SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
 ), fence AS (
@@ -178,9 +181,13 @@ WITH commit_mode AS (
 ), new_blobs AS (
     INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
-    FROM unnest(
-        %(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(blobs)b::bytea[]
-    ) AS b(channel, version, type, blob)
+    FROM (
+        SELECT
+            unnest(%(channels)s::text[]) AS channel,
+            unnest(%(versions)s::text[]) AS version,
+            unnest(%(types)s::text[]) AS type,
+            unnest(%(blobs)b::bytea[]) AS blob
+    ) AS b
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 ), parked_writes AS (
@@ -188,10 +195,16 @@ WITH commit_mode AS (
         (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, w.checkpoint_id, w.task_id, w.task_path,
         w.idx, w.channel, w.type, w.blob
-    FROM unnest(
-        %(w_checkpoint_ids)s::text[], %(w_task_ids)s::text[], %(w_task_paths)s::text[],
-        %(w_idxs)s::int[], %(w_channels)s::text[], %(w_types)s::text[], %(w_blobs)b::bytea[]
-    ) AS w(checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    FROM (
+        SELECT
+            unnest(%(w_checkpoint_ids)s::text[]) AS checkpoint_id,
+            unnest(%(w_task_ids)s::text[]) AS task_id,
+            unnest(%(w_task_paths)s::text[]) AS task_path,
+            unnest(%(w_idxs)s::int[]) AS idx,
+            unnest(%(w_channels)s::text[]) AS channel,
+            unnest(%(w_types)s::text[]) AS type,
+            unnest(%(w_blobs)b::bytea[]) AS blob
+    ) AS w
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 ), events AS (
@@ -236,8 +249,13 @@ WITH fence AS (
         (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
         w.idx, w.channel, w.type, w.blob
-    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
-        AS w(idx, channel, type, blob)
+    FROM (
+        SELECT
+            unnest(%(idxs)s::int[]) AS idx,
+            unnest(%(channels)s::text[]) AS channel,
+            unnest(%(types)s::text[]) AS type,
+            unnest(%(blobs)b::bytea[]) AS blob
+    ) AS w
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
         channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
@@ -268,8 +286,13 @@ WITH fence AS (
         (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
         w.idx, w.channel, w.type, w.blob
-    FROM unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)b::bytea[])
-        AS w(idx, channel, type, blob)
+    FROM (
+        SELECT
+            unnest(%(idxs)s::int[]) AS idx,
+            unnest(%(channels)s::text[]) AS channel,
+            unnest(%(types)s::text[]) AS type,
+            unnest(%(blobs)b::bytea[]) AS blob
+    ) AS w
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 ), events AS (

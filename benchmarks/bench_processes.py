@@ -9,7 +9,8 @@ on one connection (`from_conn_string`) or on a pool of 16. The processes start, 
 then count completed steps over the same window; the total is their sum. The server's CPU
 share is the CPU time of the local `postgres` processes over the window (from /proc, so
 only for a server on this machine) divided by the window and the number of cores.
-Savers alternate within each round.
+Savers alternate within each round. `benchmarks/run.py` runs it as the `processes` scenario;
+this command runs it alone.
 """
 
 from __future__ import annotations
@@ -22,12 +23,24 @@ import threading
 import time
 import uuid
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
-from bench_common import ours, scratch_database, upstream, upstream_single
+from bench_common import Stats, ours, scratch_database, upstream, upstream_single
 from durability_modes import NODES, graph_builder
 
 SAVERS = ("ours", "upstream_single", "upstream_pool")
+
+
+@dataclass
+class ProcessesResult:
+    """Total steps/s of all processes and the server's CPU share, one sample per round."""
+
+    steps_per_s: list[float]
+    server_share: list[float]
+
+    def rate(self) -> Stats:
+        return Stats.of(self.steps_per_s)
 
 
 def _postgres_cpu_seconds() -> dict[str, float]:
@@ -119,6 +132,30 @@ def _round(
     return steps / elapsed, server / elapsed / (os.cpu_count() or 1)
 
 
+def processes_benchmark(
+    upstream_dsn: str,
+    ours_dsn: str,
+    levels: tuple[int, ...],
+    threads: int,
+    seconds: float,
+    rounds: int,
+) -> dict[tuple[str, int], ProcessesResult]:
+    """Results keyed by (saver, number of processes); savers alternate within each round."""
+    with ours(ours_dsn, 1), upstream(upstream_dsn, 1):
+        pass  # setup() once, before any worker starts
+    found: dict[tuple[str, int], ProcessesResult] = {}
+    for round_ in range(rounds):
+        for level in levels:
+            names = SAVERS if round_ % 2 == 0 else tuple(reversed(SAVERS))
+            for name in names:
+                target = ours_dsn if name == "ours" else upstream_dsn
+                rate, share = _round(name, target, level, threads, seconds)
+                result = found.setdefault((name, level), ProcessesResult([], []))
+                result.steps_per_s.append(rate)
+                result.server_share.append(share)
+    return found
+
+
 def main() -> None:
     from langgraph_durable.embedded import resolve_dsn
 
@@ -129,33 +166,25 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    levels = [int(x) for x in args.processes.split(",")]
+    levels = tuple(int(x) for x in args.processes.split(","))
     dsn, embedded = resolve_dsn(args.dsn)
-    found: dict[tuple[str, int], list[tuple[float, float]]] = {}
     try:
         with (
             scratch_database(dsn, "procs_upstream") as upstream_dsn,
             scratch_database(dsn, "procs_ours") as ours_dsn,
         ):
-            with ours(ours_dsn, 1), upstream(upstream_dsn, 1):
-                pass  # setup() once, before any worker starts
-            for round_ in range(args.rounds):
-                for level in levels:
-                    names = SAVERS if round_ % 2 == 0 else tuple(reversed(SAVERS))
-                    for name in names:
-                        target = ours_dsn if name == "ours" else upstream_dsn
-                        found.setdefault((name, level), []).append(
-                            _round(name, target, level, args.threads, args.seconds)
-                        )
+            found = processes_benchmark(
+                upstream_dsn, ours_dsn, levels, args.threads, args.seconds, args.rounds
+            )
     finally:
         if embedded is not None:
             embedded.stop()
-    for (name, level), samples in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        rates = [rate for rate, _ in samples]
-        shares = [share for _, share in samples]
+    for (name, level), result in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rates = result.steps_per_s
         print(
             f"{level} process(es) {name:16s} steps/s {statistics.median(rates):7,.0f} "
-            f"({min(rates):,.0f}-{max(rates):,.0f}), server CPU {statistics.median(shares):.0%}"
+            f"({min(rates):,.0f}-{max(rates):,.0f}), "
+            f"server CPU {statistics.median(result.server_share):.0%}"
         )
 
 

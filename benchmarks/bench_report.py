@@ -11,6 +11,7 @@ from typing import Any
 from bench_async import AsyncResult
 from bench_common import SETUP_LABELS, Stats, best_upstream
 from bench_data import ReadResults, StorageResult
+from bench_processes import ProcessesResult
 from bench_runs import RunsResults
 
 MODES = ("sync", "async", "exit")
@@ -29,6 +30,7 @@ class Results:
     reads: ReadResults | None = None
     storage: dict[str, StorageResult] | None = None
     effects: dict[str, Stats] | None = None
+    processes: dict[tuple[str, int], ProcessesResult] | None = None
     runs: RunsResults | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -268,7 +270,43 @@ def rows(results: Results) -> list[Row]:
                 "synchronous commit, same pool and server",
             )
         )
+    out += _process_rows(results.processes, results.settings)
     out += _runs_rows(results.runs)
+    return out
+
+
+def _process_rows(
+    found: dict[tuple[str, int], ProcessesResult] | None, settings: dict[str, Any]
+) -> list[Row]:
+    if found is None:
+        return []
+    out: list[Row] = []
+    rates = {key: r.rate() for key, r in found.items()}
+    threads = settings.get("process_threads", 16)
+    for level in sorted({lv for _, lv in found}):
+        mine = found[("ours", level)]
+        theirs, setup = best_upstream(rates, level, higher_is_better=True)
+        other = "upstream_pool" if setup == "upstream_single" else "upstream_single"
+        base = found[(setup, level)]
+        notes = (
+            f"{threads} threads per process, durability=sync; range ours "
+            f"{_spread(mine.steps_per_s, 0)}, upstream {_spread(base.steps_per_s, 0)}; "
+            f"server CPU share ours {statistics.median(mine.server_share):.0%}, upstream "
+            f"{statistics.median(base.server_share):.0%}"
+        )
+        if (other, level) in found:
+            notes += f"; upstream on its {SETUP_LABELS[other]}: {rates[(other, level)].median:,.0f}"
+        out.append(
+            Row(
+                f"{level} worker process{'es' if level > 1 else ''} on one Postgres, total",
+                "steps/s",
+                f"{mine.rate().median:,.0f}",
+                f"{theirs.median:,.0f}",
+                _ratio(mine.rate().median, theirs.median),
+                notes,
+                SETUP_LABELS[setup],
+            )
+        )
     return out
 
 
@@ -452,6 +490,8 @@ def targets(results: Results) -> list[Target]:
     """The targets of issue 16 (and those of issue 6 that still hold), each a ratio measured
     in this run against the faster of upstream's two setups."""
     steps, tput, fx = results.steps, results.throughput, results.effects
+    processes = results.processes
+    most = max((level for _, level in processes), default=4) if processes else 4
     found_async, large = results.async_runs, results.large
     recovery = results.runs.recovery if results.runs is not None else None
     reads = results.reads.stats if results.reads is not None else None
@@ -471,6 +511,13 @@ def targets(results: Results) -> list[Target]:
             raise KeyError("throughput")
         best, _ = best_upstream(tput, top, higher_is_better=True)
         return tput[(saver, top)].median / best.median
+
+    def processes_ratio() -> float:
+        if processes is None:
+            raise KeyError("processes")
+        rates = {key: r.rate() for key, r in processes.items()}
+        best, _ = best_upstream(rates, most, higher_is_better=True)
+        return rates[("ours", most)].median / best.median
 
     def async_ratio(level: int) -> float:
         if found_async is None:
@@ -543,6 +590,13 @@ def targets(results: Results) -> list[Target]:
             f"async: ours at {async_levels[-1]} concurrent runs vs ours at {async_levels[0]}",
             _get(async_flat),
             1.0,
+            at_most=False,
+        ),
+        Target(
+            f"{most} worker process{'es' if most > 1 else ''} on one Postgres: total steps/s "
+            "vs upstream's best",
+            _get(processes_ratio),
+            1.3,
             at_most=False,
         ),
         Target(

@@ -18,6 +18,8 @@ Scenarios (see each module's docstring for the method):
 - storage:    table bytes per step of a 200-turn chat, each saver in its own database;
 - effects:    an `@effect` call against two single-row INSERT+commit statements, and the
               raw one-commit floor (`bench_effects.py`);
+- processes:  total steps/s of 1, 2 and 4 worker processes with 16 threads each on one
+              Postgres, and the server's CPU share (`bench_processes.py`);
 - runs:       the run registry with worker processes: time from a SIGKILL to the run's next
               checkpoint in another worker, against the lease; commits and ms per run with
               1, 4 and 16 workers against direct invokes (`bench_runs.py`).
@@ -53,13 +55,24 @@ from bench_common import ROOT, Stats, machine, scratch_database
 from bench_data import ReadResults, StorageResult, reads, storage
 from bench_effects import effects
 from bench_large import large_values
+from bench_processes import ProcessesResult, processes_benchmark
 from bench_report import Results, markdown, plot, targets
 from bench_runs import RunsResults, runs_benchmark
 from bench_steps import per_step, throughput
 
 from langgraph_durable.embedded import resolve_dsn
 
-SCENARIOS = ("steps", "throughput", "async", "large", "reads", "storage", "effects", "runs")
+SCENARIOS = (
+    "steps",
+    "throughput",
+    "async",
+    "large",
+    "reads",
+    "storage",
+    "effects",
+    "processes",
+    "runs",
+)
 
 FULL: dict[str, Any] = {
     "step_runs": 200,
@@ -79,6 +92,10 @@ FULL: dict[str, Any] = {
     "turns": 200,
     "effect_reps": 1000,
     "effect_warmup": 20,
+    "process_levels": (1, 2, 4),
+    "process_threads": 16,
+    "process_seconds": 5.0,
+    "process_rounds": 2,
     "recovery_plan": ((2.0, 12), (5.0, 4)),
     "recovery_workers": 3,
     "recovery_nodes": 20,
@@ -105,6 +122,10 @@ QUICK: dict[str, Any] = {
     "turns": 20,
     "effect_reps": 20,
     "effect_warmup": 3,
+    "process_levels": (1,),
+    "process_threads": 2,
+    "process_seconds": 0.5,
+    "process_rounds": 1,
     "recovery_plan": ((1.0, 1),),
     "recovery_workers": 2,
     "recovery_nodes": 8,
@@ -168,6 +189,12 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
 - effects: an `@effect` with a no-op body on a new business key (journal claim + complete,
   two synchronous commits) against two single-row INSERT+commit statements on the same
   pool, interleaved.
+- processes: P worker processes, each with 16 threads invoking the 10-node graph back to
+  back (`durability="sync"`), one saver at a time (ours and upstream's pool with 16
+  connections per process, upstream's `from_conn_string` with one); completed steps per
+  second of all processes over the same window after every process is running, median of
+  rounds, savers alternating; the server's CPU share is the local `postgres` processes' CPU
+  time over the window / (window x cores).
 - runs: worker processes (`Worker`, default `idle_wait`) take runs of a linear graph whose
   nodes sleep; the busy one is SIGKILLed a few steps in, and the run's row is read every
   5 ms until another worker has claimed it and committed its next checkpoint. Cost: N runs
@@ -247,6 +274,19 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
         elif scenario == "effects":
             with scratch_database(server_dsn, "effects") as dsn:
                 results.effects = effects(dsn, s["effect_reps"], s["effect_warmup"])
+        elif scenario == "processes":
+            with (
+                scratch_database(server_dsn, "procs_upstream") as upstream_dsn,
+                scratch_database(server_dsn, "procs_ours") as ours_dsn,
+            ):
+                results.processes = processes_benchmark(
+                    upstream_dsn,
+                    ours_dsn,
+                    tuple(s["process_levels"]),
+                    s["process_threads"],
+                    s["process_seconds"],
+                    s["process_rounds"],
+                )
         elif scenario == "runs":
             results.runs = runs_benchmark(
                 server_dsn,
@@ -294,6 +334,9 @@ def _to_json(results: Results) -> dict[str, Any]:
         if results.storage is None
         else {k: asdict(v) for k, v in results.storage.items()},
         "effects": _stats(results.effects),
+        "processes": None
+        if results.processes is None
+        else {_key(k): asdict(v) for k, v in results.processes.items()},
         "runs": None if results.runs is None else asdict(results.runs),
     }
 
@@ -327,6 +370,10 @@ def _restore(previous: dict[str, Any], results: Results, scenario: str) -> None:
         results.storage = {k: StorageResult(**v) for k, v in data.items()}
     elif scenario == "effects":
         results.effects = stats(data)
+    elif scenario == "processes":
+        results.processes = {
+            (k.split("|")[0], int(k.split("|")[1])): ProcessesResult(**v) for k, v in data.items()
+        }
     elif scenario == "runs":
         results.runs = RunsResults(**data)
     if scenario in previous.get("seconds", {}):

@@ -32,6 +32,7 @@ ROWS = (
     "| storage per step, same chat, lz4 TOAST compression |",
     "| @effect call (claim + complete) vs two INSERT+commit |",
     "| raw floor: one single-row INSERT+commit |",
+    "| 1 worker process on one Postgres, total | steps/s |",
     "| recovery after a SIGKILL, lease 1 s: kill to the next checkpoint | s |",
     "| run registry commits per run, 1 worker process | commits/run |",
     "| run registry wall time per run, 1 worker process | ms/run |",
@@ -46,6 +47,7 @@ TARGETS = (
     "| latest fetch flat: ours on 1,000 vs on 100 checkpoints |",
     "| storage per step vs upstream, recommended setting (messages in a DeltaChannel) |",
     "| @effect overhead vs the two-commit floor |",
+    "| 1 worker process on one Postgres: total steps/s vs upstream's best |",
     "| recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s |",
 )
 

@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import (
 )
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 
 MODES = ("sync", "async", "exit")
@@ -156,7 +156,7 @@ class StatementOnlySaver(NoopSaver):
             "checkpoint_id": checkpoint["id"],
         }
         with self._pool.connection() as conn:
-            conn.execute(QUERIES["put_checkpoint"], params)
+            conn.execute(put_checkpoint_for(params), params)
         return super().put(config, checkpoint, metadata, new_versions)
 
 

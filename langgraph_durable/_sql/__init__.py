@@ -7,14 +7,24 @@ means a DBA can read every statement, and no value can ever be formatted into on
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from typing_extensions import LiteralString
 
-__all__ = ["MIGRATIONS", "QUERIES", "SCHEMA", "Migration", "parse_queries"]
+__all__ = [
+    "MIGRATIONS",
+    "QUERIES",
+    "SCHEMA",
+    "Migration",
+    "parse_queries",
+    "put_checkpoint",
+    "put_checkpoint_for",
+]
 
 _NAME = re.compile(r"^-- name: (?P<name>[a-z0-9_]+)\s*$", re.MULTILINE)
 
@@ -94,5 +104,38 @@ def _load_migrations() -> tuple[Migration, ...]:
 QUERIES: dict[str, LiteralString] = parse_queries(
     resources.files(__name__).joinpath("queries.sql").read_text(encoding="utf-8")
 )
+
+
+@functools.cache
+def put_checkpoint(
+    *, blobs: bool = True, parked_writes: bool = True, events: bool = True, progress: bool = True
+) -> LiteralString:
+    """The checkpoint statement from the `put_checkpoint_*` blocks of queries.sql, with only
+    the data-modifying CTEs the call has rows for: each one costs the server 25-40 us
+    even when it inserts nothing, about 0.15 ms of a 0.7 ms put with all of them."""
+    parts = [QUERIES["put_checkpoint_head"]]
+    if blobs:
+        parts.append(QUERIES["put_checkpoint_blobs"])
+    if parked_writes:
+        parts.append(QUERIES["put_checkpoint_parked_writes"])
+    if events:
+        parts.append(QUERIES["put_checkpoint_events"])
+    if progress:
+        parts.append(QUERIES["put_checkpoint_progress"])
+    parts.append(QUERIES["put_checkpoint_insert"])
+    return "\n".join(parts)
+
+
+def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
+    """The checkpoint statement for one call's parameters (see `put_checkpoint`)."""
+    return put_checkpoint(
+        blobs=bool(params["blobs"]),
+        parked_writes=bool(params["w_task_ids"]),
+        events=bool(params["e_ids"]),
+        progress=params["run_id"] is not None,
+    )
+
+
+QUERIES["put_checkpoint"] = put_checkpoint()
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()
 SCHEMA: LiteralString = resources.files(__name__).joinpath("schema.sql").read_text(encoding="utf-8")

@@ -50,7 +50,7 @@ from langgraph_durable._db import (
     register_source,
     timeout_settings,
 )
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import QUERIES, put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -107,7 +107,7 @@ async def aput_txn(
         **_core.parked_write_params(()),
         "synchronous_commit": "on",
     }
-    cur = await conn.execute(QUERIES["put_checkpoint"], params)
+    cur = await conn.execute(put_checkpoint_for(params), params)
     _core.check_fenced(cur.rowcount == 1, params)
     return _core.config_of(row)
 
@@ -528,7 +528,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
             async with self._source.connection("storing a checkpoint (put)") as conn:
-                cur = await conn.execute(QUERIES["put_checkpoint"], params)
+                cur = await conn.execute(put_checkpoint_for(params), params)
                 _crashpoints.reached("put:after_commit")
             _core.check_fenced(cur.rowcount == 1, params)
 

@@ -52,7 +52,7 @@ from langgraph_durable._db import (
     retry_on_disconnect,
     timeout_settings,
 )
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import QUERIES, put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -109,7 +109,7 @@ def put_txn(
         **_core.parked_write_params(()),
         "synchronous_commit": "on",
     }
-    cur = conn.execute(QUERIES["put_checkpoint"], params)
+    cur = conn.execute(put_checkpoint_for(params), params)
     _core.check_fenced(cur.rowcount == 1, params)
     return _core.config_of(row)
 
@@ -525,7 +525,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
             with self._source.connection("storing a checkpoint (put)") as conn:
-                cur = conn.execute(QUERIES["put_checkpoint"], params)
+                cur = conn.execute(put_checkpoint_for(params), params)
                 _crashpoints.reached("put:after_commit")
             _core.check_fenced(cur.rowcount == 1, params)
 

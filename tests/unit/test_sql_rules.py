@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import QUERIES, put_checkpoint_for
 
 SYNCHRONOUS = "set_config('synchronous_commit', 'on', true)"
 # Writes to the journal that decide nothing: a counter of replays shown to operators.
@@ -27,3 +27,20 @@ def test_every_journal_write_commits_synchronously() -> None:
     assert {"effect_claim", "effect_complete", "effect_extend_lease"} <= journal_writes
     missing = sorted(name for name in journal_writes if SYNCHRONOUS not in QUERIES[name])
     assert missing == []
+
+
+def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None:
+    """Each data-modifying CTE costs the server even when it inserts nothing; the full
+    statement (for `put_txn` and readers of QUERIES) has every block."""
+    empty = {"blobs": [], "w_task_ids": [], "e_ids": [], "run_id": None}
+    lean = put_checkpoint_for(empty)
+    for cte in ("new_blobs AS", "parked_writes AS", "events AS", "progress AS"):
+        assert cte not in lean
+        assert cte in QUERIES["put_checkpoint"]
+    assert "fence AS" in lean
+    assert "INSERT INTO checkpoints" in lean
+    full = put_checkpoint_for({"blobs": [b"x"], "w_task_ids": ["t"], "e_ids": ["e"], "run_id": "r"})
+    assert full == QUERIES["put_checkpoint"]
+    only_writes = put_checkpoint_for({**empty, "w_task_ids": ["t"]})
+    assert "parked_writes AS" in only_writes
+    assert "new_blobs AS" not in only_writes

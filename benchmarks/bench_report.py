@@ -275,6 +275,28 @@ def rows(results: Results) -> list[Row]:
     return out
 
 
+def _best_setup(rates: dict[tuple[str, int], Stats], level: int) -> str:
+    return best_upstream(rates, level, higher_is_better=True)[1]
+
+
+def _rate_row(scenario: str, rates: dict[tuple[str, int], Stats], level: int, notes: str) -> Row:
+    """A steps/s row: ours against upstream's faster setup at `level`, the other in the notes."""
+    theirs, setup = best_upstream(rates, level, higher_is_better=True)
+    other = "upstream_pool" if setup == "upstream_single" else "upstream_single"
+    if (other, level) in rates:
+        notes += f"; upstream on its {SETUP_LABELS[other]}: {rates[(other, level)].median:,.0f}"
+    mine = rates[("ours", level)].median
+    return Row(
+        scenario,
+        "steps/s",
+        f"{mine:,.0f}",
+        f"{theirs.median:,.0f}",
+        _ratio(mine, theirs.median),
+        notes,
+        SETUP_LABELS[setup],
+    )
+
+
 def _process_rows(
     found: dict[tuple[str, int], ProcessesResult] | None, settings: dict[str, Any]
 ) -> list[Row]:
@@ -284,27 +306,19 @@ def _process_rows(
     rates = {key: r.rate() for key, r in found.items()}
     threads = settings.get("process_threads", 16)
     for level in sorted({lv for _, lv in found}):
-        mine = found[("ours", level)]
-        theirs, setup = best_upstream(rates, level, higher_is_better=True)
-        other = "upstream_pool" if setup == "upstream_single" else "upstream_single"
-        base = found[(setup, level)]
+        mine, base = found[("ours", level)], found[(_best_setup(rates, level), level)]
         notes = (
             f"{threads} threads per process, durability=sync; range ours "
             f"{_spread(mine.steps_per_s, 0)}, upstream {_spread(base.steps_per_s, 0)}; "
             f"server CPU share ours {statistics.median(mine.server_share):.0%}, upstream "
             f"{statistics.median(base.server_share):.0%}"
         )
-        if (other, level) in found:
-            notes += f"; upstream on its {SETUP_LABELS[other]}: {rates[(other, level)].median:,.0f}"
         out.append(
-            Row(
+            _rate_row(
                 f"{level} worker process{'es' if level > 1 else ''} on one Postgres, total",
-                "steps/s",
-                f"{mine.rate().median:,.0f}",
-                f"{theirs.median:,.0f}",
-                _ratio(mine.rate().median, theirs.median),
+                rates,
+                level,
                 notes,
-                SETUP_LABELS[setup],
             )
         )
     return out
@@ -317,27 +331,15 @@ def _async_rows(found: dict[tuple[str, int], AsyncResult] | None) -> list[Row]:
     rates = {key: r.rate() for key, r in found.items()}
     p99s = {key: Stats.of([r.p99()]) for key, r in found.items()}
     for level in sorted({lv for _, lv in found}):
-        mine = found[("ours", level)]
-        theirs, setup = best_upstream(rates, level, higher_is_better=True)
-        other = "upstream_pool" if setup == "upstream_single" else "upstream_single"
+        mine, base = found[("ours", level)], found[(_best_setup(rates, level), level)]
         notes = (
             f"durability=sync, 16 connections; range ours {_spread(mine.steps_per_s, 0)}, "
-            f"upstream {_spread(found[(setup, level)].steps_per_s, 0)}; CPU of the process per "
+            f"upstream {_spread(base.steps_per_s, 0)}; CPU of the process per "
             f"step ours {statistics.median(mine.cpu_ms_per_step):.2f} ms, upstream "
-            f"{statistics.median(found[(setup, level)].cpu_ms_per_step):.2f}"
+            f"{statistics.median(base.cpu_ms_per_step):.2f}"
         )
-        if (other, level) in found:
-            notes += f"; upstream on its {SETUP_LABELS[other]}: {rates[(other, level)].median:,.0f}"
         out.append(
-            Row(
-                f"async, {level} concurrent runs on one event loop",
-                "steps/s",
-                f"{mine.rate().median:,.0f}",
-                f"{theirs.median:,.0f}",
-                _ratio(mine.rate().median, theirs.median),
-                notes,
-                SETUP_LABELS[setup],
-            )
+            _rate_row(f"async, {level} concurrent runs on one event loop", rates, level, notes)
         )
         best_p99, p99_setup = best_upstream(p99s, level)
         out.append(

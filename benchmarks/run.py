@@ -46,6 +46,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -222,22 +224,26 @@ def _parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
+@contextmanager
+def _two_databases(server_dsn: str, tag: str) -> Iterator[tuple[str, str]]:
+    """Scratch databases for upstream and for ours (each saver on its own schema)."""
+    with (
+        scratch_database(server_dsn, f"{tag}_upstream") as upstream_dsn,
+        scratch_database(server_dsn, f"{tag}_ours") as ours_dsn,
+    ):
+        yield upstream_dsn, ours_dsn
+
+
 def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
     s = results.settings
     for scenario in chosen:
         began = time.perf_counter()
         print(f"running {scenario} ...", file=sys.stderr, flush=True)
         if scenario == "steps":
-            with (
-                scratch_database(server_dsn, "steps_upstream") as upstream_dsn,
-                scratch_database(server_dsn, "steps_ours") as ours_dsn,
-            ):
+            with _two_databases(server_dsn, "steps") as (upstream_dsn, ours_dsn):
                 results.steps = per_step(upstream_dsn, ours_dsn, s["step_runs"], s["step_warmup"])
         elif scenario == "throughput":
-            with (
-                scratch_database(server_dsn, "tput_upstream") as upstream_dsn,
-                scratch_database(server_dsn, "tput_ours") as ours_dsn,
-            ):
+            with _two_databases(server_dsn, "tput") as (upstream_dsn, ours_dsn):
                 results.throughput = throughput(
                     upstream_dsn,
                     ours_dsn,
@@ -246,10 +252,7 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
                     s["throughput_rounds"],
                 )
         elif scenario == "async":
-            with (
-                scratch_database(server_dsn, "async_upstream") as upstream_dsn,
-                scratch_database(server_dsn, "async_ours") as ours_dsn,
-            ):
+            with _two_databases(server_dsn, "async") as (upstream_dsn, ours_dsn):
                 results.async_runs = async_concurrency(
                     upstream_dsn,
                     ours_dsn,
@@ -258,10 +261,7 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
                     s["async_rounds"],
                 )
         elif scenario == "large":
-            with (
-                scratch_database(server_dsn, "large_upstream") as upstream_dsn,
-                scratch_database(server_dsn, "large_ours") as ours_dsn,
-            ):
+            with _two_databases(server_dsn, "large") as (upstream_dsn, ours_dsn):
                 results.large = large_values(
                     upstream_dsn, ours_dsn, tuple(s["large_sizes"]), s["large_reps"]
                 )
@@ -275,10 +275,7 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
             with scratch_database(server_dsn, "effects") as dsn:
                 results.effects = effects(dsn, s["effect_reps"], s["effect_warmup"])
         elif scenario == "processes":
-            with (
-                scratch_database(server_dsn, "procs_upstream") as upstream_dsn,
-                scratch_database(server_dsn, "procs_ours") as ours_dsn,
-            ):
+            with _two_databases(server_dsn, "procs") as (upstream_dsn, ours_dsn):
                 results.processes = processes_benchmark(
                     upstream_dsn,
                     ours_dsn,

@@ -29,6 +29,7 @@ from langgraph_durable.effects.llm import (
 from langgraph_durable.errors import (
     ConfigurationError,
     ConnectionLostError,
+    DatabaseResourceError,
     DatabaseTimeoutError,
     DatabaseUnreachableError,
     DurableError,
@@ -93,6 +94,7 @@ __all__ = [
     "AsyncWorker",
     "ConfigurationError",
     "ConnectionLostError",
+    "DatabaseResourceError",
     "DatabaseTimeoutError",
     "DatabaseUnreachableError",
     "Durability",

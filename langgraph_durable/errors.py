@@ -58,6 +58,7 @@ import psycopg.errors
 __all__ = [
     "ConfigurationError",
     "ConnectionLostError",
+    "DatabaseResourceError",
     "DatabaseTimeoutError",
     "DatabaseUnreachableError",
     "DurableError",
@@ -170,6 +171,15 @@ class TransactionConflictError(DurableError):
 
     Nothing is wrong with the call itself: try it again (a graph resumes with
     `invoke(None, config)`; a worker retries on its own).
+    """
+
+
+class DatabaseResourceError(DurableError):
+    """Postgres ran out of a resource during a call (SQLSTATE class 53): disk space,
+    memory, connections, or a configured limit such as `temp_file_limit`.
+
+    The statement was rolled back: nothing of the call was written. Free the resource or
+    raise the limit, then try again (a graph resumes with `invoke(None, config)`).
     """
 
 
@@ -438,6 +448,14 @@ def translate_driver_error(
             "tables grants an application role what it needs with `langgraph-durable grant "
             "ROLE` (again after an upgrade that adds tables); schema changes need the owner "
             f"(server said: {exc.diag.message_primary})."
+        )
+    if (exc.sqlstate or "").startswith("53"):
+        return DatabaseResourceError(
+            f"Postgres ran out of a resource while {doing or 'running a statement'}: disk "
+            "space, memory, connections or a configured limit (temp_file_limit, "
+            "max_connections). The statement was rolled back, nothing of this call was "
+            "written; free the resource or raise the limit and try again (a graph resumes "
+            f"with invoke(None, config)) (server said: {exc.diag.message_primary})."
         )
     if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
         return InvalidInputError(

@@ -15,6 +15,7 @@ from langgraph_durable._db.connections import (
 )
 from langgraph_durable.errors import (
     ConfigurationError,
+    DatabaseResourceError,
     LockTimeoutError,
     StatementTimeoutError,
     translate_driver_error,
@@ -94,3 +95,18 @@ def test_lock_and_statement_timeouts_are_named_and_user_cancels_are_not(
     assert "statement_timeout of this session" in str(statement)
     cancelled = with_diag(psycopg.errors.QueryCanceled, "canceling statement due to user request")
     assert translate_driver_error(cancelled) is None
+
+
+def test_a_server_out_of_resources_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLSTATE class 53 (disk full, out of memory, too many connections, a limit such as
+    temp_file_limit) reached callers as a raw psycopg error."""
+    for cls, said in (
+        (psycopg.errors.ConfigurationLimitExceeded, "temporary file size exceeds temp_file_limit"),
+        (psycopg.errors.DiskFull, "could not extend file: No space left on device"),
+    ):
+        exc = cls(said)
+        monkeypatch.setattr(type(exc), "diag", property(lambda self: FakeDiag(str(self))))
+        named = translate_driver_error(exc, doing="storing a checkpoint (put)")
+        assert isinstance(named, DatabaseResourceError)
+        assert "storing a checkpoint (put)" in str(named)
+        assert said in str(named)

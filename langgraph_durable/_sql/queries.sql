@@ -167,12 +167,8 @@ GROUP BY checkpoint_id
 -- lock serialises it with a takeover), and it records the run's progress in the same
 -- transaction. Without a token, `fence` passes without a lookup. The caller reads the
 -- row count: 0 means fenced out (invariant I5).
--- The statement is assembled from the blocks `put_checkpoint_*` (`_sql.put_checkpoint`):
--- a block whose rows are absent (no blob, no parked write, no event, no run) is left out,
--- since each data-modifying CTE costs the server 25-40 us even when it inserts nothing.
--- Arrays are unnested in a select list, not in FROM: a set-returning function in FROM is
--- materialised, and a value larger than work_mem was written to a temporary file and read
--- back (50 MB more disk traffic for a 50 MB channel value). The writes statements do the same.
+-- Assembled from these blocks by `_sql.put_checkpoint`; arrays are unnested in a select
+-- list (see docs/design.md, "New SQL").
 WITH commit_mode AS (
     SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
 ), fence AS (

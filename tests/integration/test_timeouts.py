@@ -124,7 +124,7 @@ async def test_statement_timeout_cancels_a_call_by_name(ready_dsn: str, flavor: 
     thread = f"statement-{flavor}"
     async with saver_of(flavor, ready_dsn, statement_timeout=timedelta(milliseconds=100)) as saver:
         before = counts(ready_dsn)
-        with locked(ready_dsn, "checkpoint_blobs"), pytest.raises(StatementTimeoutError) as error:
+        with locked(ready_dsn, "checkpoints"), pytest.raises(StatementTimeoutError) as error:
             await call(saver, "put", config(thread), empty_checkpoint(), {}, {})
         assert counts(ready_dsn) == before
         assert "statement_timeout of 100 ms" in str(error.value)

@@ -90,8 +90,11 @@ def span(name: str, attributes: Attributes) -> Iterator[Any]:
 
 
 def annotate(attributes: Attributes) -> None:
-    """Add attributes to the current span (the outcome, once it is known)."""
-    if trace is not None:
+    """Add attributes to the current span (the outcome, once it is known). Gated like
+    `span`: while no SDK provider is global, `span` made nothing, so the current span is
+    the caller's own (from a provider it did not set globally) and is left alone."""
+    if _tracing():
+        assert trace is not None
         trace.get_current_span().set_attributes(_clean(attributes))
 
 

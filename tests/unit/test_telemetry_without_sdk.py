@@ -1,6 +1,9 @@
 """Without an SDK, no span is made at all: the API's spans would record nothing, and a step
 span per checkpoint cost about 2% of a step's CPU. Once an application sets a provider,
-spans are made from then on. In a fresh process: the global provider can be set once."""
+spans are made from then on. In a fresh process: the global provider can be set once.
+
+An application may trace with a provider it never sets globally. Its span is then the
+current one inside our calls, and our outcome attributes must not be written onto it."""
 
 from __future__ import annotations
 
@@ -18,6 +21,17 @@ from langgraph_durable import _telemetry
 _telemetry._tracer()  # a proxy tracer taken before the SDK, as a long-lived process has
 with _telemetry.span("before", {"k": 1}) as made:
     assert made is None, made
+
+own = InMemorySpanExporter()
+own_provider = TracerProvider()  # the application's own, not set globally
+own_provider.add_span_processor(SimpleSpanProcessor(own))
+with own_provider.get_tracer("app").start_as_current_span("app.request"):
+    with _telemetry.span("effect", {"k": 1}) as made:
+        assert made is None, made
+        _telemetry.annotate({"langgraph_durable.effect.outcome": "completed"})
+[app_span] = own.get_finished_spans()
+assert dict(app_span.attributes or {}) == {}, app_span.attributes
+
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -216,10 +216,14 @@ WITH commit_mode AS (
     -- Outbox events emitted by the tasks whose writes this statement stores (I7).
     INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
     SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
-    FROM unnest(
-        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[],
-        %(e_task_ids)s::text[]
-    ) AS e(event_id, event_type, key, payload, task_id)
+    FROM (
+        SELECT
+            unnest(%(e_ids)s::uuid[]) AS event_id,
+            unnest(%(e_types)s::text[]) AS event_type,
+            unnest(%(e_keys)s::text[]) AS key,
+            unnest(%(e_payloads)s::text[]) AS payload,
+            unnest(%(e_task_ids)s::text[]) AS task_id
+    ) AS e
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (event_id) DO NOTHING
 
@@ -272,10 +276,14 @@ WITH fence AS (
     -- Outbox events emitted by the tasks whose writes this statement stores (I7).
     INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
     SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
-    FROM unnest(
-        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[],
-        %(e_task_ids)s::text[]
-    ) AS e(event_id, event_type, key, payload, task_id)
+    FROM (
+        SELECT
+            unnest(%(e_ids)s::uuid[]) AS event_id,
+            unnest(%(e_types)s::text[]) AS event_type,
+            unnest(%(e_keys)s::text[]) AS key,
+            unnest(%(e_payloads)s::text[]) AS payload,
+            unnest(%(e_task_ids)s::text[]) AS task_id
+    ) AS e
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (event_id) DO NOTHING
 )
@@ -308,10 +316,14 @@ WITH fence AS (
     -- Outbox events emitted by the tasks whose writes this statement stores (I7).
     INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
     SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
-    FROM unnest(
-        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[],
-        %(e_task_ids)s::text[]
-    ) AS e(event_id, event_type, key, payload, task_id)
+    FROM (
+        SELECT
+            unnest(%(e_ids)s::uuid[]) AS event_id,
+            unnest(%(e_types)s::text[]) AS event_type,
+            unnest(%(e_keys)s::text[]) AS key,
+            unnest(%(e_payloads)s::text[]) AS payload,
+            unnest(%(e_task_ids)s::text[]) AS task_id
+    ) AS e
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (event_id) DO NOTHING
 )
@@ -600,11 +612,16 @@ done AS (
     RETURNING attempt, thread_id
 ), events AS (
     INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
-    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, d.thread_id, NULL
-    FROM unnest(
-        %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[]
-    ) AS e(event_id, event_type, key, payload)
-    CROSS JOIN done d
+    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, e.thread_id, NULL
+    FROM (
+        SELECT
+            d.thread_id,
+            unnest(%(e_ids)s::uuid[]) AS event_id,
+            unnest(%(e_types)s::text[]) AS event_type,
+            unnest(%(e_keys)s::text[]) AS key,
+            unnest(%(e_payloads)s::text[]) AS payload
+        FROM done d
+    ) AS e
     ON CONFLICT (event_id) DO NOTHING
 )
 SELECT attempt FROM done
@@ -1255,9 +1272,13 @@ ORDER BY checkpoint_id, task_path, task_id, idx
 -- with the caller's own writes (invariant I7). A repeated event id is kept as first stored.
 INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
 SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, NULL, NULL
-FROM unnest(
-    %(e_ids)s::uuid[], %(e_types)s::text[], %(e_keys)s::text[], %(e_payloads)s::text[]
-) AS e(event_id, event_type, key, payload)
+FROM (
+    SELECT
+        unnest(%(e_ids)s::uuid[]) AS event_id,
+        unnest(%(e_types)s::text[]) AS event_type,
+        unnest(%(e_keys)s::text[]) AS key,
+        unnest(%(e_payloads)s::text[]) AS payload
+) AS e
 ON CONFLICT (event_id) DO NOTHING
 
 -- name: outbox_listen

@@ -20,10 +20,13 @@ __all__ = [
     "MIGRATIONS",
     "QUERIES",
     "SCHEMA",
+    "STATEMENT_BLOCKS",
     "Migration",
+    "complete_effect",
     "parse_queries",
     "put_checkpoint",
     "put_checkpoint_for",
+    "store_writes",
 ]
 
 _NAME = re.compile(r"^-- name: (?P<name>[a-z0-9_]+)\s*$", re.MULTILINE)
@@ -119,7 +122,7 @@ def put_checkpoint(
     if parked_writes:
         parts.append(QUERIES["put_checkpoint_parked_writes"])
     if events:
-        parts.append(QUERIES["put_checkpoint_events"])
+        parts.append(QUERIES["task_events"])
     if progress:
         parts.append(QUERIES["put_checkpoint_progress"])
     parts.append(QUERIES["put_checkpoint_insert"])
@@ -136,6 +139,39 @@ def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
     )
 
 
+@functools.cache
+def store_writes(*, replace: bool, events: bool) -> LiteralString:
+    """A task's writes statement: `replace` for special writes (they replace what the task
+    wrote before), with the `task_events` block only when the task emitted events."""
+    parts = [QUERIES["writes_fence"], QUERIES["writes_upsert" if replace else "writes_insert"]]
+    if events:
+        parts.append(QUERIES["task_events"])
+    parts.append(QUERIES["writes_end"])
+    return "\n".join(parts)
+
+
+@functools.cache
+def complete_effect(*, events: bool) -> LiteralString:
+    """An effect's completion statement, with its outbox events block only when it has
+    events (`@effect(event=...)`)."""
+    parts = [QUERIES["effect_complete_head"]]
+    if events:
+        parts.append(QUERIES["effect_complete_events"])
+    parts.append(QUERIES["effect_complete_end"])
+    return "\n".join(parts)
+
+
+STATEMENT_BLOCKS = frozenset(
+    name
+    for name in QUERIES
+    if name.startswith(("put_checkpoint_", "writes_", "effect_complete_")) or name == "task_events"
+)
+"""Names of blocks that are parts of a statement, not statements: rules about whole
+statements are checked on the assembled ones below."""
+
 QUERIES["put_checkpoint"] = put_checkpoint()
+QUERIES["insert_writes"] = store_writes(replace=False, events=True)
+QUERIES["upsert_writes"] = store_writes(replace=True, events=True)
+QUERIES["effect_complete"] = complete_effect(events=True)
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()
 SCHEMA: LiteralString = resources.files(__name__).joinpath("schema.sql").read_text(encoding="utf-8")

@@ -50,7 +50,7 @@ from langgraph_durable._db import (
     register_source,
     timeout_settings,
 )
-from langgraph_durable._sql import QUERIES, put_checkpoint_for
+from langgraph_durable._sql import QUERIES, put_checkpoint_for, store_writes
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -124,8 +124,7 @@ async def aput_writes_txn(
     """Store a task's writes against a checkpoint inside the caller's transaction."""
     if not writes:
         return
-    replace = _core.replaces_earlier(writes)
-    query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
+    query = store_writes(replace=_core.replaces_earlier(writes), events=False)
     params = {**_core.write_params(serde, config, writes, task_id, task_path), **EMPTY_EVENT_PARAMS}
     found = await (await conn.execute(query, params)).fetchone()
     _core.check_fenced(bool(found and found["ok"]), params)
@@ -556,14 +555,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
                 f"({rejected}); these writes were not stored either."
             )
-        replace = _core.replaces_earlier(writes)
-        query = QUERIES["upsert_writes"] if replace else QUERIES["insert_writes"]
-
         # The task's outbox events commit with its writes; writes that say it did not
         # finish (an error, an interrupt) void them: it runs again and emits them again.
         events = self._events.take_for_task(key[0], key[2], task_id)
         if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
             events = []
+        query = store_writes(replace=_core.replaces_earlier(writes), events=bool(events))
 
         def prepare() -> tuple[bool, dict[str, Any]]:
             params = _core.write_params(self.serde, config, writes, task_id, task_path)

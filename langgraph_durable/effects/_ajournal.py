@@ -34,7 +34,7 @@ from langgraph_durable._db import (
     process_owner,
     register_source,
 )
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import QUERIES, complete_effect
 from langgraph_durable.checkpoint import ParkedEvent, event_params
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
@@ -151,7 +151,8 @@ async def acomplete_txn(
         "usage": None if usage is None else json_text(usage),
         "resolved_by": resolved_by,
     }
-    return bool(await _afirst_column(conn, QUERIES["effect_complete"], params))
+    query = complete_effect(events=bool(events))
+    return bool(await _afirst_column(conn, query, params))
 
 
 async def afail_txn(

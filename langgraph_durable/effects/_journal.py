@@ -36,7 +36,7 @@ from langgraph_durable._db import (
     register_source,
     retry_on_disconnect,
 )
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import QUERIES, complete_effect
 from langgraph_durable.checkpoint import ParkedEvent, event_params
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
@@ -151,7 +151,8 @@ def complete_txn(
         "usage": None if usage is None else json_text(usage),
         "resolved_by": resolved_by,
     }
-    return bool(_first_column(conn, QUERIES["effect_complete"], params))
+    query = complete_effect(events=bool(events))
+    return bool(_first_column(conn, query, params))
 
 
 def fail_txn(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import re
 
-from langgraph_durable._sql import QUERIES, put_checkpoint_for
+from langgraph_durable._sql import (
+    QUERIES,
+    STATEMENT_BLOCKS,
+    complete_effect,
+    put_checkpoint_for,
+    store_writes,
+)
 
 SYNCHRONOUS = "set_config('synchronous_commit', 'on', true)"
 # Writes to the journal that decide nothing: a counter of replays shown to operators.
@@ -22,7 +28,9 @@ def test_every_journal_write_commits_synchronously() -> None:
     journal_writes = {
         name
         for name, text in QUERIES.items()
-        if name.startswith("effect_") and writes(text) and name not in NOT_DECISIONS
+        if name.startswith("effect_")
+        and writes(text)
+        and name not in NOT_DECISIONS | STATEMENT_BLOCKS
     }
     assert {"effect_claim", "effect_complete", "effect_extend_lease"} <= journal_writes
     missing = sorted(name for name in journal_writes if SYNCHRONOUS not in QUERIES[name])
@@ -44,3 +52,19 @@ def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None
     only_writes = put_checkpoint_for({**empty, "w_task_ids": ["t"]})
     assert "parked_writes AS" in only_writes
     assert "new_blobs AS" not in only_writes
+
+
+def test_writes_and_completions_carry_an_events_block_only_with_events() -> None:
+    """The same rule for a task's writes and an effect's completion: most have no events."""
+    for replace in (False, True):
+        lean = store_writes(replace=replace, events=False)
+        assert "events AS" not in lean
+        assert "stored AS" in lean and lean.rstrip().endswith("SELECT ok FROM fence")
+        assert "events AS" in store_writes(replace=replace, events=True)
+    assert ("DO UPDATE" in QUERIES["upsert_writes"]) and (
+        "DO UPDATE" not in QUERIES["insert_writes"]
+    )
+    lean = complete_effect(events=False)
+    assert "events AS" not in lean and SYNCHRONOUS in lean
+    assert complete_effect(events=True) == QUERIES["effect_complete"]
+    assert "events AS" in QUERIES["effect_complete"]

@@ -184,9 +184,9 @@ WITH commit_mode AS (
     SELECT %(thread_id)s, %(checkpoint_ns)s, b.channel, b.version, b.type, b.blob
     FROM (
         SELECT
-            unnest(%(channels)s::text[]) AS channel,
-            unnest(%(versions)s::text[]) AS version,
-            unnest(%(types)s::text[]) AS type,
+            unnest(%(channels)b::text[]) AS channel,
+            unnest(%(versions)b::text[]) AS version,
+            unnest(%(types)b::text[]) AS type,
             unnest(%(blobs)b::bytea[]) AS blob
     ) AS b
     WHERE (SELECT ok FROM fence)
@@ -200,12 +200,12 @@ WITH commit_mode AS (
         w.idx, w.channel, w.type, w.blob
     FROM (
         SELECT
-            unnest(%(w_checkpoint_ids)s::text[]) AS checkpoint_id,
-            unnest(%(w_task_ids)s::text[]) AS task_id,
-            unnest(%(w_task_paths)s::text[]) AS task_path,
-            unnest(%(w_idxs)s::int[]) AS idx,
-            unnest(%(w_channels)s::text[]) AS channel,
-            unnest(%(w_types)s::text[]) AS type,
+            unnest(%(w_checkpoint_ids)b::text[]) AS checkpoint_id,
+            unnest(%(w_task_ids)b::text[]) AS task_id,
+            unnest(%(w_task_paths)b::text[]) AS task_path,
+            unnest(%(w_idxs)b::int[]) AS idx,
+            unnest(%(w_channels)b::text[]) AS channel,
+            unnest(%(w_types)b::text[]) AS type,
             unnest(%(w_blobs)b::bytea[]) AS blob
     ) AS w
     WHERE (SELECT ok FROM fence)
@@ -218,11 +218,11 @@ WITH commit_mode AS (
     SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, %(thread_id)s, e.task_id
     FROM (
         SELECT
-            unnest(%(e_ids)s::uuid[]) AS event_id,
-            unnest(%(e_types)s::text[]) AS event_type,
-            unnest(%(e_keys)s::text[]) AS key,
-            unnest(%(e_payloads)s::text[]) AS payload,
-            unnest(%(e_task_ids)s::text[]) AS task_id
+            unnest(%(e_ids)b::uuid[]) AS event_id,
+            unnest(%(e_types)b::text[]) AS event_type,
+            unnest(%(e_keys)b::text[]) AS key,
+            unnest(%(e_payloads)b::text[]) AS payload,
+            unnest(%(e_task_ids)b::text[]) AS task_id
     ) AS e
     WHERE (SELECT ok FROM fence)
     ON CONFLICT (event_id) DO NOTHING
@@ -269,9 +269,9 @@ WITH fence AS (
         w.idx, w.channel, w.type, w.blob
     FROM (
         SELECT
-            unnest(%(idxs)s::int[]) AS idx,
-            unnest(%(channels)s::text[]) AS channel,
-            unnest(%(types)s::text[]) AS type,
+            unnest(%(idxs)b::int[]) AS idx,
+            unnest(%(channels)b::text[]) AS channel,
+            unnest(%(types)b::text[]) AS type,
             unnest(%(blobs)b::bytea[]) AS blob
     ) AS w
     WHERE (SELECT ok FROM fence)
@@ -286,9 +286,9 @@ WITH fence AS (
         w.idx, w.channel, w.type, w.blob
     FROM (
         SELECT
-            unnest(%(idxs)s::int[]) AS idx,
-            unnest(%(channels)s::text[]) AS channel,
-            unnest(%(types)s::text[]) AS type,
+            unnest(%(idxs)b::int[]) AS idx,
+            unnest(%(channels)b::text[]) AS channel,
+            unnest(%(types)b::text[]) AS type,
             unnest(%(blobs)b::bytea[]) AS blob
     ) AS w
     WHERE (SELECT ok FROM fence)
@@ -589,10 +589,10 @@ done AS (
     FROM (
         SELECT
             d.thread_id,
-            unnest(%(e_ids)s::uuid[]) AS event_id,
-            unnest(%(e_types)s::text[]) AS event_type,
-            unnest(%(e_keys)s::text[]) AS key,
-            unnest(%(e_payloads)s::text[]) AS payload
+            unnest(%(e_ids)b::uuid[]) AS event_id,
+            unnest(%(e_types)b::text[]) AS event_type,
+            unnest(%(e_keys)b::text[]) AS key,
+            unnest(%(e_payloads)b::text[]) AS payload
         FROM done d
     ) AS e
     ON CONFLICT (event_id) DO NOTHING
@@ -1249,10 +1249,10 @@ INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread
 SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, NULL, NULL
 FROM (
     SELECT
-        unnest(%(e_ids)s::uuid[]) AS event_id,
-        unnest(%(e_types)s::text[]) AS event_type,
-        unnest(%(e_keys)s::text[]) AS key,
-        unnest(%(e_payloads)s::text[]) AS payload
+        unnest(%(e_ids)b::uuid[]) AS event_id,
+        unnest(%(e_types)b::text[]) AS event_type,
+        unnest(%(e_keys)b::text[]) AS key,
+        unnest(%(e_payloads)b::text[]) AS payload
 ) AS e
 ON CONFLICT (event_id) DO NOTHING
 

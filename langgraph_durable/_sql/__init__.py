@@ -109,6 +109,14 @@ QUERIES: dict[str, LiteralString] = parse_queries(
 )
 
 
+def _assemble(*names: str | None) -> LiteralString:
+    """The statement made of these blocks of queries.sql, in order (None: left out)."""
+    unknown = [name for name in names if name is not None and name not in STATEMENT_BLOCKS]
+    if unknown:
+        raise KeyError(f"not statement blocks: {unknown}")
+    return "\n".join(QUERIES[name] for name in names if name is not None)
+
+
 @functools.cache
 def put_checkpoint(
     *, blobs: bool = True, parked_writes: bool = True, events: bool = True, progress: bool = True
@@ -116,17 +124,14 @@ def put_checkpoint(
     """The checkpoint statement from the `put_checkpoint_*` blocks of queries.sql, with only
     the data-modifying CTEs the call has rows for: each one costs the server 25-40 us
     even when it inserts nothing, about 0.15 ms of a 0.7 ms put with all of them."""
-    parts = [QUERIES["put_checkpoint_head"]]
-    if blobs:
-        parts.append(QUERIES["put_checkpoint_blobs"])
-    if parked_writes:
-        parts.append(QUERIES["put_checkpoint_parked_writes"])
-    if events:
-        parts.append(QUERIES["task_events"])
-    if progress:
-        parts.append(QUERIES["put_checkpoint_progress"])
-    parts.append(QUERIES["put_checkpoint_insert"])
-    return "\n".join(parts)
+    return _assemble(
+        "put_checkpoint_head",
+        "put_checkpoint_blobs" if blobs else None,
+        "put_checkpoint_parked_writes" if parked_writes else None,
+        "task_events" if events else None,
+        "put_checkpoint_progress" if progress else None,
+        "put_checkpoint_insert",
+    )
 
 
 def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
@@ -143,31 +148,47 @@ def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
 def store_writes(*, replace: bool, events: bool) -> LiteralString:
     """A task's writes statement: `replace` for special writes (they replace what the task
     wrote before), with the `task_events` block only when the task emitted events."""
-    parts = [QUERIES["writes_fence"], QUERIES["writes_upsert" if replace else "writes_insert"]]
-    if events:
-        parts.append(QUERIES["task_events"])
-    parts.append(QUERIES["writes_end"])
-    return "\n".join(parts)
+    return _assemble(
+        "writes_fence",
+        "writes_stored",
+        "writes_replace" if replace else "writes_keep_first",
+        "task_events" if events else None,
+        "writes_end",
+    )
 
 
 @functools.cache
 def complete_effect(*, events: bool) -> LiteralString:
     """An effect's completion statement, with its outbox events block only when it has
     events (`@effect(event=...)`)."""
-    parts = [QUERIES["effect_complete_head"]]
-    if events:
-        parts.append(QUERIES["effect_complete_events"])
-    parts.append(QUERIES["effect_complete_end"])
-    return "\n".join(parts)
+    return _assemble(
+        "effect_complete_head",
+        "effect_complete_events" if events else None,
+        "effect_complete_end",
+    )
 
 
 STATEMENT_BLOCKS = frozenset(
-    name
-    for name in QUERIES
-    if name.startswith(("put_checkpoint_", "writes_", "effect_complete_")) or name == "task_events"
+    {
+        "put_checkpoint_head",
+        "put_checkpoint_blobs",
+        "put_checkpoint_parked_writes",
+        "put_checkpoint_progress",
+        "put_checkpoint_insert",
+        "task_events",
+        "writes_fence",
+        "writes_stored",
+        "writes_keep_first",
+        "writes_replace",
+        "writes_end",
+        "effect_complete_head",
+        "effect_complete_events",
+        "effect_complete_end",
+    }
 )
-"""Names of blocks that are parts of a statement, not statements: rules about whole
-statements are checked on the assembled ones below."""
+"""The blocks of queries.sql that are parts of a statement, not statements (only
+`_assemble` joins them): rules about whole statements are checked on the assembled ones
+below."""
 
 QUERIES["put_checkpoint"] = put_checkpoint()
 QUERIES["insert_writes"] = store_writes(replace=False, events=True)

@@ -260,8 +260,7 @@ WITH fence AS (
         FOR SHARE
     ) AS ok
 
--- name: writes_insert
--- Regular writes are kept as first stored: a re-run of the same task cannot change them.
+-- name: writes_stored
 ), stored AS (
     INSERT INTO checkpoint_writes
         (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
@@ -275,23 +274,13 @@ WITH fence AS (
             unnest(%(blobs)b::bytea[]) AS blob
     ) AS w
     WHERE (SELECT ok FROM fence)
+
+-- name: writes_keep_first
+-- Regular writes are kept as first stored: a re-run of the same task cannot change them.
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
--- name: writes_upsert
+-- name: writes_replace
 -- Special writes (errors, interrupts, resumes) replace what a task wrote before.
-), stored AS (
-    INSERT INTO checkpoint_writes
-        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
-    SELECT %(thread_id)s, %(checkpoint_ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-        w.idx, w.channel, w.type, w.blob
-    FROM (
-        SELECT
-            unnest(%(idxs)b::int[]) AS idx,
-            unnest(%(channels)b::text[]) AS channel,
-            unnest(%(types)b::text[]) AS type,
-            unnest(%(blobs)b::bytea[]) AS blob
-    ) AS w
-    WHERE (SELECT ok FROM fence)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
         channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob
 

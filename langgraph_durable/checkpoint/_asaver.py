@@ -125,7 +125,7 @@ async def aput_writes_txn(
     if not writes:
         return
     query = store_writes(replace=_core.replaces_earlier(writes), events=False)
-    params = {**_core.write_params(serde, config, writes, task_id, task_path), **EMPTY_EVENT_PARAMS}
+    params = _core.write_params(serde, config, writes, task_id, task_path)
     found = await (await conn.execute(query, params)).fetchone()
     _core.check_fenced(bool(found and found["ok"]), params)
 

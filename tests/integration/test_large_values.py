@@ -130,8 +130,9 @@ def _payloads(dsn: str, where: str, value: str) -> list[Any]:
 
 @pytest.mark.parametrize("mode", ["sync", "exit"])
 def test_an_emitted_event_with_a_large_payload_streams(db_dsn: str, mode: Durability) -> None:
-    """Under "sync" the task's writes (a large value too) are parked and the next put
-    carries them with the event; under "exit" the final put carries it."""
+    """Under "sync" the task's writes (a large value too) carry the event, parked for the
+    next put or, when no put takes them in time, stored alone; under "exit" the final put
+    carries it."""
     with DurablePostgresSaver.from_conn_string(make_conninfo(db_dsn)) as setup:
         setup.setup()
     thread = f"large-event-{uuid.uuid4().hex}"

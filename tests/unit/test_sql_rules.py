@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from langgraph_durable._sql import (
     QUERIES,
     STATEMENT_BLOCKS,
+    _assemble,
     complete_effect,
     put_checkpoint_for,
     store_writes,
@@ -59,12 +62,20 @@ def test_writes_and_completions_carry_an_events_block_only_with_events() -> None
     for replace in (False, True):
         lean = store_writes(replace=replace, events=False)
         assert "events AS" not in lean
-        assert "stored AS" in lean and lean.rstrip().endswith("SELECT ok FROM fence")
+        assert "stored AS" in lean
+        assert lean.rstrip().endswith("SELECT ok FROM fence")
         assert "events AS" in store_writes(replace=replace, events=True)
-    assert ("DO UPDATE" in QUERIES["upsert_writes"]) and (
-        "DO UPDATE" not in QUERIES["insert_writes"]
-    )
+    assert "DO UPDATE" in QUERIES["upsert_writes"]
+    assert "DO UPDATE" not in QUERIES["insert_writes"]
     lean = complete_effect(events=False)
-    assert "events AS" not in lean and SYNCHRONOUS in lean
+    assert "events AS" not in lean
+    assert SYNCHRONOUS in lean
     assert complete_effect(events=True) == QUERIES["effect_complete"]
     assert "events AS" in QUERIES["effect_complete"]
+
+
+def test_statement_blocks_are_known_and_only_assembled() -> None:
+    """Whole-statement rules skip exactly the listed blocks, and every one of them exists."""
+    assert set(QUERIES) >= STATEMENT_BLOCKS
+    with pytest.raises(KeyError):
+        _assemble("writes_fence", "effect_fail")

@@ -398,7 +398,9 @@ def write_params(
     for idx, (channel, value) in enumerate(writes):
         _nolone_surrogate(value, f"Write to channel {channel!r} by task {task_id}")
         type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
-        params["idxs"].append(WRITES_IDX_MAP.get(channel, idx))
+        # A plain int: arrays go in binary, and psycopg packs an int subclass's list by
+        # its last value's size (an IntEnum of 70000 then 7 would be stored as 4464, 7).
+        params["idxs"].append(int(WRITES_IDX_MAP.get(channel, idx)))
         params["channels"].append(stored_id(channel, "channel"))
         params["types"].append(type_)
         params["blobs"].append(blob)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import threading
 from typing import Any
@@ -90,6 +91,22 @@ def test_special_writes_replace_and_take_fixed_indexes() -> None:
     assert _core.replaces_earlier(writes)
     assert not _core.replaces_earlier([("__interrupt__", 1), ("ch", 2)])
     assert params["idxs"] == [-3]
+
+
+def test_write_indexes_are_plain_ints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The indexes go to the server as a binary array, which psycopg sizes by the last
+    element of an int subclass's list: 70000 then 7 would be stored as 4464, 7."""
+
+    class Index(enum.IntEnum):
+        BIG = 70000
+        SMALL = 7
+
+    monkeypatch.setitem(_core.WRITES_IDX_MAP, "__big__", Index.BIG)
+    monkeypatch.setitem(_core.WRITES_IDX_MAP, "__small__", Index.SMALL)
+    writes = [("__big__", 1), ("__small__", 2)]
+    params = _core.write_params(SERDE, config(checkpoint_id="c"), writes, "t", "")
+    assert params["idxs"] == [70000, 7]
+    assert [type(idx) for idx in params["idxs"]] == [int, int]
 
 
 def test_delta_history_orders_oldest_checkpoint_first_then_by_task_path() -> None:

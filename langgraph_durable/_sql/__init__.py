@@ -117,15 +117,27 @@ def _assemble(*names: str | None) -> LiteralString:
     return "\n".join(QUERIES[name] for name in names if name is not None)
 
 
+def _fence(fenced: bool) -> LiteralString:
+    """The fence block: a token lookup under a thread lease, else a constant."""
+    return "fence_by_token" if fenced else "fence_none"
+
+
 @functools.cache
 def put_checkpoint(
-    *, blobs: bool = True, parked_writes: bool = True, events: bool = True, progress: bool = True
+    *,
+    fenced: bool = True,
+    blobs: bool = True,
+    parked_writes: bool = True,
+    events: bool = True,
+    progress: bool = True,
 ) -> LiteralString:
     """The checkpoint statement from the `put_checkpoint_*` blocks of queries.sql, with only
     the data-modifying CTEs the call has rows for: each one costs the server 25-40 us
-    even when it inserts nothing, about 0.15 ms of a 0.7 ms put with all of them."""
+    even when it inserts nothing, about 0.15 ms of a 0.7 ms put with all of them. The
+    token lookup only under a thread lease (`fenced`)."""
     return _assemble(
         "put_checkpoint_head",
+        _fence(fenced),
         "put_checkpoint_blobs" if blobs else None,
         "put_checkpoint_parked_writes" if parked_writes else None,
         "task_events" if events else None,
@@ -137,6 +149,7 @@ def put_checkpoint(
 def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
     """The checkpoint statement for one call's parameters (see `put_checkpoint`)."""
     return put_checkpoint(
+        fenced=params["fence_token"] is not None,
         blobs=bool(params["blobs"]),
         parked_writes=bool(params["w_task_ids"]),
         events=bool(params["e_ids"]),
@@ -145,11 +158,13 @@ def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
 
 
 @functools.cache
-def store_writes(*, replace: bool, events: bool) -> LiteralString:
-    """A task's writes statement: `replace` for special writes (they replace what the task
-    wrote before), with the `task_events` block only when the task emitted events."""
+def store_writes(*, fenced: bool, replace: bool, events: bool) -> LiteralString:
+    """A task's writes statement: the token lookup only under a thread lease (`fenced`),
+    `replace` for special writes (they replace what the task wrote before), with the
+    `task_events` block only when the task emitted events."""
     return _assemble(
         "writes_fence",
+        _fence(fenced),
         "writes_stored",
         "writes_replace" if replace else "writes_keep_first",
         "task_events" if events else None,
@@ -171,6 +186,8 @@ def complete_effect(*, events: bool) -> LiteralString:
 STATEMENT_BLOCKS = frozenset(
     {
         "put_checkpoint_head",
+        "fence_by_token",
+        "fence_none",
         "put_checkpoint_blobs",
         "put_checkpoint_parked_writes",
         "put_checkpoint_progress",
@@ -191,8 +208,8 @@ STATEMENT_BLOCKS = frozenset(
 below."""
 
 QUERIES["put_checkpoint"] = put_checkpoint()
-QUERIES["insert_writes"] = store_writes(replace=False, events=True)
-QUERIES["upsert_writes"] = store_writes(replace=True, events=True)
+QUERIES["insert_writes"] = store_writes(fenced=True, replace=False, events=True)
+QUERIES["upsert_writes"] = store_writes(fenced=True, replace=True, events=True)
 QUERIES["effect_complete"] = complete_effect(events=True)
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()
 SCHEMA: LiteralString = resources.files(__name__).joinpath("schema.sql").read_text(encoding="utf-8")

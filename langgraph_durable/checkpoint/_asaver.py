@@ -50,7 +50,7 @@ from langgraph_durable._db import (
     register_source,
     timeout_settings,
 )
-from langgraph_durable._sql import QUERIES, put_checkpoint_for, store_writes
+from langgraph_durable._sql import QUERIES, put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -124,7 +124,7 @@ async def aput_writes_txn(
     """Store a task's writes against a checkpoint inside the caller's transaction."""
     if not writes:
         return
-    query = store_writes(replace=_core.replaces_earlier(writes), events=False)
+    query = _core.writes_statement(config, writes, events=False)
     params = _core.write_params(serde, config, writes, task_id, task_path)
     found = await (await conn.execute(query, params)).fetchone()
     _core.check_fenced(bool(found and found["ok"]), params)
@@ -560,7 +560,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         events = self._events.take_for_task(key[0], key[2], task_id)
         if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
             events = []
-        query = store_writes(replace=_core.replaces_earlier(writes), events=bool(events))
+        query = _core.writes_statement(config, writes, events=bool(events))
 
         def prepare() -> tuple[bool, dict[str, Any]]:
             params = _core.write_params(self.serde, config, writes, task_id, task_path)

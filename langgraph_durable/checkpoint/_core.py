@@ -27,10 +27,12 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import TASKS
+from typing_extensions import LiteralString
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_of
 from langgraph_durable._ids import ID_LIMITS, json_text, lone_surrogate, stored_id, thread_id_of
+from langgraph_durable._sql import store_writes
 from langgraph_durable.errors import (
     FencedOutError,
     InvalidInputError,
@@ -362,6 +364,15 @@ def replaces_earlier(writes: Sequence[tuple[str, Any]]) -> bool:
     """Special writes (errors, interrupts, resumes) replace a task's earlier ones; regular
     writes keep what was stored first."""
     return all(channel in WRITES_IDX_MAP for channel, _ in writes)
+
+
+def writes_statement(
+    config: RunnableConfig, writes: Sequence[tuple[str, Any]], *, events: bool
+) -> LiteralString:
+    """The statement that stores these writes of a task (see `_sql.store_writes`)."""
+    return store_writes(
+        fenced=fence_of(config) is not None, replace=replaces_earlier(writes), events=events
+    )
 
 
 def write_params(

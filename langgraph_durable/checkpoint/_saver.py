@@ -52,7 +52,7 @@ from langgraph_durable._db import (
     retry_on_disconnect,
     timeout_settings,
 )
-from langgraph_durable._sql import QUERIES, put_checkpoint_for, store_writes
+from langgraph_durable._sql import QUERIES, put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -126,7 +126,7 @@ def put_writes_txn(
     """Store a task's writes against a checkpoint inside the caller's transaction."""
     if not writes:
         return
-    query = store_writes(replace=_core.replaces_earlier(writes), events=False)
+    query = _core.writes_statement(config, writes, events=False)
     params = _core.write_params(serde, config, writes, task_id, task_path)
     found = (conn.execute(query, params)).fetchone()
     _core.check_fenced(bool(found and found["ok"]), params)
@@ -557,7 +557,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         events = self._events.take_for_task(key[0], key[2], task_id)
         if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
             events = []
-        query = store_writes(replace=_core.replaces_earlier(writes), events=bool(events))
+        query = _core.writes_statement(config, writes, events=bool(events))
 
         def prepare() -> tuple[bool, dict[str, Any]]:
             params = _core.write_params(self.serde, config, writes, task_id, task_path)

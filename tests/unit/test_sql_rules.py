@@ -43,14 +43,19 @@ def test_every_journal_write_commits_synchronously() -> None:
 def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None:
     """Each data-modifying CTE costs the server even when it inserts nothing; the full
     statement (for `put_txn` and readers of QUERIES) has every block."""
-    empty = {"blobs": [], "w_task_ids": [], "e_ids": [], "run_id": None}
+    empty = {"blobs": [], "w_task_ids": [], "e_ids": [], "run_id": None, "fence_token": None}
     lean = put_checkpoint_for(empty)
     for cte in ("new_blobs AS", "parked_writes AS", "events AS", "progress AS"):
         assert cte not in lean
         assert cte in QUERIES["put_checkpoint"]
     assert "fence AS" in lean
+    assert "langgraph_durable_threads" not in lean  # no token: no lookup
     assert "INSERT INTO checkpoints" in lean
-    full = put_checkpoint_for({"blobs": [b"x"], "w_task_ids": ["t"], "e_ids": ["e"], "run_id": "r"})
+    fenced = put_checkpoint_for({**empty, "fence_token": 7})
+    assert "t.fencing_token = %(fence_token)s::bigint" in fenced
+    full = put_checkpoint_for(
+        {"blobs": [b"x"], "w_task_ids": ["t"], "e_ids": ["e"], "run_id": "r", "fence_token": 7}
+    )
     assert full == QUERIES["put_checkpoint"]
     only_writes = put_checkpoint_for({**empty, "w_task_ids": ["t"]})
     assert "parked_writes AS" in only_writes
@@ -60,11 +65,13 @@ def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None
 def test_writes_and_completions_carry_an_events_block_only_with_events() -> None:
     """The same rule for a task's writes and an effect's completion: most have no events."""
     for replace in (False, True):
-        lean = store_writes(replace=replace, events=False)
+        lean = store_writes(fenced=False, replace=replace, events=False)
         assert "events AS" not in lean
+        assert "langgraph_durable_threads" not in lean
         assert "stored AS" in lean
         assert lean.rstrip().endswith("SELECT ok FROM fence")
-        assert "events AS" in store_writes(replace=replace, events=True)
+        assert "events AS" in store_writes(fenced=False, replace=replace, events=True)
+        assert "t.fencing_token" in store_writes(fenced=True, replace=replace, events=False)
     assert "DO UPDATE" in QUERIES["upsert_writes"]
     assert "DO UPDATE" not in QUERIES["insert_writes"]
     lean = complete_effect(events=False)

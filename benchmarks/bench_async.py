@@ -8,7 +8,8 @@ with a timestamp per finished step). Every saver has 16 connections: ours
 (`AsyncDurablePostgresSaver.from_conn_string(max_connections=16)`), upstream's
 `AsyncPostgresSaver` on an `AsyncConnectionPool` of 16, and upstream's
 `AsyncPostgresSaver.from_conn_string` (one connection), each in a database of its own
-schema. Measured: completed steps per second over a fixed window after a ramp-up, and the
+schema; a no-op saver that stores nothing gives the ceiling (LangGraph's own work on one
+loop). Measured: completed steps per second over a fixed window after a ramp-up, and the
 99th percentile of step latency (time from the previous step of the same run, or from its
 start, to a step's update). Savers alternate within each round; medians over rounds.
 """
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_common import UPSTREAM_KWARGS, Stats, scratch_database
+from bench_steps import NoopSaver
 from durability_modes import graph_builder
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
@@ -34,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 from langgraph_durable import AsyncDurablePostgresSaver
 
 POOL = 16
-SAVERS = ("ours", "upstream_pool", "upstream_single")
+SAVERS = ("ours", "upstream_pool", "upstream_single", "noop")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ class AsyncResult:
 
 @asynccontextmanager
 async def _saver(name: str, dsn: str, setup: bool) -> AsyncIterator[Any]:
-    if name == "ours":
+    if name == "noop":
+        yield NoopSaver()
+    elif name == "ours":
         async with AsyncDurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
             if setup:
                 await saver.setup()
@@ -122,7 +126,7 @@ async def _measure(
     async with AsyncExitStack() as stack:
         graphs = {}
         for name, dsn in dsns.items():
-            setup = name != "upstream_single"  # it shares upstream_pool's database
+            setup = name not in ("upstream_single", "noop")  # shares upstream_pool's database
             saver = await stack.enter_async_context(_saver(name, dsn, setup))
             graphs[name] = graph_builder().compile(checkpointer=saver)
         for graph in graphs.values():  # warm up: pools, prepared statements
@@ -145,9 +149,15 @@ def async_concurrency(
     rounds: int,
     mode: str = "sync",
 ) -> dict[tuple[str, int], AsyncResult]:
-    """Results keyed by (saver, concurrent runs); savers "ours", "upstream_pool" and
-    "upstream_single" (the last two share `upstream_dsn`)."""
-    dsns = {"ours": ours_dsn, "upstream_pool": upstream_dsn, "upstream_single": upstream_dsn}
+    """Results keyed by (saver, concurrent runs); savers "ours", "upstream_pool",
+    "upstream_single" (the two share `upstream_dsn`) and "noop" (`NoopSaver`: stores
+    nothing, the ceiling for any saver on one loop)."""
+    dsns = {
+        "ours": ours_dsn,
+        "upstream_pool": upstream_dsn,
+        "upstream_single": upstream_dsn,
+        "noop": "",
+    }
     return asyncio.run(_measure(dsns, levels, seconds, rounds, mode))
 
 
@@ -171,7 +181,7 @@ def _main() -> None:
             scratch_database(dsn, "async_ours") as ours_dsn,
         ):
             dsns = {
-                name: ours_dsn if name == "ours" else upstream_dsn
+                name: {"ours": ours_dsn, "noop": ""}.get(name, upstream_dsn)
                 for name in SAVERS
                 if name in chosen
             }

@@ -3,8 +3,10 @@
 An `@effect` call on a new key is two journal statements, each its own synchronous commit:
 the claim (INSERT) before the call and the result (UPDATE) after it. Its floor is two
 single-row INSERT + commit statements on the same pool, each with its own pool checkout as
-the journal does; the raw floor is one of them. The effect's body does nothing, so the
-difference is the journal's own cost. Samples of the three are interleaved.
+the journal does; the raw floor is one of them. The same two journal statements run with
+precomputed parameters ("statements") are the floor for any `@effect` on this journal.
+The effect's body does nothing, so the difference is the journal's own cost. Samples of
+the four are interleaved.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from langgraph_durable import EffectJournal, effect
+from langgraph_durable._sql import QUERIES, complete_effect
 
 FLOOR_TABLE = """
 CREATE TABLE IF NOT EXISTS bench_floor (
@@ -31,9 +34,31 @@ CREATE TABLE IF NOT EXISTS bench_floor (
 """
 FLOOR_INSERT = "INSERT INTO bench_floor (key, payload) VALUES (%s, %s)"
 
+# The journal's two statements for a call of `noop` below, with its parameters computed
+# once: what the journal costs without any Python around it (the floor for `@effect`).
+CLAIM_PARAMS: dict[str, Any] = {
+    "effect_name": "noop",
+    "input_hash": "0" * 64,
+    "owner": "bench#call",
+    "lease_seconds": 300.0,
+    "thread_id": None,
+    "checkpoint_ns": None,
+    "node": None,
+    "step": None,
+}
+COMPLETE_PARAMS: dict[str, Any] = {
+    "seen_attempt": 1,
+    "seen_statuses": ["running"],
+    "result_type": "msgpack",
+    "result": b"\x81\xa1n\x01",
+    "usage": None,
+    "resolved_by": None,
+}
+
 
 def effects(dsn: str, reps: int, warmup: int) -> dict[str, Stats]:
-    """ms per call: "effect", "two_commits" (its floor) and "one_commit" (the raw floor)."""
+    """ms per call: "effect", "statements" (its journal statements alone), "two_commits"
+    (its floor) and "one_commit" (the raw floor)."""
     with ours(dsn, 4) as saver:
         pool: ConnectionPool[Connection[DictRow]] = saver.conn  # type: ignore[assignment]
         with pool.connection() as conn:
@@ -59,8 +84,18 @@ def effects(dsn: str, reps: int, warmup: int) -> dict[str, Stats]:
         def call() -> None:
             noop(next(counter))
 
+        claim, complete = QUERIES["effect_claim"], complete_effect(events=False)
+
+        def statements() -> None:
+            key = f"bench:{run}:raw:{next(counter)}"
+            with pool.connection() as conn:
+                conn.execute(claim, {**CLAIM_PARAMS, "key": key}).fetchall()
+            with pool.connection() as conn:
+                conn.execute(complete, {**COMPLETE_PARAMS, "key": key}).fetchall()
+
         calls: dict[str, Callable[[], Any]] = {
             "effect": call,
+            "statements": statements,
             "two_commits": two_commits,
             "one_commit": insert,
         }

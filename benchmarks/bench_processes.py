@@ -5,7 +5,9 @@
 Each worker process runs 16 Python threads invoking the 10-node graph of
 `durability_modes.py` back to back (`durability="sync"`, each run on a thread id of its
 own) with one saver: ours (`from_conn_string`, pool of 16) or upstream's `PostgresSaver`
-on one connection (`from_conn_string`) or on a pool of 16. The processes start, warm up,
+on one connection (`from_conn_string`) or on a pool of 16, or a no-op saver that stores
+nothing (the ceiling: LangGraph's own work in that many processes on this machine). The
+processes start, warm up,
 then count completed steps over the same window; the total is their sum. The server's CPU
 share is the CPU time of the local `postgres` processes over the window (from /proc, so
 only for a server on this machine) divided by the window and the number of cores.
@@ -27,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_common import Stats, ours, scratch_database, upstream, upstream_single
+from bench_steps import NoopSaver
 from durability_modes import NODES, graph_builder
 
-SAVERS = ("ours", "upstream_single", "upstream_pool")
+SAVERS = ("ours", "upstream_single", "upstream_pool", "noop")
 
 
 @dataclass
@@ -73,8 +76,10 @@ def _used(before: dict[str, float], after: dict[str, float]) -> float:
 
 def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any, out: Any) -> None:
     with ExitStack() as stack:
-        if name == "ours":
-            saver: Any = stack.enter_context(ours(dsn, 16, setup=False))
+        if name == "noop":
+            saver: Any = NoopSaver()
+        elif name == "ours":
+            saver = stack.enter_context(ours(dsn, 16, setup=False))
         elif name == "upstream_single":
             saver = stack.enter_context(upstream_single(dsn, setup=False))
         else:

@@ -257,7 +257,13 @@ def rows(results: Results) -> list[Row]:
                 _ms(fx["effect"]),
                 _ms(fx["two_commits"]),
                 _ratio(fx["effect"].median, fx["two_commits"].median),
-                "baseline: two single-row INSERT+commit on the same pool",
+                "baseline: two single-row INSERT+commit on the same pool"
+                + (
+                    f"; the journal's two statements alone: {fx['statements'].median:.3f} "
+                    f"({_ratio(fx['statements'].median, fx['two_commits'].median)})"
+                    if "statements" in fx
+                    else ""
+                ),
             )
         )
         out.append(
@@ -285,6 +291,11 @@ def _rate_row(scenario: str, rates: dict[tuple[str, int], Stats], level: int, no
     other = "upstream_pool" if setup == "upstream_single" else "upstream_single"
     if (other, level) in rates:
         notes += f"; upstream on its {SETUP_LABELS[other]}: {rates[(other, level)].median:,.0f}"
+    if ("noop", level) in rates:
+        ceiling = rates[("noop", level)].median
+        notes += (
+            f"; no-op checkpointer (the ceiling) {ceiling:,.0f} = {_ratio(ceiling, theirs.median)}"
+        )
     mine = rates[("ours", level)].median
     return Row(
         scenario,
@@ -514,27 +525,27 @@ def targets(results: Results) -> list[Target]:
         best, _ = best_upstream(tput, top, higher_is_better=True)
         return tput[(saver, top)].median / best.median
 
-    def processes_ratio() -> float:
+    def processes_ratio(saver: str = "ours") -> float:
         if processes is None:
             raise KeyError("processes")
         rates = {key: r.rate() for key, r in processes.items()}
         best, _ = best_upstream(rates, most, higher_is_better=True)
-        return rates[("ours", most)].median / best.median
+        return rates[(saver, most)].median / best.median
 
-    def async_ratio(level: int) -> float:
+    def async_ratio(level: int, saver: str = "ours") -> float:
         if found_async is None:
             raise KeyError("async")
         rates = {key: r.rate() for key, r in found_async.items()}
         best, _ = best_upstream(rates, level, higher_is_better=True)
-        return rates[("ours", level)].median / best.median
+        return rates[(saver, level)].median / best.median
 
-    def async_flat() -> float:
+    def async_flat(saver: str = "ours") -> float:
         if found_async is None:
             raise KeyError("async")
-        levels = sorted(lv for name, lv in found_async if name == "ours")
+        levels = sorted(lv for name, lv in found_async if name == saver)
         return (
-            found_async[("ours", levels[-1])].rate().median
-            / found_async[("ours", levels[0])].rate().median
+            found_async[(saver, levels[-1])].rate().median
+            / found_async[(saver, levels[0])].rate().median
         )
 
     def large_worst() -> float:
@@ -568,12 +579,14 @@ def targets(results: Results) -> list[Target]:
             _get(lambda: step_ratio("ours", "async")),
             0.8,
             at_most=True,
+            bound=_get(lambda: step_ratio("statement_only", "async")),
         ),
         Target(
             "exit per-step time vs upstream's best",
             _get(lambda: step_ratio("ours", "exit")),
             1.0,
             at_most=True,
+            bound=_get(lambda: step_ratio("statement_only", "exit")),
         ),
         Target(
             f"throughput with {top} threads vs upstream's best",
@@ -587,12 +600,14 @@ def targets(results: Results) -> list[Target]:
             _get(lambda: async_ratio(mid)),
             2.0,
             at_most=False,
+            bound=_get(lambda: async_ratio(mid, "noop")),
         ),
         Target(
             f"async: ours at {async_levels[-1]} concurrent runs vs ours at {async_levels[0]}",
             _get(async_flat),
             1.0,
             at_most=False,
+            bound=_get(lambda: async_flat("noop")),
         ),
         Target(
             f"{most} worker process{'es' if most > 1 else ''} on one Postgres: total steps/s "
@@ -600,6 +615,7 @@ def targets(results: Results) -> list[Target]:
             _get(processes_ratio),
             1.3,
             at_most=False,
+            bound=_get(lambda: processes_ratio("noop")),
         ),
         Target(
             "large values: worst of put and get_tuple at every size vs upstream's best",
@@ -630,6 +646,7 @@ def targets(results: Results) -> list[Target]:
             _get(lambda: fx["effect"].median / fx["two_commits"].median),  # type: ignore[index]
             1.3,
             at_most=True,
+            bound=_get(lambda: fx["statements"].median / fx["two_commits"].median),  # type: ignore[index]
         ),
         Target(
             "recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s",

@@ -11,7 +11,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -68,6 +68,40 @@ class NoopSaver(BaseCheckpointSaver[str]):
         }
 
     def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        return None
+
+    # The async methods, so that the no-op saver is the ceiling on one event loop too.
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        return
+        yield
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return NoopSaver.put(self, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
@@ -182,7 +216,7 @@ def per_step(
     "upstream_pool", on the same database. The saver "none" (no checkpointer) is keyed with
     mode "-"; "noop" is `NoopSaver`,
     "one_commit" is `OneCommitSaver` and "statement_only" `StatementOnlySaver` (both on
-    our saver's pool and database).
+    our saver's pool and database; the latter in every mode, the floor of each).
     """
     with ExitStack() as stack:
         mine = stack.enter_context(ours(ours_dsn, 10))
@@ -198,10 +232,10 @@ def per_step(
             ("one_commit", "sync"): _invoker(
                 graph_builder().compile(checkpointer=OneCommitSaver(mine.conn)), "sync"
             ),
-            ("statement_only", "sync"): _invoker(
-                graph_builder().compile(checkpointer=StatementOnlySaver(mine)), "sync"
-            ),
         }
+        statement_only = graph_builder().compile(checkpointer=StatementOnlySaver(mine))
+        for mode in MODES:
+            invokers[("statement_only", mode)] = _invoker(statement_only, mode)
         for name, saver in savers.items():
             graph = graph_builder().compile(checkpointer=saver)
             for mode in MODES:

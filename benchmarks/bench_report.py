@@ -154,7 +154,9 @@ def rows(results: Results) -> list[Row]:
                     _ms(theirs),
                     _ratio(mine.median, theirs.median),
                     f"ours with async_commit=True: {fast.median:.3f} "
-                    f"({_ratio(fast.median, theirs.median)})" + _other_setup(steps, mode, setup),
+                    f"({_ratio(fast.median, theirs.median)})"
+                    + _other_setup(steps, mode, setup)
+                    + _statement_floor(steps, mode, theirs.median),
                     SETUP_LABELS[setup],
                 )
             )
@@ -279,6 +281,16 @@ def rows(results: Results) -> list[Row]:
     out += _process_rows(results.processes, results.settings)
     out += _runs_rows(results.runs)
     return out
+
+
+def _statement_floor(steps: dict[tuple[str, str], Stats], mode: str, baseline: float) -> str:
+    """The note naming the statement-only floor of a per-step row, when it was measured."""
+    floor = steps.get(("statement_only", mode))
+    if floor is None:
+        return ""
+    return (
+        f"; our statement alone (the floor): {floor.median:.3f} ({_ratio(floor.median, baseline)})"
+    )
 
 
 def _best_setup(rates: dict[tuple[str, int], Stats], level: int) -> str:

@@ -163,7 +163,9 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   shuffled order in every repetition. Each saver writes to a database of its own schema.
   The no-op checkpointer stores nothing: it is LangGraph's own checkpointing work. The
   one-commit saver stores nothing either but commits one single-row INSERT per checkpoint:
-  the floor for any saver that makes each step durable before the next one starts.
+  the floor for any saver that makes each step durable before the next one starts. The
+  statement-only saver runs our real put statement with a real step's parameters computed
+  once, in every mode: the floor for a drop-in saver (the targets' last column).
 - throughput: N Python threads each invoke that graph back to back on their own thread ids
   (`durability="sync"`), one saver at a time with a pool of 16; completed steps per second
   over a fixed window after a ramp-up, median of rounds. The no-op checkpointer at the same
@@ -173,7 +175,8 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   `durability="sync"`); every saver has 16 connections (ours and upstream's
   `AsyncPostgresSaver` on an `AsyncConnectionPool`; upstream's `from_conn_string` has one);
   completed steps per second over a window after a ramp-up, and the 99th percentile of the
-  time between a run's consecutive steps; median over rounds, savers alternating.
+  time between a run's consecutive steps; median over rounds, savers alternating. A no-op
+  saver on the same loop is the ceiling for any saver there.
 - large: one checkpoint holding a dict with 1 KB, 1 MB or 50 MB of seeded text (stored as
   a blob) is `put` on a new thread and read back with `get_tuple`; interleaved.
 - reads: three threads plus 2,000 short ones, bulk-loaded with COPY in the savers' shared
@@ -190,13 +193,15 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   switching the value columns' TOAST compression from pglz to lz4.
 - effects: an `@effect` with a no-op body on a new business key (journal claim + complete,
   two synchronous commits) against two single-row INSERT+commit statements on the same
-  pool, interleaved.
+  pool, interleaved; the journal's two statements alone, with precomputed parameters, are
+  the floor for any `@effect` on this journal.
 - processes: P worker processes, each with 16 threads invoking the 10-node graph back to
   back (`durability="sync"`), one saver at a time (ours and upstream's pool with 16
   connections per process, upstream's `from_conn_string` with one); completed steps per
   second of all processes over the same window after every process is running, median of
   rounds, savers alternating; the server's CPU share is the local `postgres` processes' CPU
-  time over the window / (window x cores).
+  time over the window / (window x cores). A no-op saver in as many processes is the
+  ceiling on this machine.
 - runs: worker processes (`Worker`, default `idle_wait`) take runs of a linear graph whose
   nodes sleep; the busy one is SIGKILLed a few steps in, and the run's row is read every
   5 ms until another worker has claimed it and committed its next checkpoint. Cost: N runs

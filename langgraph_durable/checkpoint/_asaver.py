@@ -514,7 +514,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             exit_events = self._events.take_for_exit(*own)
         else:
             exit_events = []
-        async with self._parking.carried_by_put(keys) as taken:
+        async with self._parking.carried_by_put(keys, row["fence_token"]) as taken:
             params.update(_core.parked_write_params(entry.params for entry in taken))
             if exit_events:
                 for name, values in event_params(exit_events).items():

@@ -236,8 +236,13 @@ class _Registry:
             self.late.setdefault(key, entry.parked_at)
         return True
 
-    def take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
-        """Takes the writes parked under `keys`, for one `put`; counts a cold thread down."""
+    def take(self, keys: Sequence[WriteKey], fence_token: int | None = None) -> list[ParkedWrites]:
+        """Takes the writes parked under `keys`, for one `put`; counts a cold thread down.
+
+        Only writes parked under the put's own fencing token (or, like it, under none): the
+        put's fence decides for everything it carries, so writes of another holder of the
+        thread (a stale one, say) stay parked and are stored alone, behind their own fence.
+        """
         thread = keys[0][0]
         now = time.monotonic()
         if self.late:
@@ -248,7 +253,15 @@ class _Registry:
                 del self.cold[thread]
             else:
                 self.cold[thread] = left - 1
-        taken = [entry for key in keys for entry in self.parked.pop(key, ())]
+        taken: list[ParkedWrites] = []
+        for key in keys:
+            entries = self.parked.pop(key, None)
+            if not entries:
+                continue
+            others = [e for e in entries if e.params.get("fence_token") != fence_token]
+            if others:
+                self.parked[key] = others
+            taken += [e for e in entries if e.params.get("fence_token") == fence_token]
         for entry in taken:
             entry.state = _TAKEN
         if taken:
@@ -417,8 +430,11 @@ class AsyncWriteParking:
         return entry.error is None
 
     @contextlib.asynccontextmanager
-    async def carried_by_put(self, keys: Sequence[WriteKey]) -> AsyncIterator[list[ParkedWrites]]:
-        """The writes a `put` for `keys` carries, settled when the put's block ends.
+    async def carried_by_put(
+        self, keys: Sequence[WriteKey], fence_token: int | None = None
+    ) -> AsyncIterator[list[ParkedWrites]]:
+        """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
+        put's block ends.
 
         `keys[0]` is the checkpoint the put stores: writes that park for it while it is being
         stored wait for the next put without a timeout until this one has finished.
@@ -426,7 +442,7 @@ class AsyncWriteParking:
         leaving tells the writers that their writes committed, or that the put failed (or
         was cancelled) and they must store them alone.
         """
-        taken = await self._take(keys)
+        taken = await self._take(keys, fence_token)
         done = self._putting[keys[0]] = asyncio.Event()
         try:
             yield taken
@@ -439,7 +455,9 @@ class AsyncWriteParking:
             done.set()
         self._settle(taken)
 
-    async def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
+    async def _take(
+        self, keys: Sequence[WriteKey], fence_token: int | None = None
+    ) -> list[ParkedWrites]:
         registry = self._registry
         if not registry.none_busy(keys):
             registry.put_waits(keys, +1)
@@ -448,7 +466,7 @@ class AsyncWriteParking:
                     await self._changed.wait()
             finally:
                 registry.put_waits(keys, -1)
-        return registry.take(keys)
+        return registry.take(keys, fence_token)
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         self._registry.settle(taken, error)
@@ -560,9 +578,12 @@ class WriteParking:
         return entry.error is None
 
     @contextlib.contextmanager
-    def carried_by_put(self, keys: Sequence[WriteKey]) -> Iterator[list[ParkedWrites]]:
-        """The writes a `put` for `keys` carries, settled when the put's block ends."""
-        taken = self._take(keys)
+    def carried_by_put(
+        self, keys: Sequence[WriteKey], fence_token: int | None = None
+    ) -> Iterator[list[ParkedWrites]]:
+        """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
+        put's block ends."""
+        taken = self._take(keys, fence_token)
         done = threading.Event()
         with self._changed:
             self._putting[keys[0]] = done
@@ -578,7 +599,7 @@ class WriteParking:
             done.set()
         self._settle(taken)
 
-    def _take(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
+    def _take(self, keys: Sequence[WriteKey], fence_token: int | None = None) -> list[ParkedWrites]:
         registry = self._registry
         with self._changed:
             if not registry.none_busy(keys):
@@ -587,7 +608,7 @@ class WriteParking:
                     self._changed.wait_for(lambda: registry.none_busy(keys))
                 finally:
                     registry.put_waits(keys, -1)
-            return registry.take(keys)
+            return registry.take(keys, fence_token)
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._changed:

@@ -17,8 +17,10 @@ from typing import Annotated, Any
 
 import psycopg
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
+from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
@@ -37,6 +39,8 @@ from langgraph_durable import (
     durable_sleep,
     effect,
 )
+from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
+from langgraph_durable.checkpoint import put_writes_txn
 
 
 class State(TypedDict, total=False):
@@ -451,6 +455,74 @@ def test_exclusive_lets_one_plain_invoke_run_a_thread(
             graph.invoke({"log": []}, stale)  # refused: nothing written
         after = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread)
         assert after == before
+
+
+def test_a_stale_holder_s_writes_are_refused_whichever_way_they_are_stored(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """Writes stored on their own (an error, which LangGraph waits for), in the caller's
+    transaction, or parked for a put of the new holder: none goes past the fence."""
+    graph = graph_of(saver, step("a")).graph
+    thread = f"t-{uuid.uuid4()}"
+    with runs.exclusive(thread) as stale:
+        graph.invoke({"log": []}, stale)
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1s' "
+            "WHERE thread_id = %s",
+            thread,
+        )
+        with runs.exclusive(thread) as fresh:
+            latest = saver.get_tuple({"configurable": {"thread_id": thread}})
+            assert latest is not None
+            at = latest.config["configurable"]["checkpoint_id"]
+            stale_at: Any = {
+                **stale,
+                "configurable": {**stale["configurable"], "checkpoint_id": at, "checkpoint_ns": ""},
+            }
+            fresh_at: Any = {
+                **fresh,
+                "configurable": {**fresh["configurable"], "checkpoint_id": at, "checkpoint_ns": ""},
+            }
+            count = "SELECT count(*) FROM checkpoint_writes WHERE thread_id = %s"
+            before = sql(db_dsn, count, thread)
+            with pytest.raises(FencedOutError, match="no longer holds the thread"):
+                saver.put_writes(stale_at, [("__error__", ValueError("late"))], "stale-task")
+            with (
+                psycopg.connect(db_dsn, row_factory=dict_row) as conn,
+                pytest.raises(FencedOutError),
+            ):
+                put_writes_txn(conn, stale_at, [("log", ["late"])], "stale-txn", serde=saver.serde)
+            assert sql(db_dsn, count, thread) == before
+            # A stale holder's regular writes, parked in this process when the new holder's
+            # put comes: the put's fence is the new token, so it must not carry them.
+            lingering = DurablePostgresSaver(saver.conn, write_linger=1.0)
+            in_loop: Any = {
+                **stale_at,
+                "configurable": {**stale_at["configurable"], CONFIG_KEY_RUNTIME: object()},
+            }
+            refused: list[BaseException] = []
+
+            def write_late() -> None:
+                try:
+                    lingering.put_writes(in_loop, [("log", ["late"])], "stale-parked")
+                except FencedOutError as exc:
+                    refused.append(exc)
+
+            writer = threading.Thread(target=write_late, daemon=True)
+            writer.start()
+            key = (thread, "", at)
+            while key not in lingering._parking._registry.parked:  # parked, not yet taken
+                assert writer.is_alive(), "the writes were stored instead of parked"
+                time.sleep(0.001)
+            checkpoint = empty_checkpoint()
+            lingering.put(fresh_at, checkpoint, {"source": "loop", "step": 9}, {})
+            writer.join(60)
+            assert len(refused) == 1  # stored alone after the linger, behind its own fence
+            tasks = sql(
+                db_dsn, "SELECT task_id FROM checkpoint_writes WHERE thread_id = %s", thread
+            )
+            assert all(not task.startswith("stale") for (task,) in tasks)
 
 
 def test_bad_run_requests_are_named_before_anything_is_written(

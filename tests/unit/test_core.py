@@ -12,6 +12,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import InvalidInputError, InvalidThreadIdError, UnserializableValueError
+from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._sql import MIGRATIONS, QUERIES, parse_queries
 from langgraph_durable.checkpoint import _core
 
@@ -146,3 +147,13 @@ def test_migrations_are_numbered_without_gaps() -> None:
         versions = [m.version for m in MIGRATIONS if m.series == series]
         start = 0 if series == "upstream" else 1
         assert versions == list(range(start, start + len(versions)))
+
+
+def test_writes_under_a_fencing_token_get_the_token_lookup() -> None:
+    """The statement a task's writes get follows their config: a lease's token is looked
+    up, writes without one skip the lookup."""
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}}
+    fenced = _core.writes_statement(with_fence(config, Fence(7, "run")), [("a", 1)], events=False)
+    assert "t.fencing_token = %(fence_token)s::bigint" in fenced
+    plain = _core.writes_statement(config, [("a", 1)], events=False)
+    assert "langgraph_durable_threads" not in plain

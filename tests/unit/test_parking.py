@@ -117,6 +117,27 @@ def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold()
     assert stored_alone == [{"w": 1}]
 
 
+def test_a_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
+    """The put's fence decides for everything it carries: writes another holder of the
+    thread parked (a stale one's) stay parked, to be stored alone behind their own fence."""
+    parking = WriteParking(linger=HANG_S)
+    stored_alone: list[dict[str, Any]] = []
+    stale = store_in_thread(parking, KEY, {"w": "stale", "fence_token": 1}, stored_alone.append)
+    fresh = store_in_thread(parking, KEY, {"w": "fresh", "fence_token": 2}, stored_alone.append)
+    taken = parking._take([KEY], 2)
+    assert [entry.params["w"] for entry in taken] == ["fresh"]
+    parking._settle(taken)
+    fresh.join(HANG_S)
+    assert [entry.params["w"] for entry in parking._registry.parked[KEY]] == ["stale"]
+    assert parking._take([KEY]) == []  # nor does a put without a token take them
+    left = parking._take([KEY], 1)
+    assert [entry.params["w"] for entry in left] == ["stale"]
+    parking._settle(left)
+    stale.join(HANG_S)
+    assert stored_alone == []
+    assert parking._registry.parked == {}
+
+
 def test_writes_that_may_not_park_are_stored_at_once() -> None:
     parking = WriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []

@@ -551,13 +551,13 @@ def targets(results: Results) -> list[Target]:
         best, _ = best_upstream(rates, level, higher_is_better=True)
         return rates[(saver, level)].median / best.median
 
-    def async_flat(saver: str = "ours") -> float:
+    def async_flat() -> float:
         if found_async is None:
             raise KeyError("async")
-        levels = sorted(lv for name, lv in found_async if name == saver)
+        levels = sorted(lv for name, lv in found_async if name == "ours")
         return (
-            found_async[(saver, levels[-1])].rate().median
-            / found_async[(saver, levels[0])].rate().median
+            found_async[("ours", levels[-1])].rate().median
+            / found_async[("ours", levels[0])].rate().median
         )
 
     def large_worst() -> float:
@@ -619,7 +619,6 @@ def targets(results: Results) -> list[Target]:
             _get(async_flat),
             1.0,
             at_most=False,
-            bound=_get(lambda: async_flat("noop")),
         ),
         Target(
             f"{most} worker process{'es' if most > 1 else ''} on one Postgres: total steps/s "

@@ -99,7 +99,7 @@ class NoopSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return NoopSaver.put(self, config, checkpoint, metadata, new_versions)
+        return self.put(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,

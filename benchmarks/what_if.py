@@ -35,7 +35,7 @@ from psycopg_pool import ConnectionPool
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable._db import CONNECTION_KWARGS
-from langgraph_durable._sql import QUERIES
+from langgraph_durable._sql import put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.embedded import resolve_dsn
 
@@ -111,31 +111,33 @@ def statements(dsn: str, runs: int) -> dict[str, Stats]:
         counter = itertools.count()
         writes_query, writes_params = captured["writes"]
         with pool.connection() as conn:
+
+            def put(params: dict[str, Any]) -> Any:
+                """The statement our saver sends for these parameters."""
+                return conn.execute(put_checkpoint_for(params), params)
+
             conn.execute("CREATE TABLE bench_floor (key TEXT PRIMARY KEY, payload BYTEA)")
             calls: dict[str, Callable[[], Any]] = {
                 "SELECT 1 (round trip)": lambda: conn.execute("SELECT 1"),
                 "one-row INSERT + commit (floor)": lambda: conn.execute(
                     "INSERT INTO bench_floor VALUES (%s, %s)", (f"k{next(counter)}", b"x" * 64)
                 ),
-                "put_checkpoint statement": lambda: conn.execute(
-                    QUERIES["put_checkpoint"],
-                    {**captured["checkpoint"], "thread_id": f"t{next(counter)}"},
+                "put_checkpoint statement": lambda: put(
+                    {**captured["checkpoint"], "thread_id": f"t{next(counter)}"}
                 ),
-                "put_checkpoint carrying the step's writes": lambda: conn.execute(
-                    QUERIES["put_checkpoint"],
+                "put_checkpoint carrying the step's writes": lambda: put(
                     {
                         **captured["checkpoint"],
                         **_core.parked_write_params([writes_params]),
                         "thread_id": f"t{next(counter)}",
-                    },
+                    }
                 ),
-                "put_checkpoint, synchronous_commit off": lambda: conn.execute(
-                    QUERIES["put_checkpoint"],
+                "put_checkpoint, synchronous_commit off": lambda: put(
                     {
                         **captured["checkpoint"],
                         "thread_id": f"t{next(counter)}",
                         "synchronous_commit": "off",
-                    },
+                    }
                 ),
                 "insert_writes statement": lambda: conn.execute(
                     writes_query, {**writes_params, "thread_id": f"t{next(counter)}"}

@@ -80,6 +80,16 @@ def sql(dsn: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         return cur.fetchall() if cur.description else []
 
 
+def expire_thread_lease(dsn: str, thread: str) -> None:
+    """The thread's holder stalls past its lease (moved in the database): another may take it."""
+    sql(
+        dsn,
+        "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1s' "
+        "WHERE thread_id = %s",
+        thread,
+    )
+
+
 def make_due(dsn: str, run_id: str) -> None:
     """The run's retry time has come (moved in the database, not waited for)."""
     sql(dsn, "UPDATE langgraph_durable_runs SET retry_at = now() WHERE run_id = %s", run_id)
@@ -441,13 +451,7 @@ def test_exclusive_lets_one_plain_invoke_run_a_thread(
             pass
         graph.invoke({"log": []}, config)
     with runs.exclusive(thread) as stale:  # free again once released
-        # This holder stalls past its lease (moved in the database); another takes over.
-        sql(
-            db_dsn,
-            "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1s' "
-            "WHERE thread_id = %s",
-            thread,
-        )
+        expire_thread_lease(db_dsn, thread)
         with runs.exclusive(thread) as fresh:
             graph.invoke({"log": []}, fresh)
         before = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", thread)
@@ -466,12 +470,7 @@ def test_a_stale_holder_s_writes_are_refused_whichever_way_they_are_stored(
     thread = f"t-{uuid.uuid4()}"
     with runs.exclusive(thread) as stale:
         graph.invoke({"log": []}, stale)
-        sql(
-            db_dsn,
-            "UPDATE langgraph_durable_threads SET lease_expires_at = now() - interval '1s' "
-            "WHERE thread_id = %s",
-            thread,
-        )
+        expire_thread_lease(db_dsn, thread)
         with runs.exclusive(thread) as fresh:
             latest = saver.get_tuple({"configurable": {"thread_id": thread}})
             assert latest is not None

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-__all__ = ["FENCE_KEY", "Fence", "fence_of", "with_fence"]
+__all__ = ["FENCE_KEY", "Fence", "fence_of", "fence_token_of", "with_fence"]
 
 FENCE_KEY = "__langgraph_durable_fence"
 
@@ -31,6 +31,12 @@ class Fence:
 def fence_of(config: RunnableConfig | None) -> Fence | None:
     found = ((config or {}).get("configurable") or {}).get(FENCE_KEY)
     return found if isinstance(found, Fence) else None
+
+
+def fence_token_of(config: RunnableConfig | None) -> int | None:
+    """The fencing token a write under `config` carries, or None without a lease."""
+    fence = fence_of(config)
+    return None if fence is None else fence.token
 
 
 def with_fence(config: Mapping[str, Any], fence: Fence) -> RunnableConfig:

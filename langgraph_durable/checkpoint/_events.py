@@ -57,6 +57,9 @@ class ParkedEvent:
     """The checkpoint the task runs on."""
     task_id: str
     attempt: int = 1
+    fence_token: int | None = None
+    """The fencing token of the run that emitted it (None without a lease): only a statement
+    behind the same fence carries it."""
 
 
 def new_event(
@@ -70,6 +73,7 @@ def new_event(
     task_id: str = "",
     attempt: int = 1,
     event_id: str | None = None,
+    fence_token: int | None = None,
 ) -> ParkedEvent:
     """Checks an event and gives it `event_id` or a new one; ValueError or TypeError if bad."""
     if not isinstance(event_type, str) or not event_type or "\x00" in event_type:
@@ -89,6 +93,7 @@ def new_event(
         checkpoint_id,
         task_id,
         attempt,
+        fence_token,
     )
 
 
@@ -109,15 +114,18 @@ def _under(namespace: str, root: str) -> bool:
 
 
 class EventParking:
-    """Events parked per (thread, checkpoint, task) until their task's writes are stored."""
+    """Events parked per (thread, checkpoint, task, fencing token) until their task's writes
+    are stored. The token keeps two holders of one thread in one process apart (a stale
+    run and the one that took over): each statement carries only the events behind its
+    own fence."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._parked: dict[tuple[str, str, str], list[ParkedEvent]] = {}
+        self._parked: dict[tuple[str, str, str, int | None], list[ParkedEvent]] = {}
         self._count = 0
 
     def park(self, event: ParkedEvent) -> None:
-        key = (event.thread_id, event.checkpoint_id, event.task_id)
+        key = (event.thread_id, event.checkpoint_id, event.task_id, event.fence_token)
         with self._lock:
             if self._count >= _MAX_PARKED:
                 # Only events of tasks whose writes never came (abandoned runs) linger.
@@ -132,15 +140,17 @@ class EventParking:
             events.append(event)
             self._count += 1
 
-    def take_for_task(self, thread_id: str, checkpoint_id: str, task_id: str) -> list[ParkedEvent]:
+    def take_for_task(
+        self, thread_id: str, checkpoint_id: str, task_id: str, *, fence_token: int | None
+    ) -> list[ParkedEvent]:
         """The events of one task, for the statement that stores its writes."""
         with self._lock:
-            events = self._parked.pop((thread_id, checkpoint_id, task_id), [])
+            events = self._parked.pop((thread_id, checkpoint_id, task_id, fence_token), [])
             self._count -= len(events)
         return events
 
     def take_for_exit(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, *, fence_token: int | None
     ) -> list[ParkedEvent]:
         """Events a final checkpoint under durability="exit" carries.
 
@@ -155,6 +165,7 @@ class EventParking:
                 for key, events in self._parked.items()
                 if key[0] == thread_id
                 and key[1] != checkpoint_id
+                and key[3] == fence_token
                 and events
                 and _under(events[0].namespace, namespace)
             ]:

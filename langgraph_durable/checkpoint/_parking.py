@@ -431,7 +431,7 @@ class AsyncWriteParking:
 
     @contextlib.asynccontextmanager
     async def carried_by_put(
-        self, keys: Sequence[WriteKey], fence_token: int | None = None
+        self, keys: Sequence[WriteKey], *, fence_token: int | None
     ) -> AsyncIterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
         put's block ends.
@@ -579,7 +579,7 @@ class WriteParking:
 
     @contextlib.contextmanager
     def carried_by_put(
-        self, keys: Sequence[WriteKey], fence_token: int | None = None
+        self, keys: Sequence[WriteKey], *, fence_token: int | None
     ) -> Iterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
         put's block ends."""

@@ -52,6 +52,7 @@ from langgraph_durable._db import (
     retry_on_disconnect,
     timeout_settings,
 )
+from langgraph_durable._fencing import fence_token_of
 from langgraph_durable._sql import QUERIES, put_checkpoint_for
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
@@ -508,10 +509,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 # run has none and does not pay for the yield: in the sync saver giving
                 # up the GIL cost 0.2 ms alone, more when LangGraph's thread took it.
                 time.sleep(0)
-            exit_events = self._events.take_for_exit(*own)
+            exit_events = self._events.take_for_exit(*own, fence_token=row["fence_token"])
         else:
             exit_events = []
-        with self._parking.carried_by_put(keys, row["fence_token"]) as taken:
+        with self._parking.carried_by_put(keys, fence_token=row["fence_token"]) as taken:
             params.update(_core.parked_write_params(entry.params for entry in taken))
             if exit_events:
                 for name, values in event_params(exit_events).items():
@@ -554,7 +555,9 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             )
         # The task's outbox events commit with its writes; writes that say it did not
         # finish (an error, an interrupt) void them: it runs again and emits them again.
-        events = self._events.take_for_task(key[0], key[2], task_id)
+        events = self._events.take_for_task(
+            key[0], key[2], task_id, fence_token=fence_token_of(config)
+        )
         if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
             events = []
         query = _core.writes_statement(config, writes, events=bool(events))

@@ -26,6 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
+from langgraph_durable._fencing import fence_token_of
 from langgraph_durable.checkpoint import (
     AsyncDurablePostgresSaver,
     DurablePostgresSaver,
@@ -156,6 +157,7 @@ def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
         task_id=task_id,
         attempt=_langgraph.task_attempt_of(config),
         event_id=derived_event_id(config, thread_id, event_type),
+        fence_token=fence_token_of(config),
     )
     saver.park_event(event)
     return event.event_id

@@ -28,6 +28,7 @@ from langgraph_durable import (
     emit,
     emit_txn,
 )
+from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.outbox import aemit_txn, backlog
 
 MODES: list[Durability] = ["sync", "async", "exit"]
@@ -108,6 +109,24 @@ def test_events_commit_with_their_task_in_every_mode(dsn: str, mode: Durability)
         # The event's transaction stored its task's writes or the checkpoint carrying them.
         joined = write_xids(dsn, thread, row["task_id"]) | checkpoint_xids(dsn, thread)
         assert row["xid"] in joined
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_leased_run_s_events_commit_behind_its_fence(dsn: str, mode: Durability) -> None:
+    """Under a lease each event carries the run's fencing token, and only statements
+    behind that fence take it: the run's own writes and checkpoints do."""
+    thread = f"emit-leased-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_threads (thread_id, fencing_token, owner, "
+            "lease_expires_at) VALUES (%s, 7, 'test', now() + interval '1 hour')",
+            (thread,),
+        )
+    config = with_fence({"configurable": {"thread_id": thread}}, Fence(7))
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = graph().compile(checkpointer=saver)
+        app.invoke({"log": []}, config, durability=mode)
+    assert sorted(r["event_type"] for r in stored(dsn, thread)) == ["a.done", "b.again", "b.done"]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -496,6 +496,9 @@ def test_a_stale_holder_s_writes_are_refused_whichever_way_they_are_stored(
             # A stale holder's regular writes, parked in this process when the new holder's
             # put comes: the put's fence is the new token, so it must not carry them.
             lingering = DurablePostgresSaver(saver.conn, write_linger=1.0)
+            # Parked writes wait for a put however long this machine takes to get to it
+            # (a correct run never waits this out), as in test_parked_writes.py.
+            lingering._parking._registry.linger = lingering._parking._registry.wait = 60.0
             in_loop: Any = {
                 **stale_at,
                 "configurable": {**stale_at["configurable"], CONFIG_KEY_RUNTIME: object()},
@@ -510,14 +513,18 @@ def test_a_stale_holder_s_writes_are_refused_whichever_way_they_are_stored(
 
             writer = threading.Thread(target=write_late, daemon=True)
             writer.start()
+            parked = lingering._parking._registry.parked
             key = (thread, "", at)
-            while key not in lingering._parking._registry.parked:  # parked, not yet taken
+            while key not in parked:  # parked, not yet taken
                 assert writer.is_alive(), "the writes were stored instead of parked"
                 time.sleep(0.001)
-            checkpoint = empty_checkpoint()
-            lingering.put(fresh_at, checkpoint, {"source": "loop", "step": 9}, {})
+            lingering.put(fresh_at, empty_checkpoint(), {"source": "loop", "step": 9}, {})
+            assert [entry.params["task_id"] for entry in parked[key]] == ["stale-parked"]
+            # The stale holder's own next put takes them, and is fenced out with them.
+            with pytest.raises(FencedOutError):
+                lingering.put(stale_at, empty_checkpoint(), {"source": "loop", "step": 9}, {})
             writer.join(60)
-            assert len(refused) == 1  # stored alone after the linger, behind its own fence
+            assert len(refused) == 1  # then stored alone, behind their own fence
             tasks = sql(
                 db_dsn, "SELECT task_id FROM checkpoint_writes WHERE thread_id = %s", thread
             )

@@ -11,7 +11,14 @@ from langgraph_durable.checkpoint._events import EventParking
 from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook
 
 
-def event(task: str, checkpoint: str, attempt: int = 1, ns: str = "", n: int = 0) -> ParkedEvent:
+def event(
+    task: str,
+    checkpoint: str,
+    attempt: int = 1,
+    ns: str = "",
+    n: int = 0,
+    token: int | None = None,
+) -> ParkedEvent:
     return new_event(
         "t",
         {"n": n},
@@ -21,6 +28,7 @@ def event(task: str, checkpoint: str, attempt: int = 1, ns: str = "", n: int = 0
         checkpoint_id=checkpoint,
         task_id=task,
         attempt=attempt,
+        fence_token=token,
     )
 
 
@@ -29,9 +37,11 @@ def test_a_task_takes_only_its_own_events_and_a_new_attempt_voids_the_old() -> N
     parking.park(event("a", "c1", n=1))
     parking.park(event("b", "c1", n=2))
     parking.park(event("a", "c1", attempt=2, n=3))
-    assert [json.loads(e.payload)["n"] for e in parking.take_for_task("th", "c1", "a")] == [3]
-    assert parking.take_for_task("th", "c1", "a") == []
-    assert len(parking.take_for_task("th", "c1", "b")) == 1
+    assert [
+        json.loads(e.payload)["n"] for e in parking.take_for_task("th", "c1", "a", fence_token=None)
+    ] == [3]
+    assert parking.take_for_task("th", "c1", "a", fence_token=None) == []
+    assert len(parking.take_for_task("th", "c1", "b", fence_token=None)) == 1
 
 
 def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> None:
@@ -39,9 +49,32 @@ def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> N
     parking.park(event("a", "c1", n=1))
     parking.park(event("s", "c2", ns="sub:1", n=2))
     parking.park(event("p", "c3", n=3))  # pending at exit
-    assert [json.loads(e.payload)["n"] for e in parking.take_for_exit("th", "sub:1", "c9")] == [2]
-    assert [json.loads(e.payload)["n"] for e in parking.take_for_exit("th", "", "c3")] == [1]
-    assert len(parking.take_for_task("th", "c3", "p")) == 1
+    assert [
+        json.loads(e.payload)["n"]
+        for e in parking.take_for_exit("th", "sub:1", "c9", fence_token=None)
+    ] == [2]
+    assert [
+        json.loads(e.payload)["n"] for e in parking.take_for_exit("th", "", "c3", fence_token=None)
+    ] == [1]
+    assert len(parking.take_for_task("th", "c3", "p", fence_token=None)) == 1
+
+
+def test_events_are_carried_only_behind_the_fence_of_the_run_that_emitted_them() -> None:
+    """Two holders of one thread in one process (a stale run and the one that took over)
+    run the same tasks on the same checkpoint: each statement takes only its own events."""
+    parking = EventParking()
+    parking.park(event("a", "c1", n=1, token=1))
+    parking.park(event("a", "c1", n=2, token=2))
+    parking.park(event("b", "c2", n=3, token=1))
+    parking.park(event("b", "c2", n=4, token=2))
+    taken = parking.take_for_task("th", "c1", "a", fence_token=2)
+    assert [json.loads(e.payload)["n"] for e in taken] == [2]
+    assert parking.take_for_task("th", "c1", "a", fence_token=None) == []
+    at_exit = parking.take_for_exit("th", "", "c9", fence_token=1)
+    assert [json.loads(e.payload)["n"] for e in at_exit] == [1, 3]
+    assert [
+        json.loads(e.payload)["n"] for e in parking.take_for_exit("th", "", "c9", fence_token=2)
+    ] == [4]
 
 
 def test_bad_events_are_refused() -> None:

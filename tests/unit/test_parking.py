@@ -128,7 +128,9 @@ def test_a_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
     assert [entry.params["w"] for entry in taken] == ["fresh"]
     parking._settle(taken)
     fresh.join(HANG_S)
-    assert [entry.params["w"] for entry in parking._registry.parked[KEY]] == ["stale"]
+    left_behind = parking._registry.parked[KEY]
+    assert [entry.params["w"] for entry in left_behind] == ["stale"]
+    assert left_behind[0].state == "parked"
     assert parking._take([KEY]) == []  # nor does a put without a token take them
     left = parking._take([KEY], 1)
     assert [entry.params["w"] for entry in left] == ["stale"]
@@ -246,6 +248,26 @@ async def test_async_parked_writes_are_taken_by_a_put() -> None:
     assert not writes.done()  # it returns only once the put has committed
     parking._settle(taken)
     await asyncio.wait_for(writes, HANG_S)
+    assert stored_alone == []
+
+
+async def test_async_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
+    parking = AsyncWriteParking(linger=HANG_S)
+    stored_alone: list[dict[str, Any]] = []
+
+    async def alone(params: dict[str, Any]) -> None:
+        stored_alone.append(params)
+
+    stale = asyncio.create_task(parking.store(KEY, prepared({"w": "s", "fence_token": 1}), alone))
+    fresh = asyncio.create_task(parking.store(KEY, prepared({"w": "f", "fence_token": 2}), alone))
+    await _until(lambda: len(parking._registry.parked.get(KEY, ())) == 2)
+    async with parking.carried_by_put([KEY], fence_token=2) as taken:
+        assert [entry.params["w"] for entry in taken] == ["f"]
+    await asyncio.wait_for(fresh, HANG_S)
+    assert [entry.params["w"] for entry in parking._registry.parked[KEY]] == ["s"]
+    async with parking.carried_by_put([KEY], fence_token=1) as taken:
+        assert [entry.params["w"] for entry in taken] == ["s"]
+    await asyncio.wait_for(stale, HANG_S)
     assert stored_alone == []
 
 

@@ -18,11 +18,13 @@ import os
 import secrets
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.embedded import EmbeddedPostgres, start_embedded_postgres
 
 TEST_DSN_ENV = "LANGGRAPH_DURABLE_TEST_DSN"
@@ -161,3 +163,14 @@ def drop_database(server_dsn: str, name: str) -> None:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+def leased_config(dsn: str, thread: str, token: int) -> Any:
+    """A run's config under a lease of `thread` at `token`, with the row a claim makes."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_threads (thread_id, fencing_token, owner, "
+            "lease_expires_at) VALUES (%s, %s, 'test', now() + interval '1 hour')",
+            (thread, token),
+        )
+    return with_fence({"configurable": {"thread_id": thread}}, Fence(token))

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import psycopg
 import pytest
+from _pg import leased_config
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Durability, RetryPolicy, interrupt
@@ -28,7 +29,6 @@ from langgraph_durable import (
     emit,
     emit_txn,
 )
-from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.outbox import aemit_txn, backlog
 
 MODES: list[Durability] = ["sync", "async", "exit"]
@@ -116,13 +116,7 @@ def test_a_leased_run_s_events_commit_behind_its_fence(dsn: str, mode: Durabilit
     """Under a lease each event carries the run's fencing token, and only statements
     behind that fence take it: the run's own writes and checkpoints do."""
     thread = f"emit-leased-{uuid.uuid4()}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO langgraph_durable_threads (thread_id, fencing_token, owner, "
-            "lease_expires_at) VALUES (%s, 7, 'test', now() + interval '1 hour')",
-            (thread,),
-        )
-    config = with_fence({"configurable": {"thread_id": thread}}, Fence(7))
+    config = leased_config(dsn, thread, 7)
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         app = graph().compile(checkpointer=saver)
         app.invoke({"log": []}, config, durability=mode)

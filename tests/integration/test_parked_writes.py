@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import psycopg
 import pytest
+from _pg import leased_config
 from graphs import State
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
@@ -20,7 +21,6 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
-from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.errors import ConfigurationError
 
 NODES = ["a", "b", "c", "d"]
@@ -98,17 +98,6 @@ async def test_async_saver_commits_each_steps_writes_with_the_next_checkpoint(
     assert shared == rows
 
 
-def leased(dsn: str, thread: str, token: int) -> Any:
-    """A run's config under a lease of `thread` at `token` (the row a claim makes)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO langgraph_durable_threads (thread_id, fencing_token, owner, "
-            "lease_expires_at) VALUES (%s, %s, 'test', now() + interval '1 hour')",
-            (thread, token),
-        )
-    return with_fence({"configurable": {"thread_id": thread}}, Fence(token))
-
-
 def test_a_fenced_run_s_writes_fold_into_its_own_puts(db_dsn: str) -> None:
     """Under a lease every write carries the run's token, and so does its put: the put
     takes them (a put takes only writes parked under its own token)."""
@@ -117,7 +106,7 @@ def test_a_fenced_run_s_writes_fold_into_its_own_puts(db_dsn: str) -> None:
         saver.setup()
         outwait_any_load(saver)
         graph = linear_graph().compile(checkpointer=saver)
-        out = graph.invoke({"log": []}, leased(db_dsn, thread, 7), durability="sync")
+        out = graph.invoke({"log": []}, leased_config(db_dsn, thread, 7), durability="sync")
     assert out["log"] == NODES
     rows, shared = write_rows_sharing_a_checkpoint_transaction(db_dsn, thread)
     assert rows >= len(NODES)
@@ -130,7 +119,7 @@ async def test_a_fenced_async_run_s_writes_fold_into_its_own_puts(db_dsn: str) -
         await saver.setup()
         outwait_any_load(saver)
         graph = linear_graph().compile(checkpointer=saver)
-        out = await graph.ainvoke({"log": []}, leased(db_dsn, thread, 7), durability="sync")
+        out = await graph.ainvoke({"log": []}, leased_config(db_dsn, thread, 7), durability="sync")
     assert out["log"] == NODES
     rows, shared = write_rows_sharing_a_checkpoint_transaction(db_dsn, thread)
     assert rows >= len(NODES)

@@ -20,6 +20,7 @@ from langgraph_durable._db._source import (
     open_pool,
     retry_on_disconnect,
 )
+from langgraph_durable._db.arrays import BytesArray, IntArray, TextArray
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
     Timeout,
@@ -40,9 +41,12 @@ __all__ = [
     "AsyncConn",
     "AsyncConnectionSource",
     "AsyncHeartbeat",
+    "BytesArray",
     "Conn",
     "ConnectionSource",
     "Heartbeat",
+    "IntArray",
+    "TextArray",
     "Timeout",
     "acheck_schema",
     "amigrate",

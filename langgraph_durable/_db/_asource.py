@@ -210,10 +210,19 @@ class AsyncConnectionSource:
         """
         try:
             if isinstance(self.conn, AsyncConnectionPool):
-                async with self._alend(self.conn) as conn:
+                conn = await self._aborrow(self.conn)
+                try:
                     check_row_factory(conn)
                     await self._aconfigure(conn, self.timeouts if timeouts else {})
-                    yield conn
+                    if conn.autocommit:
+                        # Nothing to commit: `async with conn` would only ask (a lock and a
+                        # generator per call); the pool rolls back whatever is left open.
+                        yield conn
+                    else:
+                        async with conn:  # commits on success, rolls back on an error
+                            yield conn
+                finally:
+                    await self.conn.putconn(conn)
             else:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -244,11 +253,10 @@ class AsyncConnectionSource:
                 raise
             raise named from exc
 
-    @asynccontextmanager
-    async def _alend(
+    async def _aborrow(
         self, pool: AsyncConnectionPool[AsyncConnection[DictRow]]
-    ) -> AsyncIterator[AsyncConnection[DictRow]]:
-        """A connection of the pool, as `pool.connection()` lends it, but never one whose
+    ) -> AsyncConnection[DictRow]:
+        """A connection of the pool, as `pool.getconn()` gives it, but never one whose
         session the server has already ended (`ended_by_server`: no round trip). After a
         restart every idle connection is dead: the first one found makes the pool check
         the others at once, so this call and the next ones get live connections.
@@ -259,11 +267,7 @@ class AsyncConnectionSource:
             await pool.putconn(conn)  # closed: the pool discards it and opens another
             await self.drop_dead_connections()
             conn = await pool.getconn()
-        try:
-            async with conn:
-                yield conn
-        finally:
-            await pool.putconn(conn)
+        return conn
 
     async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""

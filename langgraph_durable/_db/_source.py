@@ -211,10 +211,19 @@ class ConnectionSource:
         """
         try:
             if isinstance(self.conn, ConnectionPool):
-                with self._lend(self.conn) as conn:
+                conn = self._borrow(self.conn)
+                try:
                     check_row_factory(conn)
                     self._configure(conn, self.timeouts if timeouts else {})
-                    yield conn
+                    if conn.autocommit:
+                        # Nothing to commit: `with conn` would only ask (a lock and a
+                        # generator per call); the pool rolls back whatever is left open.
+                        yield conn
+                    else:
+                        with conn:  # commits on success, rolls back on an error
+                            yield conn
+                finally:
+                    self.conn.putconn(conn)
             else:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -245,9 +254,8 @@ class ConnectionSource:
                 raise
             raise named from exc
 
-    @contextmanager
-    def _lend(self, pool: ConnectionPool[Connection[DictRow]]) -> Iterator[Connection[DictRow]]:
-        """A connection of the pool, as `pool.connection()` lends it, but never one whose
+    def _borrow(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
+        """A connection of the pool, as `pool.getconn()` gives it, but never one whose
         session the server has already ended (`ended_by_server`: no round trip). After a
         restart every idle connection is dead: the first one found makes the pool check
         the others at once, so this call and the next ones get live connections.
@@ -258,11 +266,7 @@ class ConnectionSource:
             pool.putconn(conn)  # closed: the pool discards it and opens another
             self.drop_dead_connections()
             conn = pool.getconn()
-        try:
-            with conn:
-                yield conn
-        finally:
-            pool.putconn(conn)
+        return conn
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""

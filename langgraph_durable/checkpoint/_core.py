@@ -30,6 +30,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from typing_extensions import LiteralString
 
 from langgraph_durable import _langgraph
+from langgraph_durable._db import BytesArray, IntArray, TextArray
 from langgraph_durable._fencing import fence_of
 from langgraph_durable._ids import ID_LIMITS, json_text, lone_surrogate, stored_id, thread_id_of
 from langgraph_durable._sql import store_writes
@@ -338,7 +339,12 @@ def blob_params(
 
     Returns the column arrays the `put_checkpoint` statement unnests.
     """
-    params: dict[str, list[Any]] = {"channels": [], "versions": [], "types": [], "blobs": []}
+    params: dict[str, list[Any]] = {
+        "channels": TextArray(),
+        "versions": TextArray(),
+        "types": TextArray(),
+        "blobs": BytesArray(),
+    }
     for channel, version in new_versions.items():
         if channel not in blob_values:
             continue
@@ -395,10 +401,10 @@ def write_params(
         "task_id": stored_id(task_id, "task_id"),
         "task_path": thread_id_of(task_path, "task_path"),
         "fence_token": fence_params(config)["fence_token"],
-        "idxs": [],
-        "channels": [],
-        "types": [],
-        "blobs": [],
+        "idxs": IntArray(),
+        "channels": TextArray(),
+        "types": TextArray(),
+        "blobs": BytesArray(),
     }
     if replaces_earlier(writes):
         # Two writes to one special channel share its index: the later one replaces the
@@ -409,8 +415,8 @@ def write_params(
     for idx, (channel, value) in enumerate(writes):
         _nolone_surrogate(value, f"Write to channel {channel!r} by task {task_id}")
         type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
-        # A plain int: arrays go in binary, and psycopg packs an int subclass's list by
-        # its last value's size (an IntEnum of 70000 then 7 would be stored as 4464, 7).
+        # A plain int, whatever WRITES_IDX_MAP holds (`IntArray` is sent as int8[] and
+        # cast by the statement, so a value outside 32 bits fails instead of wrapping).
         params["idxs"].append(int(WRITES_IDX_MAP.get(channel, idx)))
         params["channels"].append(stored_id(channel, "channel"))
         params["types"].append(type_)
@@ -434,13 +440,13 @@ def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[A
     outbox events of their tasks (`e_*`) travel with them.
     """
     params: dict[str, list[Any]] = {
-        "w_checkpoint_ids": [],
-        "w_task_ids": [],
-        "w_task_paths": [],
-        "w_idxs": [],
-        "w_channels": [],
-        "w_types": [],
-        "w_blobs": [],
+        "w_checkpoint_ids": TextArray(),
+        "w_task_ids": TextArray(),
+        "w_task_paths": TextArray(),
+        "w_idxs": IntArray(),
+        "w_channels": TextArray(),
+        "w_types": TextArray(),
+        "w_blobs": BytesArray(),
         "e_ids": [],
         "e_types": [],
         "e_keys": [],

@@ -501,7 +501,7 @@ class WriteParking:
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
         self._changed = threading.Condition()
-        self._putting: dict[WriteKey, threading.Event] = {}
+        self._putting: dict[WriteKey, _Released] = {}
 
     def store(
         self,
@@ -583,23 +583,30 @@ class WriteParking:
     ) -> Iterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
         put's block ends."""
-        taken = self._take(keys, fence_token)
-        done = threading.Event()
-        with self._changed:
-            self._putting[keys[0]] = done
+        done = _Released()
+        taken = self._take(keys, fence_token, putting=done)
+        error: BaseException | None = None
         try:
             yield taken
         except BaseException as exc:
-            self._settle(taken, exc)
+            error = exc
             raise
         finally:
             with self._changed:
                 if self._putting.get(keys[0]) is done:
                     del self._putting[keys[0]]
+                self._registry.settle(taken, error)
             done.set()
-        self._settle(taken)
 
-    def _take(self, keys: Sequence[WriteKey], fence_token: int | None = None) -> list[ParkedWrites]:
+    def _take(
+        self,
+        keys: Sequence[WriteKey],
+        fence_token: int | None = None,
+        *,
+        putting: _Released | None = None,
+    ) -> list[ParkedWrites]:
+        """Waits until no call for `keys` is busy and takes what is parked there; with
+        `putting`, records the put as storing `keys[0]` in the same turn of the lock."""
         registry = self._registry
         with self._changed:
             if not registry.none_busy(keys):
@@ -608,7 +615,10 @@ class WriteParking:
                     self._changed.wait_for(lambda: registry.none_busy(keys))
                 finally:
                     registry.put_waits(keys, -1)
-            return registry.take(keys, fence_token)
+            taken = registry.take(keys, fence_token)
+            if putting is not None:
+                self._putting[keys[0]] = putting
+            return taken
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._changed:

@@ -1,0 +1,48 @@
+"""Array parameters with a known Postgres type (`_db.arrays`) reach the server as the same
+values a plain list would, and psycopg uses their fixed dumpers, not the list inspection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.adapt import PyFormat
+
+from langgraph_durable._db import CONNECTION_KWARGS, BytesArray, IntArray, TextArray
+
+CASES: list[tuple[Any, str]] = [
+    (TextArray(["a", "", "ünïcödé ✓", None, "x" * 10_000]), "text[]"),
+    (TextArray(), "text[]"),
+    (BytesArray([b"", b"\x00\xff" * 100, None]), "bytea[]"),
+    (BytesArray(), "bytea[]"),
+    (IntArray([0, -3, 2**31 - 1, -(2**31), None]), "int[]"),
+    (IntArray(), "int[]"),
+]
+
+
+@pytest.mark.parametrize(("value", "cast"), CASES)
+def test_typed_arrays_round_trip(db_dsn: str, value: Any, cast: str) -> None:
+    with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn:
+        query = "SELECT %(a)b::" + cast + " AS plain, %(b)b::" + cast + " AS typed"
+        row = conn.execute(query, {"a": list(value), "b": value}).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    assert row["typed"] == row["plain"] == list(value)
+
+
+def test_typed_arrays_use_their_own_dumpers(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn:
+        types = conn.adapters.types
+        for cls, name in ((TextArray, "text"), (BytesArray, "bytea"), (IntArray, "int8")):
+            found = conn.adapters.get_dumper(cls, PyFormat.BINARY)
+            assert found.oid == types[name].array_oid, cls  # type: ignore[attr-defined]
+            assert found.element_oid == types[name].oid, cls  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("too_big", [2**31, -(2**31) - 1, 2**63])
+def test_an_int_outside_int4_is_refused_not_truncated(db_dsn: str, too_big: int) -> None:
+    """Sent as int8[] and cast by the statement: the server refuses what does not fit (an
+    int4 dumper would keep the low 32 bits without a word)."""
+    refused = (psycopg.errors.NumericValueOutOfRange, OverflowError)
+    with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn, pytest.raises(refused):
+        conn.execute("SELECT %(a)b::int[]", {"a": IntArray([1, too_big])})

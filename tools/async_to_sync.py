@@ -59,6 +59,7 @@ EXTERNAL = {
     "AsyncPostgresSaver": "PostgresSaver",
     "AsyncHeartbeat": "Heartbeat",
     "AsyncWriteParking": "WriteParking",
+    "AsyncPoolGate": "PoolGate",
     "SyncCallsViaLoop": "RefusesAsyncCalls",
     "ainvoke": "invoke",
     "aget_state": "get_state",

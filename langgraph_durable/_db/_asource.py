@@ -51,6 +51,7 @@ from langgraph_durable._db.connections import (
     single_connection_lost,
     timeout_settings,
 )
+from langgraph_durable._db.gate import AsyncPoolGate
 from langgraph_durable._db.registry import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
@@ -222,7 +223,7 @@ class AsyncConnectionSource:
                         async with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    await self.conn.putconn(conn)
+                    await self._agive_back(self.conn, conn)
             else:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -260,14 +261,33 @@ class AsyncConnectionSource:
         session the server has already ended (`ended_by_server`: no round trip). After a
         restart every idle connection is dead: the first one found makes the pool check
         the others at once, so this call and the next ones get live connections.
-        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)"""
-        conn = await pool.getconn()
-        if ended_by_server(conn.pgconn):
-            await conn.close()
-            await pool.putconn(conn)  # closed: the pool discards it and opens another
-            await self.drop_dead_connections()
-            conn = await pool.getconn()
+        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)
+
+        Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
+        every connection is lent); the pool's timeout bounds both waits together. Give
+        the connection back with `_agive_back`."""
+        gate = AsyncPoolGate.of(pool)
+        timeout = await gate.enter(pool.timeout)
+        try:
+            conn = await pool.getconn(timeout)
+            if ended_by_server(conn.pgconn):
+                await conn.close()
+                await pool.putconn(conn)  # closed: the pool discards it and opens another
+                await self.drop_dead_connections()
+                conn = await pool.getconn(timeout)
+        except BaseException:
+            gate.leave()
+            raise
         return conn
+
+    async def _agive_back(
+        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], conn: AsyncConnection[DictRow]
+    ) -> None:
+        """Return a connection from `_aborrow` to its pool, and let the next borrower in."""
+        try:
+            await pool.putconn(conn)
+        finally:
+            AsyncPoolGate.of(pool).leave()
 
     async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""

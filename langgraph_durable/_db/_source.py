@@ -53,6 +53,7 @@ from langgraph_durable._db.connections import (
     single_connection_lost,
     timeout_settings,
 )
+from langgraph_durable._db.gate import PoolGate
 from langgraph_durable._db.registry import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
@@ -223,7 +224,7 @@ class ConnectionSource:
                         with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    self.conn.putconn(conn)
+                    self._give_back(self.conn, conn)
             else:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -259,14 +260,33 @@ class ConnectionSource:
         session the server has already ended (`ended_by_server`: no round trip). After a
         restart every idle connection is dead: the first one found makes the pool check
         the others at once, so this call and the next ones get live connections.
-        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)"""
-        conn = pool.getconn()
-        if ended_by_server(conn.pgconn):
-            conn.close()
-            pool.putconn(conn)  # closed: the pool discards it and opens another
-            self.drop_dead_connections()
-            conn = pool.getconn()
+        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)
+
+        Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
+        every connection is lent); the pool's timeout bounds both waits together. Give
+        the connection back with `_give_back`."""
+        gate = PoolGate.of(pool)
+        timeout = gate.enter(pool.timeout)
+        try:
+            conn = pool.getconn(timeout)
+            if ended_by_server(conn.pgconn):
+                conn.close()
+                pool.putconn(conn)  # closed: the pool discards it and opens another
+                self.drop_dead_connections()
+                conn = pool.getconn(timeout)
+        except BaseException:
+            gate.leave()
+            raise
         return conn
+
+    def _give_back(
+        self, pool: ConnectionPool[Connection[DictRow]], conn: Connection[DictRow]
+    ) -> None:
+        """Return a connection from `_borrow` to its pool, and let the next borrower in."""
+        try:
+            pool.putconn(conn)
+        finally:
+            PoolGate.of(pool).leave()
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""

@@ -24,7 +24,7 @@ from graphs import State, linear_graph
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
@@ -37,6 +37,7 @@ from langgraph_durable import (
     StatementTimeoutError,
     effect,
 )
+from langgraph_durable._db import AsyncConnectionSource
 
 FLAVORS = ["sync", "async"]
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "langgraph_durable_effects")
@@ -306,3 +307,29 @@ def test_a_busy_pool_times_out_by_name(ready_dsn: str) -> None:
             saver.get_tuple(config("busy-pool"))
         assert "all 1 connections of the pool were busy" in str(error.value)
         assert saver.get_tuple(config("busy-pool")) is None
+
+
+async def test_a_busy_async_pool_times_out_by_name_at_its_gate_and_in_the_pool(
+    ready_dsn: str,
+) -> None:
+    """Async borrowers queue at the pool's gate (`_db/gate.py`) while every connection is
+    lent through it, and wait in the pool itself for connections lent by other code: both
+    waits end within the pool's timeout with `PoolTimeoutError`."""
+    async with AsyncConnectionPool(
+        ready_dsn,
+        min_size=1,
+        max_size=1,
+        timeout=0.2,
+        kwargs={"autocommit": True, "row_factory": dict_row},
+        open=False,
+    ) as pool:
+        saver = AsyncDurablePostgresSaver(pool)
+        async with AsyncConnectionSource(pool).connection():  # lent through the gate
+            with pytest.raises(PoolTimeoutError) as at_gate:
+                await saver.aget_tuple(config("busy-pool"))
+        async with pool.connection():  # lent by other code, past the gate
+            with pytest.raises(PoolTimeoutError) as in_pool:
+                await saver.aget_tuple(config("busy-pool"))
+        for error in (at_gate, in_pool):
+            assert "all 1 connections of the pool were busy" in str(error.value)
+        assert await saver.aget_tuple(config("busy-pool")) is None

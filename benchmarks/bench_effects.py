@@ -19,10 +19,11 @@ from typing import Any
 
 from bench_common import Stats, ours, timed_ms
 from psycopg import Connection
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from psycopg_pool import ConnectionPool
 
 from langgraph_durable import EffectJournal, effect
+from langgraph_durable._db import TextArray
 from langgraph_durable._sql import QUERIES, complete_effect
 
 FLOOR_TABLE = """
@@ -48,7 +49,7 @@ CLAIM_PARAMS: dict[str, Any] = {
 }
 COMPLETE_PARAMS: dict[str, Any] = {
     "seen_attempt": 1,
-    "seen_statuses": ["running"],
+    "seen_statuses": TextArray(["running"]),
     "result_type": "msgpack",
     "result": b"\x81\xa1n\x01",
     "usage": None,
@@ -88,10 +89,13 @@ def effects(dsn: str, reps: int, warmup: int) -> dict[str, Stats]:
 
         def statements() -> None:
             key = f"bench:{run}:raw:{next(counter)}"
+            with pool.connection() as conn:  # tuple rows, as the journal reads them
+                cur = conn.cursor(row_factory=tuple_row)
+                cur.execute(claim, {**CLAIM_PARAMS, "key": key}).fetchall()
             with pool.connection() as conn:
-                conn.execute(claim, {**CLAIM_PARAMS, "key": key}).fetchall()
-            with pool.connection() as conn:
-                conn.execute(complete, {**COMPLETE_PARAMS, "key": key}).fetchall()
+                conn.cursor(row_factory=tuple_row).execute(
+                    complete, {**COMPLETE_PARAMS, "key": key}
+                ).fetchall()
 
         calls: dict[str, Callable[[], Any]] = {
             "effect": call,

@@ -26,6 +26,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
+from psycopg.rows import tuple_row
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable._sql import put_checkpoint_for
@@ -190,7 +191,7 @@ class StatementOnlySaver(NoopSaver):
             "checkpoint_id": checkpoint["id"],
         }
         with self._pool.connection() as conn:
-            conn.execute(put_checkpoint_for(params), params)
+            conn.cursor(row_factory=tuple_row).execute(put_checkpoint_for(params), params)
         return super().put(config, checkpoint, metadata, new_versions)
 
 

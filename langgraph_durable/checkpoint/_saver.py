@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from psycopg import Capabilities, Connection, Pipeline
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _guard, _langgraph, _telemetry
@@ -525,7 +525,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
             with self._source.connection("storing a checkpoint (put)") as conn:
-                cur = conn.execute(put_checkpoint_for(params), params)
+                # Tuple rows: a dict row factory reads the result's column names on every
+                # execute, and this statement returns no row.
+                cur = conn.cursor(row_factory=tuple_row)
+                cur.execute(put_checkpoint_for(params), params)
                 _crashpoints.reached("put:after_commit")
             _core.check_fenced(cur.rowcount == 1, params)
 
@@ -585,8 +588,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     @retry_on_disconnect
     def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:
         with self._source.connection("storing a task's writes (put_writes)") as conn:
-            found = (conn.execute(query, params)).fetchone()
-        _core.check_fenced(bool(found and found["ok"]), params)
+            cur = conn.cursor(row_factory=tuple_row)  # one boolean: no dict for it
+            cur.execute(query, params)
+            found = cur.fetchone()
+        _core.check_fenced(bool(found and found[0]), params)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""

@@ -293,15 +293,17 @@ def test_a_bad_timeout_is_refused_before_connecting(bad: Any) -> None:
     assert type(error.value) is ConfigurationError  # not a failed connection
 
 
+ONE_CONNECTION: dict[str, Any] = {
+    "min_size": 1,
+    "max_size": 1,
+    "timeout": 0.2,
+    "kwargs": {"autocommit": True, "row_factory": dict_row},
+}
+"""A pool whose one connection, once lent, leaves the next borrower to time out fast."""
+
+
 def test_a_busy_pool_times_out_by_name(ready_dsn: str) -> None:
-    with ConnectionPool(
-        ready_dsn,
-        min_size=1,
-        max_size=1,
-        timeout=0.2,
-        kwargs={"autocommit": True, "row_factory": dict_row},
-        open=True,
-    ) as pool:
+    with ConnectionPool(ready_dsn, open=True, **ONE_CONNECTION) as pool:
         saver = DurablePostgresSaver(pool)
         with pool.connection(), pytest.raises(PoolTimeoutError) as error:
             saver.get_tuple(config("busy-pool"))
@@ -315,14 +317,7 @@ async def test_a_busy_async_pool_times_out_by_name_at_its_gate_and_in_the_pool(
     """Async borrowers queue at the pool's gate (`_db/gate.py`) while every connection is
     lent through it, and wait in the pool itself for connections lent by other code: both
     waits end within the pool's timeout with `PoolTimeoutError`."""
-    async with AsyncConnectionPool(
-        ready_dsn,
-        min_size=1,
-        max_size=1,
-        timeout=0.2,
-        kwargs={"autocommit": True, "row_factory": dict_row},
-        open=False,
-    ) as pool:
+    async with AsyncConnectionPool(ready_dsn, open=False, **ONE_CONNECTION) as pool:
         saver = AsyncDurablePostgresSaver(pool)
         async with AsyncConnectionSource(pool).connection():  # lent through the gate
             with pytest.raises(PoolTimeoutError) as at_gate:

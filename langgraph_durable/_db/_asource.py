@@ -267,7 +267,7 @@ class AsyncConnectionSource:
         every connection is lent); the pool's timeout bounds both waits together. Give
         the connection back with `_agive_back`."""
         gate = AsyncPoolGate.of(pool)
-        timeout = await gate.enter(pool.timeout)
+        timeout = await gate.enter(pool)
         try:
             conn = await pool.getconn(timeout)
             if ended_by_server(conn.pgconn):
@@ -276,7 +276,7 @@ class AsyncConnectionSource:
                 await self.drop_dead_connections()
                 conn = await pool.getconn(timeout)
         except BaseException:
-            gate.leave()
+            gate.leave(pool)
             raise
         return conn
 
@@ -287,7 +287,7 @@ class AsyncConnectionSource:
         try:
             await pool.putconn(conn)
         finally:
-            AsyncPoolGate.of(pool).leave()
+            AsyncPoolGate.of(pool).leave(pool)
 
     async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""

@@ -266,7 +266,7 @@ class ConnectionSource:
         every connection is lent); the pool's timeout bounds both waits together. Give
         the connection back with `_give_back`."""
         gate = PoolGate.of(pool)
-        timeout = gate.enter(pool.timeout)
+        timeout = gate.enter(pool)
         try:
             conn = pool.getconn(timeout)
             if ended_by_server(conn.pgconn):
@@ -275,7 +275,7 @@ class ConnectionSource:
                 self.drop_dead_connections()
                 conn = pool.getconn(timeout)
         except BaseException:
-            gate.leave()
+            gate.leave(pool)
             raise
         return conn
 
@@ -286,7 +286,7 @@ class ConnectionSource:
         try:
             pool.putconn(conn)
         finally:
-            PoolGate.of(pool).leave()
+            PoolGate.of(pool).leave(pool)
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once."""

@@ -5,19 +5,21 @@ A plain Python list sent as a parameter makes psycopg look at its elements on ev
 `conn.execute` has a fresh cursor, so nothing of that is cached between calls. The hot
 statements (a checkpoint with its parked writes, a task's writes) send up to eleven
 arrays, and that inspection cost about 2-3 us per array per call. These list subclasses
-carry their type instead; their dumpers are registered once, for these classes only, in
-psycopg's global adapters map, so every connection made by anyone finds them and no other
-type is touched.
+carry their type instead: they are registered once in psycopg's global adapters map, for
+these classes only, with psycopg's own binary dumpers for `text[]`, `bytea[]` and
+`int8[]` (the ones it already uses for those types, so nothing else changes).
 
-Where a connection does not see the registration (its adapters were copied before this
-module was imported, then changed), psycopg falls back to the dumper of `list`: the same
-bytes, only slower.
+A connection whose adapters map was made before this module was imported (psycopg copies
+the global map when it changes) does not see the registration and dumps these lists as
+plain lists: the statements cast every array parameter (`%(x)b::text[]`), so the values
+stored are the same, only the call is slower.
 """
 
 from __future__ import annotations
 
 import psycopg
-from psycopg.types.array import ListBinaryDumper
+from psycopg.abc import Dumper
+from psycopg.pq import Format
 
 __all__ = ["BytesArray", "IntArray", "TextArray"]
 
@@ -37,15 +39,10 @@ class IntArray(list[int | None]):
     on a value outside 32 bits (an `int4` dumper would silently keep the low 32 bits)."""
 
 
-def _dumper(name: str) -> type[ListBinaryDumper]:
-    """A binary array dumper whose element and array types are fixed: psycopg skips the
-    inspection of the elements when a dumper already has its `oid`."""
-    info = _TYPES[name]
-    return type(
-        f"{name.capitalize()}ArrayDumper",
-        (ListBinaryDumper,),
-        {"oid": info.array_oid, "element_oid": info.oid},
-    )
+def _dumper(name: str) -> type[Dumper]:
+    """psycopg's own binary dumper for arrays of `name`: its element and array types are
+    fixed, so psycopg skips the inspection of the elements."""
+    return psycopg.adapters.get_dumper_by_oid(_TYPES[name].array_oid, Format.BINARY)
 
 
 psycopg.adapters.register_dumper(TextArray, _dumper("text"))

@@ -26,84 +26,104 @@ import contextlib
 import weakref
 from typing import Any
 
-from psycopg_pool import PoolTimeout
+from psycopg_pool import PoolTimeout, TooManyRequests
 
 __all__ = ["AsyncPoolGate", "PoolGate"]
+
+
+HANDED_TURN_GRACE = 0.05
+"""Seconds the pool gets at least after a borrower was handed its turn in time (a
+connection has just come back to it), even if the loop was too busy to resume the
+borrower before its deadline: psycopg_pool refuses a wait of 0 even with a connection
+idle."""
 
 
 class AsyncPoolGate:
     """The borrowers of one async pool, at most its `max_size` past the gate at once.
 
-    Use `AsyncPoolGate.of(pool)`: every source on a pool shares its gate.
+    Use `AsyncPoolGate.of(pool)`: every source on a pool shares its gate. The gate holds no
+    reference to the pool (the pool is passed to each call): a gate kept in the weak map
+    must not keep its pool alive.
     """
 
     _gates: weakref.WeakKeyDictionary[Any, AsyncPoolGate] = weakref.WeakKeyDictionary()
 
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
+    def __init__(self) -> None:
         self._passed = 0
-        self._waiting: collections.deque[asyncio.Future[bool]] = collections.deque()
+        self._waiting: collections.deque[asyncio.Future[float]] = collections.deque()
 
     @classmethod
     def of(cls, pool: Any) -> AsyncPoolGate:
         """The gate of `pool`, made on first use."""
         gate = cls._gates.get(pool)
         if gate is None:
-            gate = cls._gates[pool] = cls(pool)
+            gate = cls._gates[pool] = cls()
         return gate
 
-    async def enter(self, timeout: float) -> float:
-        """Waits for a turn, at most `timeout` seconds; returns the part of `timeout` left
-        for the pool. Every successful `enter` must be followed by one `leave`.
+    async def enter(self, pool: Any) -> float:
+        """Waits for a turn, at most the pool's `timeout`; returns the time left for the
+        pool itself. Every successful `enter` must be followed by one `leave`.
+
+        A pool without a size limit (a null pool: `max_size` 0) or not open lets everyone
+        through (the pool raises its own `PoolClosed`).
 
         Raises:
-            PoolTimeout: No turn came within `timeout`.
+            PoolTimeout: No turn came within the pool's timeout.
+            TooManyRequests: The pool's `max_waiting` borrowers already wait here.
         """
-        if self._passed < self._pool.max_size and not self._waiting:
+        timeout: float = pool.timeout
+        limit: int = pool.max_size
+        if limit <= 0 or pool.closed or (self._passed < limit and not self._waiting):
             self._passed += 1
             return timeout
+        if pool.max_waiting and len(self._waiting) >= pool.max_waiting:
+            raise TooManyRequests(
+                f"the pool {pool.name!r} has already {len(self._waiting)} requests waiting"
+            )
         loop = asyncio.get_running_loop()
         began = loop.time()
-        turn: asyncio.Future[bool] = loop.create_future()
+        turn: asyncio.Future[float] = loop.create_future()
         self._waiting.append(turn)
         expiry = loop.call_later(timeout, _expire, turn)
         try:
-            given = await turn
+            handed_at = await turn
         except BaseException:
             # Cancelled. A turn handed over meanwhile is passed on to the next borrower.
-            if turn.done() and not turn.cancelled() and turn.result():
-                self.leave()
+            if turn.done() and not turn.cancelled() and turn.result() >= 0:
+                self.leave(pool)
             else:
                 self._forget(turn)
             raise
         finally:
             expiry.cancel()
-        if not given:
+        if handed_at < 0:
             self._forget(turn)
             raise PoolTimeout(
                 f"couldn't get a connection after {timeout:.2f} sec: every connection of "
                 "the pool stayed busy"
             )
-        return max(0.0, timeout - (loop.time() - began))
+        return max(HANDED_TURN_GRACE, timeout - (handed_at - began))
 
-    def leave(self) -> None:
+    def leave(self, pool: Any) -> None:
         """A borrower gave its connection back: the next one in the queue goes."""
         self._passed -= 1
-        while self._waiting and self._passed < self._pool.max_size:
+        limit: int = pool.max_size
+        while self._waiting and (limit <= 0 or self._passed < limit):
             turn = self._waiting.popleft()
             if turn.done():  # timed out, or cancelled
                 continue
             self._passed += 1
-            turn.set_result(True)
+            turn.set_result(asyncio.get_running_loop().time())
 
-    def _forget(self, turn: asyncio.Future[bool]) -> None:
+    def _forget(self, turn: asyncio.Future[float]) -> None:
         with contextlib.suppress(ValueError):  # already taken off by `leave`
             self._waiting.remove(turn)
 
 
-def _expire(turn: asyncio.Future[bool]) -> None:
+def _expire(turn: asyncio.Future[float]) -> None:
+    """The deadline: a turn not handed over by now is refused (-1)."""
     if not turn.done():
-        turn.set_result(False)
+        turn.set_result(-1.0)
 
 
 class PoolGate:
@@ -119,9 +139,10 @@ class PoolGate:
             cls._gate = cls()
         return cls._gate
 
-    def enter(self, timeout: float) -> float:
-        """No wait: the whole `timeout` is left for the pool."""
+    def enter(self, pool: Any) -> float:
+        """No wait: the pool's whole timeout is left for it."""
+        timeout: float = pool.timeout
         return timeout
 
-    def leave(self) -> None:
+    def leave(self, pool: Any) -> None:
         """Nothing to do."""

@@ -473,7 +473,9 @@ class AsyncWriteParking:
 
 
 class _Released:
-    """A one-shot signal on a bare lock, for one waiting thread.
+    """A one-shot signal on a bare lock. Several threads may wait on it (the writers of
+    parallel tasks waiting for their checkpoint's put): each takes the lock and gives it
+    back in turn, so once set it stays set for every waiter.
 
     `threading.Event` is a Python-level Condition; parking waits on every step, and the
     Event's bookkeeping showed up as several percent of the saver's CPU.
@@ -592,11 +594,13 @@ class WriteParking:
             error = exc
             raise
         finally:
-            with self._changed:
-                if self._putting.get(keys[0]) is done:
-                    del self._putting[keys[0]]
-                self._registry.settle(taken, error)
-            done.set()
+            try:
+                with self._changed:
+                    if self._putting.get(keys[0]) is done:
+                        del self._putting[keys[0]]
+                    self._registry.settle(taken, error)
+            finally:
+                done.set()  # writers waiting for this checkpoint never wait for ever
 
     def _take(
         self,

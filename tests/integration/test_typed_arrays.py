@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.adapt import PyFormat
+from psycopg.pq import Format
 
 from langgraph_durable._db import CONNECTION_KWARGS, BytesArray, IntArray, TextArray
 
@@ -37,6 +38,18 @@ def test_typed_arrays_use_their_own_dumpers(db_dsn: str) -> None:
             found = conn.adapters.get_dumper(cls, PyFormat.BINARY)
             assert found.oid == types[name].array_oid, cls  # type: ignore[attr-defined]
             assert found.element_oid == types[name].oid, cls  # type: ignore[attr-defined]
+            # psycopg's own dumper for that array type: nothing else changes.
+            assert found is conn.adapters.get_dumper_by_oid(types[name].array_oid, Format.BINARY)
+            # `%s` (the effect journal's seen statuses) picks it too.
+            assert conn.adapters.get_dumper(cls, PyFormat.AUTO) is found
+
+
+def test_typed_text_arrays_compare_in_the_default_format(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn:
+        row = conn.execute(
+            "SELECT 'running'::text = ANY(%(seen)s) AS found", {"seen": TextArray(["running"])}
+        ).fetchone()
+    assert row == {"found": True}
 
 
 @pytest.mark.parametrize("too_big", [2**31, -(2**31) - 1, 2**63])

@@ -174,3 +174,18 @@ def leased_config(dsn: str, thread: str, token: int) -> Any:
             (thread, token),
         )
     return with_fence({"configurable": {"thread_id": thread}}, Fence(token))
+
+
+def thread_rows(dsn: str, thread_id: str) -> dict[str, int]:
+    """Rows a thread has in each checkpoint table, as another session sees them."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {
+            table: int(conn.execute(query, {"t": thread_id}).fetchone()[0])  # type: ignore[index]
+            for table, query in _THREAD_ROWS.items()
+        }
+
+
+_THREAD_ROWS: dict[str, sql.Composable] = {
+    table: sql.SQL("SELECT count(*) FROM {} WHERE thread_id = %(t)s").format(sql.Identifier(table))
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+}

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from _pg import thread_rows
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurablePostgresSaver
@@ -39,14 +40,8 @@ def test_delete_idle_threads_removes_only_idle_ones(db_dsn: str) -> None:
         assert fresh not in deleted
         assert saver.get_tuple({"configurable": {"thread_id": old}}) is None
         assert saver.get_tuple({"configurable": {"thread_id": fresh}}) is not None
-        with saver.conn.connection() as conn:  # type: ignore[union-attr]
-            left = conn.execute(
-                "SELECT (SELECT count(*) FROM checkpoint_blobs WHERE thread_id = %(t)s)"
-                " + (SELECT count(*) FROM checkpoint_writes WHERE thread_id = %(t)s) AS n",
-                {"t": old},
-            ).fetchone()
-        assert left is not None
-        assert left["n"] == 0
+        left = thread_rows(db_dsn, old)
+        assert left["checkpoint_blobs"] == left["checkpoint_writes"] == 0
 
 
 def test_async_commit_saver_round_trips(db_dsn: str) -> None:

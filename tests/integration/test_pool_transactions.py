@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
+from _pg import thread_rows
 from graphs import linear_graph
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -31,26 +31,14 @@ def ready_dsn(db_dsn: str) -> str:
     return db_dsn
 
 
-def stored(dsn: str, thread_id: str) -> tuple[int, int]:
-    """(checkpoints, writes) of a thread, as another session sees them."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        found = conn.execute(
-            "SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = %(t)s),"
-            " (SELECT count(*) FROM checkpoint_writes WHERE thread_id = %(t)s)",
-            {"t": thread_id},
-        ).fetchone()
-    assert found is not None
-    return int(found[0]), int(found[1])
-
-
 def test_a_sync_pool_without_autocommit_commits_every_step(ready_dsn: str) -> None:
     with ConnectionPool(ready_dsn, open=True, **NOT_AUTOCOMMIT) as pool:
         graph = linear_graph(NODES).compile(checkpointer=DurablePostgresSaver(pool))
         config: Any = {"configurable": {"thread_id": "no-autocommit-sync"}}
         assert graph.invoke({"log": []}, config, durability="sync")["log"] == list(NODES)
-    checkpoints, writes = stored(ready_dsn, "no-autocommit-sync")
-    assert checkpoints == len(NODES) + 2  # the input, each node, the end
-    assert writes >= len(NODES)
+    rows = thread_rows(ready_dsn, "no-autocommit-sync")
+    assert rows["checkpoints"] == len(NODES) + 2  # the input, each node, the end
+    assert rows["checkpoint_writes"] >= len(NODES)
 
 
 async def test_an_async_pool_without_autocommit_commits_every_step(ready_dsn: str) -> None:
@@ -59,6 +47,6 @@ async def test_an_async_pool_without_autocommit_commits_every_step(ready_dsn: st
         config: Any = {"configurable": {"thread_id": "no-autocommit-async"}}
         result = await graph.ainvoke({"log": []}, config, durability="sync")
         assert result["log"] == list(NODES)
-    checkpoints, writes = stored(ready_dsn, "no-autocommit-async")
-    assert checkpoints == len(NODES) + 2
-    assert writes >= len(NODES)
+    rows = thread_rows(ready_dsn, "no-autocommit-async")
+    assert rows["checkpoints"] == len(NODES) + 2
+    assert rows["checkpoint_writes"] >= len(NODES)

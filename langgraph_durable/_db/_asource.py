@@ -290,11 +290,19 @@ class AsyncConnectionSource:
             AsyncPoolGate.of(pool).leave(pool)
 
     async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
-        """Give the session `wanted` timeouts (the session's own for the others), once."""
+        """Give the session `wanted` timeouts (the session's own for the others), once.
+
+        On a connection outside autocommit the setting is committed at once when no
+        transaction was open before it: made inside the call's transaction, a rollback of
+        that call would undo it while it is recorded as done. A transaction the caller had
+        open on their own connection is left alone."""
         if not SESSION_SETTINGS.needs(conn, wanted):
             return
         SESSION_SETTINGS.forget(conn)  # until it is known to have worked
+        was_idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         await conn.execute(QUERIES["set_session_timeouts"], SESSION_SETTINGS.params(wanted))
+        if not conn.autocommit and was_idle:
+            await conn.commit()
         SESSION_SETTINGS.record(conn, wanted)
 
     @property

@@ -289,11 +289,19 @@ class ConnectionSource:
             PoolGate.of(pool).leave(pool)
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
-        """Give the session `wanted` timeouts (the session's own for the others), once."""
+        """Give the session `wanted` timeouts (the session's own for the others), once.
+
+        On a connection outside autocommit the setting is committed at once when no
+        transaction was open before it: made inside the call's transaction, a rollback of
+        that call would undo it while it is recorded as done. A transaction the caller had
+        open on their own connection is left alone."""
         if not SESSION_SETTINGS.needs(conn, wanted):
             return
         SESSION_SETTINGS.forget(conn)  # until it is known to have worked
+        was_idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         conn.execute(QUERIES["set_session_timeouts"], SESSION_SETTINGS.params(wanted))
+        if not conn.autocommit and was_idle:
+            conn.commit()
         SESSION_SETTINGS.record(conn, wanted)
 
     @property

@@ -328,3 +328,19 @@ async def test_a_busy_async_pool_times_out_by_name_at_its_gate_and_in_the_pool(
         for error in (at_gate, in_pool):
             assert "all 1 connections of the pool were busy" in str(error.value)
         assert await saver.aget_tuple(config("busy-pool")) is None
+
+
+def test_session_timeouts_outlive_a_rolled_back_call_on_a_pool_without_autocommit(
+    ready_dsn: str,
+) -> None:
+    """The first call on a connection sets its session's timeouts; on a connection outside
+    autocommit that setting is committed before the call runs, so the call's rollback does
+    not undo it (the source would think it set and never set it again)."""
+    settings = {**ONE_CONNECTION, "kwargs": {"autocommit": False, "row_factory": dict_row}}
+    with ConnectionPool(ready_dsn, open=True, **settings) as pool:
+        saver = DurablePostgresSaver(pool, lock_timeout=0.2)
+        with locked(ready_dsn, "checkpoints"), pytest.raises(LockTimeoutError):
+            saver.put(config("rolled-back"), empty_checkpoint(), {}, {})
+        with pool.connection() as conn:
+            shown = conn.execute("SHOW lock_timeout").fetchone()
+        assert shown == {"lock_timeout": "200ms"}

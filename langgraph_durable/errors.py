@@ -8,8 +8,10 @@ Each class docstring is its default message and says what to do. Driver errors
     ├── ConfigurationError
     │   ├── WrongSaverClassError          (also a NotImplementedError)
     │   ├── MissingExtraError             (also an ImportError)
+    │   ├── PoolClosedError
     │   └── DatabaseUnreachableError
     │       ├── PoolTimeoutError
+    │       │   └── PoolBusyError
     │       └── ConnectionLostError
     ├── SchemaError
     │   ├── SchemaNotReadyError
@@ -80,6 +82,8 @@ __all__ = [
     "MissingExtraError",
     "NotWaitingError",
     "OutboxUnavailableError",
+    "PoolBusyError",
+    "PoolClosedError",
     "PoolTimeoutError",
     "RunConflictError",
     "RunError",
@@ -134,6 +138,23 @@ class PoolTimeoutError(DatabaseUnreachableError):
     Either the server cannot be reached (the pool could not open a connection) or every
     connection of the pool was busy; the message says which, and names the server.
     Nothing of the call was written.
+    """
+
+
+class PoolBusyError(PoolTimeoutError):
+    """Too many calls already wait for a connection of the pool (its `max_waiting`).
+
+    Nothing of the call was written. Give the pool more connections or a larger
+    `max_waiting`, or run fewer calls at once; a graph resumes from its last committed
+    checkpoint with `invoke(None, config)`.
+    """
+
+
+class PoolClosedError(ConfigurationError):
+    """The connection pool given to langgraph-durable is closed.
+
+    Nothing of the call was written. Open the pool before the first call (`pool.open()`,
+    or `with pool:`) and close it only after the last one.
     """
 
 

@@ -35,7 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 import psycopg
 from psycopg import Connection, Pipeline
 from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
@@ -49,6 +49,8 @@ from langgraph_durable._db.connections import (
     ended_by_server,
     is_disconnect,
     mark_from_our_connections,
+    pool_busy_message,
+    pool_closed_message,
     pool_timeout_message,
     single_connection_lost,
     timeout_settings,
@@ -60,6 +62,8 @@ from langgraph_durable.errors import (
     ConfigurationError,
     ConnectionLostError,
     DatabaseUnreachableError,
+    PoolBusyError,
+    PoolClosedError,
     PoolTimeoutError,
     translate_driver_error,
 )
@@ -245,6 +249,13 @@ class ConnectionSource:
                     self.conn.max_size,
                 )
             ) from exc
+        except TooManyRequests as exc:
+            assert isinstance(self.conn, ConnectionPool)
+            busy = pool_busy_message(self.conn.conninfo, self.conn.max_waiting)
+            raise PoolBusyError(busy) from exc
+        except PoolClosed as exc:
+            assert isinstance(self.conn, ConnectionPool)
+            raise PoolClosedError(pool_closed_message(self.conn.conninfo)) from exc
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):

@@ -17,6 +17,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ConnStatus
 from psycopg.rows import dict_row
+from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
 from langgraph_durable.errors import ConfigurationError, ConnectionLostError
 
@@ -31,6 +32,8 @@ __all__ = [
     "from_our_connections",
     "is_disconnect",
     "mark_from_our_connections",
+    "pool_busy_message",
+    "pool_closed_message",
     "pool_timeout_message",
     "single_connection_lost",
     "timeout_settings",
@@ -232,6 +235,27 @@ def pool_timeout_message(
     )
 
 
+def pool_busy_message(conninfo: object, max_waiting: int) -> str:
+    """The message for a pool whose queue of waiting borrowers is full (`max_waiting`)."""
+    where = describe_dsn(conninfo) if isinstance(conninfo, str) else "the pool's server"
+    return (
+        f"No connection to Postgres at {where} was asked for: {max_waiting} calls already "
+        "wait for one, the pool's max_waiting. Nothing of this call was written. Give the "
+        "pool more connections (max_size) or a larger max_waiting, or run fewer calls at "
+        "once."
+    )
+
+
+def pool_closed_message(conninfo: object) -> str:
+    """The message for a call on a pool that is closed (or was never opened)."""
+    where = describe_dsn(conninfo) if isinstance(conninfo, str) else "the pool's server"
+    return (
+        f"The connection pool for Postgres at {where} is closed. Nothing of this call was "
+        "written. Open the pool before the first call (pool.open(), or use it as a context "
+        "manager) and close it only after the last one."
+    )
+
+
 def check_row_factory(conn: Any) -> None:
     """Rows must come back as dicts, as for upstream's savers."""
     if conn.row_factory is not dict_row:
@@ -247,6 +271,8 @@ def is_disconnect(exc: BaseException) -> bool:
         return True
     if not isinstance(exc, psycopg.OperationalError):
         return False
+    if isinstance(exc, (PoolTimeout, PoolClosed, TooManyRequests)):
+        return False  # the pool's own refusals: no connection was lent, none died
     state = exc.sqlstate
     # No SQLSTATE: the socket failed. 08xxx: connection exceptions. 57P0x: the server
     # terminated the session (shutdown, restart, pg_terminate_backend).

@@ -73,6 +73,7 @@ class AsyncPoolGate:
         """
         timeout: float = pool.timeout
         limit: int = pool.max_size
+        self._admit(limit)  # the pool may have grown (`resize`) since the last `leave`
         if limit <= 0 or pool.closed or (self._passed < limit and not self._waiting):
             self._passed += 1
             return timeout
@@ -107,13 +108,18 @@ class AsyncPoolGate:
     def leave(self, pool: Any) -> None:
         """A borrower gave its connection back: the next one in the queue goes."""
         self._passed -= 1
-        limit: int = pool.max_size
+        assert self._passed >= 0, "AsyncPoolGate.leave without a matching enter"
+        self._admit(pool.max_size)
+
+    def _admit(self, limit: int) -> None:
+        """Hand turns to waiting borrowers while fewer than `limit` are past the gate (all
+        of them for a pool without a limit)."""
         while self._waiting and (limit <= 0 or self._passed < limit):
             turn = self._waiting.popleft()
             if turn.done():  # timed out, or cancelled
                 continue
+            turn.set_result(turn.get_loop().time())
             self._passed += 1
-            turn.set_result(asyncio.get_running_loop().time())
 
     def _forget(self, turn: asyncio.Future[float]) -> None:
         with contextlib.suppress(ValueError):  # already taken off by `leave`

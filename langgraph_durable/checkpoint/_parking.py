@@ -287,14 +287,18 @@ class _Registry:
         """Tells the parked callers that the `put` carrying their writes committed or failed.
 
         On failure the writes count as busy before their writers wake, as they are to be
-        stored alone: a `put` that starts meanwhile waits for them.
+        stored alone: a `put` that starts meanwhile waits for them. Every writer wakes,
+        once, even if counting failed (a `_Released` signal refuses a second `set`).
         """
-        for entry in taken:
-            entry.error = error
-            if error is not None and not entry.abandoned:
-                self.enter(entry.key)
-                entry.counted_busy = True
-            entry.stored.set()
+        try:
+            for entry in taken:
+                entry.error = error
+                if error is not None and not entry.abandoned:
+                    self.enter(entry.key)
+                    entry.counted_busy = True
+        finally:
+            for entry in taken:
+                entry.stored.set()
 
     def abandon(self, entry: ParkedWrites) -> None:
         """The writer of taken writes was cancelled; drop what a failed put counted for it."""

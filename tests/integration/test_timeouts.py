@@ -12,8 +12,11 @@ only end by timing out.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 from typing import Any
@@ -29,9 +32,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
     ConfigurationError,
+    ConnectionLostError,
     DurablePostgresSaver,
     EffectJournal,
     LockTimeoutError,
+    PoolBusyError,
+    PoolClosedError,
     PoolTimeoutError,
     RunRegistry,
     StatementTimeoutError,
@@ -328,6 +334,64 @@ async def test_a_busy_async_pool_times_out_by_name_at_its_gate_and_in_the_pool(
         for error in (at_gate, in_pool):
             assert "all 1 connections of the pool were busy" in str(error.value)
         assert await saver.aget_tuple(config("busy-pool")) is None
+
+
+HANG_S = 60.0
+"""Bounds waits that only guard against a hang; a correct run never waits it out."""
+
+
+def one_waits_in(pool: ConnectionPool[Any] | AsyncConnectionPool[Any]) -> bool:
+    """Whether one borrower waits inside the pool itself (its own count)."""
+    return pool.get_stats().get("requests_waiting", 0) == 1
+
+
+def test_a_full_pool_queue_and_a_closed_pool_are_named_not_taken_for_a_lost_connection(
+    ready_dsn: str,
+) -> None:
+    """psycopg_pool's refusals carry no SQLSTATE, like a dead socket: they must not become
+    `ConnectionLostError` (and a retry)."""
+    settings = {**ONE_CONNECTION, "timeout": HANG_S, "max_waiting": 1}
+    with ConnectionPool(ready_dsn, open=True, **settings) as pool:
+        saver = DurablePostgresSaver(pool)
+        with ThreadPoolExecutor(1) as waiter:
+            with pool.connection():
+                waiting = waiter.submit(saver.get_tuple, config("full-queue"))
+                until(lambda: one_waits_in(pool))
+                with pytest.raises(PoolBusyError) as busy:
+                    saver.get_tuple(config("full-queue"))
+            assert waiting.result(timeout=HANG_S) is None
+        assert "1 calls already wait for one, the pool's max_waiting" in str(busy.value)
+        assert not isinstance(busy.value, ConnectionLostError)
+        pool.close()
+        with pytest.raises(PoolClosedError, match="is closed"):
+            saver.get_tuple(config("closed-pool"))
+
+
+async def test_an_async_full_pool_queue_and_a_closed_pool_are_named(ready_dsn: str) -> None:
+    settings = {**ONE_CONNECTION, "timeout": HANG_S, "max_waiting": 1}
+    async with AsyncConnectionPool(ready_dsn, open=False, **settings) as pool:
+        saver = AsyncDurablePostgresSaver(pool)
+        held = await pool.getconn()  # lent by other code, past the gate
+        waiting = asyncio.create_task(pool.getconn())  # fills the pool's queue
+        for _ in range(3):  # no I/O before it queues: a few turns of the loop
+            await asyncio.sleep(0)
+        assert one_waits_in(pool)
+        with pytest.raises(PoolBusyError):
+            await saver.aget_tuple(config("full-queue"))
+        await pool.putconn(held)
+        await pool.putconn(await asyncio.wait_for(waiting, HANG_S))
+        assert await saver.aget_tuple(config("full-queue")) is None
+        await pool.close()
+        with pytest.raises(PoolClosedError, match="is closed"):
+            await saver.aget_tuple(config("closed-pool"))
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Waits for `condition` (state another thread changes), at most `HANG_S`."""
+    deadline = time.monotonic() + HANG_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.001)
 
 
 def test_session_timeouts_outlive_a_rolled_back_call_on_a_pool_without_autocommit(

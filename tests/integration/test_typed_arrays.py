@@ -3,6 +3,8 @@ values a plain list would, and psycopg uses their fixed dumpers, not the list in
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -59,3 +61,35 @@ def test_an_int_outside_int4_is_refused_not_truncated(db_dsn: str, too_big: int)
     refused = (psycopg.errors.NumericValueOutOfRange, OverflowError)
     with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn, pytest.raises(refused):
         conn.execute("SELECT %(a)b::int[]", {"a": IntArray([1, too_big])})
+
+
+SNAPSHOT = """
+import psycopg
+from psycopg.adapt import PyFormat
+from psycopg.pq import Format
+
+def dumpers():
+    a = psycopg.adapters
+    by_class = [a.get_dumper(c, f) for c in (list, str, bytes, int) for f in PyFormat]
+    by_oid = [
+        a.get_dumper_by_oid(getattr(a.types[n], kind), Format.BINARY)
+        for n in ("text", "bytea", "int4", "int8")
+        for kind in ("oid", "array_oid")
+    ]
+    return [f"{d.__module__}.{d.__qualname__}" for d in by_class + by_oid]
+
+before = dumpers()
+import langgraph_durable  # registers the typed arrays
+assert dumpers() == before, (before, dumpers())
+print("unchanged")
+"""
+
+
+def test_registering_the_typed_arrays_changes_no_other_dumper() -> None:
+    """The registration is global to psycopg: every other application's lists, strings,
+    bytes and ints, and every dumper chosen by type, must be dumped as before."""
+    done = subprocess.run(
+        [sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "unchanged"

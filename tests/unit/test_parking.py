@@ -530,3 +530,21 @@ def test_a_put_long_after_its_writes_timed_out_changes_nothing() -> None:
     registry.take([key])
     assert not registry.thread_is_warm(key)
     assert registry.wait == registry.linger
+
+
+def test_a_settle_that_fails_midway_still_wakes_every_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph_durable.checkpoint._parking import ParkedWrites, _Registry
+
+    registry = _Registry(linger=0.002)
+    signals = [threading.Event() for _ in range(3)]
+    taken = [ParkedWrites(("thread", "", f"c{n}"), {}, signal) for n, signal in enumerate(signals)]
+
+    def counting_fails(key: tuple[str, str, str]) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(registry, "enter", counting_fails)
+    with pytest.raises(MemoryError):
+        registry.settle(taken, RuntimeError("the put failed"))
+    assert all(signal.is_set() for signal in signals)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -151,3 +152,34 @@ def test_every_source_on_a_pool_shares_its_gate_and_the_sync_gate_passes_all() -
     gate = PoolGate.of(pool)
     assert [gate.enter(pool) for _ in range(10)] == [HANG_S] * 10
     gate.leave(pool)
+
+
+async def test_a_pool_grown_meanwhile_lets_queued_borrowers_through_on_the_next_enter() -> None:
+    """No `leave` needed: the next borrower to arrive admits those the new size allows."""
+    pool, gate = Pool(max_size=1), AsyncPoolGate()
+    await gate.enter(pool)
+    queued = [asyncio.create_task(gate.enter(pool)) for _ in range(2)]
+    await _started(*queued)
+    pool.max_size = 3
+    latecomer = asyncio.create_task(gate.enter(pool))
+    await asyncio.wait_for(asyncio.gather(*queued), HANG_S)
+    await _started(latecomer)  # the pool's three turns are taken: it waits
+    gate.leave(pool)
+    await asyncio.wait_for(latecomer, HANG_S)
+
+
+async def test_a_turn_handed_over_in_time_leaves_the_pool_its_grace() -> None:
+    """The loop was blocked past the borrower's deadline, but its turn was handed over
+    before the deadline's timer could run: the pool gets `HANDED_TURN_GRACE`, not 0."""
+    pool, gate = Pool(max_size=1, timeout=0.1), AsyncPoolGate()
+    await gate.enter(pool)
+    queued = asyncio.create_task(gate.enter(pool))
+    await _started(queued)
+    time.sleep(0.2)  # noqa: ASYNC251 - blocks the loop: the deadline passes, its timer not run
+    gate.leave(pool)
+    assert await asyncio.wait_for(queued, HANG_S) == HANDED_TURN_GRACE
+
+
+async def test_leave_without_enter_is_refused() -> None:
+    with pytest.raises(AssertionError):
+        AsyncPoolGate().leave(Pool(max_size=1))

@@ -12,6 +12,9 @@ from langgraph_durable import (
     DatabaseUnreachableError,
     EffectDeferred,
     EffectInProgressError,
+    PoolBusyError,
+    PoolClosedError,
+    PoolTimeoutError,
     RunStatus,
     TransactionConflictError,
 )
@@ -47,8 +50,10 @@ def ours(error: BaseException) -> BaseException:
     ("error", "outage"),
     [
         (ours(psycopg.OperationalError("server closed the connection unexpectedly")), True),
-        (ours(PoolTimeout("couldn't get a connection after 30.00 sec")), True),
+        (PoolTimeoutError("no connection came from the pool"), True),
+        (PoolBusyError("max_waiting calls already wait"), True),
         (DatabaseUnreachableError("down"), True),
+        (PoolClosedError("the pool is closed"), False),
         (TransactionConflictError("deadlock"), True),
         (ours(psycopg.errors.UniqueViolation("duplicate key")), False),
         (ValueError("a bug in a node"), False),

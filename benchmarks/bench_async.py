@@ -9,20 +9,26 @@ with a timestamp per finished step). Every saver has 16 connections: ours
 `AsyncPostgresSaver` on an `AsyncConnectionPool` of 16, and upstream's
 `AsyncPostgresSaver.from_conn_string` (one connection), each in a database of its own
 schema; a no-op saver that stores nothing gives the ceiling (LangGraph's own work on one
-loop). Measured: completed steps per second over a fixed window after a ramp-up, and the
-99th percentile of step latency (time from the previous step of the same run, or from its
-start, to a step's update). Savers alternate within each round; medians over rounds.
+loop). Measured: completed steps per second over a fixed window after a ramp-up (until
+every runner finished one run), and the 99th percentile of step latency (time from the
+previous step of the same run, or from its start, to a step's update) over every step of
+each runner's runs after its first that started before the window closed. Savers
+alternate within each round; medians over rounds. Ours, upstream's one connection and the
+no-op saver are measured a second time after `gc.freeze()`, as a server would call it
+once after start-up (`_gc_frozen`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +43,9 @@ from langgraph_durable import AsyncDurablePostgresSaver
 
 POOL = 16
 SAVERS = ("ours", "upstream_pool", "upstream_single", "noop")
+FROZEN = "+gc.freeze"
+"""Suffix of a saver measured again after `gc.freeze()` (`_gc_frozen`)."""
+FROZEN_TOO = ("ours", "upstream_single", "noop")
 
 
 @dataclass(frozen=True)
@@ -82,39 +91,69 @@ async def _round(
     graph: Any, concurrency: int, seconds: float, mode: str
 ) -> tuple[float, float, float]:
     """(steps/s, p99 step latency in ms, CPU ms of this process per step) with
-    `concurrency` runs in flight."""
+    `concurrency` runs in flight.
+
+    Every runner has a run in flight from start to end, so the load never changes. The
+    ramp-up lasts until every runner has finished its first run, and throughput counts the
+    steps finished within the window after it. The p99 is over every step of each
+    runner's later runs that started before the window closed, each followed to its end
+    while the other runners keep the load up. Counting only the steps that end within a
+    window about one run long instead would drop or keep the first steps of runs (which
+    wait for more statements: the read and the input's checkpoint) depending on where
+    the window falls: with runs in lockstep, the slower saver's never fell inside it.
+    """
     stop = False
     counting = False
     steps = 0
     latencies: list[float] = []
+    warm = 0
+    closed = False  # the window is over: runs starting now are not counted
+    warmed, drained = asyncio.Event(), asyncio.Event()
+    in_flight = 0  # counted runs not finished yet
 
     async def runner() -> None:
-        nonlocal steps
+        nonlocal steps, warm, in_flight
+        first = True
         while not stop:
+            counted = not first and not closed
+            if counted:
+                in_flight += 1
             config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            mine: list[float] = []
             last = time.perf_counter()
             async for _ in graph.astream({}, config, durability=mode, stream_mode="updates"):
                 now = time.perf_counter()
                 if counting:
                     steps += 1
-                    latencies.append((now - last) * 1000)
+                mine.append((now - last) * 1000)
                 last = now
+            if counted:
+                latencies.extend(mine)
+                in_flight -= 1
+                if not in_flight and closed:
+                    drained.set()
+            if first:
+                first, warm = False, warm + 1
+                if warm == concurrency:
+                    warmed.set()
 
     tasks = [asyncio.create_task(runner()) for _ in range(concurrency)]
-    await asyncio.sleep(min(1.0, seconds / 3))  # ramp-up: every run is in flight by now
+    await warmed.wait()
     counting = True
     began, cpu = time.perf_counter(), time.process_time()
     await asyncio.sleep(seconds)
-    counting = False
+    counting, closed = False, True
     elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
-    counted = steps
+    counted_steps = steps
+    if in_flight:
+        await drained.wait()
     stop = True
     await asyncio.gather(*tasks)
     if not latencies:
         return 0.0, 0.0, 0.0
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return counted / elapsed, p99, cpu * 1000 / max(1, counted)
+    return counted_steps / elapsed, p99, cpu * 1000 / max(1, counted_steps)
 
 
 async def _measure(
@@ -131,14 +170,33 @@ async def _measure(
             graphs[name] = graph_builder().compile(checkpointer=saver)
         for graph in graphs.values():  # warm up: pools, prepared statements
             await _round(graph, max(levels), min(1.0, seconds), mode)
-        names = list(graphs)
+        names = [*graphs, *(n + FROZEN for n in graphs if n in FROZEN_TOO)]
+        for name in names[len(graphs) :]:
+            samples.update({(name, level): ([], [], []) for level in levels})
         for round_ in range(rounds):
             for level in levels:
                 for name in names if round_ % 2 == 0 else reversed(names):
-                    measured = await _round(graphs[name], level, seconds, mode)
+                    frozen = name.endswith(FROZEN)
+                    graph = graphs[name.removesuffix(FROZEN)]
+                    with _gc_frozen() if frozen else contextlib.nullcontext():
+                        measured = await _round(graph, level, seconds, mode)
                     for kept, value in zip(samples[(name, level)], measured, strict=True):
                         kept.append(value)
     return {key: AsyncResult(*lists) for key, lists in samples.items()}
+
+
+@contextlib.contextmanager
+def _gc_frozen() -> Iterator[None]:
+    """What a server does once after start-up (`gc.freeze()`): the objects alive now (its
+    modules, compiled graphs, pools) move out of the collector's generations, so a full
+    collection no longer walks them. With hundreds of runs in flight, objects live long
+    enough to be promoted, full collections come often, and each walked the whole heap."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def async_concurrency(

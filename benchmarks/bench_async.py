@@ -112,6 +112,14 @@ async def _round(
     in_flight = 0  # counted runs not finished yet
 
     async def runner() -> None:
+        try:
+            await run_back_to_back()
+        except BaseException:
+            warmed.set()  # a failed run must not leave the round waiting: gather raises it
+            drained.set()
+            raise
+
+    async def run_back_to_back() -> None:
         nonlocal steps, warm, in_flight
         first = True
         while not stop:
@@ -139,6 +147,9 @@ async def _round(
 
     tasks = [asyncio.create_task(runner()) for _ in range(concurrency)]
     await warmed.wait()
+    if any(task.done() for task in tasks):  # a runner failed
+        stop = True
+        await asyncio.gather(*tasks)
     counting = True
     began, cpu = time.perf_counter(), time.process_time()
     await asyncio.sleep(seconds)
@@ -146,7 +157,7 @@ async def _round(
     elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
     counted_steps = steps
     if in_flight:
-        await drained.wait()
+        await drained.wait()  # or a runner failed: gather raises it
     stop = True
     await asyncio.gather(*tasks)
     if not latencies:
@@ -178,6 +189,7 @@ async def _measure(
                 for name in names if round_ % 2 == 0 else reversed(names):
                     frozen = name.endswith(FROZEN)
                     graph = graphs[name.removesuffix(FROZEN)]
+                    gc.collect()  # every round starts without the last one's garbage
                     with _gc_frozen() if frozen else contextlib.nullcontext():
                         measured = await _round(graph, level, seconds, mode)
                     for kept, value in zip(samples[(name, level)], measured, strict=True):
@@ -191,12 +203,15 @@ def _gc_frozen() -> Iterator[None]:
     modules, compiled graphs, pools) move out of the collector's generations, so a full
     collection no longer walks them. With hundreds of runs in flight, objects live long
     enough to be promoted, full collections come often, and each walked the whole heap."""
-    gc.collect()
     gc.freeze()
     try:
         yield
     finally:
+        # Back to the oldest generation, and one full collection now, outside the timed
+        # part: the collector's count of long-lived objects shrank while they were frozen,
+        # so the next round would otherwise soon pay a walk of the whole heap.
         gc.unfreeze()
+        gc.collect()
 
 
 def async_concurrency(

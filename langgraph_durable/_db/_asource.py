@@ -47,9 +47,7 @@ from langgraph_durable._db.connections import (
     ended_by_server,
     is_disconnect,
     mark_from_our_connections,
-    pool_busy_message,
-    pool_closed_message,
-    pool_timeout_message,
+    refused_by_pool,
     single_connection_lost,
     timeout_settings,
 )
@@ -60,9 +58,6 @@ from langgraph_durable.errors import (
     ConfigurationError,
     ConnectionLostError,
     DatabaseUnreachableError,
-    PoolBusyError,
-    PoolClosedError,
-    PoolTimeoutError,
     translate_driver_error,
 )
 
@@ -238,23 +233,6 @@ class AsyncConnectionSource:
                     finally:
                         if self.pipe is not None:
                             await self.pipe.sync()
-        except PoolTimeout as exc:
-            assert isinstance(self.conn, AsyncConnectionPool)
-            raise PoolTimeoutError(
-                pool_timeout_message(
-                    self.conn.conninfo,
-                    self.conn.timeout,
-                    self.conn.get_stats(),
-                    self.conn.max_size,
-                )
-            ) from exc
-        except TooManyRequests as exc:
-            assert isinstance(self.conn, AsyncConnectionPool)
-            busy = pool_busy_message(self.conn.conninfo, self.conn.max_waiting)
-            raise PoolBusyError(busy) from exc
-        except PoolClosed as exc:
-            assert isinstance(self.conn, AsyncConnectionPool)
-            raise PoolClosedError(pool_closed_message(self.conn.conninfo)) from exc
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):
@@ -278,17 +256,22 @@ class AsyncConnectionSource:
         every connection is lent); the pool's timeout bounds both waits together. Give
         the connection back with `_agive_back`."""
         gate = AsyncPoolGate.of(pool)
-        timeout = await gate.enter(pool)
         try:
-            conn = await pool.getconn(timeout)
-            if ended_by_server(conn.pgconn):
-                await conn.close()
-                await pool.putconn(conn)  # closed: the pool discards it and opens another
-                await self.drop_dead_connections()
+            timeout = await gate.enter(pool)
+            try:
                 conn = await pool.getconn(timeout)
-        except BaseException:
-            gate.leave(pool)
-            raise
+                if ended_by_server(conn.pgconn):
+                    await conn.close()
+                    await pool.putconn(conn)  # closed: the pool discards it and opens another
+                    await self.drop_dead_connections()
+                    conn = await pool.getconn(timeout)
+            except BaseException:
+                gate.leave(pool)
+                raise
+        except (PoolTimeout, TooManyRequests, PoolClosed) as exc:
+            # Translated here, around the borrowing only: the same errors raised by the
+            # caller's own code inside `connection()` are not this pool's refusals.
+            raise refused_by_pool(pool, exc) from exc
         return conn
 
     async def _agive_back(

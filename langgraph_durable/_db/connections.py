@@ -19,7 +19,14 @@ from psycopg.pq import ConnStatus
 from psycopg.rows import dict_row
 from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
-from langgraph_durable.errors import ConfigurationError, ConnectionLostError
+from langgraph_durable.errors import (
+    ConfigurationError,
+    ConnectionLostError,
+    DurableError,
+    PoolBusyError,
+    PoolClosedError,
+    PoolTimeoutError,
+)
 
 __all__ = [
     "CONNECTION_KWARGS",
@@ -35,6 +42,7 @@ __all__ = [
     "pool_busy_message",
     "pool_closed_message",
     "pool_timeout_message",
+    "refused_by_pool",
     "single_connection_lost",
     "timeout_settings",
 ]
@@ -253,6 +261,18 @@ def pool_closed_message(conninfo: object) -> str:
         f"The connection pool for Postgres at {where} is closed. Nothing of this call was "
         "written. Open the pool before the first call (pool.open(), or use it as a context "
         "manager) and close it only after the last one."
+    )
+
+
+def refused_by_pool(pool: Any, exc: psycopg.OperationalError) -> DurableError:
+    """The named error for psycopg_pool's refusal to lend a connection of `pool` (or the
+    gate's, in its name): `TooManyRequests`, `PoolClosed` or `PoolTimeout`."""
+    if isinstance(exc, TooManyRequests):
+        return PoolBusyError(pool_busy_message(pool.conninfo, pool.max_waiting))
+    if isinstance(exc, PoolClosed):
+        return PoolClosedError(pool_closed_message(pool.conninfo))
+    return PoolTimeoutError(
+        pool_timeout_message(pool.conninfo, pool.timeout, pool.get_stats(), pool.max_size)
     )
 
 

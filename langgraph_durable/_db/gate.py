@@ -116,8 +116,8 @@ class AsyncPoolGate:
         of them for a pool without a limit)."""
         while self._waiting and (limit <= 0 or self._passed < limit):
             turn = self._waiting.popleft()
-            if turn.done():  # timed out, or cancelled
-                continue
+            if turn.done() or turn.get_loop().is_closed():
+                continue  # timed out, cancelled, or its loop is gone: it will never borrow
             turn.set_result(turn.get_loop().time())
             self._passed += 1
 

@@ -287,15 +287,19 @@ class _Registry:
         """Tells the parked callers that the `put` carrying their writes committed or failed.
 
         On failure the writes count as busy before their writers wake, as they are to be
-        stored alone: a `put` that starts meanwhile waits for them. Every writer wakes,
-        once, even if counting failed (a `_Released` signal refuses a second `set`).
+        stored alone: a `put` that starts meanwhile waits for them. Every entry learns the
+        outcome before anything that could fail, so that no writer of a failed put takes
+        its writes for stored; and every writer wakes, once, even if counting failed (a
+        `_Released` signal refuses a second `set`).
         """
+        for entry in taken:
+            entry.error = error
         try:
-            for entry in taken:
-                entry.error = error
-                if error is not None and not entry.abandoned:
-                    self.enter(entry.key)
-                    entry.counted_busy = True
+            if error is not None:
+                for entry in taken:
+                    if not entry.abandoned:
+                        self.enter(entry.key)
+                        entry.counted_busy = True
         finally:
             for entry in taken:
                 entry.stored.set()
@@ -394,7 +398,7 @@ class AsyncWriteParking:
                         raise
                     if entry.error is None:
                         return
-                    busy = True  # the failed put counted them busy again
+                    busy = entry.counted_busy  # the failed put counted them busy again
                 else:
                     registry.enter(key)  # stored alone from here; a later put waits for them
                     busy = True
@@ -549,7 +553,7 @@ class WriteParking:
                     stored.wait()
                     if entry.error is None:
                         return
-                    busy = True  # the failed put counted them busy again
+                    busy = entry.counted_busy  # the failed put counted them busy again
             try:
                 store_alone(params)
             except Exception as exc:

@@ -27,7 +27,7 @@ from graphs import State, linear_graph
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
@@ -384,6 +384,32 @@ async def test_an_async_full_pool_queue_and_a_closed_pool_are_named(ready_dsn: s
         await pool.close()
         with pytest.raises(PoolClosedError, match="is closed"):
             await saver.aget_tuple(config("closed-pool"))
+
+
+async def test_a_full_queue_at_the_async_gate_is_named_too(ready_dsn: str) -> None:
+    settings = {**ONE_CONNECTION, "timeout": HANG_S, "max_waiting": 1}
+    async with AsyncConnectionPool(ready_dsn, open=False, **settings) as pool:
+        saver = AsyncDurablePostgresSaver(pool)
+        async with AsyncConnectionSource(pool).connection():  # lent through the gate
+            queued = asyncio.create_task(saver.aget_tuple(config("gate-queue")))
+            for _ in range(3):  # no I/O before it queues at the gate
+                await asyncio.sleep(0)
+            assert not queued.done()
+            with pytest.raises(PoolBusyError):
+                await saver.aget_tuple(config("gate-queue"))
+        assert await asyncio.wait_for(queued, HANG_S) is None
+
+
+async def test_a_pool_error_raised_by_the_callers_own_code_keeps_its_type(
+    ready_dsn: str,
+) -> None:
+    """Only the borrowing is translated: the same error from code run while the connection
+    is lent (another pool of the caller's, say) is not this pool's refusal."""
+    async with AsyncConnectionPool(ready_dsn, open=False, **ONE_CONNECTION) as pool:
+        with pytest.raises(PoolTimeout) as raised:
+            async with AsyncConnectionSource(pool).connection():
+                raise PoolTimeout("another pool's timeout")
+        assert type(raised.value) is PoolTimeout
 
 
 def until(condition: Callable[[], bool]) -> None:

@@ -541,10 +541,19 @@ def test_a_settle_that_fails_midway_still_wakes_every_writer(
     signals = [threading.Event() for _ in range(3)]
     taken = [ParkedWrites(("thread", "", f"c{n}"), {}, signal) for n, signal in enumerate(signals)]
 
-    def counting_fails(key: tuple[str, str, str]) -> None:
-        raise MemoryError
+    counted: list[tuple[str, str, str]] = []
+    enter = registry.enter
 
-    monkeypatch.setattr(registry, "enter", counting_fails)
+    def counting_fails_at_the_second(key: tuple[str, str, str]) -> None:
+        if counted:
+            raise MemoryError
+        counted.append(key)
+        enter(key)
+
+    monkeypatch.setattr(registry, "enter", counting_fails_at_the_second)
     with pytest.raises(MemoryError):
         registry.settle(taken, RuntimeError("the put failed"))
     assert all(signal.is_set() for signal in signals)
+    # No writer may take writes of the failed put for stored, counted or not.
+    assert all(entry.error is not None for entry in taken)
+    assert [entry.counted_busy for entry in taken] == [True, False, False]

@@ -183,3 +183,26 @@ async def test_a_turn_handed_over_in_time_leaves_the_pool_its_grace() -> None:
 async def test_leave_without_enter_is_refused() -> None:
     with pytest.raises(AssertionError):
         AsyncPoolGate().leave(Pool(max_size=1))
+
+
+def test_a_borrower_left_on_a_closed_loop_gets_no_turn() -> None:
+    """A loop closed with a borrower still queued (a pool that outlives the loop): its turn
+    goes to the next borrower instead of raising in `leave` for a call that succeeded."""
+    pool, gate = Pool(max_size=1), AsyncPoolGate()
+    old = asyncio.new_event_loop()
+    old.run_until_complete(gate.enter(pool))
+    stranded = old.create_task(gate.enter(pool))
+    old.run_until_complete(asyncio.sleep(0))  # queued behind the first borrower
+    old.close()  # without cancelling it
+
+    async def on_a_new_loop() -> float:
+        waiting = asyncio.create_task(gate.enter(pool))
+        await _started(waiting)
+        gate.leave(pool)  # the first borrower's connection comes back
+        return await asyncio.wait_for(waiting, HANG_S)
+
+    assert asyncio.run(on_a_new_loop()) > 0
+    assert not stranded.done()
+    stranded.get_coro().close()  # what the old loop's shutdown would have done
+    del stranded
+    gc.collect()  # its "destroyed but pending" report goes to this test's captured log

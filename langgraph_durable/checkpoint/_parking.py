@@ -304,6 +304,13 @@ class _Registry:
             for entry in taken:
                 entry.stored.set()
 
+    def count_failed(self, entry: ParkedWrites) -> None:
+        """The writer of writes a failed `put` took, woken to store them alone: they count
+        as busy until it has (`settle` counted them, unless counting failed there)."""
+        if not entry.counted_busy:
+            self.enter(entry.key)
+            entry.counted_busy = True
+
     def abandon(self, entry: ParkedWrites) -> None:
         """The writer of taken writes was cancelled; drop what a failed put counted for it."""
         entry.abandoned = True
@@ -398,7 +405,8 @@ class AsyncWriteParking:
                         raise
                     if entry.error is None:
                         return
-                    busy = entry.counted_busy  # the failed put counted them busy again
+                    registry.count_failed(entry)
+                    busy = True
                 else:
                     registry.enter(key)  # stored alone from here; a later put waits for them
                     busy = True
@@ -409,7 +417,7 @@ class AsyncWriteParking:
                     raise
                 busy = False
                 if not await self._ahand_over(key, params):
-                    busy = True  # the failed put counted them busy again
+                    busy = True  # counted busy again (`_ahand_over`)
                     raise
         finally:
             if busy:
@@ -435,6 +443,8 @@ class AsyncWriteParking:
             if not registry.unpark(key, entry, timed_out=False):
                 registry.abandon(entry)
             raise
+        if entry.error is not None:
+            registry.count_failed(entry)  # the caller leaves it
         return entry.error is None
 
     @contextlib.asynccontextmanager
@@ -553,7 +563,9 @@ class WriteParking:
                     stored.wait()
                     if entry.error is None:
                         return
-                    busy = entry.counted_busy  # the failed put counted them busy again
+                    with self._changed:
+                        registry.count_failed(entry)
+                    busy = True
             try:
                 store_alone(params)
             except Exception as exc:
@@ -563,7 +575,7 @@ class WriteParking:
                     raise
                 busy = False
                 if not self._hand_over(key, params):
-                    busy = True  # the failed put counted them busy again
+                    busy = True  # counted busy again (`_hand_over`)
                     raise
         finally:
             if busy:
@@ -585,6 +597,9 @@ class WriteParking:
                     registry.enter(key)  # the caller leaves it
                     return False
             stored.wait()  # taken just now: its put is running
+        if entry.error is not None:
+            with self._changed:
+                registry.count_failed(entry)  # the caller leaves it
         return entry.error is None
 
     @contextlib.contextmanager

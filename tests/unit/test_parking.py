@@ -557,3 +557,42 @@ def test_a_settle_that_fails_midway_still_wakes_every_writer(
     # No writer may take writes of the failed put for stored, counted or not.
     assert all(entry.error is not None for entry in taken)
     assert [entry.counted_busy for entry in taken] == [True, False, False]
+
+
+async def test_writers_of_a_failed_put_count_busy_while_they_store_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Even when `settle` could count only some of them, every writer woken by a failed
+    put counts its writes busy until it has stored them: a put must wait for all of them."""
+    parking = AsyncWriteParking(linger=HANG_S)
+    registry = parking._registry
+    both_inside, release = asyncio.Event(), asyncio.Event()
+    seen_busy: list[int] = []
+
+    async def alone(params: dict[str, Any]) -> None:
+        seen_busy.append(registry.busy.get(KEY, 0))
+        if len(seen_busy) == 2:
+            both_inside.set()
+        await release.wait()
+
+    writers = [asyncio.create_task(parking.store(KEY, prepared({"w": n}), alone)) for n in range(2)]
+    await asyncio.sleep(0)
+    taken = await parking._take([KEY])
+    assert len(taken) == 2
+    enter, calls = registry.enter, []
+
+    def counting_fails_at_the_second(key: tuple[str, str, str]) -> None:
+        calls.append(key)
+        if len(calls) == 2:
+            raise MemoryError
+        enter(key)
+
+    monkeypatch.setattr(registry, "enter", counting_fails_at_the_second)
+    with pytest.raises(MemoryError):
+        parking._settle(taken, RuntimeError("server went away"))
+    monkeypatch.undo()
+    await asyncio.wait_for(both_inside.wait(), HANG_S)
+    assert registry.busy[KEY] == 2
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*writers), HANG_S)
+    assert KEY not in registry.busy

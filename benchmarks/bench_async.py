@@ -13,22 +13,19 @@ loop). Measured: completed steps per second over a fixed window after a ramp-up 
 every runner finished one run), and the 99th percentile of step latency (time from the
 previous step of the same run, or from its start, to a step's update) over every step of
 each runner's runs after its first that started before the window closed. Savers
-alternate within each round; medians over rounds. Ours, upstream's one connection and the
-no-op saver are measured a second time after `gc.freeze()`, as a server would call it
-once after start-up (`_gc_frozen`).
+alternate within each round; medians over rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -43,9 +40,6 @@ from langgraph_durable import AsyncDurablePostgresSaver
 
 POOL = 16
 SAVERS = ("ours", "upstream_pool", "upstream_single", "noop")
-FROZEN = "+gc.freeze"
-"""Suffix of a saver measured again after `gc.freeze()` (`_gc_frozen`)."""
-FROZEN_TOO = ("ours", "upstream_single", "noop")
 
 
 @dataclass(frozen=True)
@@ -192,37 +186,15 @@ async def _measure(
             graphs[name] = graph_builder().compile(checkpointer=saver)
         for graph in graphs.values():  # warm up: pools, prepared statements
             await _round(graph, max(levels), min(1.0, seconds), mode)
-        names = [*graphs, *(n + FROZEN for n in graphs if n in FROZEN_TOO)]
-        for name in names[len(graphs) :]:
-            samples.update({(name, level): ([], [], []) for level in levels})
+        names = list(graphs)
         for round_ in range(rounds):
             for level in levels:
                 for name in names if round_ % 2 == 0 else reversed(names):
-                    frozen = name.endswith(FROZEN)
-                    graph = graphs[name.removesuffix(FROZEN)]
                     gc.collect()  # every round starts without the last one's garbage
-                    with _gc_frozen() if frozen else contextlib.nullcontext():
-                        measured = await _round(graph, level, seconds, mode)
+                    measured = await _round(graphs[name], level, seconds, mode)
                     for kept, value in zip(samples[(name, level)], measured, strict=True):
                         kept.append(value)
     return {key: AsyncResult(*lists) for key, lists in samples.items()}
-
-
-@contextlib.contextmanager
-def _gc_frozen() -> Iterator[None]:
-    """What a server does once after start-up (`gc.freeze()`): the objects alive now (its
-    modules, compiled graphs, pools) move out of the collector's generations, so a full
-    collection no longer walks them. With hundreds of runs in flight, objects live long
-    enough to be promoted, full collections come often, and each walked the whole heap."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        # Back to the oldest generation, and one full collection now, outside the timed
-        # part: the collector's count of long-lived objects shrank while they were frozen,
-        # so the next round would otherwise soon pay a walk of the whole heap.
-        gc.unfreeze()
-        gc.collect()
 
 
 def async_concurrency(

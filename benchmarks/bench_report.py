@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_async import FROZEN, AsyncResult
+from bench_async import AsyncResult
 from bench_common import SETUP_LABELS, Stats, best_upstream
 from bench_data import ReadResults, StorageResult
 from bench_processes import ProcessesResult
@@ -362,9 +361,9 @@ def _async_rows(found: dict[tuple[str, int], AsyncResult] | None) -> list[Row]:
             f"step ours {statistics.median(mine.cpu_ms_per_step):.2f} ms, upstream "
             f"{statistics.median(base.cpu_ms_per_step):.2f}"
         )
-        row = _rate_row(f"async, {level} concurrent runs on one event loop", rates, level, notes)
-        frozen = _frozen_note(rates, level, "{:,.0f}")
-        out.append(dataclasses.replace(row, notes=row.notes + frozen))
+        out.append(
+            _rate_row(f"async, {level} concurrent runs on one event loop", rates, level, notes)
+        )
         best_p99, p99_setup = best_upstream(p99s, level)
         out.append(
             Row(
@@ -374,22 +373,11 @@ def _async_rows(found: dict[tuple[str, int], AsyncResult] | None) -> list[Row]:
                 _spread(found[(p99_setup, level)].p99_ms, 1),
                 _ratio(mine.p99(), best_p99.median),
                 "median (range) over rounds of each round's 99th percentile, over every step "
-                "of the runs that started before the window closed"
-                + _frozen_note(p99s, level, "{:,.1f}"),
+                "of the runs that started before the window closed",
                 SETUP_LABELS[p99_setup],
             )
         )
     return out
-
-
-def _frozen_note(table: dict[tuple[str, int], Stats], level: int, fmt: str) -> str:
-    """The same row measured after `gc.freeze()` (`bench_async._gc_frozen`), if it was."""
-    shown = [
-        f"{label} {fmt.format(table[(name + FROZEN, level)].median)}"
-        for name, label in (("ours", "ours"), ("upstream_single", "upstream"), ("noop", "no-op"))
-        if (name + FROZEN, level) in table
-    ]
-    return f"; after gc.freeze(): {', '.join(shown)}" if shown else ""
 
 
 def _large_rows(found: dict[tuple[str, str, int], Stats] | None) -> list[Row]:

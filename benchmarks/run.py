@@ -148,7 +148,7 @@ Ours (`DurablePostgresSaver`, `AsyncDurablePostgresSaver`) against upstream's `P
 and `AsyncPostgresSaver` (langgraph-checkpoint-postgres) in both of its setups, one connection
 (`from_conn_string`, as its README shows) and a pool, measured in the same process and run;
 every ratio is against the faster of the two for that row, and the table names which one
-won. Reproduce with one command (about 17 minutes on 2 cores; `--quick` takes a minute and
+won. Reproduce with one command (about 14 minutes on 2 cores; `--quick` takes a minute and
 only checks that it all runs):
 
 ```bash

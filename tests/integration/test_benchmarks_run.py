@@ -9,19 +9,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_durability_modes_benchmark_quick(db_dsn: str) -> None:
+def _run(script: str, *args: str) -> str:
+    """Runs `benchmarks/<script>` with `args`; its output, after checking it succeeded."""
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "durability_modes.py"),
-            "--quick",
-            "--dsn",
-            db_dsn,
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "| DurablePostgresSaver | sync |" in done.stdout
+    return done.stdout
+
+
+def test_durability_modes_benchmark_quick(db_dsn: str) -> None:
+    out = _run("durability_modes.py", "--quick", "--dsn", db_dsn)
+    assert "| DurablePostgresSaver | sync |" in out
+
+
+def test_async_cpu_by_level_runs(db_dsn: str) -> None:
+    out = _run(
+        "async_cpu_by_level.py",
+        *("--dsn", db_dsn, "--levels", "2,4", "--runs", "4", "--alternations", "1"),
+    )
+    assert "| 4 |" in out

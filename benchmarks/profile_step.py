@@ -116,6 +116,23 @@ def _per_step(invoke: Callable[[], Any], invokes: int) -> tuple[float, float, fl
     )
 
 
+def _saver_share(costs: dict[str, tuple[float, float, float]]) -> str:
+    """The saver's own CPU per step: its run's user + system CPU over LangGraph's with the
+    no-op checkpointer (what issue 16 asks to halve)."""
+    _, noop_user, noop_system = costs["LangGraph with a no-op checkpointer"]
+
+    def share(label: str) -> float:
+        _, user, system = costs[label]
+        return user + system - noop_user - noop_system
+
+    mine, theirs = share("DurablePostgresSaver"), share("upstream PostgresSaver")
+    ratio = f" ({mine / theirs:.2f}x)" if theirs > 0 else ""
+    return (
+        f"The saver's own CPU per step (user + system over LangGraph with the no-op "
+        f"checkpointer): ours {mine:.3f} ms, upstream {theirs:.3f} ms{ratio}."
+    )
+
+
 def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
     """Markdown tables: wall and CPU time per step, and ms per step by part of the path."""
     plain = graph_builder().compile()
@@ -151,6 +168,8 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
         "| run | wall ms per step | user CPU ms per step | system CPU ms per step |",
         "|---|---:|---:|---:|",
         *(f"| {label} | {w:.3f} | {u:.3f} | {k:.3f} |" for label, (w, u, k) in costs.items()),
+        "",
+        _saver_share(costs),
         "",
         f"The sync path of DurablePostgresSaver by part ({invokes} more invokes, instrumented; "
         "CPU is the calling thread's, from `time.thread_time()`):",

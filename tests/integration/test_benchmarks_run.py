@@ -33,3 +33,9 @@ def test_async_cpu_by_level_runs(db_dsn: str) -> None:
         *("--dsn", db_dsn, "--levels", "2,4", "--runs", "4", "--alternations", "1"),
     )
     assert "| 4 |" in out
+
+
+def test_profile_step_reports_the_savers_own_cpu(db_dsn: str) -> None:
+    out = _run("profile_step.py", "--dsn", db_dsn, "--invokes", "3")
+    assert "The saver's own CPU per step" in out
+    assert "| put (whole call, on the critical path) |" in out

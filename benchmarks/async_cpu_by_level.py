@@ -1,17 +1,25 @@
 """Where the CPU per step goes as async runs on one loop rise from 16 to 256: a fixed
-amount of work, levels alternating in one process.
+amount of work, levels and savers alternating in one process.
 
-    python benchmarks/async_cpu_by_level.py [--dsn DSN] [--levels 16,256] [--runs 512]
+    python benchmarks/async_cpu_by_level.py [--dsn DSN] [--levels 16,256] [--runs 1024]
         [--alternations 6]
 
 `bench_async.py` counts steps over a time window, so its CPU per step moves with the
 machine's speed from one round to the next. Here every measurement runs the same number of
-graph runs (`--runs` in total, split over the level's concurrent runners) with our saver
-and with the no-op saver (LangGraph's own work), levels and savers alternating in one
-process, and reports the process CPU (user + system) per step. The difference between the
-two savers at a level is the saver's own CPU per step (with psycopg and the pool); if it
-stays flat while the no-op saver's rises, the fall in steps/s from 16 to 256 runs is
-LangGraph's own when the process is CPU-bound.
+graph runs (`--runs` in total, split evenly over the level's concurrent runners) with our
+saver and with the no-op saver (LangGraph's own work); each turn measures every level and
+both savers, and reverses both orders on the next turn. Reported per level: the process
+CPU (user + system) per step of each saver, ours over the no-op saver (the difference
+taken within each turn, so drift between turns cancels), and ours' steps/s and cores busy
+(CPU seconds per second: at about 1 the process is bound by its CPU, so steps/s follows
+CPU per step).
+
+What "over the no-op saver" holds: the saver's Python, psycopg and the pool, and also the
+event loop's work that exists only because runs wait on the database (the no-op saver's
+runs never wait). The counts include each run's first steps (the read, the input's
+checkpoint) at every level alike; at 256 runners each runner does `--runs / 256` runs
+(4 by default), in waves that start together, so that level is closer to a burst than
+to `bench_async.py`'s steady window.
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import resource
 import statistics
+import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from bench_async import POOL
@@ -31,10 +40,20 @@ from durability_modes import graph_builder
 
 from langgraph_durable import AsyncDurablePostgresSaver
 
+SAVERS = ("ours", "noop")
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+
+@dataclass(frozen=True)
+class Sample:
+    """One measurement: process CPU ms per step and steps per second of wall time."""
+
+    cpu_ms_per_step: float
+    steps_per_s: float
+
+    @property
+    def cores(self) -> float:
+        """CPU seconds per second of wall time: how busy the process kept the machine."""
+        return self.steps_per_s * self.cpu_ms_per_step / 1000
 
 
 async def _steps(graph: Any, runners: int, runs_each: int) -> int:
@@ -52,11 +71,19 @@ async def _steps(graph: Any, runners: int, runs_each: int) -> int:
     return done
 
 
+async def _measure(graph: Any, level: int, runs: int) -> Sample:
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    steps = await _steps(graph, level, runs // level)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return Sample(1000 * cpu / steps, steps / wall)
+
+
 async def cpu_by_level(
     dsn: str, levels: tuple[int, ...], runs: int, alternations: int
-) -> dict[tuple[str, int], list[float]]:
-    """CPU ms per step keyed by (saver, level), one sample per alternation."""
-    samples: dict[tuple[str, int], list[float]] = {}
+) -> dict[tuple[str, int], list[Sample]]:
+    """Samples keyed by (saver, level), one per turn, in turn order."""
+    samples: dict[tuple[str, int], list[Sample]] = {}
     async with AsyncDurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
         await saver.setup()
         graphs = {
@@ -66,20 +93,42 @@ async def cpu_by_level(
         for graph in graphs.values():  # warm up: connections, prepared statements, imports
             await _steps(graph, max(levels), 1)
         for turn in range(alternations):
-            order = levels if turn % 2 == 0 else tuple(reversed(levels))
-            for name, graph in graphs.items():
-                for level in order:
-                    gc.collect()
-                    began = _cpu_seconds()
-                    steps = await _steps(graph, level, max(1, runs // level))
-                    spent = _cpu_seconds() - began
-                    samples.setdefault((name, level), []).append(1000 * spent / steps)
+            forward = turn % 2 == 0
+            for level in levels if forward else tuple(reversed(levels)):
+                for name in SAVERS if forward else tuple(reversed(SAVERS)):
+                    sample = await _measure(graphs[name], level, runs)
+                    samples.setdefault((name, level), []).append(sample)
                     print(
                         f"  {turn + 1}/{alternations} {name} {level} runs: "
-                        f"{1000 * spent / steps:.3f} ms CPU per step",
+                        f"{sample.cpu_ms_per_step:.3f} ms CPU per step, "
+                        f"{sample.steps_per_s:,.0f} steps/s",
                         flush=True,
                     )
     return samples
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def table(found: dict[tuple[str, int], list[Sample]], levels: tuple[int, ...]) -> str:
+    """Markdown: per level, medians (ranges) over the turns."""
+    lines = [
+        "| runs on one loop | ours, CPU ms per step | no-op saver | ours over the no-op, "
+        "per turn | ours, steps/s | ours, cores busy |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for level in levels:
+        ours, noop = found[("ours", level)], found[("noop", level)]
+        over = [a.cpu_ms_per_step - b.cpu_ms_per_step for a, b in zip(ours, noop, strict=True)]
+        rates = [s.steps_per_s for s in ours]
+        lines.append(
+            f"| {level} | {_spread([s.cpu_ms_per_step for s in ours])} "
+            f"| {_spread([s.cpu_ms_per_step for s in noop])} | {_spread(over)} "
+            f"| {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) "
+            f"| {_spread([s.cores for s in ours])} |"
+        )
+    return "\n".join(lines)
 
 
 def _main() -> None:
@@ -88,10 +137,18 @@ def _main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dsn")
     parser.add_argument("--levels", default="16,256")
-    parser.add_argument("--runs", type=int, default=512, help="graph runs per measurement")
+    parser.add_argument("--runs", type=int, default=1024, help="graph runs per measurement")
     parser.add_argument("--alternations", type=int, default=6)
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.levels.split(","))
+    uneven = [level for level in levels if level <= 0 or args.runs % level]
+    if uneven:
+        parser.error(
+            f"--runs {args.runs} must be a multiple of every level (not of {uneven}), so that "
+            "each level does the same work"
+        )
+    if args.alternations < 1:
+        parser.error("--alternations must be at least 1")
     dsn, embedded = resolve_dsn(args.dsn)
     try:
         with scratch_database(dsn, "async_cpu") as scratch:
@@ -99,17 +156,8 @@ def _main() -> None:
     finally:
         if embedded is not None:
             embedded.stop()
-    median = {key: statistics.median(values) for key, values in found.items()}
-    print(f"\nCPU ms per step, median of {args.alternations} (range):")
-    print("| runs on one loop | ours | LangGraph alone (no-op saver) | the saver's own |")
-    print("|---:|---:|---:|---:|")
-    for level in levels:
-        ours, noop = found[("ours", level)], found[("noop", level)]
-        print(
-            f"| {level} | {median[('ours', level)]:.3f} ({min(ours):.3f}-{max(ours):.3f}) "
-            f"| {median[('noop', level)]:.3f} ({min(noop):.3f}-{max(noop):.3f}) "
-            f"| {median[('ours', level)] - median[('noop', level)]:.3f} |"
-        )
+    print(f"\n{args.runs} runs per measurement; median (range) of {args.alternations} turns:\n")
+    print(table(found, levels))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
     python benchmarks/profile_step.py [--dsn DSN] [--invokes 300]   # wall-clock breakdown
     python benchmarks/profile_step.py [--dsn DSN] --py-spy          # CPU profile (py-spy)
 
-The breakdown times the saver's own methods while the 10-node graph of
+The first table gives wall and CPU time per step of the graph alone, LangGraph with a
+no-op checkpointer, upstream's `PostgresSaver` and ours, taking turns in chunks, and the
+saver's own CPU per step (over the no-op checkpointer; issue 16 asks to halve it). The
+breakdown times the saver's own methods while the 10-node graph of
 `durability_modes.py` runs with `durability="sync"`: `put` split into building the row,
 waiting for the parent checkpoint's writes, and the statement (pool checkout, round trip,
 commit); `put_writes` split into serializing and the statement; `get_tuple`. Everything
@@ -103,20 +106,40 @@ def _invoke(graph: Any) -> None:
     graph.invoke({}, {"configurable": {"thread_id": str(uuid.uuid4())}}, durability="sync")
 
 
-def _per_step(invoke: Callable[[], Any], invokes: int) -> tuple[float, float, float]:
-    """(wall, user CPU, system CPU) ms per step; CPU of the whole process, all threads."""
-    wall, before = time.perf_counter(), os.times()
-    for _ in range(invokes):
-        invoke()
-    after, steps = os.times(), invokes * NODES
-    return (
-        (time.perf_counter() - wall) * 1000 / steps,
-        (after.user - before.user) * 1000 / steps,
-        (after.system - before.system) * 1000 / steps,
-    )
+Cost = tuple[float, float, float]
+"""Wall, user CPU and system CPU, ms per step."""
+
+CHUNKS = 10
+"""The runs of the first table take turns in this many chunks each, so that a machine
+whose speed drifts slows them alike."""
 
 
-def _saver_share(costs: dict[str, tuple[float, float, float]]) -> str:
+def _per_step(runs: dict[str, Callable[[], Any]], invokes: int) -> dict[str, Cost]:
+    """(wall, user CPU, system CPU) ms per step of each run; CPU of the whole process, all
+    threads. The runs take turns in `CHUNKS` chunks of invokes."""
+    spent = {label: [0.0, 0.0, 0.0] for label in runs}
+    chunk = max(1, invokes // CHUNKS)
+    done = 0
+    while done < invokes:
+        count = min(chunk, invokes - done)
+        for label, invoke in runs.items():
+            wall, before = time.perf_counter(), os.times()
+            for _ in range(count):
+                invoke()
+            after = os.times()
+            total = spent[label]
+            total[0] += time.perf_counter() - wall
+            total[1] += after.user - before.user
+            total[2] += after.system - before.system
+        done += count
+    steps = invokes * NODES
+    return {
+        label: (w * 1000 / steps, u * 1000 / steps, k * 1000 / steps)
+        for label, (w, u, k) in spent.items()
+    }
+
+
+def _saver_share(costs: dict[str, Cost]) -> str:
     """The saver's own CPU per step: its run's user + system CPU over LangGraph's with the
     no-op checkpointer (what issue 16 asks to halve)."""
     _, noop_user, noop_system = costs["LangGraph with a no-op checkpointer"]
@@ -146,9 +169,8 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
             "upstream PostgresSaver": lambda: _invoke(upstream_graph),
             "DurablePostgresSaver": lambda: _invoke(graph),
         }
-        for run in runs.values():
-            _per_step(run, 20)
-        costs = {label: _per_step(run, invokes) for label, run in runs.items()}
+        _per_step(runs, 20)  # warm up
+        costs = _per_step(runs, invokes)
         timers = Timers()
         _instrument(saver, timers)
         start = time.perf_counter()

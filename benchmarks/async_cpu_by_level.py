@@ -138,9 +138,16 @@ def _main() -> None:
     parser.add_argument("--dsn")
     parser.add_argument("--levels", default="16,256")
     parser.add_argument("--runs", type=int, default=1024, help="graph runs per measurement")
-    parser.add_argument("--alternations", type=int, default=6)
+    parser.add_argument(
+        "--alternations",
+        type=int,
+        default=6,
+        help="turns; an even number lets each saver and level go first equally often",
+    )
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.levels.split(","))
+    if args.runs <= 0:
+        parser.error("--runs must be positive")
     uneven = [level for level in levels if level <= 0 or args.runs % level]
     if uneven:
         parser.error(

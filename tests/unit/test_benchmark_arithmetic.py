@@ -15,13 +15,17 @@ from bench_report import _cpu_split
 from profile_step import _saver_share
 
 
-def test_the_report_splits_ours_cpu_per_step_over_the_no_op_saver() -> None:
-    ours = AsyncResult(steps_per_s=[1000.0, 1200.0], p99_ms=[0.0, 0.0], cpu_ms_per_step=[0.8, 0.8])
-    noop = AsyncResult(steps_per_s=[3000.0], p99_ms=[0.0], cpu_ms_per_step=[0.3])
+def test_the_report_splits_ours_cpu_per_step_over_the_no_op_saver_round_by_round() -> None:
+    ours = AsyncResult(
+        steps_per_s=[1000.0, 1200.0, 1500.0], p99_ms=[0.0] * 3, cpu_ms_per_step=[1.0, 0.5, 0.6]
+    )
+    noop = AsyncResult(steps_per_s=[3000.0] * 3, p99_ms=[0.0] * 3, cpu_ms_per_step=[0.3, 0.3, 0.1])
     notes = _cpu_split(ours, noop)
     assert "LangGraph's own (the no-op saver's) 0.30 ms" in notes
+    # Round by round: 0.7, 0.2 and 0.5 (the medians' difference would be 0.6 - 0.3).
     assert "over the no-op saver 0.50" in notes
-    assert "ours keeps 0.88 cores busy" in notes  # median of 0.80 and 0.96
+    # Each round's CPU use: 1.0, 0.6 and 0.9 (the medians' product would be 0.72).
+    assert "ours keeps 0.90 cores busy" in notes
 
 
 def test_profile_step_gives_each_savers_cpu_over_the_no_op_checkpointer() -> None:
@@ -35,17 +39,17 @@ def test_profile_step_gives_each_savers_cpu_over_the_no_op_checkpointer() -> Non
 
 def test_the_level_table_pairs_ours_and_the_no_op_saver_turn_by_turn() -> None:
     found = {
-        ("ours", 16): [Sample(1.0, 1000.0), Sample(1.2, 800.0), Sample(1.3, 600.0)],
+        ("ours", 16): [Sample(1.0, 1000.0), Sample(1.2, 600.0), Sample(1.3, 800.0)],
         ("noop", 16): [Sample(0.5, 2000.0), Sample(0.9, 1000.0), Sample(0.6, 1500.0)],
         ("ours", 256): [Sample(1.4, 700.0)] * 3,
         ("noop", 256): [Sample(0.6, 1600.0)] * 3,
     }
     rows = table(found, (16, 256)).splitlines()
     # Over the no-op saver per turn: 0.5, 0.3 and 0.7, median 0.5 (the medians' difference
-    # would be 1.2 - 0.6). Cores busy: 1.0, 0.96 and 0.78.
+    # would be 1.2 - 0.6). Cores busy: 1.0, 0.72 and 1.04 (not 1.2 x 800 / 1000).
     assert rows[2] == (
         "| 16 | 1.200 (1.000-1.300) | 0.600 (0.500-0.900) | 0.500 (0.300-0.700) "
-        "| 800 (600-1,000) | 0.960 (0.780-1.000) |"
+        "| 800 (600-1,000) | 1.000 (0.720-1.040) |"
     )
     assert rows[3] == (
         "| 256 | 1.400 (1.400-1.400) | 0.600 (0.600-0.600) | 0.800 (0.800-0.800) "

@@ -58,13 +58,22 @@ TOP = (
     ("LangGraph's loop, nodes and channels (the rest of Pregel.stream)", "Pregel.stream"),
     ("LangGraph's worker threads outside the saver", "_worker (concurrent"),
 )
-SAVER_PARTS = (
-    ("psycopg execute: adapt parameters, send, read the result", "Connection.execute (psycopg"),
-    ("pool checkout and return", "ConnectionPool.connection (psycopg_pool"),
-    ("row building and serialization (_core)", "checkpoint/_core.py"),
-    ("parking writes for the next checkpoint (checkpoint/_parking.py)", "_parking.py"),
-    ("crash points (an environment lookup per call)", "_crashpoints.py"),
+SAVER_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "psycopg execute: adapt parameters, send, read the result",
+        ("Cursor.execute (psycopg", "Connection.execute (psycopg"),
+    ),
+    (
+        "pool checkout and return",
+        ("ConnectionPool.getconn (psycopg_pool", "ConnectionPool.putconn (psycopg_pool"),
+    ),
+    ("row building and serialization (_core)", ("checkpoint/_core.py",)),
+    ("parking writes for the next checkpoint (checkpoint/_parking.py)", ("_parking.py",)),
+    ("crash points (an environment lookup per call)", ("_crashpoints.py",)),
 )
+"""Sub-groups of our saver's samples: a sample counts in a group if any of its frame
+fragments is on the stack (the saver borrows with `getconn`/`putconn` and runs statements
+on a cursor, so matching only `connection()` or `Connection.execute` would find nothing)."""
 
 
 class Timers:
@@ -241,6 +250,25 @@ def _loop(dsn: str, seconds: float) -> None:
     print(f"invokes={invokes}")
 
 
+def group_samples(stacks: list[str]) -> tuple[collections.Counter[str], int]:
+    """Samples per group (`TOP`, and `SAVER_PARTS` within our saver's), and the total, from
+    py-spy's raw output: one line per stack, frames joined by ';', then the count."""
+    groups: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in stacks:
+        frames_text, _, count_text = line.rpartition(" ")
+        if "_loop (" not in frames_text and "_worker (concurrent" not in frames_text:
+            continue  # interpreter start-up, imports, setup
+        count = int(count_text)
+        total += count
+        top = next((label for label, fragment in TOP if fragment in frames_text), "other")
+        groups[top] += count
+        for label, fragments in SAVER_PARTS:
+            if top == TOP[0][0] and any(f in frames_text for f in fragments):
+                groups[label] += count
+    return groups, total
+
+
 def py_spy(dsn: str, seconds: float, rate: int = 500) -> str:
     """Samples of the thread holding the GIL during the sync loop, grouped, as markdown."""
     with ours(dsn, 10):
@@ -260,19 +288,7 @@ def py_spy(dsn: str, seconds: float, rate: int = 500) -> str:
         )  # fmt: skip
         stacks = out.read_text(encoding="utf-8").splitlines()
     invokes = int(done.stdout.rsplit("invokes=", 1)[1].split()[0])
-    groups: collections.Counter[str] = collections.Counter()
-    total = 0
-    for line in stacks:
-        frames_text, _, count_text = line.rpartition(" ")
-        if "_loop (" not in frames_text and "_worker (concurrent" not in frames_text:
-            continue  # interpreter start-up, imports, setup
-        count = int(count_text)
-        total += count
-        top = next((label for label, fragment in TOP if fragment in frames_text), "other")
-        groups[top] += count
-        for label, fragment in SAVER_PARTS:
-            if top == TOP[0][0] and fragment in frames_text:
-                groups[label] += count
+    groups, total = group_samples(stacks)
     steps = invokes * NODES
     lines = [
         f"Samples of the thread holding the GIL (py-spy --gil, {rate} Hz, {total} samples) "

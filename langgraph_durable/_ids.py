@@ -91,10 +91,15 @@ def stored_id(value: object, what: str) -> str:
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every call: `json.dumps` with these options builds a new one each time,
+and every checkpoint is encoded twice (the checkpoint and its metadata)."""
+
+
 def json_text(value: object, where: str) -> str:
     """`value` as JSON text a JSONB column takes (no NUL, no lone surrogate, no NaN)."""
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise UnserializableValueError(
             f"{where} cannot be stored as JSON ({exc}); nothing was written. "

@@ -7,6 +7,7 @@ connection is taken, so bad input never reaches a transaction (invariant I8).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -118,35 +119,48 @@ def next_version(current: str | int | None) -> str:
     return f"{current_v + 1:032}.{random.random():016}"
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+"""Types whose values hold no text: nothing to check for lone surrogates."""
+
+
 def _is_inline(value: object) -> bool:
     """Whether a channel value can live in the checkpoint's JSON instead of a blob row.
 
     Strings with NUL and non-finite floats cannot be stored in JSONB, so they go to blobs;
-    that is how they round-trip where upstream fails.
+    that is how they round-trip where upstream fails. Values reach here after
+    `_nolone_surrogate`, so a string holds no lone surrogate.
     """
+    if type(value) is str:  # the common case first, without isinstance
+        return "\x00" not in value
     if value is None or isinstance(value, (bool, int)):
         return True
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, str):
-        return "\x00" not in value and lone_surrogate(value) is None
+        return "\x00" not in value
     return False
 
 
-def _nolone_surrogate(value: object, where: str) -> None:
+def _nolone_surrogate(value: object, where: Callable[[], str]) -> None:
     """A string with a lone surrogate, which LangGraph's serializer would store as '?'.
 
     Checked on channel values and writes, and one level into a mapping (a graph input or a
-    state update): a few `isascii()` calls, no walk through deep structures.
+    state update): a few `isascii()` calls, no walk through deep structures. `where` names
+    the value in the error; it is only called on failure, as every step checks each value.
     """
+    if type(value) is str:
+        if value.isascii():
+            return
+    elif type(value) in _SCALARS:
+        return
     if isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(item, str):
-                _nolone_surrogate(item, f"{where} (key {key!r})")
+            if isinstance(item, str) and lone_surrogate(item) is not None:
+                _nolone_surrogate(item, functools.partial("{} (key {!r})".format, where(), key))
         return
     if isinstance(value, str) and lone_surrogate(value) is not None:
         raise UnserializableValueError(
-            f"{where} is a string with a lone surrogate, which is not valid text (the "
+            f"{where()} is a string with a lone surrogate, which is not valid text (the "
             "serializer would silently store '?' in its place); nothing was written. "
             "Decode the text properly (e.g. errors='replace') before it enters the state."
         )
@@ -193,8 +207,7 @@ class MetadataRedaction:
             return False
         if self.redact is not None:
             return bool(self.redact(key, value))
-        lowered = key.lower()
-        return any(word in lowered for word in SECRET_WORDS)
+        return _sounds_secret(key)
 
     def apply(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -203,6 +216,14 @@ class MetadataRedaction:
 
 
 DEFAULT_REDACTION = MetadataRedaction()
+
+
+@functools.lru_cache(maxsize=4096)
+def _sounds_secret(key: str) -> bool:
+    """Whether a metadata key contains one of `SECRET_WORDS`. Cached: every checkpoint
+    carries the same few keys ("source", "step", "parents" and the run's configurable)."""
+    lowered = key.lower()
+    return any(word in lowered for word in SECRET_WORDS)
 
 
 def checkpoint_row(
@@ -226,7 +247,7 @@ def checkpoint_row(
     inline = dict(checkpoint["channel_values"])
     blob_values: dict[str, Any] = {}
     for channel, value in checkpoint["channel_values"].items():
-        _nolone_surrogate(value, f"Channel {channel!r}")
+        _nolone_surrogate(value, functools.partial("Channel {!r}".format, channel))
         if _langgraph.is_delta_snapshot(value):
             # The marker tells readers that a snapshot blob stands behind this channel.
             blob_values[channel] = value
@@ -310,12 +331,13 @@ def _failing_key(serde: SerializerProtocol, value: Any) -> str:
     return ""
 
 
-def _dump(serde: SerializerProtocol, value: Any, where: str) -> tuple[str, bytes]:
+def _dump(serde: SerializerProtocol, value: Any, where: Callable[[], str]) -> tuple[str, bytes]:
+    """`serde.dumps_typed(value)`; a failure names the value (`where`, called only then)."""
     try:
         return serde.dumps_typed(value)
     except Exception as exc:
         raise UnserializableValueError(
-            f"{where}{_failing_key(serde, value)} holds a {type(value).__name__} the "
+            f"{where()}{_failing_key(serde, value)} holds a {type(value).__name__} the "
             f"serializer cannot handle ({exc}); nothing was written. Make the value "
             "serializable or keep it out of the state."
         ) from exc
@@ -348,7 +370,8 @@ def blob_params(
     for channel, version in new_versions.items():
         if channel not in blob_values:
             continue
-        type_, blob = _dump(serde, blob_values[channel], f"Channel {channel!r}")
+        where = functools.partial("Channel {!r}".format, channel)
+        type_, blob = _dump(serde, blob_values[channel], where)
         params["channels"].append(stored_id(channel, "channel"))
         params["versions"].append(str(version))
         params["types"].append(type_)
@@ -413,8 +436,9 @@ def write_params(
         last = {WRITES_IDX_MAP[channel]: i for i, (channel, _) in enumerate(writes)}
         writes = [w for i, w in enumerate(writes) if last[WRITES_IDX_MAP[w[0]]] == i]
     for idx, (channel, value) in enumerate(writes):
-        _nolone_surrogate(value, f"Write to channel {channel!r} by task {task_id}")
-        type_, blob = _dump(serde, value, f"Write to channel {channel!r} by task {task_id}")
+        where = functools.partial("Write to channel {!r} by task {}".format, channel, task_id)
+        _nolone_surrogate(value, where)
+        type_, blob = _dump(serde, value, where)
         # A plain int, whatever WRITES_IDX_MAP holds (`IntArray` is sent as int8[] and
         # cast by the statement, so a value outside 32 bits fails instead of wrapping).
         params["idxs"].append(int(WRITES_IDX_MAP.get(channel, idx)))

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from async_cpu_by_level import Sample, table
 from bench_async import AsyncResult
 from bench_report import _cpu_split
-from profile_step import _saver_share
+from profile_step import SAVER_PARTS, TOP, _saver_share, group_samples
 
 
 def test_the_report_splits_ours_cpu_per_step_over_the_no_op_saver_round_by_round() -> None:
@@ -55,3 +55,32 @@ def test_the_level_table_pairs_ours_and_the_no_op_saver_turn_by_turn() -> None:
         "| 256 | 1.400 (1.400-1.400) | 0.600 (0.600-0.600) | 0.800 (0.800-0.800) "
         "| 700 (700-700) | 0.980 (0.980-0.980) |"
     )
+
+
+# Frames as py-spy --format raw writes them, from a real profile of the sync loop.
+_PUT = (
+    "Thread._bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:83);"
+    "_WorkItem.run (concurrent/futures/thread.py:58);"
+    "SyncPregelLoop._checkpointer_put_after_previous (pregel/_loop.py:1761);"
+    "DurablePostgresSaver.put (langgraph_durable/checkpoint/_saver.py:520);"
+    "retry_on_disconnect.<locals>.wrapper (langgraph_durable/_db/_source.py:326);"
+    "DurablePostgresSaver._store_checkpoint (langgraph_durable/checkpoint/_saver.py:531)"
+)
+
+
+def test_py_spy_groups_find_the_saver_s_statement_and_pool() -> None:
+    stacks = [
+        f"{_PUT};Cursor.execute (psycopg/cursor.py:113);"
+        "Connection.wait (psycopg/connection.py:495) 5",
+        f"{_PUT};_GeneratorContextManager.__enter__ (contextlib.py:137);"
+        "ConnectionSource.connection (langgraph_durable/_db/_source.py:214);"
+        "ConnectionSource._borrow (langgraph_durable/_db/_source.py:261);"
+        "ConnectionPool.getconn (psycopg_pool/pool.py:214) 2",
+        f"{_PUT};ConnectionSource._give_back (langgraph_durable/_db/_source.py:270);"
+        "ConnectionPool.putconn (psycopg_pool/pool.py:340) 1",
+        "<module> (site.py:1);_find_and_load (<frozen importlib._bootstrap>:1) 50",
+    ]
+    groups, total = group_samples(stacks)
+    saver, execute, pool = TOP[0][0], SAVER_PARTS[0][0], SAVER_PARTS[1][0]
+    assert total == 8  # start-up samples are left out
+    assert (groups[saver], groups[execute], groups[pool]) == (8, 5, 3)

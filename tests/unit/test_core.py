@@ -157,3 +157,66 @@ def test_writes_under_a_fencing_token_get_the_token_lookup() -> None:
     assert "t.fencing_token = %(fence_token)s::bigint" in fenced
     plain = _core.writes_statement(config, [("a", 1)], events=False)
     assert "langgraph_durable_threads" not in plain
+
+
+class _Text(str):
+    pass
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_channel_values_of_subclasses_are_placed_like_their_base() -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {
+        "text": _Text("plain"),
+        "text_nul": _Text("a\x00b"),
+        "level": _Level.HIGH,
+        "flag": True,
+        "none": None,
+        "inf": math.inf,
+        "half": 0.5,
+    }
+    row, blobs = _core.checkpoint_row(config(), checkpoint, {})
+    assert set(blobs) == {"text_nul", "inf"}
+    assert '"text":"plain"' in row["checkpoint"]
+    assert '"half":0.5' in row["checkpoint"]
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("a\ud800b", "Channel 'bad'"),
+        (_Text("a\ud800b"), "Channel 'bad'"),
+        ({"ok": "é", "answer": "a\udc00"}, "Channel 'bad' \\(key 'answer'\\)"),
+    ],
+    ids=["str", "str-subclass", "in-a-dict"],
+)
+def test_lone_surrogates_in_channel_values_name_the_channel(value: Any, named: str) -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"fine": "é", "bad": value}
+    with pytest.raises(UnserializableValueError, match=named):
+        _core.checkpoint_row(config(), checkpoint, {})
+
+
+def test_lone_surrogates_in_writes_name_channel_and_task() -> None:
+    with pytest.raises(UnserializableValueError, match="'ch' by task task-1 is a string"):
+        _core.write_params(SERDE, config(checkpoint_id="c1"), [("ch", "x\ud800")], "task-1", "")
+
+
+def test_secret_sounding_metadata_is_redacted_unless_allowed() -> None:
+    metadata = {"api_key": "k", "user": "ann", "Session_Token": "s"}
+    assert _core.DEFAULT_REDACTION.apply(metadata) == {
+        "api_key": _core.REDACTED,
+        "user": "ann",
+        "Session_Token": _core.REDACTED,
+    }
+    allowing = _core.MetadataRedaction(allow=frozenset({"api_key"}))
+    assert allowing.apply(metadata)["api_key"] == "k"
+    own_rule = _core.MetadataRedaction(redact=lambda key, value: value == "ann")
+    assert own_rule.apply(metadata) == {
+        "api_key": "k",
+        "user": _core.REDACTED,
+        "Session_Token": "s",
+    }

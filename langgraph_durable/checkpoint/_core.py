@@ -179,7 +179,8 @@ SECRET_WORDS = (
     "private_key",
     "access_key",
 )
-"""Metadata keys containing one of these (any case) are redacted by default."""
+"""Metadata keys containing one of these (any case) are redacted by default. A constant:
+decisions are cached per key, so pass `MetadataRedaction(redact=...)` to change the rule."""
 
 REDACTED = "[redacted]"
 
@@ -207,7 +208,9 @@ class MetadataRedaction:
             return False
         if self.redact is not None:
             return bool(self.redact(key, value))
-        return _sounds_secret(key)
+        if type(key) is str:  # a subclass may change lower(): not cached
+            return _sounds_secret(key)
+        return _sounds_secret.__wrapped__(key)
 
     def apply(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import math
 import threading
 from typing import Any
@@ -11,7 +12,12 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_durable import InvalidInputError, InvalidThreadIdError, UnserializableValueError
+from langgraph_durable import (
+    InvalidInputError,
+    InvalidThreadIdError,
+    UnserializableValueError,
+    _ids,
+)
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._sql import MIGRATIONS, QUERIES, parse_queries
 from langgraph_durable.checkpoint import _core
@@ -220,3 +226,33 @@ def test_secret_sounding_metadata_is_redacted_unless_allowed() -> None:
         "user": _core.REDACTED,
         "Session_Token": "s",
     }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": "é", "b": [1, 2.5, None, True]}, {"z": 1, "a": 2}, ["x", {"n": -0.0}]],
+)
+def test_json_text_matches_json_dumps_with_the_same_options(value: Any) -> None:
+    expected = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    assert _ids.json_text(value, "value") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ({"score": math.nan}, UnserializableValueError),
+        ({"k": "a\ud800"}, InvalidInputError),
+        ({"k": "a\x00b"}, InvalidInputError),
+    ],
+    ids=["nan", "lone-surrogate", "nul"],
+)
+def test_json_text_refuses_what_jsonb_cannot_hold(value: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        _ids.json_text(value, "metadata")
+
+
+def test_a_channel_value_with_nul_and_a_lone_surrogate_is_refused() -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"bad": "a\x00\ud800"}
+    with pytest.raises(UnserializableValueError, match="Channel 'bad'"):
+        _core.checkpoint_row(config(), checkpoint, {})

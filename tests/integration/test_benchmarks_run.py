@@ -40,3 +40,15 @@ def test_profile_step_reports_the_savers_own_cpu(db_dsn: str) -> None:
     out = _run("profile_step.py", "--dsn", db_dsn, "--invokes", "3")
     assert "The saver's own CPU per step" in out
     assert "| put (whole call, on the critical path) |" in out
+
+
+def test_round_trips_reports_each_connection_and_the_cross_cpu_cost(db_dsn: str) -> None:
+    out = _run(
+        "round_trips.py",
+        *("--dsn", db_dsn, "--connections", "2", "--calls", "3", "--rounds", "2"),
+    )
+    rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2, out
+    assert "Slowest / fastest connection:" in out
+    # Pinning needs a local server and the right to move its processes; else it says why.
+    assert "A round trip across CPUs costs" in out or "Pinning skipped:" in out

@@ -34,7 +34,8 @@ sections around it survive.
 
 Where the time of the sync path goes: `profile_step.py`; commit-mode what-ifs and single
 statement costs: `what_if.py`; what one round trip costs on this machine, by the CPU its
-backend runs on: `round_trips.py`.
+backend runs on: `round_trips.py`; the server's CPU per step, ours against upstream:
+`server_cpu.py`.
 
 `--dsn` names the server (any database on it): every scenario runs in scratch databases
 created there and dropped afterwards. Without it, `LANGGRAPH_DURABLE_DSN`, else an embedded

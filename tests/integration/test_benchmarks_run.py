@@ -52,3 +52,12 @@ def test_round_trips_reports_each_connection_and_the_cross_cpu_cost(db_dsn: str)
     assert "Slowest / fastest connection:" in out
     # Pinning needs a local server and the right to move its processes; else it says why.
     assert "A round trip across CPUs costs" in out or "Pinning skipped:" in out
+
+
+def test_server_cpu_reports_both_savers(db_dsn: str) -> None:
+    out = _run(
+        "server_cpu.py",
+        *("--dsn", db_dsn, "--threads", "2", "--invokes", "1", "--rounds", "1"),
+    )
+    assert "| 2 | ours |" in out, out
+    assert "| 2 | upstream |" in out, out

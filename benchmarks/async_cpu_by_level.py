@@ -33,8 +33,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from bench_async import POOL
-from bench_common import scratch_database
+from bench_common import POOL_SIZE, scratch_database
 from bench_steps import NoopSaver
 from durability_modes import graph_builder
 
@@ -84,7 +83,7 @@ async def cpu_by_level(
 ) -> dict[tuple[str, int], list[Sample]]:
     """Samples keyed by (saver, level), one per turn, in turn order."""
     samples: dict[tuple[str, int], list[Sample]] = {}
-    async with AsyncDurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn, max_connections=POOL_SIZE) as saver:
         await saver.setup()
         graphs = {
             "ours": graph_builder().compile(checkpointer=saver),

@@ -4,9 +4,9 @@
 
 N coroutines on one loop each run the 10-node graph of `durability_modes.py` back to back,
 every run on a thread id of its own (`astream(stream_mode="updates")`, which is `ainvoke`
-with a timestamp per finished step). Every saver has 16 connections: ours
-(`AsyncDurablePostgresSaver.from_conn_string(max_connections=16)`), upstream's
-`AsyncPostgresSaver` on an `AsyncConnectionPool` of 16, and upstream's
+with a timestamp per finished step). Every saver has `POOL_SIZE` (4) connections: ours
+(`AsyncDurablePostgresSaver.from_conn_string(max_connections=4)`), upstream's
+`AsyncPostgresSaver` on an `AsyncConnectionPool` of 4, and upstream's
 `AsyncPostgresSaver.from_conn_string` (one connection), each in a database of its own
 schema; a no-op saver that stores nothing gives the ceiling (LangGraph's own work on one
 loop). Measured: completed steps per second over a fixed window after a ramp-up (until
@@ -30,7 +30,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from bench_common import UPSTREAM_KWARGS, Stats, scratch_database
+from bench_common import POOL_SIZE, UPSTREAM_KWARGS, Stats, scratch_database
 from bench_steps import NoopSaver
 from durability_modes import graph_builder
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -38,7 +38,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from langgraph_durable import AsyncDurablePostgresSaver
 
-POOL = 16
 SAVERS = ("ours", "upstream_pool", "upstream_single", "noop")
 
 
@@ -62,7 +61,9 @@ async def _saver(name: str, dsn: str, setup: bool) -> AsyncIterator[Any]:
     if name == "noop":
         yield NoopSaver()
     elif name == "ours":
-        async with AsyncDurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
+        async with AsyncDurablePostgresSaver.from_conn_string(
+            dsn, max_connections=POOL_SIZE
+        ) as saver:
             if setup:
                 await saver.setup()
             yield saver
@@ -73,7 +74,7 @@ async def _saver(name: str, dsn: str, setup: bool) -> AsyncIterator[Any]:
             yield theirs
     else:
         async with AsyncConnectionPool(
-            dsn, min_size=POOL, max_size=POOL, kwargs=UPSTREAM_KWARGS, open=False
+            dsn, min_size=POOL_SIZE, max_size=POOL_SIZE, kwargs=UPSTREAM_KWARGS, open=False
         ) as pool:
             theirs = AsyncPostgresSaver(pool)  # type: ignore[arg-type]  # dict-row connections
             if setup:
@@ -250,7 +251,7 @@ def _main() -> None:
     show: Callable[[list[float]], str] = lambda v: (  # noqa: E731
         f"{statistics.median(v):,.0f} ({min(v):,.0f}-{max(v):,.0f})"
     )
-    print(f"durability={args.mode}, pool {POOL}, {args.rounds} rounds of {args.seconds} s")
+    print(f"durability={args.mode}, pool {POOL_SIZE}, {args.rounds} rounds of {args.seconds} s")
     for (name, level), result in found.items():
         print(
             f"{name:16s} {level:4d} runs: steps/s {show(result.steps_per_s)}, "

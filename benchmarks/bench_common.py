@@ -36,6 +36,14 @@ from langgraph_durable import DurablePostgresSaver
 
 ROOT = Path(__file__).resolve().parents[1]
 
+POOL_SIZE = 4
+"""Connections per process of every pooled saver in the throughput, async and process
+scenarios (ours, and upstream's pool, whose one lock uses one at a time anyway): psycopg_pool's
+default size. More only add contention on a small server: on this 2-core machine, with 4
+worker processes of 16 threads each, ours gave 985-1,044 steps/s on pools of 4 against
+686-778 on pools of 16 in the same rounds, and 1 process or one event loop ran as fast on 4
+as on 16 (docs/benchmarks.md, "Pool size")."""
+
 UPSTREAM_KWARGS: dict[str, Any] = {
     "autocommit": True,
     "prepare_threshold": 0,

@@ -4,13 +4,13 @@
 
 Each worker process runs 16 Python threads invoking the 10-node graph of
 `durability_modes.py` back to back (`durability="sync"`, each run on a thread id of its
-own) with one saver: ours (`from_conn_string`, pool of 16) or upstream's `PostgresSaver`
-on one connection (`from_conn_string`) or on a pool of 16, or a no-op saver that stores
-nothing (the ceiling: LangGraph's own work in that many processes on this machine). The
-processes start, warm up,
-then count completed steps over the same window; the total is their sum. The server's CPU
-share is the CPU time of the local `postgres` processes over the window (from /proc, so
-only for a server on this machine) divided by the window and the number of cores.
+own) with one saver: ours (`from_conn_string`, a pool of `POOL_SIZE`: 4) or upstream's
+`PostgresSaver` on one connection (`from_conn_string`) or on a pool of 4, or a no-op saver
+that stores nothing (the ceiling: LangGraph's own work in that many processes on this
+machine). The processes start, warm up, then count completed steps over the same window;
+the total is their sum. The server's CPU share is the CPU time of the local `postgres`
+processes over the window (from /proc, so only for a server on this machine) divided by
+the window and the number of cores.
 Savers alternate within each round. `benchmarks/run.py` runs it as the `processes` scenario;
 this command runs it alone.
 """
@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from bench_common import Stats, ours, scratch_database, upstream, upstream_single
+from bench_common import POOL_SIZE, Stats, ours, scratch_database, upstream, upstream_single
 from bench_steps import NoopSaver
 from durability_modes import NODES, graph_builder
 
@@ -79,11 +79,11 @@ def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any
         if name == "noop":
             saver: Any = NoopSaver()
         elif name == "ours":
-            saver = stack.enter_context(ours(dsn, 16, setup=False))
+            saver = stack.enter_context(ours(dsn, POOL_SIZE, setup=False))
         elif name == "upstream_single":
             saver = stack.enter_context(upstream_single(dsn, setup=False))
         else:
-            saver = stack.enter_context(upstream(dsn, 16, setup=False))
+            saver = stack.enter_context(upstream(dsn, POOL_SIZE, setup=False))
         graph = graph_builder().compile(checkpointer=saver)
         counts = [0] * threads
         counting = threading.Event()

@@ -160,6 +160,7 @@ def rows(results: Results) -> list[Row]:
                     SETUP_LABELS[setup],
                 )
             )
+    pool_size = results.settings.get("pool_size", 16)  # runs before it was recorded: 16
     if results.throughput is not None:
         levels = sorted({level for _, level in results.throughput})
         for level in levels:
@@ -173,7 +174,7 @@ def rows(results: Results) -> list[Row]:
                     f"{mine.median * 10:,.0f}",
                     f"{theirs.median * 10:,.0f}",
                     _ratio(mine.median, theirs.median),
-                    f"durability=sync, pools of 16; invokes/s ours {mine.median:.1f}, "
+                    f"durability=sync, pools of {pool_size}; invokes/s ours {mine.median:.1f}, "
                     f"upstream {theirs.median:.1f}"
                     + _other_setup(results.throughput, level, setup, steps_per_invoke=10)
                     + (
@@ -185,7 +186,7 @@ def rows(results: Results) -> list[Row]:
                     SETUP_LABELS[setup],
                 )
             )
-    out += _async_rows(results.async_runs)
+    out += _async_rows(results.async_runs, pool_size)
     out += _large_rows(results.large)
     if results.reads is not None:
         stats = results.reads.stats
@@ -331,7 +332,8 @@ def _process_rows(
     for level in sorted({lv for _, lv in found}):
         mine, base = found[("ours", level)], found[(_best_setup(rates, level), level)]
         notes = (
-            f"{threads} threads per process, durability=sync; range ours "
+            f"{threads} threads per process, pools of {settings.get('pool_size', 16)}, "
+            f"durability=sync; range ours "
             f"{_spread(mine.steps_per_s, 0)}, upstream {_spread(base.steps_per_s, 0)}; "
             f"server CPU share ours {statistics.median(mine.server_share):.0%}, upstream "
             f"{statistics.median(base.server_share):.0%}"
@@ -347,7 +349,7 @@ def _process_rows(
     return out
 
 
-def _async_rows(found: dict[tuple[str, int], AsyncResult] | None) -> list[Row]:
+def _async_rows(found: dict[tuple[str, int], AsyncResult] | None, pool_size: int) -> list[Row]:
     if found is None:
         return []
     out: list[Row] = []
@@ -356,7 +358,7 @@ def _async_rows(found: dict[tuple[str, int], AsyncResult] | None) -> list[Row]:
     for level in sorted({lv for _, lv in found}):
         mine, base = found[("ours", level)], found[(_best_setup(rates, level), level)]
         notes = (
-            f"durability=sync, 16 connections; range ours {_spread(mine.steps_per_s, 0)}, "
+            f"durability=sync, {pool_size} connections; range ours {_spread(mine.steps_per_s, 0)}, "
             f"upstream {_spread(base.steps_per_s, 0)}; CPU of the process per "
             f"step ours {statistics.median(mine.cpu_ms_per_step):.2f} ms, upstream "
             f"{statistics.median(base.cpu_ms_per_step):.2f}"

@@ -13,7 +13,7 @@ It prints `ready` once imported, then obeys one command per line on stdin:
 GRAPH is `steps` (the 10-node, 10-channel graph of `durability_modes.py`, run as
 `bench_steps` version 1) or `slow:NODES:MS` (a linear graph of NODES nodes that each sleep
 MS milliseconds, run as `bench_slow` version 1). Both phases open the saver the same way
-(`from_conn_string`, a pool of at most `POOL` connections), so direct and registry runs use
+(`from_conn_string`, a pool of at most `POOL_SIZE` connections), so direct and registry runs use
 the same saver.
 """
 
@@ -25,13 +25,12 @@ import time
 import uuid
 from typing import Any
 
+from bench_common import POOL_SIZE
 from durability_modes import graph_builder
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, Worker
-
-POOL = 4
 
 
 class Slow(TypedDict, total=False):
@@ -66,7 +65,7 @@ def graph_version(spec: str, saver: DurablePostgresSaver) -> GraphVersion:
 
 def direct(dsn: str, spec: str, count: int) -> None:
     times: list[float] = []
-    with DurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
+    with DurablePostgresSaver.from_conn_string(dsn, max_connections=POOL_SIZE) as saver:
         graph = graph_version(spec, saver).graph
         for _ in range(count):
             config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
@@ -77,7 +76,7 @@ def direct(dsn: str, spec: str, count: int) -> None:
 
 
 def work(dsn: str, spec: str, lease: float, idle_wait: float) -> None:
-    with DurablePostgresSaver.from_conn_string(dsn, max_connections=POOL) as saver:
+    with DurablePostgresSaver.from_conn_string(dsn, max_connections=POOL_SIZE) as saver:
         graph = graph_version(spec, saver)
         worker = Worker(saver, [graph], lease_seconds=lease, idle_wait=idle_wait)
         print("working", flush=True)

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from bench_common import Stats, ours, timed_ms, upstream, upstream_single
+from bench_common import POOL_SIZE, Stats, ours, timed_ms, upstream, upstream_single
 from bench_effects import FLOOR_INSERT, FLOOR_TABLE
 from durability_modes import NODES, graph_builder
 from langchain_core.runnables import RunnableConfig
@@ -291,7 +291,7 @@ def throughput(
     levels: tuple[int, ...],
     seconds: float,
     rounds: int,
-    pool_size: int = 16,
+    pool_size: int = POOL_SIZE,
 ) -> dict[tuple[str, int], Stats]:
     """Invokes per second (durability "sync"), keyed by (saver, threads).
 

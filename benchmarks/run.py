@@ -8,9 +8,9 @@ Scenarios (see each module's docstring for the method):
 - steps:      ms per step of a 10-node, 10-channel graph in each durability mode, the
               graph alone and on a no-op checkpointer (`bench_steps.py`, the graph of
               `durability_modes.py`);
-- throughput: steps/s with 1, 4 and 16 concurrent threads, sync savers, pool of 16;
+- throughput: steps/s with 1, 4 and 16 concurrent threads, sync savers, pools of 4;
 - async:      steps/s and p99 step latency with 16, 64 and 256 concurrent runs on one
-              event loop, async savers with 16 connections (`bench_async.py`);
+              event loop, async savers with 4 connections (`bench_async.py`);
 - large:      `put` and `get_tuple` of a 1 KB, 1 MB and 50 MB channel value
               (`bench_large.py`);
 - reads:      latest `get_tuple` and `list(limit=10)` on threads of 100, 10,000 and 100,000
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_async import AsyncResult, async_concurrency
-from bench_common import ROOT, Stats, machine, scratch_database
+from bench_common import POOL_SIZE, ROOT, Stats, machine, scratch_database
 from bench_data import ReadResults, StorageResult, reads, storage
 from bench_effects import effects
 from bench_large import large_values
@@ -100,6 +100,7 @@ FULL: dict[str, Any] = {
     "process_threads": 16,
     "process_seconds": 5.0,
     "process_rounds": 2,
+    "pool_size": POOL_SIZE,
     "recovery_plan": ((2.0, 12), (5.0, 4)),
     "recovery_workers": 3,
     "recovery_nodes": 20,
@@ -130,6 +131,7 @@ QUICK: dict[str, Any] = {
     "process_threads": 2,
     "process_seconds": 0.5,
     "process_rounds": 1,
+    "pool_size": POOL_SIZE,
     "recovery_plan": ((1.0, 1),),
     "recovery_workers": 2,
     "recovery_nodes": 8,
@@ -169,12 +171,12 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   statement-only saver runs our real put statement with a real step's parameters computed
   once, in every mode: the floor for a drop-in saver (the targets' last column).
 - throughput: N Python threads each invoke that graph back to back on their own thread ids
-  (`durability="sync"`), one saver at a time with a pool of 16; completed steps per second
+  (`durability="sync"`), one saver at a time with a pool of 4; completed steps per second
   over a fixed window after a ramp-up, median of rounds. The no-op checkpointer at the same
   thread counts is the ceiling for any saver in one Python process.
 - async: N coroutines on one event loop each run that graph back to back on their own
   thread ids (`astream(stream_mode="updates")`, i.e. `ainvoke` with a timestamp per step,
-  `durability="sync"`); every saver has 16 connections (ours and upstream's
+  `durability="sync"`); every saver has 4 connections (ours and upstream's
   `AsyncPostgresSaver` on an `AsyncConnectionPool`; upstream's `from_conn_string` has one);
   completed steps per second over a window after a ramp-up, and the 99th percentile of the
   time between a run's consecutive steps; median over rounds, savers alternating. A no-op
@@ -198,7 +200,7 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   pool, interleaved; the journal's two statements alone, with precomputed parameters, are
   the floor for any `@effect` on this journal.
 - processes: P worker processes, each with 16 threads invoking the 10-node graph back to
-  back (`durability="sync"`), one saver at a time (ours and upstream's pool with 16
+  back (`durability="sync"`), one saver at a time (ours and upstream's pool with 4
   connections per process, upstream's `from_conn_string` with one); completed steps per
   second of all processes over the same window after every process is running, median of
   rounds, savers alternating; the server's CPU share is the local `postgres` processes' CPU

@@ -1,6 +1,7 @@
 """Several worker processes on one Postgres: total steps/s and the server's CPU share.
 
     python benchmarks/bench_processes.py [--dsn DSN] [--processes 1,2,4] [--seconds 5]
+        [--pools 16,8,2]
 
 Each worker process runs 16 Python threads invoking the 10-node graph of
 `durability_modes.py` back to back (`durability="sync"`, each run on a thread id of its
@@ -12,7 +13,9 @@ the total is their sum. The server's CPU share is the CPU time of the local `pos
 processes over the window (from /proc, so only for a server on this machine) divided by
 the window and the number of cores.
 Savers alternate within each round. `benchmarks/run.py` runs it as the `processes` scenario;
-this command runs it alone.
+this command runs it alone, and `--pools` adds ours on pools of other sizes (`ours:16`: the
+sweep behind `POOL_SIZE`). Also counted: the machine's context switches per completed step
+(from /proc/stat), which fall with the pool size.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import threading
 import time
 import uuid
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench_common import POOL_SIZE, Stats, ours, scratch_database, upstream, upstream_single
@@ -37,10 +40,13 @@ SAVERS = ("ours", "upstream_single", "upstream_pool", "noop")
 
 @dataclass
 class ProcessesResult:
-    """Total steps/s of all processes and the server's CPU share, one sample per round."""
+    """Total steps/s of all processes, the server's CPU share and the machine's context
+    switches per step, one sample per round (the last is empty in results saved before it
+    was counted)."""
 
     steps_per_s: list[float]
     server_share: list[float]
+    switches_per_step: list[float] = field(default_factory=list)
 
     def rate(self) -> Stats:
         return Stats.of(self.steps_per_s)
@@ -69,6 +75,23 @@ def _postgres_cpu_seconds() -> dict[str, float]:
     return found
 
 
+def _context_switches() -> int:
+    """Context switches of the whole machine since boot (0 without /proc)."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as stat:
+            for line in stat:
+                if line.startswith("ctxt "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _pool_size(name: str) -> int:
+    """Ours' pool per process: `POOL_SIZE` for "ours", N for "ours:N"."""
+    return int(name.partition(":")[2] or POOL_SIZE)
+
+
 def _used(before: dict[str, float], after: dict[str, float]) -> float:
     """CPU seconds used between two readings, by processes alive at the second one."""
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
@@ -78,8 +101,8 @@ def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any
     with ExitStack() as stack:
         if name == "noop":
             saver: Any = NoopSaver()
-        elif name == "ours":
-            saver = stack.enter_context(ours(dsn, POOL_SIZE, setup=False))
+        elif name.startswith("ours"):
+            saver = stack.enter_context(ours(dsn, _pool_size(name), setup=False))
         elif name == "upstream_single":
             saver = stack.enter_context(upstream_single(dsn, setup=False))
         else:
@@ -113,8 +136,9 @@ def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any
 
 def _round(
     name: str, dsn: str, processes: int, threads: int, seconds: float
-) -> tuple[float, float]:
-    """(total steps/s, the server's CPU share of the machine) for one saver."""
+) -> tuple[float, float, float]:
+    """(total steps/s, the server's CPU share of the machine, the machine's context switches
+    per step) for one saver."""
     ctx = multiprocessing.get_context("spawn")
     ready, start, stop, out = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
     workers = [
@@ -126,15 +150,17 @@ def _round(
     for _ in workers:  # imports, connections, warm-up runs: all of them are running
         ready.get(timeout=300)
     began, server_before = time.perf_counter(), _postgres_cpu_seconds()
+    switches_before = _context_switches()
     start.set()
     time.sleep(seconds)
     stop.set()
     elapsed = time.perf_counter() - began
     server = _used(server_before, _postgres_cpu_seconds())
+    switches = _context_switches() - switches_before
     steps = sum(out.get(timeout=60) for _ in workers)
     for w in workers:
         w.join(60)
-    return steps / elapsed, server / elapsed / (os.cpu_count() or 1)
+    return steps / elapsed, server / elapsed / (os.cpu_count() or 1), switches / max(steps, 1)
 
 
 def processes_benchmark(
@@ -144,20 +170,24 @@ def processes_benchmark(
     threads: int,
     seconds: float,
     rounds: int,
+    savers: tuple[str, ...] = SAVERS,
 ) -> dict[tuple[str, int], ProcessesResult]:
-    """Results keyed by (saver, number of processes); savers alternate within each round."""
+    """Results keyed by (saver, number of processes); savers alternate within each round.
+
+    `savers` may add ours on other pool sizes, named "ours:N"."""
     with ours(ours_dsn, 1), upstream(upstream_dsn, 1):
         pass  # setup() once, before any worker starts
     found: dict[tuple[str, int], ProcessesResult] = {}
     for round_ in range(rounds):
         for level in levels:
-            names = SAVERS if round_ % 2 == 0 else tuple(reversed(SAVERS))
+            names = savers if round_ % 2 == 0 else tuple(reversed(savers))
             for name in names:
-                target = ours_dsn if name == "ours" else upstream_dsn
-                rate, share = _round(name, target, level, threads, seconds)
+                target = ours_dsn if name.startswith("ours") else upstream_dsn
+                rate, share, switches = _round(name, target, level, threads, seconds)
                 result = found.setdefault((name, level), ProcessesResult([], []))
                 result.steps_per_s.append(rate)
                 result.server_share.append(share)
+                result.switches_per_step.append(switches)
     return found
 
 
@@ -170,8 +200,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--pools", default="", help=f"more pool sizes for ours (besides {POOL_SIZE}), e.g. 16,8"
+    )
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.processes.split(","))
+    extra = tuple(f"ours:{int(x)}" for x in args.pools.split(",") if x.strip())
     dsn, embedded = resolve_dsn(args.dsn)
     try:
         with (
@@ -179,7 +213,13 @@ def main() -> None:
             scratch_database(dsn, "procs_ours") as ours_dsn,
         ):
             found = processes_benchmark(
-                upstream_dsn, ours_dsn, levels, args.threads, args.seconds, args.rounds
+                upstream_dsn,
+                ours_dsn,
+                levels,
+                args.threads,
+                args.seconds,
+                args.rounds,
+                (*SAVERS, *extra),
             )
     finally:
         if embedded is not None:
@@ -189,7 +229,8 @@ def main() -> None:
         print(
             f"{level} process(es) {name:16s} steps/s {statistics.median(rates):7,.0f} "
             f"({min(rates):,.0f}-{max(rates):,.0f}), "
-            f"server CPU {statistics.median(result.server_share):.0%}"
+            f"server CPU {statistics.median(result.server_share):.0%}, "
+            f"context switches per step {statistics.median(result.switches_per_step):.1f}"
         )
 
 

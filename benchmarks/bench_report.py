@@ -279,7 +279,7 @@ def rows(results: Results) -> list[Row]:
                 "synchronous commit, same pool and server",
             )
         )
-    out += _process_rows(results.processes, results.settings)
+    out += _process_rows(results.processes, results.settings, pool_size)
     out += _runs_rows(results.runs)
     return out
 
@@ -322,7 +322,7 @@ def _rate_row(scenario: str, rates: dict[tuple[str, int], Stats], level: int, no
 
 
 def _process_rows(
-    found: dict[tuple[str, int], ProcessesResult] | None, settings: dict[str, Any]
+    found: dict[tuple[str, int], ProcessesResult] | None, settings: dict[str, Any], pool_size: int
 ) -> list[Row]:
     if found is None:
         return []
@@ -332,7 +332,7 @@ def _process_rows(
     for level in sorted({lv for _, lv in found}):
         mine, base = found[("ours", level)], found[(_best_setup(rates, level), level)]
         notes = (
-            f"{threads} threads per process, pools of {settings.get('pool_size', 16)}, "
+            f"{threads} threads per process, pools of {pool_size}, "
             f"durability=sync; range ours "
             f"{_spread(mine.steps_per_s, 0)}, upstream {_spread(base.steps_per_s, 0)}; "
             f"server CPU share ours {statistics.median(mine.server_share):.0%}, upstream "

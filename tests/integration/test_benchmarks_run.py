@@ -61,3 +61,17 @@ def test_server_cpu_reports_both_savers(db_dsn: str) -> None:
     )
     assert "| 2 | ours |" in out, out
     assert "| 2 | upstream |" in out, out
+
+
+def test_processes_runs_ours_on_other_pool_sizes_and_counts_context_switches(
+    db_dsn: str,
+) -> None:
+    out = _run(
+        "bench_processes.py",
+        *("--dsn", db_dsn, "--processes", "1", "--threads", "2", "--seconds", "0.3"),
+        *("--rounds", "1", "--pools", "2"),
+    )
+    rows = [line for line in out.splitlines() if line.startswith("1 process(es) ")]
+    names = {line.split()[2] for line in rows}
+    assert names == {"ours", "ours:2", "upstream_single", "upstream_pool", "noop"}, out
+    assert all("context switches per step" in line for line in rows), out

@@ -211,5 +211,8 @@ QUERIES["put_checkpoint"] = put_checkpoint()
 QUERIES["insert_writes"] = store_writes(fenced=True, replace=False, events=True)
 QUERIES["upsert_writes"] = store_writes(fenced=True, replace=True, events=True)
 QUERIES["effect_complete"] = complete_effect(events=True)
+# `get_tuple`'s two statements, joined once rather than on every call.
+QUERIES["select_tuple_exact"] = QUERIES["select_tuple_columns"] + "\n" + QUERIES["where_exact"]
+QUERIES["select_tuple_latest"] = QUERIES["select_tuple_columns"] + "\n" + QUERIES["where_latest"]
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()
 SCHEMA: LiteralString = resources.files(__name__).joinpath("schema.sql").read_text(encoding="utf-8")

@@ -357,7 +357,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
-        where = QUERIES["where_exact"] if checkpoint_id else QUERIES["where_latest"]
+        query = QUERIES["select_tuple_exact" if checkpoint_id else "select_tuple_latest"]
         params = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
@@ -365,12 +365,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         }
         async with (
             self._source.connection("reading a checkpoint (get_tuple)") as conn,
-            conn.cursor(binary=True) as cur,
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            await cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
-            row = await cur.fetchone()
-            if row is None:
+            await cur.execute(query, params)
+            found = await cur.fetchone()
+            if found is None:
                 return None
+            row = _core.tuple_row_of(found)
             if _core.needs_sends_migration(row):
                 await self._amigrate_sends(cur, [row])
         return _core.load_tuple(self.serde, row)
@@ -436,12 +437,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     ) -> builtins.list[_core.CheckpointRow]:
         async with (
             self._source.connection("listing checkpoints (list)") as conn,
-            conn.cursor(binary=True) as cur,
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
             # Never prepared: a generic plan knows only the average thread and, with a
             # metadata filter, sorts a whole huge thread instead of walking its index.
             await cur.execute(query, params, prepare=False)
-            rows = await cur.fetchall()
+            rows = [_core.tuple_row_of(found) for found in await cur.fetchall()]
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 await self._amigrate_sends(cur, to_migrate)
         return rows
@@ -457,10 +458,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                     "checkpoint_ids": [row["parent_checkpoint_id"]],
                 },
             )
-            found = await cur.fetchone()
+            found = await cur.fetchone()  # a tuple: the cursor reads tuples
             if found is not None:
+                _, sends = found
                 _core.migrate_pending_sends(
-                    self.serde, row, found["sends"], self.get_next_version(None, None)
+                    self.serde, row, sends, self.get_next_version(None, None)
                 )
 
     async def aput(

@@ -74,6 +74,26 @@ PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 CheckpointRow = dict[str, Any]
 
+TUPLE_COLUMNS = (
+    "thread_id",
+    "checkpoint",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "metadata",
+    "channel_values",
+    "pending_writes",
+)
+"""The columns of `select_tuple_columns`, in order. Reads fetch tuples and name them here:
+a dict row factory builds the result's column descriptions on every execute, about half
+of what a 1 KB `get_tuple` cost over upstream's."""
+
+
+def tuple_row_of(values: Sequence[Any]) -> CheckpointRow:
+    """A fetched `select_tuple_columns` tuple as a row keyed by its column names."""
+    return dict(zip(TUPLE_COLUMNS, values, strict=True))
+
+
 MAX_LIST_LIMIT = 2**63 - 1
 """Postgres' LIMIT is a bigint."""
 

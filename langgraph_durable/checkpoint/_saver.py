@@ -354,7 +354,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
-        where = QUERIES["where_exact"] if checkpoint_id else QUERIES["where_latest"]
+        query = QUERIES["select_tuple_exact" if checkpoint_id else "select_tuple_latest"]
         params = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
@@ -362,12 +362,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         }
         with (
             self._source.connection("reading a checkpoint (get_tuple)") as conn,
-            conn.cursor(binary=True) as cur,
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            cur.execute(QUERIES["select_tuple_columns"] + "\n" + where, params)
-            row = cur.fetchone()
-            if row is None:
+            cur.execute(query, params)
+            found = cur.fetchone()
+            if found is None:
                 return None
+            row = _core.tuple_row_of(found)
             if _core.needs_sends_migration(row):
                 self._migrate_sends(cur, [row])
         return _core.load_tuple(self.serde, row)
@@ -433,12 +434,12 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     ) -> builtins.list[_core.CheckpointRow]:
         with (
             self._source.connection("listing checkpoints (list)") as conn,
-            conn.cursor(binary=True) as cur,
+            conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
             # Never prepared: a generic plan knows only the average thread and, with a
             # metadata filter, sorts a whole huge thread instead of walking its index.
             cur.execute(query, params, prepare=False)
-            rows = cur.fetchall()
+            rows = [_core.tuple_row_of(found) for found in cur.fetchall()]
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 self._migrate_sends(cur, to_migrate)
         return rows
@@ -454,10 +455,11 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                     "checkpoint_ids": [row["parent_checkpoint_id"]],
                 },
             )
-            found = cur.fetchone()
+            found = cur.fetchone()  # a tuple: the cursor reads tuples
             if found is not None:
+                _, sends = found
                 _core.migrate_pending_sends(
-                    self.serde, row, found["sends"], self.get_next_version(None, None)
+                    self.serde, row, sends, self.get_next_version(None, None)
                 )
 
     def put(

@@ -1,7 +1,7 @@
 """Large channel values: `put` and `get_tuple` of one checkpoint holding a 1 KB, 1 MB or
 50 MB value, ours against upstream's `PostgresSaver` in both setups, interleaved.
 
-    python benchmarks/bench_large.py [--dsn DSN] [--sizes 1e3,1e6,5e7] [--reps 3]
+    python benchmarks/bench_large.py [--dsn DSN] [--sizes 1e3,1e6,5e7] [--reps 5]
 
 The value is a dict holding seeded text of random words (`{"doc": text}`), so it is stored
 as a blob (msgpack) and Postgres compresses it as it would a real document; every write
@@ -90,7 +90,7 @@ def _main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dsn")
     parser.add_argument("--sizes", default="1e3,1e6,5e7")
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     sizes = tuple(int(float(x)) for x in args.sizes.split(","))
     dsn, embedded = resolve_dsn(args.dsn)

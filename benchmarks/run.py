@@ -88,8 +88,8 @@ FULL: dict[str, Any] = {
     "async_seconds": 3.0,
     "async_rounds": 3,
     "large_sizes": (1_000, 1_000_000, 50_000_000),
-    # 5, not 3: with three samples one slow 50 MB put moved the median by 20% (1.20x in
-    # one run, 1.00x in five interleaved samples right after).
+    # 5, not 3: the 50 MB put read 1.20x from three samples in one run and 1.00x from five
+    # interleaved samples right after; a median of three moves with two slow samples.
     "large_reps": 5,
     "read_sizes": (100, 10_000, 100_000),
     "read_background": (2_000, 5),

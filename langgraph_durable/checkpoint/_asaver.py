@@ -448,7 +448,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         return rows
 
     async def _amigrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
-        """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
+        """Fold pending sends of pre-v4 parents into `rows` (old threads only), on the
+        read's own cursor, which reads tuples: (checkpoint_id, sends)."""
         for row in rows:
             await cur.execute(
                 QUERIES["select_pending_sends"],
@@ -458,7 +459,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                     "checkpoint_ids": [row["parent_checkpoint_id"]],
                 },
             )
-            found = await cur.fetchone()  # a tuple: the cursor reads tuples
+            found = await cur.fetchone()
             if found is not None:
                 _, sends = found
                 _core.migrate_pending_sends(

@@ -445,7 +445,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         return rows
 
     def _migrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
-        """Fold pending sends of pre-v4 parents into `rows` (old threads only)."""
+        """Fold pending sends of pre-v4 parents into `rows` (old threads only), on the
+        read's own cursor, which reads tuples: (checkpoint_id, sends)."""
         for row in rows:
             cur.execute(
                 QUERIES["select_pending_sends"],
@@ -455,7 +456,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                     "checkpoint_ids": [row["parent_checkpoint_id"]],
                 },
             )
-            found = cur.fetchone()  # a tuple: the cursor reads tuples
+            found = cur.fetchone()
             if found is not None:
                 _, sends = found
                 _core.migrate_pending_sends(

@@ -256,3 +256,12 @@ def test_a_channel_value_with_nul_and_a_lone_surrogate_is_refused() -> None:
     checkpoint["channel_values"] = {"bad": "a\x00\ud800"}
     with pytest.raises(UnserializableValueError, match="Channel 'bad'"):
         _core.checkpoint_row(config(), checkpoint, {})
+
+
+def test_a_fetched_tuple_is_named_by_the_read_columns_and_must_match_them() -> None:
+    values = tuple(f"value of {name}" for name in _core.TUPLE_COLUMNS)
+    row = _core.tuple_row_of(values)
+    assert list(row) == list(_core.TUPLE_COLUMNS)
+    assert row["checkpoint_id"] == "value of checkpoint_id"
+    with pytest.raises(ValueError, match="zip"):  # a statement with another column count
+        _core.tuple_row_of((*values, "extra"))

@@ -428,20 +428,27 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if checked_limit is not None:
             params["limit"] = checked_limit
             query = query + "\n" + QUERIES["list_limit"]
-        for row in await self._afetch_rows(query, params):
+        for row in await self._afetch_rows(query, params, prepare=not filter):
             yield _core.load_tuple(self.serde, row)
 
     @aretry_on_disconnect
     async def _afetch_rows(
-        self, query: LiteralString, params: dict[str, Any]
+        self, query: LiteralString, params: dict[str, Any], *, prepare: bool
     ) -> builtins.list[_core.CheckpointRow]:
+        """The rows of a `list` statement; `prepare` False for one the server must plan
+        for its values every time.
+
+        With a metadata filter a generic plan, which knows only the average thread, sorts
+        a whole huge thread instead of walking its index, so those are never prepared.
+        Without one the order is the index's, and planning the statement each time cost
+        about a quarter of a `list(limit=10)` on a thread of 100 checkpoints (both plans:
+        tests/integration/test_query_plans.py).
+        """
         async with (
             self._source.connection("listing checkpoints (list)") as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            # Never prepared: a generic plan knows only the average thread and, with a
-            # metadata filter, sorts a whole huge thread instead of walking its index.
-            await cur.execute(query, params, prepare=False)
+            await cur.execute(query, params, prepare=None if prepare else False)
             rows = [_core.tuple_row_of(found) for found in await cur.fetchall()]
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 await self._amigrate_sends(cur, to_migrate)

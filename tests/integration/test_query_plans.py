@@ -572,7 +572,8 @@ LISTS = ("list_limit", "list_before", "list_filter")
 
 
 # Regression test: a generic plan for list(filter=..., limit=) once sorted the whole thread.
-# list() is now never prepared, so its generic cases skip (see skip_unless_prepared).
+# list() with a metadata filter is now never prepared, so that generic case skips (see
+# skip_unless_prepared); without one it is prepared, and its generic plans are checked.
 @pytest.mark.parametrize(("read", "mode"), _pairs(LISTS))
 def test_list_with_limit_is_a_limit_over_an_index_scan(
     admin: psycopg.Connection[DictRow], sent_by_sync: dict[str, Sent], read: str, mode: str
@@ -673,19 +674,25 @@ def test_the_savers_own_pool_prepares_its_reads(big_dsn: str) -> None:
     with DurablePostgresSaver.from_conn_string(big_dsn, max_connections=1) as saver:
         for _ in range(12):
             saver.get_tuple(LATEST)
+            list(saver.list(THREAD, limit=5))
             list(saver.list(THREAD, filter=FILTER, limit=5))
         pool = saver.conn
         assert isinstance(pool, ConnectionPool)
         with pool.connection() as conn:
             rows = conn.execute(
-                "SELECT generic_plans, custom_plans, statement LIKE '%%LIMIT 1%%' AS latest "
+                # Every tuple statement has a LIMIT 1 inside (a blob lookup): get_tuple's
+                # ends with one, list()'s with its own limit.
+                "SELECT generic_plans, custom_plans, statement ~ 'LIMIT 1\\s*$' AS latest, "
+                "statement ~ 'LIMIT \\$[0-9]+\\s*$' AS listed, statement LIKE '%%@>%%' AS filtered "
                 "FROM pg_prepared_statements "
                 "WHERE statement LIKE '%%FROM checkpoints c%%' AND statement NOT LIKE '%%pg_prep%%'"
             ).fetchall()
     print(f"\nprepared tuple statements: {rows}")
-    # get_tuple(latest) is prepared and reused; list() may or may not be prepared (the
-    # generic-plan tests above skip what the saver never prepares).
+    # get_tuple(latest) and list() without a metadata filter are prepared and reused;
+    # list() with one never is (the generic-plan tests above skip it).
     assert any(row["latest"] for row in rows)
+    assert any(row["listed"] and not row["filtered"] for row in rows)
+    assert not any(row["filtered"] for row in rows)
     for row in rows:
         assert row["generic_plans"] + row["custom_plans"] == 12
 

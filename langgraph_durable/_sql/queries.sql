@@ -111,9 +111,15 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
     AND c.checkpoint_id = %(checkpoint_id)s
 
 -- name: where_latest
--- Written so that the primary key serves both the filter and the order: a backward scan
--- that stops at the first row, whatever the size of the thread.
-WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
+-- Written so that only the primary key serves both the filter and the order: a backward
+-- scan that stops at the first row, whatever the size of the thread and its namespaces.
+-- The namespace is matched as a range of one value, not with `=`: an equality lets the
+-- planner drop it from the order, and then the (thread, checkpoint) index walks the thread
+-- newest first and filters the namespace, reading every newer checkpoint of the others
+-- (a generic plan does so for a subgraph's namespace; any plan for the root after a long
+-- subgraph). Equal bounds match exactly the equal strings: the collation is deterministic.
+WHERE c.thread_id = %(thread_id)s
+    AND c.checkpoint_ns >= %(checkpoint_ns)s AND c.checkpoint_ns <= %(checkpoint_ns)s
 ORDER BY c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
 LIMIT 1
 
@@ -121,7 +127,8 @@ LIMIT 1
 c.thread_id = %(thread_id)s
 
 -- name: list_namespace
-c.checkpoint_ns = %(checkpoint_ns)s
+-- A range of one value, for the reason given at `where_latest`.
+c.checkpoint_ns >= %(checkpoint_ns)s AND c.checkpoint_ns <= %(checkpoint_ns)s
 
 -- name: list_checkpoint_id
 c.checkpoint_id = %(checkpoint_id)s
@@ -363,8 +370,10 @@ WHERE b.thread_id = g.thread_id
 SELECT pg_advisory_xact_lock(hashtextextended('langgraph-durable thread ' || %(thread_id)s, 0))
 
 -- name: latest_checkpoint_id
+-- The namespace as a range of one value, for the reason given at `where_latest`.
 SELECT checkpoint_id FROM checkpoints
-WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(checkpoint_ns)s
+WHERE thread_id = %(thread_id)s
+    AND checkpoint_ns >= %(checkpoint_ns)s AND checkpoint_ns <= %(checkpoint_ns)s
 ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
 LIMIT 1
 

@@ -428,9 +428,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if checked_limit is not None:
             params["limit"] = checked_limit
             query = query + "\n" + QUERIES["list_limit"]
-        # Prepared only without a namespace or metadata condition (see `_afetch_rows`).
-        prepare = not filter and "checkpoint_ns" not in params
-        for row in await self._afetch_rows(query, params, prepare=prepare):
+        # Prepared unless filtered by metadata (see `_afetch_rows`).
+        for row in await self._afetch_rows(query, params, prepare=not filter):
             yield _core.load_tuple(self.serde, row)
 
     @aretry_on_disconnect
@@ -440,13 +439,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         """The rows of a `list` statement; `prepare` False for one the server must plan
         for its values every time.
 
-        A generic plan knows only the average thread and the number of namespaces. With a
-        metadata filter it sorts a whole huge thread instead of walking its index; with a
-        namespace it walks the (thread, checkpoint) index and filters the namespace, which
-        reads most of a huge thread when that namespace is a rare subgraph's. Those are
-        never prepared. A thread alone is walked in its index's order by either plan, and
-        planning it on every call cost about a quarter of a `list(limit=10)` on a thread
-        of 100 checkpoints (both plans: tests/integration/test_query_plans.py).
+        A generic plan knows only the average thread. With a metadata filter it sorts a
+        whole huge thread instead of walking its index, so those lists are never prepared.
+        The others are walked in an index's order by either plan: a thread alone in the
+        (thread, checkpoint) index's, a namespace in the primary key's (`list_namespace`
+        in queries.sql says how). Planning them on every call cost about a quarter of a
+        `list(limit=10)` on a thread of 100 checkpoints (both plans:
+        tests/integration/test_query_plans.py).
         """
         async with (
             self._source.connection("listing checkpoints (list)") as conn,

@@ -425,9 +425,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         if checked_limit is not None:
             params["limit"] = checked_limit
             query = query + "\n" + QUERIES["list_limit"]
-        # Prepared only without a namespace or metadata condition (see `_fetch_rows`).
-        prepare = not filter and "checkpoint_ns" not in params
-        for row in self._fetch_rows(query, params, prepare=prepare):
+        # Prepared unless filtered by metadata (see `_fetch_rows`).
+        for row in self._fetch_rows(query, params, prepare=not filter):
             yield _core.load_tuple(self.serde, row)
 
     @retry_on_disconnect
@@ -437,13 +436,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         """The rows of a `list` statement; `prepare` False for one the server must plan
         for its values every time.
 
-        A generic plan knows only the average thread and the number of namespaces. With a
-        metadata filter it sorts a whole huge thread instead of walking its index; with a
-        namespace it walks the (thread, checkpoint) index and filters the namespace, which
-        reads most of a huge thread when that namespace is a rare subgraph's. Those are
-        never prepared. A thread alone is walked in its index's order by either plan, and
-        planning it on every call cost about a quarter of a `list(limit=10)` on a thread
-        of 100 checkpoints (both plans: tests/integration/test_query_plans.py).
+        A generic plan knows only the average thread. With a metadata filter it sorts a
+        whole huge thread instead of walking its index, so those lists are never prepared.
+        The others are walked in an index's order by either plan: a thread alone in the
+        (thread, checkpoint) index's, a namespace in the primary key's (`list_namespace`
+        in queries.sql says how). Planning them on every call cost about a quarter of a
+        `list(limit=10)` on a thread of 100 checkpoints (both plans:
+        tests/integration/test_query_plans.py).
         """
         with (
             self._source.connection("listing checkpoints (list)") as conn,

@@ -117,7 +117,9 @@ WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(checkpoint_ns)s
 -- planner drop it from the order, and then the (thread, checkpoint) index walks the thread
 -- newest first and filters the namespace, reading every newer checkpoint of the others
 -- (a generic plan does so for a subgraph's namespace; any plan for the root after a long
--- subgraph). Equal bounds match exactly the equal strings: the collation is deterministic.
+-- subgraph). Both bounds match the rows `=` matches, under any collation. Only the latest
+-- of a namespace reads it this way: where a checkpoint id follows, `=` keeps all three
+-- columns equalities, and the scan stops at that checkpoint.
 WHERE c.thread_id = %(thread_id)s
     AND c.checkpoint_ns >= %(checkpoint_ns)s AND c.checkpoint_ns <= %(checkpoint_ns)s
 ORDER BY c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
@@ -127,8 +129,10 @@ LIMIT 1
 c.thread_id = %(thread_id)s
 
 -- name: list_namespace
--- A range of one value, for the reason given at `where_latest`.
 c.checkpoint_ns >= %(checkpoint_ns)s AND c.checkpoint_ns <= %(checkpoint_ns)s
+
+-- name: list_namespace_exact
+c.checkpoint_ns = %(checkpoint_ns)s
 
 -- name: list_checkpoint_id
 c.checkpoint_id = %(checkpoint_id)s
@@ -370,7 +374,7 @@ WHERE b.thread_id = g.thread_id
 SELECT pg_advisory_xact_lock(hashtextextended('langgraph-durable thread ' || %(thread_id)s, 0))
 
 -- name: latest_checkpoint_id
--- The namespace as a range of one value, for the reason given at `where_latest`.
+-- The namespace as a range of one value: see `where_latest`.
 SELECT checkpoint_id FROM checkpoints
 WHERE thread_id = %(thread_id)s
     AND checkpoint_ns >= %(checkpoint_ns)s AND checkpoint_ns <= %(checkpoint_ns)s
@@ -413,14 +417,19 @@ WITH RECURSIVE walk AS (
         ARRAY(
             SELECT ch FROM unnest(w.remaining) AS ch
             WHERE coalesce(jsonb_typeof(p.checkpoint -> 'channel_values' -> ch), 'null') = 'null'
-                AND NOT EXISTS (
+                -- A scalar probe with LIMIT 1, not NOT EXISTS: the planner turns NOT EXISTS
+                -- into an anti-join, and a generic plan then scanned the thread's index of
+                -- blobs at every step (2 million rows for a 100-step walk). A sub-plan
+                -- keeps one primary-key lookup per channel and step.
+                AND (
                     SELECT 1 FROM checkpoint_blobs b
                     WHERE b.thread_id = %(thread_id)s
                         AND b.checkpoint_ns = %(checkpoint_ns)s
                         AND b.channel = ch
                         AND b.version = p.checkpoint -> 'channel_versions' ->> ch
                         AND b.type <> 'empty'
-                )
+                    LIMIT 1
+                ) IS NULL
         ),
         w.depth + 1
     FROM walk w
@@ -721,6 +730,8 @@ WHERE thread_id = %(thread_id)s AND usage IS NOT NULL AND status = 'completed'
 
 -- name: pending_interrupts
 -- Threads whose latest root checkpoint has interrupts waiting for an answer, oldest first.
+-- The latest root checkpoint is found as `where_latest` finds it: a subgraph's newer
+-- checkpoints are never read on the way.
 SELECT w.thread_id, w.checkpoint_id, w.task_id, w.type, w.blob,
     (c.checkpoint ->> 'ts')::timestamptz AS waiting_since,
     clock_timestamp() AS db_now
@@ -732,11 +743,12 @@ JOIN checkpoints c
 WHERE w.channel = '__interrupt__'
     AND w.checkpoint_ns = ''
     AND (%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
-    AND NOT EXISTS (
-        SELECT 1 FROM checkpoints later
-        WHERE later.thread_id = w.thread_id
-            AND later.checkpoint_ns = ''
-            AND later.checkpoint_id > w.checkpoint_id
+    AND w.checkpoint_id = (
+        SELECT latest.checkpoint_id FROM checkpoints latest
+        WHERE latest.thread_id = w.thread_id
+            AND latest.checkpoint_ns >= '' AND latest.checkpoint_ns <= ''
+        ORDER BY latest.thread_id DESC, latest.checkpoint_ns DESC, latest.checkpoint_id DESC
+        LIMIT 1
     )
 ORDER BY waiting_since, w.thread_id
 LIMIT %(limit)s
@@ -1176,8 +1188,16 @@ RETURNING r.run_id, r.thread_id, r.graph_name, r.graph_version, u.versions
 
 -- name: run_latest_checkpoint
 -- The latest root checkpoint a run wrote (LangGraph copies the run id into the metadata).
-SELECT checkpoint_id FROM checkpoints
-WHERE metadata ->> 'run_id' = %(run_id)s AND thread_id = %(thread_id)s AND checkpoint_ns = ''
+-- The run's checkpoints are found through the run id's index alone and filtered after:
+-- a generic plan that also used an index of the thread (sorting it, or ANDing it with the
+-- run's) read every checkpoint of the thread. This reads the run's, however long the
+-- thread.
+WITH run AS MATERIALIZED (
+    SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
+    WHERE metadata ->> 'run_id' = %(run_id)s
+)
+SELECT checkpoint_id FROM run
+WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC
 LIMIT 1
 
@@ -1227,12 +1247,13 @@ SELECT
         AS live_workers
 -- name: console_thread_checkpoints
 -- A thread's root checkpoints, oldest first, for the console's timeline (newest `limit`).
+-- The root walked newest first in the primary key (see `where_latest`).
 SELECT * FROM (
     SELECT checkpoint_id, parent_checkpoint_id, metadata,
         (checkpoint ->> 'ts')::timestamptz AS created_at
     FROM checkpoints
-    WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
-    ORDER BY checkpoint_id DESC
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns >= '' AND checkpoint_ns <= ''
+    ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
     LIMIT %(limit)s
 ) newest
 ORDER BY checkpoint_id

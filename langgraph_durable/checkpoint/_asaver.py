@@ -405,7 +405,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                     params["checkpoint_ns"] = _core.thread_id_of(
                         configurable["checkpoint_ns"], "checkpoint_ns"
                     )
-                    wheres.append(QUERIES["list_namespace"])
+                    # A range walks the namespace in the primary key's order (queries.sql,
+                    # `where_latest`); before a checkpoint id, `=` lets the scan stop there.
+                    exact = bool(configurable.get("checkpoint_id"))
+                    wheres.append(QUERIES["list_namespace_exact" if exact else "list_namespace"])
                     order = QUERIES["list_order_thread_namespace"]
             if configurable.get("checkpoint_id"):
                 params["checkpoint_id"] = _core.thread_id_of(

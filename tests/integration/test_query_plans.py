@@ -49,6 +49,7 @@ from typing_extensions import LiteralString, Self, TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable._db import CONNECTION_KWARGS
+from langgraph_durable._sql import QUERIES
 
 # One set of connection settings serves both flavours.
 ASYNC_CONNECTION_KWARGS = SYNC_CONNECTION_KWARGS = CONNECTION_KWARGS
@@ -286,11 +287,11 @@ def explain(
     `custom`: bound as psycopg sends it (binary), so the server plans for these values.
     `generic`: PREPAREd and EXECUTEd under `plan_cache_mode = force_generic_plan`, the plan
     a prepared statement gets once the server stops re-planning it. With `analyze`, the
-    statement runs and the plan carries what the executor really read (row counts only:
-    TIMING OFF, nothing here is a timer).
+    statement runs and the plan carries what the executor really read (row and buffer
+    counts only: TIMING OFF, nothing here is a timer).
     """
     options: LiteralString = (
-        "ANALYZE, TIMING OFF, SUMMARY OFF, FORMAT JSON" if analyze else "FORMAT JSON"
+        "ANALYZE, BUFFERS, TIMING OFF, SUMMARY OFF, FORMAT JSON" if analyze else "FORMAT JSON"
     )
     if mode == "custom":
         with conn.cursor(binary=True) as cur:
@@ -327,6 +328,12 @@ def rows_read(plan: PlanNode) -> int:
     return int(total)
 
 
+def buffers_touched(plan: PlanNode) -> int:
+    """Pages the statement touched (a node's counts include its children's). Unlike rows,
+    this sees the index entries a scan steps over without returning them."""
+    return int(plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0))
+
+
 # ---------------------------------------------------------------------------------------
 # The big table
 # ---------------------------------------------------------------------------------------
@@ -348,7 +355,8 @@ SELECT t.thread_id, t.ns, lpad(i::text, 20, '0'),
             'full', lpad(i::text, 32, '0') || '.0000000000000000'),
         'versions_seen', '{}'::jsonb,
         'updated_channels', jsonb_build_array('messages', 'delta', 'full')),
-    jsonb_build_object('source', 'loop', 'step', i, 'user', 'u' || (i %% 7), 'parents', '{}'::jsonb)
+    jsonb_build_object('source', 'loop', 'step', i, 'user', 'u' || (i %% 7), 'parents', '{}'::jsonb,
+        'run_id', t.thread_id || '-run-' || (i / 1000))
 FROM (VALUES
     (%(big)s, '', 1, %(n_big)s),
     (%(big)s, %(sub_ns)s, 1, %(n_sub)s),
@@ -365,7 +373,8 @@ SELECT 'small-' || k, '', lpad(i::text, 20, '0'),
         'channel_versions', jsonb_build_object(
             'messages', lpad(i::text, 32, '0') || '.0000000000000000'),
         'versions_seen', '{}'::jsonb, 'updated_channels', jsonb_build_array('messages')),
-    jsonb_build_object('source', 'loop', 'step', i, 'user', 'u' || (i %% 7), 'parents', '{}'::jsonb)
+    jsonb_build_object('source', 'loop', 'step', i, 'user', 'u' || (i %% 7), 'parents', '{}'::jsonb,
+        'run_id', 'small-' || k || '-run-0')
 FROM generate_series(1, %(n_small_threads)s) AS k, generate_series(1, %(n_small)s) AS i
 """
 
@@ -380,7 +389,9 @@ CROSS JOIN LATERAL jsonb_each_text(checkpoint -> 'channel_versions') AS v
 WHERE v.key = 'messages' OR (v.key = 'delta' AND (checkpoint ->> 'id')::int %% 100 = 0)
 """
 
-# Each checkpoint carries the writes of the step after it: one per channel.
+# Each checkpoint carries the writes of the step after it: one per channel. The thread that
+# ends in a subgraph also waits at an interrupt at its latest root checkpoint, after an
+# older, answered one.
 BUILD_WRITES = """
 INSERT INTO checkpoint_writes
     (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
@@ -388,6 +399,10 @@ SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, 'task-' || c.checkpoint_id
     '~__pregel_pull, agent', w.idx, w.channel, %(type)s, %(blob)s
 FROM checkpoints c
 CROSS JOIN (VALUES (0, 'messages'), (1, 'delta'), (2, 'full')) AS w(idx, channel)
+UNION ALL
+SELECT %(tail)s, '', lpad(i::text, 20, '0'), 'ask-' || i, '~__pregel_pull, ask', 0,
+    '__interrupt__', %(type)s, %(blob)s
+FROM unnest(ARRAY[%(n_tail_root)s / 2, %(n_tail_root)s]) AS i
 """
 
 
@@ -416,7 +431,10 @@ def big_dsn(pg_server_dsn: str) -> Iterator[str]:
                 },
             )
             conn.execute(BUILD_BLOBS, {"type": type_, "blob": blob})
-            conn.execute(BUILD_WRITES, {"type": type_, "blob": blob})
+            conn.execute(
+                BUILD_WRITES,
+                {"type": type_, "blob": blob, "tail": TAIL, "n_tail_root": N_TAIL_ROOT},
+            )
             # Statistics from every row, not a sample: the same plans on every run.
             conn.execute("SET default_statistics_target = 1000")
             conn.execute("ANALYZE checkpoints, checkpoint_blobs, checkpoint_writes")
@@ -448,6 +466,8 @@ def _cfg(**configurable: Any) -> RunnableConfig:
 LATEST = _cfg(thread_id=BIG, checkpoint_ns="")
 LATEST_SUB = _cfg(thread_id=BIG, checkpoint_ns=SUB_NS)
 LATEST_ROOT = _cfg(thread_id=TAIL, checkpoint_ns="")
+# What get_state_history(snapshot.config) lists: one checkpoint, named in full.
+NAMED = _cfg(thread_id=BIG, checkpoint_ns="", checkpoint_id=cid(10_000))
 EXACT = _cfg(thread_id=BIG, checkpoint_ns="", checkpoint_id=cid(12_345))
 THREAD = _cfg(thread_id=BIG)
 THREAD_NS = _cfg(thread_id=BIG, checkpoint_ns="")
@@ -463,7 +483,7 @@ LATEST_READS = (
     "delta_head_root",
 )
 LISTS = ("list_limit", "list_before", "list_filter", "list_sub", "list_root")
-READS = (*LATEST_READS, "get_tuple_exact", *LISTS)
+READS = (*LATEST_READS, "get_tuple_exact", *LISTS, "list_named")
 
 
 def _check_results(results: dict[str, Any]) -> None:
@@ -495,6 +515,8 @@ def _check_results(results: dict[str, Any]) -> None:
     assert ids == [cid(i) for i in range(N_SUB, N_SUB - 10, -1)]
     ids = [t.config["configurable"]["checkpoint_id"] for t in results["list_root"]]
     assert ids == [cid(i) for i in range(N_TAIL_ROOT, N_TAIL_ROOT - 10, -1)]
+    ids = [t.config["configurable"]["checkpoint_id"] for t in results["list_named"]]
+    assert ids == [cid(10_000)]
 
 
 def _only(sent: Sequence[Sent], what: str) -> Sent:
@@ -521,6 +543,7 @@ def sent_by_sync(big_dsn: str) -> dict[str, Sent]:
         for read, config in (("delta_head_sub", LATEST_SUB), ("delta_head_root", LATEST_ROOT)):
             with recording() as got:
                 saver.get_delta_channel_history(config=config, channels=["messages"])
+            assert got[0].query == QUERIES["latest_checkpoint_id"]
             sent[read] = got[0]
         with recording() as got:
             results["get_tuple_exact"] = saver.get_tuple(EXACT)
@@ -540,6 +563,9 @@ def sent_by_sync(big_dsn: str) -> dict[str, Sent]:
         with recording() as got:
             results["list_root"] = list(saver.list(LATEST_ROOT, limit=10))
         sent["list_root"] = _only(got, "list(root)")
+        with recording() as got:
+            results["list_named"] = list(saver.list(NAMED))
+        sent["list_named"] = _only(got, "list(named)")
     _check_results(results)
     return sent
 
@@ -565,6 +591,7 @@ async def test_async_saver_sends_the_same_reads(
         for read, config in (("delta_head_sub", LATEST_SUB), ("delta_head_root", LATEST_ROOT)):
             with recording() as got:
                 await saver.aget_delta_channel_history(config=config, channels=["messages"])
+            assert got[0].query == QUERIES["latest_checkpoint_id"]
             sent[read] = got[0]
         with recording() as got:
             results["get_tuple_exact"] = await saver.aget_tuple(EXACT)
@@ -586,6 +613,9 @@ async def test_async_saver_sends_the_same_reads(
         with recording() as got:
             results["list_root"] = [t async for t in saver.alist(LATEST_ROOT, limit=10)]
         sent["list_root"] = _only(got, "alist(root)")
+        with recording() as got:
+            results["list_named"] = [t async for t in saver.alist(NAMED)]
+        sent["list_named"] = _only(got, "alist(named)")
     _check_results(results)
     assert sent == sent_by_sync
 
@@ -612,7 +642,7 @@ def test_no_seq_scan_on_the_big_table(
 
 # Regression test: with `checkpoint_ns = $2`, a generic plan walked the (thread, checkpoint)
 # index and filtered the namespace: 19,507 rows for the subgraph's latest; and for the root
-# under a long subgraph, every plan passed the subgraph's 2,000 checkpoints.
+# under a long subgraph, custom plans too passed the subgraph's 2,000 checkpoints.
 @pytest.mark.parametrize(("read", "mode"), _pairs(LATEST_READS))
 def test_latest_checkpoint_is_one_backward_index_step(
     admin: psycopg.Connection[DictRow], sent_by_sync: dict[str, Sent], read: str, mode: str
@@ -682,10 +712,23 @@ READ_BUDGET = {
     "list_filter": 150,
     "list_sub": 100,
     "list_root": 100,
+    "list_named": 10,
 }
 
 
-# Regression test for the blob join and the generic-plan sort above.
+# Pages a read may touch: a page or two for each row above, and the index pages on the way.
+# Index entries a scan steps over without returning them show here, not in the rows: a
+# namespace matched as a range before a named checkpoint stepped over the rest of the
+# namespace (91 pages for `list_named` under a generic plan, against 18).
+BUFFER_BUDGET = {
+    **dict.fromkeys(LATEST_READS, 30),
+    "get_tuple_exact": 30,
+    "list_named": 30,
+    **dict.fromkeys(LISTS, 200),
+}
+
+
+# Regression test for the blob join, the generic-plan sort and the named list above.
 @pytest.mark.parametrize(("read", "mode"), _pairs(READS))
 def test_reads_touch_only_the_rows_they_return(
     admin: psycopg.Connection[DictRow], sent_by_sync: dict[str, Sent], read: str, mode: str
@@ -694,8 +737,80 @@ def test_reads_touch_only_the_rows_they_return(
     skip_unless_prepared(sent_by_sync[read], mode)
     plan = explain(admin, sent_by_sync[read], mode, analyze=True)
     found = rows_read(plan)
-    print(f"\n{read} ({mode}): {found} rows read")
+    print(f"\n{read} ({mode}): {found} rows read, {buffers_touched(plan)} buffers")
     assert found <= READ_BUDGET[read], f"{read} ({mode}) read {found} rows\n{outline(plan)}"
+    pages = buffers_touched(plan)
+    assert pages <= BUFFER_BUDGET[read], f"{read} ({mode}) touched {pages} pages\n{outline(plan)}"
+
+
+# ---------------------------------------------------------------------------------------
+# The package's other reads of a thread's latest root checkpoint
+# ---------------------------------------------------------------------------------------
+
+# Sent as written in queries.sql by the run registry (`run_latest_checkpoint`: on every
+# claim and requeue), the approvals queue and the registry (`pending_interrupts`) and the
+# console (`console_thread_checkpoints`). On the thread that ends in a subgraph, each once
+# stepped over the subgraph's 2,000 newer checkpoints, or sorted the whole thread.
+ROOT_READS: dict[str, tuple[LiteralString, dict[str, Any]]] = {
+    "run_latest_tail": (
+        QUERIES["run_latest_checkpoint"],
+        {"run_id": f"{TAIL}-run-0", "thread_id": TAIL},
+    ),
+    "run_latest_big": (
+        QUERIES["run_latest_checkpoint"],
+        {"run_id": f"{BIG}-run-{N_BIG // 1000}", "thread_id": BIG},
+    ),
+    "run_older_big": (
+        QUERIES["run_latest_checkpoint"],
+        {"run_id": f"{BIG}-run-5", "thread_id": BIG},
+    ),
+    "pending_interrupts_thread": (QUERIES["pending_interrupts"], {"thread_id": TAIL, "limit": 1}),
+    "pending_interrupts_all": (QUERIES["pending_interrupts"], {"thread_id": None, "limit": 100}),
+    "console_checkpoints": (
+        QUERIES["console_thread_checkpoints"],
+        {"thread_id": TAIL, "limit": 10},
+    ),
+    "console_checkpoint": (QUERIES["console_thread_checkpoints"], {"thread_id": TAIL, "limit": 1}),
+}
+ROOT_EXPECTED = {
+    "run_latest_tail": [cid(N_TAIL_ROOT)],
+    "run_latest_big": [cid(N_BIG)],
+    "run_older_big": [cid(5_999)],
+    "pending_interrupts_thread": [cid(N_TAIL_ROOT)],
+    # The answered interrupt at the older checkpoint is not waiting any more.
+    "pending_interrupts_all": [cid(N_TAIL_ROOT)],
+    "console_checkpoints": [cid(i) for i in range(N_TAIL_ROOT - 9, N_TAIL_ROOT + 1)],
+    "console_checkpoint": [cid(N_TAIL_ROOT)],
+}
+# A run's latest checkpoint costs the run's checkpoints (in the data: up to 1,000 a run,
+# its subgraph's included), never the thread's.
+ROOT_BUDGET = {  # (rows, pages)
+    "run_latest_tail": (1_000, 100),
+    "run_latest_big": (5, 10),
+    "run_older_big": (1_000, 100),
+    "pending_interrupts_thread": (10, 20),
+    "pending_interrupts_all": (10, 30),
+    "console_checkpoints": (20, 30),
+    "console_checkpoint": (5, 10),
+}
+
+
+@pytest.mark.parametrize(("read", "mode"), _pairs(list(ROOT_READS)))
+def test_other_root_reads_do_not_pass_a_subgraph(
+    admin: psycopg.Connection[DictRow], read: str, mode: str
+) -> None:
+    query, params = ROOT_READS[read]
+    sent = Sent(query, params)
+    with admin.cursor(binary=True) as cur:
+        found = [row["checkpoint_id"] for row in cur.execute(query, params).fetchall()]
+    assert found == ROOT_EXPECTED[read]
+    plan = explain(admin, sent, mode, analyze=True)
+    rows, pages = rows_read(plan), buffers_touched(plan)
+    print(f"\n{read} ({mode}): {rows} rows read, {pages} buffers\n{outline(plan)}")
+    assert_no_seq_scan(plan, f"{read} ({mode})")
+    max_rows, max_pages = ROOT_BUDGET[read]
+    assert rows <= max_rows, f"{read} ({mode}) read {rows} rows\n{outline(plan)}"
+    assert pages <= max_pages, f"{read} ({mode}) touched {pages} pages\n{outline(plan)}"
 
 
 @pytest.fixture(scope="module")

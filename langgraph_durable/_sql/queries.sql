@@ -729,9 +729,37 @@ FROM langgraph_durable_effects
 WHERE thread_id = %(thread_id)s AND usage IS NOT NULL AND status = 'completed'
 
 -- name: pending_interrupts
--- Threads whose latest root checkpoint has interrupts waiting for an answer, oldest first.
--- The latest root checkpoint is found as `where_latest` finds it: a subgraph's newer
--- checkpoints are never read on the way.
+-- Threads whose latest root checkpoint has interrupts waiting for an answer, oldest first
+-- (within a thread, by task and index: answering takes the first). The waiting writes are
+-- found first, each against its thread's latest root checkpoint (found as `where_latest`
+-- finds it), and only they are joined and sorted: sorting by the checkpoints' time had let
+-- the planner walk every root checkpoint of the database oldest first.
+WITH waiting AS MATERIALIZED (
+    SELECT w.thread_id, w.checkpoint_id, w.task_id, w.idx, w.type, w.blob
+    FROM checkpoint_writes w
+    WHERE w.channel = '__interrupt__'
+        AND w.checkpoint_ns = ''
+        AND w.checkpoint_id = (
+            SELECT latest.checkpoint_id FROM checkpoints latest
+            WHERE latest.thread_id = w.thread_id
+                AND latest.checkpoint_ns >= '' AND latest.checkpoint_ns <= ''
+            ORDER BY latest.thread_id DESC, latest.checkpoint_ns DESC, latest.checkpoint_id DESC
+            LIMIT 1
+        )
+)
+SELECT w.thread_id, w.checkpoint_id, w.task_id, w.type, w.blob,
+    (c.checkpoint ->> 'ts')::timestamptz AS waiting_since,
+    clock_timestamp() AS db_now
+FROM waiting w
+JOIN checkpoints c
+    ON c.thread_id = w.thread_id
+    AND c.checkpoint_ns = ''
+    AND c.checkpoint_id = w.checkpoint_id
+ORDER BY waiting_since, w.thread_id, w.task_id, w.idx
+LIMIT %(limit)s
+
+-- name: pending_interrupts_thread
+-- `pending_interrupts` of one thread: its latest root checkpoint once, then its writes.
 SELECT w.thread_id, w.checkpoint_id, w.task_id, w.type, w.blob,
     (c.checkpoint ->> 'ts')::timestamptz AS waiting_since,
     clock_timestamp() AS db_now
@@ -742,15 +770,15 @@ JOIN checkpoints c
     AND c.checkpoint_id = w.checkpoint_id
 WHERE w.channel = '__interrupt__'
     AND w.checkpoint_ns = ''
-    AND (%(thread_id)s::text IS NULL OR w.thread_id = %(thread_id)s)
+    AND w.thread_id = %(thread_id)s
     AND w.checkpoint_id = (
         SELECT latest.checkpoint_id FROM checkpoints latest
-        WHERE latest.thread_id = w.thread_id
+        WHERE latest.thread_id = %(thread_id)s
             AND latest.checkpoint_ns >= '' AND latest.checkpoint_ns <= ''
         ORDER BY latest.thread_id DESC, latest.checkpoint_ns DESC, latest.checkpoint_id DESC
         LIMIT 1
     )
-ORDER BY waiting_since, w.thread_id
+ORDER BY w.task_id, w.idx
 LIMIT %(limit)s
 
 -- name: effect_extend_lease
@@ -1187,22 +1215,33 @@ WHERE r.run_id = u.run_id
 RETURNING r.run_id, r.thread_id, r.graph_name, r.graph_version, u.versions
 
 -- name: run_latest_checkpoint
--- The latest root checkpoint a run wrote (LangGraph copies the run id into the metadata).
--- The run's checkpoints are found through the run id's index alone and filtered after:
--- a generic plan that also used an index of the thread (sorting it, or ANDing it with the
--- run's) read every checkpoint of the thread. This reads the run's, however long the
--- thread.
-WITH run AS MATERIALIZED (
-    SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
-    WHERE metadata ->> 'run_id' = %(run_id)s
-)
-SELECT checkpoint_id FROM run
-WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
-ORDER BY checkpoint_id DESC
-LIMIT 1
-
--- ---------------------------------------------------------------------------------------
--- Operators (langgraph_durable/ops/): reads only.
+-- The latest root checkpoint a run wrote (LangGraph copies the run id into the metadata),
+-- or NULL. Usually it is the thread's latest root checkpoint: one step back in the primary
+-- key (as `where_latest`). Only when that one is another run's are the run's own
+-- checkpoints read, through the run id's index alone (OFFSET 0 keeps the thread's
+-- conditions out of that scan: a generic plan that used an index of the thread there
+-- read all of it). COALESCE runs the second sub-select only when the first finds nothing.
+SELECT coalesce(
+    (
+        SELECT latest.checkpoint_id FROM (
+            SELECT checkpoint_id, metadata ->> 'run_id' AS run_id FROM checkpoints
+            WHERE thread_id = %(thread_id)s AND checkpoint_ns >= '' AND checkpoint_ns <= ''
+            ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
+            LIMIT 1
+        ) AS latest
+        WHERE latest.run_id = %(run_id)s
+    ),
+    (
+        SELECT own.checkpoint_id FROM (
+            SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints
+            WHERE metadata ->> 'run_id' = %(run_id)s
+            OFFSET 0
+        ) AS own
+        WHERE own.thread_id = %(thread_id)s AND own.checkpoint_ns = ''
+        ORDER BY own.checkpoint_id DESC
+        LIMIT 1
+    )
+) AS checkpoint_id
 
 -- name: threads_list
 -- Threads by their latest root checkpoint, most recently active first. Reads every root

@@ -41,8 +41,9 @@ async def apending_approvals(
     if not isinstance(saver, AsyncDurablePostgresSaver) or source is None:
         raise wrong_saver(saver)
     params = {"thread_id": thread_id, "limit": limit}
+    query = QUERIES["pending_interrupts" if thread_id is None else "pending_interrupts_thread"]
     async with source.connection("listing pending approvals") as conn:
-        cur = await conn.execute(QUERIES["pending_interrupts"], params)
+        cur = await conn.execute(query, params)
         rows = await cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)
 

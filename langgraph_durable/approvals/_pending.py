@@ -43,8 +43,9 @@ def pending_approvals(
     if not isinstance(saver, DurablePostgresSaver) or source is None:
         raise wrong_saver(saver)
     params = {"thread_id": thread_id, "limit": limit}
+    query = QUERIES["pending_interrupts" if thread_id is None else "pending_interrupts_thread"]
     with source.connection("listing pending approvals") as conn:
-        cur = conn.execute(QUERIES["pending_interrupts"], params)
+        cur = conn.execute(query, params)
         rows = cur.fetchall()
     return pending_from_rows(saver.serde, rows, only_approvals=only_approvals)
 

@@ -326,7 +326,9 @@ class RunRegistry:
         without its graph having run."""
         if run.status is not RunStatus.INTERRUPTED:
             return  # the status check of `run_requeue` names the problem
-        asked = _rows(conn, QUERIES["pending_interrupts"], {"thread_id": run.thread_id, "limit": 1})
+        asked = _rows(
+            conn, QUERIES["pending_interrupts_thread"], {"thread_id": run.thread_id, "limit": 1}
+        )
         if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
             reason = f" ({run.status_reason})" if run.status_reason else ""
             raise RunConflictError(
@@ -551,7 +553,9 @@ class RunRegistry:
         asked: builtins.list[PendingApproval] = []
         if outcome.status is RunStatus.INTERRUPTED and "approval.requested" in self.events:
             rows = _rows(
-                conn, QUERIES["pending_interrupts"], {"thread_id": run.thread_id, "limit": 100}
+                conn,
+                QUERIES["pending_interrupts_thread"],
+                {"thread_id": run.thread_id, "limit": 100},
             )
             asked = pending_from_rows(self.serde, rows, only_approvals=True)
         return finish_events(run, outcome, asked, self.events)

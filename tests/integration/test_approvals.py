@@ -170,6 +170,37 @@ def test_pending_approvals_lists_waiting_threads(saver: DurablePostgresSaver) ->
         resume_approval(graph, thread, {"approved": True, "approver": "clerk"})
 
 
+class TwoQuestions(TypedDict, total=False):
+    answers: Annotated[list[str], operator.add]
+
+
+def test_questions_of_one_thread_come_in_task_order(saver: DurablePostgresSaver) -> None:
+    """Two parallel nodes ask at once: listed by task, the same way for one thread and for
+    all (answering takes the first), however many times they are listed."""
+
+    def asker(name: str) -> Any:
+        def ask(state: TwoQuestions) -> TwoQuestions:
+            return {"answers": [interrupt({"who": name})]}
+
+        return ask
+
+    builder = StateGraph(TwoQuestions)
+    for name in ("zeta", "alpha"):
+        builder.add_node(name, asker(name))
+        builder.add_edge(START, name)
+        builder.add_edge(name, END)
+    graph = builder.compile(checkpointer=saver)
+    thread = f"two-{uuid.uuid4()}"
+    config = {"configurable": {"thread_id": thread}}
+    graph.invoke({"answers": []}, config)
+    by_task = sorted(graph.get_state(config).tasks, key=lambda task: task.id)
+    expected = [task.interrupts[0].value["who"] for task in by_task]
+    for _ in range(3):
+        one = [p.value["who"] for p in pending_approvals(saver, thread_id=thread)]
+        every = [p.value["who"] for p in pending_approvals(saver) if p.thread_id == thread]
+        assert one == every == expected
+
+
 def test_pending_approvals_are_the_exported_type_in_both_flavours(
     saver: DurablePostgresSaver, db_dsn: str
 ) -> None:

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
@@ -174,9 +175,15 @@ class TwoQuestions(TypedDict, total=False):
     answers: Annotated[list[str], operator.add]
 
 
-def test_questions_of_one_thread_come_in_task_order(saver: DurablePostgresSaver) -> None:
+def test_questions_of_one_thread_come_in_task_order(
+    saver: DurablePostgresSaver, db_dsn: str
+) -> None:
     """Two parallel nodes ask at once: listed by task, the same way for one thread and for
-    all (answering takes the first), however many times they are listed."""
+    all (answering takes the first), however many times they are listed.
+
+    The interrupt writes are stored again in reverse task order first, so a listing that
+    returned them as stored, not sorted, would show the wrong order every time.
+    """
 
     def asker(name: str) -> Any:
         def ask(state: TwoQuestions) -> TwoQuestions:
@@ -193,6 +200,14 @@ def test_questions_of_one_thread_come_in_task_order(saver: DurablePostgresSaver)
     thread = f"two-{uuid.uuid4()}"
     config = {"configurable": {"thread_id": thread}}
     graph.invoke({"answers": []}, config)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        stored_again = conn.execute(
+            "WITH gone AS (DELETE FROM checkpoint_writes"
+            " WHERE thread_id = %s AND channel = '__interrupt__' RETURNING *)"
+            " INSERT INTO checkpoint_writes SELECT * FROM gone ORDER BY task_id DESC, idx DESC",
+            (thread,),
+        ).rowcount
+    assert stored_again == 2
     by_task = sorted(graph.get_state(config).tasks, key=lambda task: task.id)
     expected = [task.interrupts[0].value["who"] for task in by_task]
     for _ in range(3):

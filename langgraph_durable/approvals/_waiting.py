@@ -89,7 +89,11 @@ def answer_for(state: StateSnapshot, thread_id: str, decision: ApprovalDecision)
         NotWaitingError: The thread does not exist, has finished, or waits for something
             other than an approval.
     """
-    waiting = [i for i in state.interrupts if is_approval_payload(i.value)]
+    # In task order, as `pending_approvals` lists them and `answer_from_pending` picks:
+    # LangGraph's own order of `state.interrupts` follows its tasks, not their ids, so
+    # with two approvals asked at once the two would answer different questions.
+    by_task = sorted(state.tasks, key=lambda task: task.id)
+    waiting = [i for task in by_task for i in task.interrupts if is_approval_payload(i.value)]
     if not waiting:
         if state.created_at is None:
             reason = (

@@ -1,0 +1,79 @@
+"""Which question an approval answer goes to, when a thread waits on more than one.
+
+`answer_for` (from the graph's state) and `answer_from_pending` (from the listing) must
+pick the same one: the first approval by task id, the order `pending_approvals` lists.
+LangGraph orders `state.interrupts` by its tasks, not by their ids, so the snapshot here
+lists its tasks against id order on purpose.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from langgraph.types import Interrupt, PregelTask, StateSnapshot
+
+from langgraph_durable.approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    answer_for,
+    answer_from_pending,
+)
+
+THREAD = "two-approvals"
+DECISION = ApprovalDecision(approved=True, approver="ana")
+
+
+def approval(interrupt_id: str) -> Interrupt:
+    # The payload an `approval_node` asks with, as stored in the thread's checkpoints.
+    return Interrupt(
+        value={"kind": "langgraph_durable.approval", "request": {"asked": interrupt_id}},
+        id=interrupt_id,
+    )
+
+
+def snapshot(tasks: list[tuple[str, Interrupt]]) -> StateSnapshot:
+    pregel_tasks = tuple(
+        PregelTask(
+            id=task_id, name=f"node-{task_id}", path=("__pregel_pull", task_id), interrupts=(i,)
+        )
+        for task_id, i in tasks
+    )
+    return StateSnapshot(
+        values={},
+        next=tuple(task.name for task in pregel_tasks),
+        config={"configurable": {"thread_id": THREAD}},
+        metadata=None,
+        created_at="2026-12-05T00:00:00+00:00",
+        parent_config=None,
+        tasks=pregel_tasks,
+        interrupts=tuple(i for _, i in tasks),
+    )
+
+
+def pending(interrupt_id: str) -> PendingApproval:
+    return PendingApproval(
+        thread_id=THREAD,
+        checkpoint_id="1",
+        interrupt_id=interrupt_id,
+        value=approval(interrupt_id).value,
+        is_approval=True,
+        waiting_since=datetime(2026, 12, 5, tzinfo=timezone.utc),
+        age=None,
+    )
+
+
+def test_answer_for_takes_the_first_task_by_id_not_langgraphs_order() -> None:
+    state = snapshot([("task-b", approval("asked-by-b")), ("task-a", approval("asked-by-a"))])
+    assert list(answer_for(state, THREAD, DECISION)) == ["asked-by-a"]
+
+
+def test_both_ways_of_answering_pick_the_same_question() -> None:
+    state = snapshot([("task-b", approval("asked-by-b")), ("task-a", approval("asked-by-a"))])
+    # The listing comes in task order (`pending_interrupts_thread` sorts by task id).
+    listed = [pending("asked-by-a"), pending("asked-by-b")]
+    assert answer_for(state, THREAD, DECISION) == answer_from_pending(listed, THREAD, DECISION)
+
+
+def test_one_question_is_answered_with_a_plain_resume() -> None:
+    state = snapshot([("task-a", approval("asked-by-a"))])
+    assert answer_for(state, THREAD, DECISION) == DECISION.model_dump()

@@ -22,7 +22,10 @@ from langgraph._internal._constants import (
     CONFIG_KEY_RUNTIME,
     CONFIG_KEY_SCRATCHPAD,
     CONFIG_KEY_TASK_ID,
+    ERROR,
     ERROR_SOURCE_NODE,
+    INTERRUPT,
+    RESUME,
 )
 from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
@@ -36,6 +39,7 @@ __all__ = [
     "CONFIG_KEY_RUNTIME",
     "CONFIG_KEY_SCRATCHPAD",
     "CONFIG_KEY_TASK_ID",
+    "CONTROL_WRITES",
     "ERROR_SOURCE_NODE",
     "MSGPACK_METHOD_CODE",
     "MSGPACK_NESTED_CODES",
@@ -61,6 +65,11 @@ __all__ = [
 ]
 
 CHECKED_AGAINST = {"langgraph": "1.2.24", "langgraph-checkpoint": "4.3.2"}
+
+# The write channels that say what happened to a task rather than what it produced: a
+# task with a write to any other channel has finished, and its question is answered
+# (LangGraph's `read_task_statuses`). `pending_interrupts` in queries.sql spells them out.
+CONTROL_WRITES = frozenset({ERROR, ERROR_SOURCE_NODE, INTERRUPT, RESUME})
 
 
 def _configurable(config: RunnableConfig | None) -> Mapping[str, Any]:

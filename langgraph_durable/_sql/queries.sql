@@ -780,6 +780,18 @@ JOIN checkpoints c
     ON c.thread_id = latest.thread_id
     AND c.checkpoint_ns = ''
     AND c.checkpoint_id = latest.checkpoint_id
+-- Unless its task has finished (see `pending_interrupts_thread`).
+WHERE (
+    SELECT 1 FROM checkpoint_writes done
+    WHERE done.thread_id = w.thread_id
+        AND done.checkpoint_ns = ''
+        AND done.checkpoint_id = w.checkpoint_id
+        AND done.task_id = w.task_id
+        AND done.channel NOT IN (
+            '__interrupt__', '__resume__', '__error__', '__error_source_node__'
+        )
+    LIMIT 1
+) IS NULL
 ORDER BY waiting_since, w.thread_id, w.task_id, w.idx
 LIMIT %(limit)s
 
@@ -803,6 +815,20 @@ WHERE w.channel = '__interrupt__'
         ORDER BY latest.thread_id DESC, latest.checkpoint_ns DESC, latest.checkpoint_id DESC
         LIMIT 1
     )
+    -- Unless its task has finished: LangGraph counts a task with any write to a channel
+    -- other than its control channels (`_langgraph.CONTROL_WRITES`) as done, its question
+    -- answered, while a parallel task's question still waits at the same checkpoint.
+    AND (
+        SELECT 1 FROM checkpoint_writes done
+        WHERE done.thread_id = w.thread_id
+            AND done.checkpoint_ns = ''
+            AND done.checkpoint_id = w.checkpoint_id
+            AND done.task_id = w.task_id
+            AND done.channel NOT IN (
+                '__interrupt__', '__resume__', '__error__', '__error_source_node__'
+            )
+        LIMIT 1
+    ) IS NULL
 ORDER BY w.task_id, w.idx
 LIMIT %(limit)s
 

@@ -218,6 +218,32 @@ def test_questions_of_one_thread_come_in_task_order(
         assert one == every == expected
 
 
+def test_a_question_answered_beside_another_is_no_longer_listed(
+    saver: DurablePostgresSaver,
+) -> None:
+    """Answering one of two parallel questions finishes its task while the other asks
+    again at the same checkpoint: only the other is listed, as LangGraph reports it."""
+    builder = StateGraph(TwoQuestions)
+    for name in ("zeta", "alpha"):
+        builder.add_node(name, lambda state, name=name: {"answers": [interrupt({"who": name})]})
+        builder.add_edge(START, name)
+        builder.add_edge(name, END)
+    graph = builder.compile(checkpointer=saver)
+    thread = f"two-{uuid.uuid4()}"
+    config = {"configurable": {"thread_id": thread}}
+    graph.invoke({"answers": []}, config)
+    first, second = pending_approvals(saver, thread_id=thread)
+    graph.invoke(Command(resume={first.interrupt_id: "yes"}), config)
+    still = [i.id for i in graph.get_state(config).interrupts]
+    assert still == [second.interrupt_id]
+    assert [p.interrupt_id for p in pending_approvals(saver, thread_id=thread)] == still
+    listed = pending_approvals(saver, limit=10_000)
+    assert [p.interrupt_id for p in listed if p.thread_id == thread] == still
+    graph.invoke(Command(resume={second.interrupt_id: "no"}), config)
+    assert pending_approvals(saver, thread_id=thread) == []
+    assert sorted(graph.get_state(config).values["answers"]) == ["no", "yes"]
+
+
 def test_pending_approvals_are_the_exported_type_in_both_flavours(
     saver: DurablePostgresSaver, db_dsn: str
 ) -> None:

@@ -818,10 +818,11 @@ ROOT_BUDGET = {  # (rows, pages)
     "run_older_big": (1_010, 100),
     "pending_interrupts_thread": (10, 20),
     "pending_interrupts_answered": (10, 20),
-    # Each thread that ever asked costs a few steps, however many questions it asked
-    # (BIG asked 5,001: checking each against its thread's latest checkpoint touched
-    # 20,121 pages).
-    "pending_interrupts_all": (5 * ASKING_THREADS, 15 * ASKING_THREADS),
+    # Each thread that ever asked costs a few steps (the next thread, its latest root
+    # checkpoint, the interrupts there, whether their task finished), however many
+    # questions it asked (BIG asked 5,001: checking each against its thread's latest
+    # checkpoint touched 20,121 pages).
+    "pending_interrupts_all": (5 * ASKING_THREADS, 20 * ASKING_THREADS),
     "console_checkpoints": (20, 30),
     "console_checkpoint": (5, 10),
 }

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 from importlib import metadata
 from typing import Annotated, Any
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
@@ -115,6 +117,20 @@ def test_delta_snapshots_and_error_markers_keep_their_names() -> None:
     assert _langgraph.is_delta_snapshot(_DeltaSnapshot([1]))
     assert not _langgraph.is_delta_snapshot({"value": 1})
     assert _langgraph.ERROR_SOURCE_NODE == "__error_source_node__"
+
+
+@pytest.mark.parametrize("statement", ["pending_interrupts", "pending_interrupts_thread"])
+def test_a_finished_task_is_told_by_the_control_channels_langgraph_uses(statement: str) -> None:
+    """The listing of waiting questions skips a task with any write outside these
+    channels, as LangGraph's own task status does."""
+    from langgraph.pregel._task_status import CONTROL_WRITES
+
+    from langgraph_durable._sql import QUERIES
+
+    assert _langgraph.CONTROL_WRITES == CONTROL_WRITES
+    found = re.search(r"done\.channel NOT IN \(([^)]*)\)", QUERIES[statement])
+    assert found is not None
+    assert set(re.findall(r"'([^']+)'", found.group(1))) == set(CONTROL_WRITES)
 
 
 class _FinalCheckpoints(InMemorySaver):

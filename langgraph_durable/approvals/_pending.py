@@ -58,15 +58,19 @@ def resume_approval(
     model: type[ApprovalDecision] = ApprovalDecision,
     durability: Any = None,
     config: RunnableConfig | None = None,
+    interrupt_id: str | None = None,
 ) -> Any:
     """Answer the approval a thread waits on and run it on; returns the run's output.
 
     `config` is the config to run with (for example the one `exclusive()` yields); its
-    thread id must be `thread_id`.
+    thread id must be `thread_id`. A thread waiting on several approvals at once is
+    answered on the first that `pending_approvals` lists, or on the one asked under
+    `interrupt_id` (a `PendingApproval.interrupt_id`).
 
     Raises:
         InvalidDecisionError: The decision does not validate (nothing is sent).
-        NotWaitingError: The thread waits for no approval (or does not exist).
+        NotWaitingError: The thread waits for no approval (or does not exist), or no
+            longer on `interrupt_id`.
     """
     checked = validate_decision(decision, model)
     given: Any = config or {}
@@ -75,6 +79,7 @@ def resume_approval(
         "configurable": {**given.get("configurable", {}), "thread_id": thread_id},
     }
     state = graph.get_state(run_config)
-    command: Command[Any] = Command(resume=answer_for(state, thread_id, checked))
+    answer = answer_for(state, thread_id, checked, interrupt_id=interrupt_id)
+    command: Command[Any] = Command(resume=answer)
     kwargs = {"durability": durability} if durability else {}
     return graph.invoke(command, run_config, **kwargs)

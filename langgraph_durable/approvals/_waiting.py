@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.types import StateSnapshot
+from langgraph.types import Interrupt, PregelTask, StateSnapshot
 
 from langgraph_durable.approvals._node import (
     ApprovalDecision,
@@ -29,6 +29,7 @@ __all__ = [
     "approval_hooks",
     "pending_from_rows",
     "refusal_for",
+    "waiting_approval",
     "wrong_saver",
 ]
 
@@ -82,20 +83,45 @@ def pending_from_rows(
     return found
 
 
-def answer_for(state: StateSnapshot, thread_id: str, decision: ApprovalDecision) -> Any:
-    """The resume value that answers the approval `state` waits on.
+def waiting_approval(
+    state: StateSnapshot, interrupt_id: str | None = None
+) -> tuple[PregelTask, Interrupt] | None:
+    """The approval question an answer to `state` goes to, with the task that asked it.
+
+    The one asked under `interrupt_id`; without one, the first by task id, the order in
+    which `pending_approvals` lists a thread's questions and `answer_from_pending` picks
+    (LangGraph's own `state.interrupts` follows its tasks, not their ids). None when no
+    such approval waits.
+    """
+    for task in sorted(state.tasks, key=lambda task: task.id):
+        for asked in task.interrupts:
+            if is_approval_payload(asked.value) and interrupt_id in (None, asked.id):
+                return task, asked
+    return None
+
+
+def answer_for(
+    state: StateSnapshot,
+    thread_id: str,
+    decision: ApprovalDecision,
+    *,
+    interrupt_id: str | None = None,
+) -> Any:
+    """The resume value that answers the approval `state` waits on (the one asked under
+    `interrupt_id`, if given; see `waiting_approval`).
 
     Raises:
-        NotWaitingError: The thread does not exist, has finished, or waits for something
-            other than an approval.
+        NotWaitingError: The thread does not exist, has finished, waits for something
+            other than an approval, or no longer waits on `interrupt_id`.
     """
-    # In task order, as `pending_approvals` lists them and `answer_from_pending` picks:
-    # LangGraph's own order of `state.interrupts` follows its tasks, not their ids, so
-    # with two approvals asked at once the two would answer different questions.
-    by_task = sorted(state.tasks, key=lambda task: task.id)
-    waiting = [i for task in by_task for i in task.interrupts if is_approval_payload(i.value)]
-    if not waiting:
-        if state.created_at is None:
+    found = waiting_approval(state, interrupt_id)
+    if found is None:
+        if interrupt_id is not None and waiting_approval(state) is not None:
+            reason = (
+                f"question {interrupt_id!r} was answered or asked again since it was "
+                "listed. List the thread's pending approvals again"
+            )
+        elif state.created_at is None:
             reason = (
                 "it has no checkpoints: it never ran with this checkpointer, or it was "
                 "deleted. Check the thread id and the database"
@@ -108,7 +134,7 @@ def answer_for(state: StateSnapshot, thread_id: str, decision: ApprovalDecision)
     answer = decision.model_dump()
     # With one question pending, a plain resume replaces any earlier unanswerable one (a
     # rejected answer sent straight through LangGraph stays saved as the plain resume).
-    return answer if len(state.interrupts) == 1 else {waiting[0].id: answer}
+    return answer if len(state.interrupts) == 1 else {found[1].id: answer}
 
 
 def answer_from_pending(
@@ -133,27 +159,31 @@ def answer_from_pending(
     return answer if len(asked) == 1 else {waiting[0].interrupt_id: answer}
 
 
-def approval_hooks(graph: Any, state: StateSnapshot) -> ApprovalHooks | None:
-    """The hooks of the `approval_node` that `state` waits in, or None.
+def approval_hooks(
+    graph: Any, state: StateSnapshot, *, interrupt_id: str | None = None
+) -> ApprovalHooks | None:
+    """The hooks of the `approval_node` whose question an answer goes to (the one asked
+    under `interrupt_id`, if given; see `waiting_approval`), or None.
 
-    None when the thread waits in no approval node, or `graph` (a compiled `StateGraph`)
-    has no node of that name made by `approval_node`.
+    None when that question was asked by no approval node, or `graph` (a compiled
+    `StateGraph`) has no node of that name made by `approval_node`.
     """
     nodes = getattr(getattr(graph, "builder", None), "nodes", None)
-    if not isinstance(nodes, Mapping):
+    found = waiting_approval(state, interrupt_id)
+    if not isinstance(nodes, Mapping) or found is None:
         return None
-    for task in state.tasks:
-        if not any(is_approval_payload(i.value) for i in task.interrupts):
-            continue
-        spec = nodes.get(task.name)
-        runnable = getattr(spec, "runnable", spec)
-        hooks = hooks_of(getattr(runnable, "func", runnable))
-        if hooks is not None:
-            return hooks
-    return None
+    spec = nodes.get(found[0].name)
+    runnable = getattr(spec, "runnable", spec)
+    return hooks_of(getattr(runnable, "func", runnable))
 
 
-def refusal_for(graph: Any, state: StateSnapshot, decision: ApprovalDecision) -> str | None:
+def refusal_for(
+    graph: Any,
+    state: StateSnapshot,
+    decision: ApprovalDecision,
+    *,
+    interrupt_id: str | None = None,
+) -> str | None:
     """Why the waiting approval node's `authorize` hook refuses `decision`; None if it does not.
 
     The very hook the node runs when the answer arrives, asked before anything is sent, so
@@ -161,7 +191,7 @@ def refusal_for(graph: Any, state: StateSnapshot, decision: ApprovalDecision) ->
     answer (approve or reject); the node itself asks it only about approvals. Without an
     `authorize` hook every approver is accepted.
     """
-    hooks = approval_hooks(graph, state)
+    hooks = approval_hooks(graph, state, interrupt_id=interrupt_id)
     if hooks is None or hooks.authorize is None:
         return None
     verdict = hooks.authorize(state.values, decision.model_copy(update={"approved": True}))

@@ -247,7 +247,7 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
         can_answer = True
         if user is not None:
             trial = ApprovalDecision(approved=True, approver=user)
-            may = refusal_for(found[0], found[1], trial)
+            may = refusal_for(found[0], found[1], trial, interrupt_id=pending.interrupt_id)
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {
         "p": pending,
@@ -297,7 +297,7 @@ async def answer(console: Console, request: Request) -> Response:
     thread_id = str(form.get("thread_id") or "")
     token = str(form.get("question") or "")
     raw = _decision_input(user, form)
-    await _same_question(console, thread_id, token)
+    before = await _same_question(console, thread_id, token)
     run = await console.latest_run(thread_id) if thread_id else None
     found = await console.graph_for(thread_id, run) if thread_id else None
     if found is None:
@@ -307,35 +307,51 @@ async def answer(console: Console, request: Request) -> Response:
             "answered from here. Nothing was sent.",
         )
     graph, state = found
-    hooks = approval_hooks(graph, state)
+    question = before[token].interrupt_id
+    hooks = approval_hooks(graph, state, interrupt_id=question)
     model = hooks.decision_model if hooks is not None else ApprovalDecision
     decision = validate_decision(raw, model)
-    refusal = refusal_for(graph, state, decision)
+    refusal = refusal_for(graph, state, decision, interrupt_id=question)
     if refusal is not None:
         raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
     if run is not None and run.status is RunStatus.INTERRUPTED:
-        command: Command[Any] = Command(resume=answer_for(state, thread_id, decision))
+        answer_value = answer_for(state, thread_id, decision, interrupt_id=question)
+        command: Command[Any] = Command(resume=answer_value)
         await console.registry.aresume(run.run_id, command)
         return console.back_to(request, "inbox", "queued")
     if run is not None and not run.finished:
         raise Refused(409, f"This was answered already: its run is {run.status.value}.")
     async with console.registry.aexclusive(thread_id) as config:
         await _same_question(console, thread_id, token)  # another answer may have won
-        await aresume_approval(graph, thread_id, decision, model=model, config=config)
-    # The node judged the answer again (authorize, revalidate): say what it decided.
-    if await apending_approvals(console.saver, thread_id=thread_id, limit=1):
+        await aresume_approval(
+            graph, thread_id, decision, model=model, config=config, interrupt_id=question
+        )
+    # The node judged the answer again (authorize, revalidate): say what it decided. A
+    # question asked again is new; another one that waited beside it is not.
+    if (await _questions(console, thread_id)).keys() - before.keys():
         return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
     return console.back_to(request, "inbox", "answered")
 
 
-async def _same_question(console: Console, thread_id: str, token: str) -> None:
+async def _questions(console: Console, thread_id: str) -> dict[str, PendingApproval]:
+    """What a thread waits on, by question token."""
     waiting = await apending_approvals(console.saver, thread_id=thread_id, limit=10)
-    if not any(views.question_token(p) == token for p in waiting):
-        raise Refused(
-            409,
-            "This question was answered, or asked again, since the page was loaded. Nothing "
-            "was sent; open the inbox to see what waits now.",
-        )
+    return {views.question_token(p): p for p in waiting}
+
+
+async def _same_question(
+    console: Console, thread_id: str, token: str
+) -> dict[str, PendingApproval]:
+    """What a thread waits on, by question token, if the question under `token` (the one
+    the page showed, and the one to answer) still waits as shown."""
+    questions = await _questions(console, thread_id)
+    if token in questions:
+        return questions
+    raise Refused(
+        409,
+        "This question was answered, or asked again, since the page was loaded. Nothing "
+        "was sent; open the inbox to see what waits now.",
+    )
 
 
 # -- runs and threads ------------------------------------------------------------------------

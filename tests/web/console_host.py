@@ -88,6 +88,32 @@ def recheck_builder() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
+class Pair(TypedDict, total=False):
+    item: str
+    left_approval: dict[str, Any]
+    left_outcome: str
+    right_approval: dict[str, Any]
+    right_outcome: str
+
+
+def pair_builder() -> StateGraph[Any, Any, Any, Any]:
+    """A third graph: two approvals asked at once, by parallel nodes, so a thread waits on
+    two questions and the page must answer the one its form showed."""
+    builder = StateGraph(Pair)
+    for side in ("left", "right"):
+        builder.add_node(f"{side}_done", lambda state: {})
+        builder.add_edge(START, f"{side}_done")
+        builder.add_edge(f"{side}_done", END)
+        add_approval_before(
+            builder,
+            f"{side}_done",
+            request=lambda s, side=side: {"item": s["item"], "side": side},
+            decision_key=f"{side}_approval",
+            outcome_key=f"{side}_outcome",
+        )
+    return builder
+
+
 def host_app(
     dsn: str,
     *,
@@ -108,6 +134,7 @@ def host_app(
                 graphs=[
                     GraphVersion("northwind", "1", graph),
                     recheck_builder().compile(checkpointer=saver),
+                    pair_builder().compile(checkpointer=saver),
                 ],
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import html
+import re
 from types import ModuleType
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from console_host import recheck_builder
+from console_host import pair_builder, recheck_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
 from starlette.testclient import TestClient
 
@@ -339,6 +340,33 @@ def test_an_answer_the_node_judges_again_is_asked_again_on_the_page(
     missing = ana.get("/console/approval", params={"thread_id": thread})
     assert missing.status_code == 404
     assert "is not waiting for an answer" in missing.text
+
+
+def test_of_two_questions_asked_at_once_the_page_answers_the_one_it_showed(
+    world: str, ana: TestClient
+) -> None:
+    """Each question has its own form; answering the second must not answer the first
+    (the console once sent every answer to the thread's first question)."""
+    thread = "pair-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        pair_builder().compile(checkpointer=saver).invoke(
+            {"item": "desk"}, {"configurable": {"thread_id": thread}}
+        )
+        asked = pending_approvals(saver, thread_id=thread)
+    assert len(asked) == 2
+    page = approval_page(ana, thread)
+    tokens = re.findall(r'name="question" value="([^"]+)"', page)
+    assert len(tokens) == 2
+    fields = {**form_fields(page), "question": tokens[1]}
+    done = answer(ana, fields, action="approve", comment="second")
+    assert done.headers["location"] == "/console/?notice=answered"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        left = [p.interrupt_id for p in pending_approvals(saver, thread_id=thread)]
+    assert left == [asked[0].interrupt_id]
+    fields = {**form_fields(approval_page(ana, thread))}
+    done = answer(ana, fields, action="reject", comment="first")
+    assert done.headers["location"] == "/console/?notice=answered"
+    assert waiting(world, thread) == 0
 
 
 @pytest.mark.parametrize("kind", ["plain thread", "registry run"])

@@ -138,21 +138,31 @@ def answer_for(
 
 
 def answer_from_pending(
-    pending: Sequence[PendingApproval], thread_id: str, decision: ApprovalDecision
+    pending: Sequence[PendingApproval],
+    thread_id: str,
+    decision: ApprovalDecision,
+    *,
+    interrupt_id: str | None = None,
 ) -> Any:
     """The resume value that answers the approval among a thread's `pending` questions
     (what `pending_approvals(saver, thread_id=...)` returned), as `answer_for` does from
     the graph's state: for a caller without the graph, e.g. one that queues the answer
-    for a worker with `RunRegistry.resume`.
+    for a worker with `RunRegistry.resume`. The first listed, or the one asked under
+    `interrupt_id`.
 
     Raises:
-        NotWaitingError: None of the questions is an approval.
+        NotWaitingError: None of the questions is an approval (asked under `interrupt_id`).
     """
-    waiting = [p for p in pending if p.thread_id == thread_id and p.is_approval]
+    waiting = [
+        p
+        for p in pending
+        if p.thread_id == thread_id and p.is_approval and interrupt_id in (None, p.interrupt_id)
+    ]
     if not waiting:
+        which = "" if interrupt_id is None else f" asked under interrupt id {interrupt_id!r}"
         raise NotWaitingError(
-            f"Thread {thread_id!r} is not waiting for an approval (`approvals list` shows "
-            "the threads that are)."
+            f"Thread {thread_id!r} is not waiting for an approval{which} (`approvals list` "
+            "shows the threads that are, and their questions' ids)."
         )
     answer = decision.model_dump()
     asked = [p for p in pending if p.thread_id == thread_id]

@@ -352,6 +352,12 @@ def parser() -> argparse.ArgumentParser:
             "--approver", required=True, help="who decides (the graph's authorize hook checks)"
         )
         sub.add_argument("--comment", help="words for the record")
+        sub.add_argument(
+            "--interrupt",
+            metavar="INTERRUPT_ID",
+            help="which question, when the thread waits on several (`approvals list` shows "
+            "their ids; default: the first listed)",
+        )
         if action == "approve":
             sub.add_argument(
                 "--amend", metavar="JSON", help="fields the approver changed, a JSON object"

@@ -380,6 +380,7 @@ def approvals_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Res
         rows = [
             {
                 "thread_id": a["thread_id"],
+                "interrupt_id": a["interrupt_id"],
                 "waiting": str(timedelta(seconds=round(a["age_seconds"] or 0))),
                 "asks": a["value"].get("request", a["value"])
                 if isinstance(a["value"], dict)
@@ -387,7 +388,8 @@ def approvals_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Res
             }
             for a in d["approvals"]
         ]
-        print_table(rows, ["thread_id", "waiting", "asks"], empty="no thread is waiting")
+        columns = ["thread_id", "interrupt_id", "waiting", "asks"]
+        print_table(rows, columns, empty="no thread is waiting")
 
     return Result({"approvals": [_pending_json(w) for w in waiting]}, show)
 
@@ -425,10 +427,11 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         }
     )
     pending = pending_approvals(saver, thread_id=args.thread)
-    answer = answer_from_pending(pending, args.thread, decision)
+    answer = answer_from_pending(pending, args.thread, decision, interrupt_id=args.interrupt)
     data: dict[str, Any] = {"thread_id": args.thread, "decision": record(decision)}
     if args.graph:
-        resume_approval(_load_graph(args.graph, saver), args.thread, decision)
+        graph = _load_graph(args.graph, saver)
+        resume_approval(graph, args.thread, decision, interrupt_id=args.interrupt)
         data["via"] = "graph"
     else:
         runs = RunRegistry(saver)

@@ -97,6 +97,31 @@ def approving(saver: DurablePostgresSaver) -> GraphVersion:
     )
 
 
+class Pair(TypedDict, total=False):
+    left_approval: dict[str, Any]
+    left_outcome: str
+    right_approval: dict[str, Any]
+    right_outcome: str
+
+
+def two_at_once(saver: DurablePostgresSaver) -> Any:
+    """Two approvals asked at once by parallel nodes."""
+    builder = StateGraph(Pair)
+    for side in ("left", "right"):
+        builder.add_node(
+            f"approve_{side}",
+            approval_node(
+                request=lambda s, side=side: {"side": side},
+                on_approve=END,
+                on_reject=END,
+                decision_key=f"{side}_approval",
+                outcome_key=f"{side}_outcome",
+            ),
+        )
+        builder.add_edge(START, f"approve_{side}")
+    return builder.compile(checkpointer=saver)
+
+
 @pytest.fixture
 def dsn(db_dsn: str, saver: DurablePostgresSaver) -> str:
     return db_dsn
@@ -401,3 +426,51 @@ def test_progress_is_drawn_only_on_a_terminal() -> None:
 @pytest.fixture(autouse=True)
 def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LANGGRAPH_DURABLE_PGDATA", raising=False)
+
+
+def test_approvals_answer_the_question_named_by_its_interrupt_id(
+    capsys: pytest.CaptureFixture[str],
+    dsn: str,
+    saver: DurablePostgresSaver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    thread = f"cli-pair-{uuid.uuid4().hex[:6]}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    two_at_once(saver).invoke({}, config)
+    code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
+    first, second = (a["interrupt_id"] for a in listed["approvals"])
+    code, out = text(capsys, dsn, "approvals", "list", "--thread", thread)
+    assert code == 0
+    assert first in out
+    assert second in out
+    graph = ("--graph", "test_cli_operator:two_at_once")
+    code, _, err = cli(
+        capsys,
+        dsn,
+        "approvals",
+        "approve",
+        thread,
+        "--approver",
+        "dana",
+        "--interrupt",
+        "nope",
+        *graph,
+    )
+    assert code == 1
+    assert "asked under interrupt id 'nope'" in err
+    code, answer, _ = cli(
+        capsys,
+        dsn,
+        "approvals",
+        "approve",
+        thread,
+        "--approver",
+        "dana",
+        "--interrupt",
+        second,
+        *graph,
+    )
+    assert (code, answer["via"]) == (0, "graph")
+    code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
+    assert [a["interrupt_id"] for a in listed["approvals"]] == [first]

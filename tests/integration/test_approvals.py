@@ -175,15 +175,8 @@ class TwoQuestions(TypedDict, total=False):
     answers: Annotated[list[str], operator.add]
 
 
-def test_questions_of_one_thread_come_in_task_order(
-    saver: DurablePostgresSaver, db_dsn: str
-) -> None:
-    """Two parallel nodes ask at once: listed by task, the same way for one thread and for
-    all (answering takes the first), however many times they are listed.
-
-    The interrupt writes are stored again in reverse task order first, so a listing that
-    returned them as stored, not sorted, would show the wrong order every time.
-    """
+def two_questions(saver: DurablePostgresSaver) -> Any:
+    """Two parallel nodes that each ask a plain question."""
 
     def asker(name: str) -> Any:
         def ask(state: TwoQuestions) -> TwoQuestions:
@@ -196,7 +189,19 @@ def test_questions_of_one_thread_come_in_task_order(
         builder.add_node(name, asker(name))
         builder.add_edge(START, name)
         builder.add_edge(name, END)
-    graph = builder.compile(checkpointer=saver)
+    return builder.compile(checkpointer=saver)
+
+
+def test_questions_of_one_thread_come_in_task_order(
+    saver: DurablePostgresSaver, db_dsn: str
+) -> None:
+    """Two parallel nodes ask at once: listed by task, the same way for one thread and for
+    all (answering takes the first), however many times they are listed.
+
+    The interrupt writes are stored again in reverse task order first, so a listing that
+    returned them as stored, not sorted, would show the wrong order every time.
+    """
+    graph = two_questions(saver)
     thread = f"two-{uuid.uuid4()}"
     config = {"configurable": {"thread_id": thread}}
     graph.invoke({"answers": []}, config)
@@ -223,12 +228,7 @@ def test_a_question_answered_beside_another_is_no_longer_listed(
 ) -> None:
     """Answering one of two parallel questions finishes its task while the other asks
     again at the same checkpoint: only the other is listed, as LangGraph reports it."""
-    builder = StateGraph(TwoQuestions)
-    for name in ("zeta", "alpha"):
-        builder.add_node(name, lambda state, name=name: {"answers": [interrupt({"who": name})]})
-        builder.add_edge(START, name)
-        builder.add_edge(name, END)
-    graph = builder.compile(checkpointer=saver)
+    graph = two_questions(saver)
     thread = f"two-{uuid.uuid4()}"
     config = {"configurable": {"thread_id": thread}}
     graph.invoke({"answers": []}, config)

@@ -444,33 +444,19 @@ def test_approvals_answer_the_question_named_by_its_interrupt_id(
     assert code == 0
     assert first in out
     assert second in out
-    graph = ("--graph", "test_cli_operator:two_at_once")
-    code, _, err = cli(
-        capsys,
-        dsn,
-        "approvals",
-        "approve",
-        thread,
-        "--approver",
-        "dana",
-        "--interrupt",
-        "nope",
-        *graph,
-    )
+
+    def approve(interrupt_id: str) -> tuple[int, Any, str]:
+        return cli(
+            capsys,
+            dsn,
+            *("approvals", "approve", thread, "--approver", "dana"),
+            *("--interrupt", interrupt_id, "--graph", "test_cli_operator:two_at_once"),
+        )
+
+    code, _, err = approve("nope")
     assert code == 1
     assert "asked under interrupt id 'nope'" in err
-    code, answer, _ = cli(
-        capsys,
-        dsn,
-        "approvals",
-        "approve",
-        thread,
-        "--approver",
-        "dana",
-        "--interrupt",
-        second,
-        *graph,
-    )
+    code, answer, _ = approve(second)
     assert (code, answer["via"]) == (0, "graph")
     code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
     assert [a["interrupt_id"] for a in listed["approvals"]] == [first]

@@ -731,55 +731,56 @@ WHERE thread_id = %(thread_id)s AND usage IS NOT NULL AND status = 'completed'
 -- name: pending_interrupts
 -- Threads whose latest root checkpoint has interrupts waiting for an answer, oldest first
 -- (within a thread, by task and index: answering takes the first). The threads that ever
--- asked are found first, one step each in the interrupt index (`asked`: a skip scan, as
--- Postgres has none of its own); each is then looked at once: its latest root checkpoint
--- (found as `where_latest` finds it) and the interrupts stored at it. Only those are
+-- asked are found first, one step each in the interrupt index, newest thread first, which
+-- also gives the newest checkpoint where each asked (`asked`: a skip scan, as Postgres has
+-- none of its own); a thread waits only if that checkpoint is its latest root checkpoint
+-- (found as `where_latest` finds it). Only the waiting threads' interrupts are read,
 -- joined and sorted. Checking every interrupt ever stored against its thread's latest
 -- checkpoint cost a step per answered question (20,121 pages against 237 on the plan
--- tests' data); sorting by the checkpoints' time had let the planner walk every root
--- checkpoint of the database oldest first.
-WITH RECURSIVE asked (thread_id) AS (
+-- tests' data); joining each asking thread's latest checkpoint before looking for
+-- interrupts there cost 12 pages per thread that asked once; sorting by the checkpoints'
+-- time had let the planner walk every root checkpoint of the database oldest first.
+WITH RECURSIVE asked (thread_id, checkpoint_id) AS (
     (
-        SELECT w.thread_id FROM checkpoint_writes w
+        SELECT w.thread_id, w.checkpoint_id FROM checkpoint_writes w
         WHERE w.channel = '__interrupt__' AND w.checkpoint_ns = ''
-        ORDER BY w.thread_id, w.checkpoint_id
+        ORDER BY w.thread_id DESC, w.checkpoint_id DESC
         LIMIT 1
     )
     UNION ALL
-    SELECT (
-        SELECT w.thread_id FROM checkpoint_writes w
+    SELECT newest.thread_id, newest.checkpoint_id
+    FROM asked, LATERAL (
+        SELECT w.thread_id, w.checkpoint_id FROM checkpoint_writes w
         WHERE w.channel = '__interrupt__' AND w.checkpoint_ns = ''
-            AND w.thread_id > asked.thread_id
-        ORDER BY w.thread_id, w.checkpoint_id
+            AND w.thread_id < asked.thread_id
+        ORDER BY w.thread_id DESC, w.checkpoint_id DESC
         LIMIT 1
-    )
-    FROM asked
-    WHERE asked.thread_id IS NOT NULL
+    ) AS newest
 ),
-latest AS MATERIALIZED (
-    SELECT asked.thread_id, (
+waiting AS MATERIALIZED (
+    SELECT asked.thread_id, asked.checkpoint_id
+    FROM asked
+    WHERE asked.checkpoint_id = (
         SELECT c.checkpoint_id FROM checkpoints c
         WHERE c.thread_id = asked.thread_id
             AND c.checkpoint_ns >= '' AND c.checkpoint_ns <= ''
         ORDER BY c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
         LIMIT 1
-    ) AS checkpoint_id
-    FROM asked
-    WHERE asked.thread_id IS NOT NULL
+    )
 )
 SELECT w.thread_id, w.checkpoint_id, w.task_id, w.type, w.blob,
     (c.checkpoint ->> 'ts')::timestamptz AS waiting_since,
     clock_timestamp() AS db_now
-FROM latest
+FROM waiting
 JOIN checkpoint_writes w
-    ON w.thread_id = latest.thread_id
+    ON w.thread_id = waiting.thread_id
     AND w.checkpoint_ns = ''
-    AND w.checkpoint_id = latest.checkpoint_id
+    AND w.checkpoint_id = waiting.checkpoint_id
     AND w.channel = '__interrupt__'
 JOIN checkpoints c
-    ON c.thread_id = latest.thread_id
+    ON c.thread_id = waiting.thread_id
     AND c.checkpoint_ns = ''
-    AND c.checkpoint_id = latest.checkpoint_id
+    AND c.checkpoint_id = waiting.checkpoint_id
 -- Unless its task has finished (see `pending_interrupts_thread`).
 WHERE (
     SELECT 1 FROM checkpoint_writes done

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import psycopg
 import pytest
+from _pg import create_database, drop_database
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -30,6 +31,7 @@ from langgraph_durable import (
     effect,
 )
 from langgraph_durable._guard import set_interrupt_guard
+from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     add_approval_before,
     approval_node,
@@ -192,27 +194,32 @@ def two_questions(saver: DurablePostgresSaver) -> Any:
     return builder.compile(checkpointer=saver)
 
 
+def store_questions_against_task_order(dsn: str, thread: str) -> list[str]:
+    """Store a thread's two interrupt writes again in reverse task order, so that a listing
+    returning them as stored, not sorted, shows the wrong order; returns the task ids in
+    task order."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        stored_again = conn.execute(
+            "WITH gone AS (DELETE FROM checkpoint_writes"
+            " WHERE thread_id = %s AND channel = '__interrupt__' RETURNING *)"
+            " INSERT INTO checkpoint_writes SELECT * FROM gone ORDER BY task_id DESC, idx DESC"
+            " RETURNING task_id",
+            (thread,),
+        ).fetchall()
+    assert len(stored_again) == 2
+    return sorted(row[0] for row in stored_again)
+
+
 def test_questions_of_one_thread_come_in_task_order(
     saver: DurablePostgresSaver, db_dsn: str
 ) -> None:
     """Two parallel nodes ask at once: listed by task, the same way for one thread and for
-    all (answering takes the first), however many times they are listed.
-
-    The interrupt writes are stored again in reverse task order first, so a listing that
-    returned them as stored, not sorted, would show the wrong order every time.
-    """
+    all (answering takes the first), however many times they are listed."""
     graph = two_questions(saver)
     thread = f"two-{uuid.uuid4()}"
     config = {"configurable": {"thread_id": thread}}
     graph.invoke({"answers": []}, config)
-    with psycopg.connect(db_dsn, autocommit=True) as conn:
-        stored_again = conn.execute(
-            "WITH gone AS (DELETE FROM checkpoint_writes"
-            " WHERE thread_id = %s AND channel = '__interrupt__' RETURNING *)"
-            " INSERT INTO checkpoint_writes SELECT * FROM gone ORDER BY task_id DESC, idx DESC",
-            (thread,),
-        ).rowcount
-    assert stored_again == 2
+    store_questions_against_task_order(db_dsn, thread)
     by_task = sorted(graph.get_state(config).tasks, key=lambda task: task.id)
     expected = [task.interrupts[0].value["who"] for task in by_task]
     for _ in range(3):
@@ -221,6 +228,28 @@ def test_questions_of_one_thread_come_in_task_order(
         listed = pending_approvals(saver, limit=10_000)
         every = [p.value["who"] for p in listed if p.thread_id == thread]
         assert one == every == expected
+
+
+@pytest.mark.parametrize("statement", ["pending_interrupts", "pending_interrupts_thread"])
+def test_the_listings_sort_by_task_under_any_plan(pg_server_dsn: str, statement: str) -> None:
+    """Each listing sorts a thread's questions itself. With index scans off, rows come in
+    the order stored (against task order here), and a sort of two tied rows keeps them in
+    that order: a listing without the task in its ORDER BY fails every time. (With index
+    scans, the primary key hands them over in task order, which would hide that.)"""
+    name, dsn = create_database(pg_server_dsn)
+    try:
+        with DurablePostgresSaver.from_conn_string(dsn) as saver:
+            saver.setup()
+            thread = "two-questions"
+            two_questions(saver).invoke({"answers": []}, {"configurable": {"thread_id": thread}})
+        expected = store_questions_against_task_order(dsn, thread)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET enable_indexscan = off")
+            conn.execute("SET enable_indexonlyscan = off")
+            rows = conn.execute(QUERIES[statement], {"thread_id": thread, "limit": 10})
+            assert [row[2] for row in rows.fetchall()] == expected
+    finally:
+        drop_database(pg_server_dsn, name)
 
 
 def test_a_question_answered_beside_another_is_no_longer_listed(

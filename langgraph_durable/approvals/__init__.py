@@ -16,6 +16,8 @@ from langgraph_durable.approvals._waiting import (
     answer_for,
     answer_from_pending,
     approval_hooks,
+    approval_to_answer,
+    asked_again,
     pending_from_rows,
     refusal_for,
 )
@@ -32,7 +34,9 @@ __all__ = [
     "apending_approvals",
     "approval_hooks",
     "approval_node",
+    "approval_to_answer",
     "aresume_approval",
+    "asked_again",
     "check_graph",
     "pending_approvals",
     "pending_from_rows",

@@ -6,7 +6,7 @@ everything here is defined once, so both flavours return the very same types.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +27,8 @@ __all__ = [
     "answer_for",
     "answer_from_pending",
     "approval_hooks",
+    "approval_to_answer",
+    "asked_again",
     "pending_from_rows",
     "refusal_for",
     "waiting_approval",
@@ -42,6 +44,8 @@ class PendingApproval:
         thread_id: The waiting thread.
         checkpoint_id: The checkpoint the thread waits at.
         interrupt_id: Pass it in `Command(resume={interrupt_id: answer})`.
+        task_id: The task that asked. A node that asks again (an approval node refusing an
+            answer) asks in the same task, under a new interrupt id.
         value: The interrupt payload (for approval nodes: `{"kind": ..., "request": ...}`).
         is_approval: Whether an `approval_node` asked it.
         waiting_since: When the thread stopped.
@@ -51,6 +55,7 @@ class PendingApproval:
     thread_id: str
     checkpoint_id: str
     interrupt_id: str
+    task_id: str
     value: Any
     is_approval: bool
     waiting_since: datetime | None
@@ -74,6 +79,7 @@ def pending_from_rows(
                     thread_id=row["thread_id"],
                     checkpoint_id=row["checkpoint_id"],
                     interrupt_id=str(getattr(item, "id", "")),
+                    task_id=row["task_id"],
                     value=value,
                     is_approval=approval,
                     waiting_since=since,
@@ -93,11 +99,18 @@ def waiting_approval(
     (LangGraph's own `state.interrupts` follows its tasks, not their ids). None when no
     such approval waits.
     """
+    for task, asked in _approvals_by_task(state):
+        if interrupt_id in (None, asked.id):
+            return task, asked
+    return None
+
+
+def _approvals_by_task(state: StateSnapshot) -> Iterator[tuple[PregelTask, Interrupt]]:
+    """The approval questions `state` waits on, with their tasks, by task id."""
     for task in sorted(state.tasks, key=lambda task: task.id):
         for asked in task.interrupts:
-            if is_approval_payload(asked.value) and interrupt_id in (None, asked.id):
-                return task, asked
-    return None
+            if is_approval_payload(asked.value):
+                yield task, asked
 
 
 def answer_for(
@@ -117,9 +130,11 @@ def answer_for(
     found = waiting_approval(state, interrupt_id)
     if found is None:
         if interrupt_id is not None and waiting_approval(state) is not None:
+            waiting = (asked.id for _, asked in _approvals_by_task(state))
             reason = (
-                f"question {interrupt_id!r} was answered or asked again since it was "
-                "listed. List the thread's pending approvals again"
+                f"no approval waits under interrupt id {interrupt_id!r}{_waiting_ids(waiting)}"
+                ": the id is wrong, or the question was answered or asked again since it "
+                "was listed. List the thread's pending approvals again"
             )
         elif state.created_at is None:
             reason = (
@@ -137,6 +152,35 @@ def answer_for(
     return answer if len(state.interrupts) == 1 else {found[1].id: answer}
 
 
+def approval_to_answer(
+    pending: Sequence[PendingApproval],
+    thread_id: str,
+    *,
+    interrupt_id: str | None = None,
+) -> PendingApproval:
+    """The approval among a thread's `pending` questions (what `pending_approvals(saver,
+    thread_id=...)` returned) that an answer goes to: the one asked under `interrupt_id`,
+    else the first listed.
+
+    Raises:
+        NotWaitingError: None of the questions is an approval (asked under `interrupt_id`).
+    """
+    for p in pending:
+        if p.thread_id == thread_id and p.is_approval and interrupt_id in (None, p.interrupt_id):
+            return p
+    if interrupt_id is None:
+        raise NotWaitingError(
+            f"Thread {thread_id!r} is not waiting for an approval (`approvals list` shows "
+            "the threads that are, and their questions' ids)."
+        )
+    raise NotWaitingError(
+        f"Thread {thread_id!r} has no approval waiting under interrupt id {interrupt_id!r}"
+        f"{_waiting_ids(p.interrupt_id for p in pending if p.is_approval)}: the id is "
+        "wrong, or the question was answered or asked again since it was listed (`approvals "
+        "list` shows what waits now)."
+    )
+
+
 def answer_from_pending(
     pending: Sequence[PendingApproval],
     thread_id: str,
@@ -145,28 +189,41 @@ def answer_from_pending(
     interrupt_id: str | None = None,
 ) -> Any:
     """The resume value that answers the approval among a thread's `pending` questions
-    (what `pending_approvals(saver, thread_id=...)` returned), as `answer_for` does from
-    the graph's state: for a caller without the graph, e.g. one that queues the answer
-    for a worker with `RunRegistry.resume`. The first listed, or the one asked under
-    `interrupt_id`.
+    (see `approval_to_answer`), as `answer_for` does from the graph's state: for a caller
+    without the graph, e.g. one that queues the answer for a worker with
+    `RunRegistry.resume`.
 
     Raises:
         NotWaitingError: None of the questions is an approval (asked under `interrupt_id`).
     """
-    waiting = [
-        p
-        for p in pending
-        if p.thread_id == thread_id and p.is_approval and interrupt_id in (None, p.interrupt_id)
-    ]
-    if not waiting:
-        which = "" if interrupt_id is None else f" asked under interrupt id {interrupt_id!r}"
-        raise NotWaitingError(
-            f"Thread {thread_id!r} is not waiting for an approval{which} (`approvals list` "
-            "shows the threads that are, and their questions' ids)."
-        )
+    chosen = approval_to_answer(pending, thread_id, interrupt_id=interrupt_id)
     answer = decision.model_dump()
     asked = [p for p in pending if p.thread_id == thread_id]
-    return answer if len(asked) == 1 else {waiting[0].interrupt_id: answer}
+    return answer if len(asked) == 1 else {chosen.interrupt_id: answer}
+
+
+def asked_again(
+    after: Iterable[PendingApproval], answered: PendingApproval
+) -> PendingApproval | None:
+    """The question an answer went to, if it is asked again among `after` (what the thread
+    waits on once the answer was sent): its approval node judged the answer again and
+    asked anew (a refused approver, a changed request), in the same task at the same
+    checkpoint, under a new interrupt id. None when the answer went through. Other
+    questions that waited beside it, or that the thread asks next, are not it."""
+    for p in after:
+        if (p.thread_id, p.checkpoint_id, p.task_id) == (
+            answered.thread_id,
+            answered.checkpoint_id,
+            answered.task_id,
+        ):
+            return p
+    return None
+
+
+def _waiting_ids(ids: Iterable[str]) -> str:
+    """` (waiting: 'a', 'b')` for an error message, or `` when none waits."""
+    listed = [repr(i) for i in ids]
+    return f" (waiting: {', '.join(listed)})" if listed else ""
 
 
 def approval_hooks(
@@ -176,7 +233,9 @@ def approval_hooks(
     under `interrupt_id`, if given; see `waiting_approval`), or None.
 
     None when that question was asked by no approval node, or `graph` (a compiled
-    `StateGraph`) has no node of that name made by `approval_node`.
+    `StateGraph`) has no node of that name made by `approval_node`: also when a subgraph's
+    node asked it, whose hooks are not in `graph`'s own builder (the node still judges the
+    answer when it resumes).
     """
     nodes = getattr(getattr(graph, "builder", None), "nodes", None)
     found = waiting_approval(state, interrupt_id)

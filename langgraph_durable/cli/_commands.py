@@ -24,6 +24,8 @@ from langgraph_durable.approvals import (
     ApprovalDecision,
     PendingApproval,
     answer_from_pending,
+    approval_to_answer,
+    asked_again,
     pending_approvals,
     resume_approval,
     validate_decision,
@@ -428,6 +430,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
     )
     pending = pending_approvals(saver, thread_id=args.thread)
     answer = answer_from_pending(pending, args.thread, decision, interrupt_id=args.interrupt)
+    answered = approval_to_answer(pending, args.thread, interrupt_id=args.interrupt)
     data: dict[str, Any] = {"thread_id": args.thread, "decision": record(decision)}
     if args.graph:
         graph = _load_graph(args.graph, saver)
@@ -446,11 +449,13 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         run = runs.wait_for(run.run_id, timeout=args.timeout)
         data["via"] = "run"
         data["run"] = run_json(runs, run)
-    asked_again = [w for w in pending_approvals(saver, thread_id=args.thread) if w.is_approval]
-    refused = [w.value.get("refused") for w in asked_again if isinstance(w.value, dict)]
-    refused = [r for r in refused if r]
+    # The node judged the answer again (authorize, revalidate): a refusal comes back as
+    # the same question asked anew. Another question, refused earlier, is not this one's.
+    after = pending_approvals(saver, thread_id=args.thread)
+    again = asked_again(after, answered)
+    refused = again.value.get("refused") if again and isinstance(again.value, dict) else None
     data["accepted"] = not refused
-    data["refused"] = refused[0] if refused else None
+    data["refused"] = refused or None
 
     def show(d: dict[str, Any]) -> None:
         verdict = "approved" if approved else "rejected"

@@ -34,6 +34,7 @@ from langgraph_durable.approvals import (
     apending_approvals,
     approval_hooks,
     aresume_approval,
+    asked_again,
     refusal_for,
     validate_decision,
 )
@@ -264,7 +265,7 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
 async def approval(console: Console, request: Request) -> Response:
     user = await console.reader(request)
     thread_id = request.query_params.get("thread_id", "")
-    waiting = await apending_approvals(console.saver, thread_id=thread_id or None, limit=10)
+    waiting = await apending_approvals(console.saver, thread_id=thread_id or None)
     if not thread_id or not waiting:
         raise Refused(404, f"Thread {thread_id!r} is not waiting for an answer.")
     items = [await _item(console, p, user) for p in waiting]
@@ -326,16 +327,17 @@ async def answer(console: Console, request: Request) -> Response:
         await aresume_approval(
             graph, thread_id, decision, model=model, config=config, interrupt_id=question
         )
-    # The node judged the answer again (authorize, revalidate): say what it decided. A
-    # question asked again is new; another one that waited beside it is not.
-    if (await _questions(console, thread_id)).keys() - before.keys():
+    # The node judged the answer again (authorize, revalidate): say what it decided. The
+    # question asked again is this one, with a new payload; another one that waited
+    # beside it, or comes into view now, is not.
+    if asked_again((await _questions(console, thread_id)).values(), before[token]):
         return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
     return console.back_to(request, "inbox", "answered")
 
 
 async def _questions(console: Console, thread_id: str) -> dict[str, PendingApproval]:
     """What a thread waits on, by question token."""
-    waiting = await apending_approvals(console.saver, thread_id=thread_id, limit=10)
+    waiting = await apending_approvals(console.saver, thread_id=thread_id)
     return {views.question_token(p): p for p in waiting}
 
 

@@ -78,7 +78,7 @@ def question_token(pending: PendingApproval) -> str:
     """A fingerprint of one question as asked: a page answers only the question it showed.
 
     It changes when the thread moves on, and when an approval node asks again (a refused
-    approver or a changed request puts a new payload under the same interrupt id).
+    approver or a changed request: a new payload, under a new interrupt id).
     """
     text = json.dumps(
         [pending.thread_id, pending.checkpoint_id, pending.interrupt_id, pending.value],

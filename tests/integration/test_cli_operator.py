@@ -105,7 +105,7 @@ class Pair(TypedDict, total=False):
 
 
 def two_at_once(saver: DurablePostgresSaver) -> Any:
-    """Two approvals asked at once by parallel nodes."""
+    """Two approvals asked at once by parallel nodes; eve may answer neither."""
     builder = StateGraph(Pair)
     for side in ("left", "right"):
         builder.add_node(
@@ -116,6 +116,7 @@ def two_at_once(saver: DurablePostgresSaver) -> Any:
                 on_reject=END,
                 decision_key=f"{side}_approval",
                 outcome_key=f"{side}_outcome",
+                authorize=lambda s, d: d.approver != "eve" or "eve may not answer",
             ),
         )
         builder.add_edge(START, f"approve_{side}")
@@ -445,18 +446,25 @@ def test_approvals_answer_the_question_named_by_its_interrupt_id(
     assert first in out
     assert second in out
 
-    def approve(interrupt_id: str) -> tuple[int, Any, str]:
+    def approve(interrupt_id: str, approver: str = "dana") -> tuple[int, Any, str]:
         return cli(
             capsys,
             dsn,
-            *("approvals", "approve", thread, "--approver", "dana"),
+            *("approvals", "approve", thread, "--approver", approver),
             *("--interrupt", interrupt_id, "--graph", "test_cli_operator:two_at_once"),
         )
 
     code, _, err = approve("nope")
     assert code == 1
-    assert "asked under interrupt id 'nope'" in err
+    assert f"no approval waiting under interrupt id 'nope' (waiting: {first!r}, {second!r})" in err
+    # Refused by the node: the question is asked again, and the command says so.
+    code, answer, _ = approve(first, "eve")
+    assert (code, answer["accepted"]) == (1, False)
+    assert "eve may not answer" in answer["refused"]
+    # The other question goes through, though the first still carries its refusal.
     code, answer, _ = approve(second)
-    assert (code, answer["via"]) == (0, "graph")
+    assert (code, answer["via"], answer["accepted"], answer["refused"]) == (0, "graph", True, None)
     code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
-    assert [a["interrupt_id"] for a in listed["approvals"]] == [first]
+    (still,) = listed["approvals"]  # the first, asked again with its refusal, under a new id
+    assert still["interrupt_id"] not in (first, second)
+    assert "eve may not answer" in still["value"]["refused"]

@@ -8,15 +8,20 @@ lists its tasks against id order on purpose.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
+import pytest
 from langgraph.types import Interrupt, PregelTask, StateSnapshot
 
+from langgraph_durable import NotWaitingError
 from langgraph_durable.approvals import (
     ApprovalDecision,
     PendingApproval,
     answer_for,
     answer_from_pending,
+    approval_to_answer,
+    asked_again,
 )
 
 THREAD = "two-approvals"
@@ -55,6 +60,7 @@ def pending(interrupt_id: str) -> PendingApproval:
         thread_id=THREAD,
         checkpoint_id="1",
         interrupt_id=interrupt_id,
+        task_id=f"task-of-{interrupt_id}",
         value=approval(interrupt_id).value,
         is_approval=True,
         waiting_since=datetime(2026, 12, 5, tzinfo=timezone.utc),
@@ -77,3 +83,27 @@ def test_both_ways_of_answering_pick_the_same_question() -> None:
 def test_one_question_is_answered_with_a_plain_resume() -> None:
     state = snapshot([("task-a", approval("asked-by-a"))])
     assert answer_for(state, THREAD, DECISION) == DECISION.model_dump()
+
+
+def test_a_question_named_by_an_id_that_waits_nowhere_lists_the_ids_that_do() -> None:
+    state = snapshot([("task-b", approval("asked-by-b")), ("task-a", approval("asked-by-a"))])
+    listed = [pending("asked-by-a"), pending("asked-by-b")]
+    expected = "interrupt id 'typo' (waiting: 'asked-by-a', 'asked-by-b')"
+    with pytest.raises(NotWaitingError) as from_state:
+        answer_for(state, THREAD, DECISION, interrupt_id="typo")
+    with pytest.raises(NotWaitingError) as from_listing:
+        approval_to_answer(listed, THREAD, interrupt_id="typo")
+    assert expected in str(from_state.value)
+    assert expected in str(from_listing.value)
+    assert approval_to_answer(listed, THREAD) == listed[0]
+    assert approval_to_answer(listed, THREAD, interrupt_id="asked-by-b") == listed[1]
+
+
+def test_a_question_asked_again_is_found_by_its_task_not_its_id() -> None:
+    """A node that asks again asks in the same task under a new interrupt id; a question
+    of another task, refused earlier or not, is not the answered one asked again."""
+    first, second = pending("asked-by-a"), pending("asked-by-b")
+    again = replace(first, interrupt_id="asked-again-by-a", value={"refused": "no"})
+    assert asked_again([again, second], first) == again
+    assert asked_again([again], second) is None
+    assert asked_again([replace(again, checkpoint_id="2")], first) is None

@@ -22,7 +22,7 @@ from langgraph_durable.web._views import (
 
 
 def pending(value: Any, checkpoint_id: str = "c1") -> PendingApproval:
-    return PendingApproval("t", checkpoint_id, "i1", value, True, None, None)
+    return PendingApproval("t", checkpoint_id, "i1", "task-1", value, True, None, None)
 
 
 def test_ages_show_their_two_largest_units() -> None:

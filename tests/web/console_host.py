@@ -88,19 +88,14 @@ def recheck_builder() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-class Pair(TypedDict, total=False):
-    item: str
-    left_approval: dict[str, Any]
-    left_outcome: str
-    right_approval: dict[str, Any]
-    right_outcome: str
-
-
-def pair_builder() -> StateGraph[Any, Any, Any, Any]:
-    """A third graph: two approvals asked at once, by parallel nodes, so a thread waits on
-    two questions and the page must answer the one its form showed."""
-    builder = StateGraph(Pair)
-    for side in ("left", "right"):
+def parallel_builder(sides: tuple[str, ...]) -> StateGraph[Any, Any, Any, Any]:
+    """Approvals asked at once, one per side, by parallel nodes, so a thread waits on
+    several questions and the page must answer the one its form showed."""
+    fields: dict[str, Any] = {"item": str}
+    for side in sides:
+        fields.update({f"{side}_approval": dict[str, Any], f"{side}_outcome": str})
+    builder = StateGraph(TypedDict("Parallel", fields, total=False))
+    for side in sides:
         builder.add_node(f"{side}_done", lambda state: {})
         builder.add_edge(START, f"{side}_done")
         builder.add_edge(f"{side}_done", END)
@@ -112,6 +107,11 @@ def pair_builder() -> StateGraph[Any, Any, Any, Any]:
             outcome_key=f"{side}_outcome",
         )
     return builder
+
+
+PAIR = ("left", "right")
+ELEVEN = tuple(f"q{i:02d}" for i in range(11))
+"""More questions at once than the console once fetched for a thread (ten)."""
 
 
 def host_app(
@@ -134,7 +134,8 @@ def host_app(
                 graphs=[
                     GraphVersion("northwind", "1", graph),
                     recheck_builder().compile(checkpointer=saver),
-                    pair_builder().compile(checkpointer=saver),
+                    parallel_builder(PAIR).compile(checkpointer=saver),
+                    parallel_builder(ELEVEN).compile(checkpointer=saver),
                 ],
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from console_host import pair_builder, recheck_builder
+from console_host import ELEVEN, PAIR, parallel_builder, recheck_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
 from starlette.testclient import TestClient
 
@@ -349,7 +349,7 @@ def test_of_two_questions_asked_at_once_the_page_answers_the_one_it_showed(
     (the console once sent every answer to the thread's first question)."""
     thread = "pair-1"
     with DurablePostgresSaver.from_conn_string(world) as saver:
-        pair_builder().compile(checkpointer=saver).invoke(
+        parallel_builder(PAIR).compile(checkpointer=saver).invoke(
             {"item": "desk"}, {"configurable": {"thread_id": thread}}
         )
         asked = pending_approvals(saver, thread_id=thread)
@@ -367,6 +367,25 @@ def test_of_two_questions_asked_at_once_the_page_answers_the_one_it_showed(
     done = answer(ana, fields, action="reject", comment="first")
     assert done.headers["location"] == "/console/?notice=answered"
     assert waiting(world, thread) == 0
+
+
+def test_a_thread_waiting_on_eleven_questions_shows_and_answers_each(
+    world: str, ana: TestClient
+) -> None:
+    """Every question of a thread has a form, and answering one says answered: the
+    console once fetched ten, so the eleventh had no form and came into view after an
+    answer, which the page then took for the question asked again."""
+    thread = "eleven-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        parallel_builder(ELEVEN).compile(checkpointer=saver).invoke(
+            {"item": "chairs"}, {"configurable": {"thread_id": thread}}
+        )
+    page = approval_page(ana, thread)
+    tokens = re.findall(r'name="question" value="([^"]+)"', page)
+    assert len(tokens) == len(ELEVEN)
+    done = answer(ana, form_fields(page), action="approve", comment="first")
+    assert done.headers["location"] == "/console/?notice=answered"
+    assert waiting(world, thread) == len(ELEVEN) - 1
 
 
 @pytest.mark.parametrize("kind", ["plain thread", "registry run"])

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
 
 from langgraph_durable.errors import (
     InvalidInputError,
@@ -17,7 +21,14 @@ from langgraph_durable.errors import (
     UnserializableValueError,
 )
 
-__all__ = ["ID_LIMITS", "json_text", "lone_surrogate", "stored_id", "thread_id_of"]
+__all__ = [
+    "ID_LIMITS",
+    "checkpoint_json_text",
+    "json_text",
+    "lone_surrogate",
+    "stored_id",
+    "thread_id_of",
+]
 
 ID_LIMITS = {
     "thread_id": 1024,
@@ -117,3 +128,52 @@ def json_text(value: object, where: str) -> str:
             "nothing was written. Remove it."
         )
     return text
+
+
+_EXACT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+_EXACT |= orjson.OPT_PASSTHROUGH_SUBCLASS
+"""Values orjson would write on its own where `json` writes them otherwise or refuses them
+(dataclasses, datetimes, subclasses of str, int, dict and list) go to its `default`
+instead, which it has none of: it refuses them, and `json_text` takes over."""
+
+
+def checkpoint_json_text(checkpoint: Mapping[str, Any], where: str) -> str:
+    """`json_text` of a checkpoint as `checkpoint_row` stores it, written by orjson: a
+    checkpoint's JSON is most of the Python of a step, and orjson writes it about 20
+    times faster than `json`.
+
+    orjson writes the same JSON for the values a stored checkpoint holds (ids, timestamps,
+    versions, and inline channel values: text, whole numbers, booleans, None and finite
+    floats, `_core._is_inline`), except for numbers' spelling (`1e-7` for `1e-07`, the
+    same number to JSONB). Anything else takes `json_text`'s path, so the text and the
+    errors stay exactly `json_text`'s: a value orjson refuses (a subclass, a big integer,
+    a key that is not text, a lone surrogate), versions that are not text or whole
+    numbers (orjson would write a NaN as null, and a UUID or an enum where `json`
+    refuses them), or an escaped NUL.
+    """
+    if not _plain_versions(checkpoint):
+        return json_text(checkpoint, where)
+    try:
+        encoded = orjson.dumps(checkpoint, option=_EXACT)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json_text(checkpoint, where)
+    if b"\\u0000" in encoded:
+        return json_text(checkpoint, where)
+    return encoded.decode()
+
+
+_VERSION_TYPES = frozenset({str, int})
+
+
+def _plain_versions(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether every channel version in `checkpoint` is text or a whole number."""
+    versions = checkpoint.get("channel_versions")
+    seen = checkpoint.get("versions_seen")
+    if type(versions) is not dict or type(seen) is not dict:
+        return False
+    if not _VERSION_TYPES.issuperset(map(type, versions.values())):
+        return False
+    return all(
+        type(by_channel) is dict and _VERSION_TYPES.issuperset(map(type, by_channel.values()))
+        for by_channel in seen.values()
+    )

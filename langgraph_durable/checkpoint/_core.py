@@ -33,7 +33,14 @@ from typing_extensions import LiteralString
 from langgraph_durable import _langgraph
 from langgraph_durable._db import BytesArray, IntArray, TextArray
 from langgraph_durable._fencing import fence_of
-from langgraph_durable._ids import ID_LIMITS, json_text, lone_surrogate, stored_id, thread_id_of
+from langgraph_durable._ids import (
+    ID_LIMITS,
+    checkpoint_json_text,
+    json_text,
+    lone_surrogate,
+    stored_id,
+    thread_id_of,
+)
 from langgraph_durable._sql import store_writes
 from langgraph_durable.errors import (
     FencedOutError,
@@ -292,7 +299,7 @@ def checkpoint_row(
         "parent_checkpoint_id": None
         if parent_id is None
         else stored_id(parent_id, "checkpoint_id"),
-        "checkpoint": json_text(stored, f"checkpoint {checkpoint['id']}"),
+        "checkpoint": checkpoint_json_text(stored, f"checkpoint {checkpoint['id']}"),
         "metadata": json_text(serializable_metadata, "checkpoint metadata"),
         **fence_params(config),
         "step": step if isinstance(step, int) and not isinstance(step, bool) else None,

@@ -265,3 +265,84 @@ def test_a_fetched_tuple_is_named_by_the_read_columns_and_must_match_them() -> N
     assert row["checkpoint_id"] == "value of checkpoint_id"
     with pytest.raises(ValueError, match="zip"):  # a statement with another column count
         _core.tuple_row_of((*values, "extra"))
+
+
+def _checkpoint_of(values: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    checkpoint: dict[str, Any] = dict(empty_checkpoint())
+    checkpoint["channel_values"] = values
+    checkpoint["channel_versions"] = {name: f"{i:032}.0.5" for i, name in enumerate(values)}
+    checkpoint["versions_seen"] = {"node": dict(checkpoint["channel_versions"])}
+    return {**checkpoint, **fields}
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "same_text"),
+    [
+        (_checkpoint_of({"text": 'é \n \t \x1f \u2028 / \\ " end', "n": 3, "no": None}), True),
+        (_checkpoint_of({"half": 0.5, "neg": -0.0, "big": 2**62, "ok": True}), True),
+        (_checkpoint_of({"tiny": 1e-7, "huge": 1e300}), False),
+        (_checkpoint_of({"x": 1}, updated_channels=None, versions_seen={}), True),
+        (_checkpoint_of({}, channel_versions={"a": 3, "b": "0004.0.1"}), True),
+    ],
+    ids=["text", "numbers", "exponents", "no-updates", "int-versions"],
+)
+def test_a_checkpoints_json_is_the_same_json_either_way(
+    checkpoint: dict[str, Any], same_text: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """orjson writes a checkpoint (json_text is not called) as json would: the same text,
+    except for numbers in exponent notation (1e-7 for 1e-07), which are the same numbers."""
+    expected = _ids.json_text(checkpoint, "checkpoint")
+
+    def not_called(value: Any, where: str) -> str:
+        raise AssertionError("json_text was called")
+
+    monkeypatch.setattr(_ids, "json_text", not_called)
+    fast = _ids.checkpoint_json_text(checkpoint, "checkpoint")
+    assert json.loads(fast) == json.loads(expected)
+    assert (fast == expected) is same_text
+
+
+class _Plain(enum.Enum):
+    A = "a"
+
+
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        _checkpoint_of({"text": _Text("plain"), "level": _Level.HIGH}),
+        _checkpoint_of({"n": 2**70}),
+        _checkpoint_of({"x": 1}, versions_seen={"node": {1: "v"}}),
+        _checkpoint_of({"x": 1}, channel_versions={"x": math.nan}),
+        _checkpoint_of({"x": 1}, channel_versions={"x": 1.5}),
+        _checkpoint_of({"x": 1}, channel_versions={"x": _Plain.A}),
+        _checkpoint_of({"x": 1}, channel_versions={"x": "a\x00b"}),
+        _checkpoint_of({"x": 1}, channel_versions={"x": "a\ud800"}),
+        _checkpoint_of({"x": 1}, versions_seen={"node": ["not", "a", "dict"]}),
+    ],
+    ids=[
+        "subclasses",
+        "big-int",
+        "int-key",
+        "nan-version",
+        "float-version",
+        "enum-version",
+        "nul",
+        "lone-surrogate",
+        "odd-versions-seen",
+    ],
+)
+def test_what_orjson_would_write_otherwise_takes_json_texts_path(
+    checkpoint: dict[str, Any],
+) -> None:
+    """Same text, or the same error, as json_text: orjson writes NaN as null and an enum
+    or a UUID where json refuses them; it refuses subclasses, big integers, keys that are
+    not text and lone surrogates, and escapes NUL."""
+    try:
+        expected: str | type[Exception] = _ids.json_text(checkpoint, "checkpoint")
+    except (InvalidInputError, UnserializableValueError) as exc:
+        expected = type(exc)
+    if isinstance(expected, str):
+        assert _ids.checkpoint_json_text(checkpoint, "checkpoint") == expected
+    else:
+        with pytest.raises(expected):
+            _ids.checkpoint_json_text(checkpoint, "checkpoint")

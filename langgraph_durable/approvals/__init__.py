@@ -20,6 +20,7 @@ from langgraph_durable.approvals._waiting import (
     asked_again,
     pending_from_rows,
     refusal_for,
+    refusal_of,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "pending_approvals",
     "pending_from_rows",
     "refusal_for",
+    "refusal_of",
     "resume_approval",
     "validate_decision",
 ]

@@ -31,6 +31,7 @@ __all__ = [
     "asked_again",
     "pending_from_rows",
     "refusal_for",
+    "refusal_of",
     "waiting_approval",
     "wrong_saver",
 ]
@@ -173,9 +174,10 @@ def approval_to_answer(
             f"Thread {thread_id!r} is not waiting for an approval (`approvals list` shows "
             "the threads that are, and their questions' ids)."
         )
+    waiting = (p.interrupt_id for p in pending if p.is_approval and p.thread_id == thread_id)
     raise NotWaitingError(
         f"Thread {thread_id!r} has no approval waiting under interrupt id {interrupt_id!r}"
-        f"{_waiting_ids(p.interrupt_id for p in pending if p.is_approval)}: the id is "
+        f"{_waiting_ids(waiting)}: the id is "
         "wrong, or the question was answered or asked again since it was listed (`approvals "
         "list` shows what waits now)."
     )
@@ -203,21 +205,38 @@ def answer_from_pending(
 
 
 def asked_again(
-    after: Iterable[PendingApproval], answered: PendingApproval
+    after: Iterable[PendingApproval],
+    answered: PendingApproval,
+    before: Iterable[PendingApproval],
 ) -> PendingApproval | None:
-    """The question an answer went to, if it is asked again among `after` (what the thread
-    waits on once the answer was sent): its approval node judged the answer again and
-    asked anew (a refused approver, a changed request), in the same task at the same
-    checkpoint, under a new interrupt id. None when the answer went through. Other
-    questions that waited beside it, or that the thread asks next, are not it."""
+    """The question an answer went to, if its node refused the answer and asked again:
+    among `after` (what the thread waits on once the answer was sent), a question of the
+    answered task at the same checkpoint, under an interrupt id that did not wait `before`
+    the answer was sent, that carries the node's reason (`refused`: an approver `authorize`
+    refused, a request that changed). None when the answer went through.
+
+    The task alone does not tell: a subgraph's questions all share the parent graph's task,
+    so a question that waited beside the answered one (refused earlier or not) has that
+    task too, and so has a different question the node asks next, which carries no reason.
+    """
+    waited = {p.interrupt_id for p in before}
     for p in after:
-        if (p.thread_id, p.checkpoint_id, p.task_id) == (
-            answered.thread_id,
-            answered.checkpoint_id,
-            answered.task_id,
+        if (
+            (p.thread_id, p.checkpoint_id, p.task_id)
+            == (answered.thread_id, answered.checkpoint_id, answered.task_id)
+            and p.interrupt_id not in waited
+            and refusal_of(p) is not None
         ):
             return p
     return None
+
+
+def refusal_of(question: PendingApproval) -> str | None:
+    """Why an approval node asks `question` again (its `refused` reason), or None for a
+    question asked the first time."""
+    value = question.value
+    reason = value.get("refused") if isinstance(value, Mapping) else None
+    return str(reason) if reason else None
 
 
 def _waiting_ids(ids: Iterable[str]) -> str:

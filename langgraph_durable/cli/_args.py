@@ -374,6 +374,7 @@ def parser() -> argparse.ArgumentParser:
             type=_seconds,
             default=60.0,
             metavar="SECONDS",
-            help="without --graph: how long to wait for the worker (default: 60)",
+            help="without --graph: how long to wait for the worker to judge the answer "
+            "(default: 60; exit 4 when it has not)",
         )
     return top

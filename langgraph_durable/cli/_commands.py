@@ -27,6 +27,7 @@ from langgraph_durable.approvals import (
     approval_to_answer,
     asked_again,
     pending_approvals,
+    refusal_of,
     resume_approval,
     validate_decision,
 )
@@ -285,13 +286,17 @@ def runs_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 def runs_wait(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     runs = RunRegistry(saver)
     run = runs.wait_for(args.run_id, timeout=args.timeout)
+    return Result({"run": run_json(runs, run, full=True)}, _show_run, code=_wait_code(run))
+
+
+def _wait_code(run: Run) -> int:
+    """The exit code for a run waited on: 0 it succeeded or waits at an interrupt,
+    `EXIT_RUN_FAILED` it ended otherwise or is blocked, `EXIT_STILL_RUNNING` not yet."""
     if not run.finished and run.status is not RunStatus.BLOCKED:
-        code = EXIT_STILL_RUNNING
-    elif run.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED):
-        code = 0
-    else:
-        code = EXIT_RUN_FAILED
-    return Result({"run": run_json(runs, run, full=True)}, _show_run, code=code)
+        return EXIT_STILL_RUNNING
+    if run.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED):
+        return 0
+    return EXIT_RUN_FAILED
 
 
 def runs_cancel(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
@@ -368,6 +373,7 @@ def _pending_json(waiting: PendingApproval) -> dict[str, Any]:
         "thread_id": waiting.thread_id,
         "checkpoint_id": waiting.checkpoint_id,
         "interrupt_id": waiting.interrupt_id,
+        "task_id": waiting.task_id,
         "is_approval": waiting.is_approval,
         "waiting_since": record(waiting.waiting_since),
         "age_seconds": None if waiting.age is None else waiting.age.total_seconds(),
@@ -432,6 +438,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
     answer = answer_from_pending(pending, args.thread, decision, interrupt_id=args.interrupt)
     answered = approval_to_answer(pending, args.thread, interrupt_id=args.interrupt)
     data: dict[str, Any] = {"thread_id": args.thread, "decision": record(decision)}
+    code = 0
     if args.graph:
         graph = _load_graph(args.graph, saver)
         resume_approval(graph, args.thread, decision, interrupt_id=args.interrupt)
@@ -439,6 +446,13 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
     else:
         runs = RunRegistry(saver)
         waiting = runs.list(thread_id=args.thread, status=RunStatus.INTERRUPTED, limit=1)
+        busy = [r for r in runs.list(thread_id=args.thread, limit=1) if not r.finished]
+        if not waiting and busy:
+            raise NotWaitingError(
+                f"Thread {args.thread!r} has an answer on its way: its run {busy[0].run_id} "
+                f"is {busy[0].status.value}. Wait for it (`langgraph-durable runs wait "
+                f"{busy[0].run_id}`), then list the thread's approvals again."
+            )
         if not waiting:
             raise NotWaitingError(
                 f"Thread {args.thread!r} waits for an approval, but no interrupted run of the "
@@ -449,16 +463,27 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         run = runs.wait_for(run.run_id, timeout=args.timeout)
         data["via"] = "run"
         data["run"] = run_json(runs, run)
-    # The node judged the answer again (authorize, revalidate): a refusal comes back as
-    # the same question asked anew. Another question, refused earlier, is not this one's.
-    after = pending_approvals(saver, thread_id=args.thread)
-    again = asked_again(after, answered)
-    refused = again.value.get("refused") if again and isinstance(again.value, dict) else None
-    data["accepted"] = not refused
-    data["refused"] = refused or None
+        code = _wait_code(run)
+    if code:
+        # No worker judged the answer by --timeout, or the run ended without it: what still
+        # waits is no verdict on this answer.
+        data["accepted"] = data["refused"] = None
+    else:
+        # The node judged the answer again (authorize, revalidate): a refusal comes back as
+        # the same question asked anew, with its reason.
+        again = asked_again(pending_approvals(saver, thread_id=args.thread), answered, pending)
+        data["refused"] = refusal_of(again) if again is not None else None
+        data["accepted"] = data["refused"] is None
+        code = 1 if data["refused"] else 0
 
     def show(d: dict[str, Any]) -> None:
         verdict = "approved" if approved else "rejected"
+        if d["accepted"] is None:
+            run_id, status = d["run"]["run_id"], d["run"]["status"]
+            print(f"thread {d['thread_id']}: answer sent to run {run_id}, now {status}")
+            if code == EXIT_STILL_RUNNING:
+                print(f"  not judged yet; see `langgraph-durable runs wait {run_id}`")
+            return
         if d["refused"]:
             print(f"thread {d['thread_id']}: not accepted: {d['refused']}")
         else:
@@ -466,7 +491,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         if "run" in d:
             print(f"  run {d['run']['run_id']}: {d['run']['status']}")
 
-    return Result(data, show, code=1 if refused else 0)
+    return Result(data, show, code=code)
 
 
 def approve(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:

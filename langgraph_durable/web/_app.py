@@ -327,10 +327,9 @@ async def answer(console: Console, request: Request) -> Response:
         await aresume_approval(
             graph, thread_id, decision, model=model, config=config, interrupt_id=question
         )
-    # The node judged the answer again (authorize, revalidate): say what it decided. The
-    # question asked again is this one, with a new payload; another one that waited
-    # beside it, or comes into view now, is not.
-    if asked_again((await _questions(console, thread_id)).values(), before[token]):
+    # The node judged the answer again (authorize, revalidate): say what it decided.
+    after = (await _questions(console, thread_id)).values()
+    if asked_again(after, before[token], before.values()):
         return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
     return console.back_to(request, "inbox", "answered")
 

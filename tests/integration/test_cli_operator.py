@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import psycopg
 import pytest
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
@@ -120,6 +121,14 @@ def two_at_once(saver: DurablePostgresSaver) -> Any:
             ),
         )
         builder.add_edge(START, f"approve_{side}")
+    return builder.compile(checkpointer=saver)
+
+
+def two_in_a_subgraph(saver: DurablePostgresSaver) -> Any:
+    """`two_at_once` as a subgraph: both questions are asked in one task of this graph."""
+    builder = StateGraph(Pair)
+    builder.add_node("review", two_at_once(None))  # type: ignore[arg-type]
+    builder.add_edge(START, "review")
     return builder.compile(checkpointer=saver)
 
 
@@ -468,3 +477,63 @@ def test_approvals_answer_the_question_named_by_its_interrupt_id(
     (still,) = listed["approvals"]  # the first, asked again with its refusal, under a new id
     assert still["interrupt_id"] not in (first, second)
     assert "eve may not answer" in still["value"]["refused"]
+
+
+def test_a_subgraphs_answers_get_their_own_verdicts(
+    capsys: pytest.CaptureFixture[str],
+    dsn: str,
+    saver: DurablePostgresSaver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A subgraph's two questions share the parent's task: a refusal of one is not the
+    other's verdict, either way round."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    thread = f"cli-sub-{uuid.uuid4().hex[:6]}"
+    two_in_a_subgraph(saver).invoke({}, {"configurable": {"thread_id": thread}})
+    code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
+    left, right = listed["approvals"]
+    assert left["task_id"] == right["task_id"]
+
+    def approve(interrupt_id: str, approver: str) -> tuple[int, Any, str]:
+        return cli(
+            capsys,
+            dsn,
+            *("approvals", "approve", thread, "--approver", approver),
+            *("--interrupt", interrupt_id, "--graph", "test_cli_operator:two_in_a_subgraph"),
+        )
+
+    code, answer, _ = approve(left["interrupt_id"], "eve")
+    assert (code, answer["accepted"]) == (1, False)
+    assert "eve may not answer" in answer["refused"]
+    code, answer, _ = approve(right["interrupt_id"], "dana")  # the left one stays refused
+    assert (code, answer["accepted"], answer["refused"]) == (0, True, None)
+    code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
+    (left_again,) = listed["approvals"]
+    code, answer, _ = approve(left_again["interrupt_id"], "eve")
+    assert (code, answer["accepted"]) == (1, False)
+
+
+def test_an_answer_no_worker_took_by_the_timeout_is_reported_queued(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """Until a worker judges the answer, what waits (here, the question with an earlier
+    refusal) is no verdict on it: exit 4, as `runs wait` when the run has not finished."""
+    graph = approving(saver)
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"order_id": "8891"})
+    worker.run_until_idle()
+    runs.resume(run.run_id, Command(resume={"approved": True, "approver": "eve"}))
+    worker.run_until_idle()  # refused: asked again with eve's refusal
+    code, answer, _ = cli(
+        capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "dana", "--timeout", "0"
+    )
+    assert (code, answer["accepted"], answer["refused"]) == (4, None, None)
+    assert answer["run"]["status"] == "pending"
+    code, out = text(capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "dana")
+    assert code == 1
+    assert f"answer on its way: its run {run.run_id} is pending" in out
+    code, out = text(capsys, dsn, "runs", "wait", run.run_id, "--timeout", "0")
+    assert (code, "pending" in out) == (4, True)
+    worker.run_until_idle()
+    assert runs.get(run.run_id).status.value == "success"
+    assert runs.output_of(runs.get(run.run_id))["log"] == ["refunded"]

@@ -22,6 +22,7 @@ from langgraph_durable.approvals import (
     answer_from_pending,
     approval_to_answer,
     asked_again,
+    refusal_of,
 )
 
 THREAD = "two-approvals"
@@ -99,11 +100,33 @@ def test_a_question_named_by_an_id_that_waits_nowhere_lists_the_ids_that_do() ->
     assert approval_to_answer(listed, THREAD, interrupt_id="asked-by-b") == listed[1]
 
 
-def test_a_question_asked_again_is_found_by_its_task_not_its_id() -> None:
-    """A node that asks again asks in the same task under a new interrupt id; a question
-    of another task, refused earlier or not, is not the answered one asked again."""
+def test_a_question_asked_again_is_the_answered_tasks_new_refusal() -> None:
+    """A refusing node asks in the same task under a new interrupt id, with its reason; a
+    question of another task, refused earlier or not, is not the answered one asked again."""
     first, second = pending("asked-by-a"), pending("asked-by-b")
     again = replace(first, interrupt_id="asked-again-by-a", value={"refused": "no"})
-    assert asked_again([again, second], first) == again
-    assert asked_again([again], second) is None
-    assert asked_again([replace(again, checkpoint_id="2")], first) is None
+    assert asked_again([again, second], first, [first, second]) == again
+    assert refusal_of(again) == "no"
+    assert asked_again([again], second, [again, second]) is None
+    assert asked_again([replace(again, checkpoint_id="2")], first, [first]) is None
+
+
+def test_a_subgraphs_questions_share_a_task_yet_are_told_apart() -> None:
+    """A subgraph's questions are all asked in one task of the parent graph: the one that
+    waited beside the answered one, with an earlier refusal, is not the answer refused;
+    nor is the next question the node asks, which carries no reason."""
+    left = pending("left")
+    right = replace(pending("right"), task_id=left.task_id)
+    left_again = replace(left, interrupt_id="left-again", value={"refused": "eve may not"})
+    assert asked_again([right, left_again], left, [left, right]) == left_again
+    assert asked_again([left_again], right, [right, left_again]) is None
+    asked_next = replace(left, interrupt_id="next", value={"kind": "approval", "request": {}})
+    assert asked_again([asked_next], left, [left]) is None
+    assert refusal_of(asked_next) is None
+
+
+def test_an_unknown_interrupt_id_names_only_the_threads_own_questions() -> None:
+    elsewhere = replace(pending("of-another-thread"), thread_id="another")
+    with pytest.raises(NotWaitingError) as raised:
+        approval_to_answer([pending("asked-by-a"), elsewhere], THREAD, interrupt_id="typo")
+    assert "(waiting: 'asked-by-a')" in str(raised.value)

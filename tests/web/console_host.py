@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, GraphVersion
-from langgraph_durable.approvals import ApprovalDecision, add_approval_before
+from langgraph_durable.approvals import ApprovalDecision, add_approval_before, approval_node
 from langgraph_durable.web import create_app
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "northwind_refund.py"
@@ -109,6 +109,37 @@ def parallel_builder(sides: tuple[str, ...]) -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
+class Sequence(TypedDict, total=False):
+    item: str
+    first_approval: dict[str, Any]
+    first_outcome: str
+    second_approval: dict[str, Any]
+    second_outcome: str
+
+
+def sequence_builder() -> StateGraph[Any, Any, Any, Any]:
+    """Two approvals one after the other inside a subgraph: both are asked in the one task
+    of the parent graph that runs the subgraph, at the same checkpoint of the thread."""
+    inner = StateGraph(Sequence)
+    for step, then in (("first", "second"), ("second", END)):
+        inner.add_node(
+            step,
+            approval_node(
+                request=lambda s, step=step: {"item": s["item"], "step": step},
+                on_approve=then,
+                on_reject=END,
+                decision_key=f"{step}_approval",
+                outcome_key=f"{step}_outcome",
+            ),
+        )
+    inner.add_edge(START, "first")
+    outer = StateGraph(Sequence)
+    outer.add_node("review_in_sequence", inner.compile())
+    outer.add_edge(START, "review_in_sequence")
+    outer.add_edge("review_in_sequence", END)
+    return outer
+
+
 PAIR = ("left", "right")
 ELEVEN = tuple(f"q{i:02d}" for i in range(11))
 """More questions at once than the console once fetched for a thread (ten)."""
@@ -136,6 +167,7 @@ def host_app(
                     recheck_builder().compile(checkpointer=saver),
                     parallel_builder(PAIR).compile(checkpointer=saver),
                     parallel_builder(ELEVEN).compile(checkpointer=saver),
+                    sequence_builder().compile(checkpointer=saver),
                 ],
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from console_host import ELEVEN, PAIR, parallel_builder, recheck_builder
+from console_host import ELEVEN, PAIR, parallel_builder, recheck_builder, sequence_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
 from starlette.testclient import TestClient
 
@@ -386,6 +386,28 @@ def test_a_thread_waiting_on_eleven_questions_shows_and_answers_each(
     done = answer(ana, form_fields(page), action="approve", comment="first")
     assert done.headers["location"] == "/console/?notice=answered"
     assert waiting(world, thread) == len(ELEVEN) - 1
+
+
+def test_the_next_question_of_the_answered_task_is_not_the_answer_refused(
+    world: str, ana: TestClient
+) -> None:
+    """A subgraph asks its second question in the same task of the parent graph, at the
+    same checkpoint, under a new interrupt id: the answer went through, and the page says
+    so (it once took the second question for the first asked again)."""
+    thread = "sequence-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        sequence_builder().compile(checkpointer=saver).invoke(
+            {"item": "van"}, {"configurable": {"thread_id": thread}}
+        )
+        (first,) = pending_approvals(saver, thread_id=thread)
+    done = answer(ana, form_fields(approval_page(ana, thread)), action="approve", comment="1")
+    assert done.headers["location"] == "/console/?notice=answered"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        (second,) = pending_approvals(saver, thread_id=thread)
+    assert (second.task_id, second.value["request"]["step"]) == (first.task_id, "second")
+    done = answer(ana, form_fields(approval_page(ana, thread)), action="approve", comment="2")
+    assert done.headers["location"] == "/console/?notice=answered"
+    assert waiting(world, thread) == 0
 
 
 @pytest.mark.parametrize("kind", ["plain thread", "registry run"])

@@ -1,5 +1,6 @@
 """Array parameters with a known Postgres type (`_db.arrays`) reach the server as the same
-values a plain list would, and psycopg uses their fixed dumpers, not the list inspection."""
+values a plain list would, and psycopg uses their fixed dumpers, not the list inspection:
+ours, which write the bytes psycopg's own dumper for that array type writes."""
 
 from __future__ import annotations
 
@@ -38,12 +39,29 @@ def test_typed_arrays_use_their_own_dumpers(db_dsn: str) -> None:
         types = conn.adapters.types
         for cls, name in ((TextArray, "text"), (BytesArray, "bytea"), (IntArray, "int8")):
             found = conn.adapters.get_dumper(cls, PyFormat.BINARY)
-            assert found.oid == types[name].array_oid, cls  # type: ignore[attr-defined]
-            assert found.element_oid == types[name].oid, cls  # type: ignore[attr-defined]
-            # psycopg's own dumper for that array type: nothing else changes.
-            assert found is conn.adapters.get_dumper_by_oid(types[name].array_oid, Format.BINARY)
+            dumper = found(cls, conn)
+            assert dumper.oid == types[name].array_oid, cls
+            assert dumper.element_oid == types[name].oid, cls  # type: ignore[attr-defined]
             # `%s` (the effect journal's seen statuses) picks it too.
             assert conn.adapters.get_dumper(cls, PyFormat.AUTO) is found
+
+
+@pytest.mark.parametrize(("value", "cast"), CASES)
+def test_typed_arrays_write_the_bytes_psycopg_writes(db_dsn: str, value: Any, cast: str) -> None:
+    """psycopg's own binary dumper for the array type (`get_dumper_by_oid`) is the reference:
+    the same header, lengths, NULL markers and element bytes."""
+    with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn:
+        oid = conn.adapters.types[cast.removesuffix("[]").replace("int", "int8")].array_oid
+        theirs = conn.adapters.get_dumper_by_oid(oid, Format.BINARY)(list, conn)
+        ours = conn.adapters.get_dumper(type(value), PyFormat.BINARY)(type(value), conn)
+        assert bytes(ours.dump(value)) == bytes(theirs.dump(list(value)))  # type: ignore[arg-type]
+
+
+def test_a_text_array_is_written_in_the_client_encoding(db_dsn: str) -> None:
+    with psycopg.connect(db_dsn, **CONNECTION_KWARGS) as conn:
+        conn.execute("SET client_encoding TO 'LATIN1'")
+        row = conn.execute("SELECT %(a)b::text[] AS a", {"a": TextArray(["café", None])}).fetchone()
+    assert row == {"a": ["café", None]}
 
 
 def test_typed_text_arrays_compare_in_the_default_format(db_dsn: str) -> None:

@@ -446,8 +446,8 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
     else:
         runs = RunRegistry(saver)
         waiting = runs.list(thread_id=args.thread, status=RunStatus.INTERRUPTED, limit=1)
-        busy = [r for r in runs.list(thread_id=args.thread, limit=1) if not r.finished]
-        if not waiting and busy:
+        busy = [] if waiting else runs.list(thread_id=args.thread, limit=1)
+        if busy and not busy[0].finished:
             raise NotWaitingError(
                 f"Thread {args.thread!r} has an answer on its way: its run {busy[0].run_id} "
                 f"is {busy[0].status.value}. Wait for it (`langgraph-durable runs wait "

@@ -207,13 +207,15 @@ def answer_from_pending(
 def asked_again(
     after: Iterable[PendingApproval],
     answered: PendingApproval,
-    before: Iterable[PendingApproval],
+    before: Iterable[PendingApproval] = (),
 ) -> PendingApproval | None:
     """The question an answer went to, if its node refused the answer and asked again:
     among `after` (what the thread waits on once the answer was sent), a question of the
     answered task at the same checkpoint, under an interrupt id that did not wait `before`
-    the answer was sent, that carries the node's reason (`refused`: an approver `authorize`
-    refused, a request that changed). None when the answer went through.
+    the answer was sent (pass what waited then: without it, a question asked again
+    meanwhile by another answer is taken for this one), that carries the node's reason
+    (`refused`: an approver `authorize` refused, a request that changed). None when the
+    answer went through.
 
     The task alone does not tell: a subgraph's questions all share the parent graph's task,
     so a question that waited beside the answered one (refused earlier or not) has that

@@ -434,13 +434,14 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
             "amended": _json_arg(args.amend, "--amend") if getattr(args, "amend", None) else {},
         }
     )
+    # The graph is loaded first: the questions are listed as close to the answer as can be.
+    graph = _load_graph(args.graph, saver) if args.graph else None
     pending = pending_approvals(saver, thread_id=args.thread)
     answer = answer_from_pending(pending, args.thread, decision, interrupt_id=args.interrupt)
     answered = approval_to_answer(pending, args.thread, interrupt_id=args.interrupt)
     data: dict[str, Any] = {"thread_id": args.thread, "decision": record(decision)}
-    code = 0
-    if args.graph:
-        graph = _load_graph(args.graph, saver)
+    run_code = 0
+    if graph is not None:
         resume_approval(graph, args.thread, decision, interrupt_id=args.interrupt)
         data["via"] = "graph"
     else:
@@ -463,26 +464,30 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         run = runs.wait_for(run.run_id, timeout=args.timeout)
         data["via"] = "run"
         data["run"] = run_json(runs, run)
-        code = _wait_code(run)
-    if code:
-        # No worker judged the answer by --timeout, or the run ended without it: what still
-        # waits is no verdict on this answer.
+        run_code = _wait_code(run)
+    # The verdict comes from what waits now, not from the run's status: the question still
+    # waiting under its id was not judged (no worker took the answer by --timeout, or a
+    # newer run stopped this one); asked again with a reason, it was refused (authorize,
+    # revalidate); gone, it was accepted, whatever the run does next.
+    after = pending_approvals(saver, thread_id=args.thread)
+    if any(p.interrupt_id == answered.interrupt_id for p in after):
         data["accepted"] = data["refused"] = None
+        code = run_code or (EXIT_RUN_FAILED if "run" in data else 1)
     else:
-        # The node judged the answer again (authorize, revalidate): a refusal comes back as
-        # the same question asked anew, with its reason.
-        again = asked_again(pending_approvals(saver, thread_id=args.thread), answered, pending)
+        again = asked_again(after, answered, pending)
         data["refused"] = refusal_of(again) if again is not None else None
         data["accepted"] = data["refused"] is None
-        code = 1 if data["refused"] else 0
+        code = 1 if data["refused"] else run_code
 
     def show(d: dict[str, Any]) -> None:
         verdict = "approved" if approved else "rejected"
         if d["accepted"] is None:
+            if "run" not in d:
+                print(f"thread {d['thread_id']}: the answer was sent; the question still waits")
+                return
             run_id, status = d["run"]["run_id"], d["run"]["status"]
             print(f"thread {d['thread_id']}: answer sent to run {run_id}, now {status}")
-            if code == EXIT_STILL_RUNNING:
-                print(f"  not judged yet; see `langgraph-durable runs wait {run_id}`")
+            print(f"  not judged yet; see `langgraph-durable runs show {run_id}`")
             return
         if d["refused"]:
             print(f"thread {d['thread_id']}: not accepted: {d['refused']}")

@@ -323,7 +323,9 @@ async def answer(console: Console, request: Request) -> Response:
     if run is not None and not run.finished:
         raise Refused(409, f"This was answered already: its run is {run.status.value}.")
     async with console.registry.aexclusive(thread_id) as config:
-        await _same_question(console, thread_id, token)  # another answer may have won
+        # Read again under the lock: another answer may have won, or had its question
+        # asked again, since the page's answer came in.
+        before = await _same_question(console, thread_id, token)
         await aresume_approval(
             graph, thread_id, decision, model=model, config=config, interrupt_id=question
         )

@@ -29,9 +29,7 @@ import contextvars
 import hashlib
 import json
 import sys
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +39,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable import _langgraph
+from langgraph_durable._identity import CallCounts
 from langgraph_durable.errors import EffectNameWarning, InvalidInputError, UnserializableValueError
 
 __all__ = [
@@ -210,33 +209,8 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
     )
 
 
-class _Ordinals:
-    """Per task execution, per effect name: how many calls have been made so far.
-
-    Keyed by the scratchpad object's identity; the object itself is kept alongside so its
-    id cannot be reused while the entry lives. Bounded, oldest executions dropped first.
-    """
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self._lock = threading.Lock()
-        self._capacity = capacity
-        self._entries: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
-
-    def next(self, scratchpad: object, name: str) -> int:
-        with self._lock:
-            entry = self._entries.get(id(scratchpad))
-            if entry is None or entry[0] is not scratchpad:
-                entry = (scratchpad, {})
-                self._entries[id(scratchpad)] = entry
-                while len(self._entries) > self._capacity:
-                    self._entries.popitem(last=False)
-            counts = entry[1]
-            ordinal = counts.get(name, 0)
-            counts[name] = ordinal + 1
-            return ordinal
-
-
-_ORDINALS = _Ordinals()
+# Per task execution (its scratchpad object), per effect name: calls so far.
+_ORDINALS = CallCounts()
 
 
 def next_ordinal(context: TaskContext, name: str) -> int:

@@ -16,9 +16,7 @@ A fork or time travel re-runs at a later step, so its events get new ids.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +25,7 @@ from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_token_of
+from langgraph_durable._identity import CallCounts
 from langgraph_durable.checkpoint import (
     AsyncDurablePostgresSaver,
     DurablePostgresSaver,
@@ -40,32 +39,9 @@ __all__ = ["checked_event", "emit"]
 _NAMESPACE = uuid.UUID("6f0c1f38-4a0e-4c55-9a57-0c2b7e3d5a11")
 
 
-class _Ordinals:
-    """Per task execution (its scratchpad object), per event type: emits so far.
-
-    The same scheme as effect keys (`effects/_keys.py`): keyed by the scratchpad's
-    identity, the object kept alongside so its id is not reused; bounded.
-    """
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self._lock = threading.Lock()
-        self._capacity = capacity
-        self._entries: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
-
-    def next(self, scratchpad: object, event_type: str) -> int:
-        with self._lock:
-            entry = self._entries.get(id(scratchpad))
-            if entry is None or entry[0] is not scratchpad:
-                entry = (scratchpad, {})
-                self._entries[id(scratchpad)] = entry
-                while len(self._entries) > self._capacity:
-                    self._entries.popitem(last=False)
-            counts = entry[1]
-            counts[event_type] = counts.get(event_type, 0) + 1
-            return counts[event_type]
-
-
-_ORDINALS = _Ordinals()
+# Per task execution (its scratchpad object), per event type: emits so far; the same
+# scheme as effect keys (`effects/_keys.py`).
+_ORDINALS = CallCounts()
 
 
 def _plain(value: Any) -> Any:
@@ -93,7 +69,7 @@ def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) ->
             _plain(metadata.get("langgraph_step")),
             _plain(metadata.get("langgraph_path")),
             event_type,
-            _ORDINALS.next(scratchpad, event_type),
+            _ORDINALS.next(scratchpad, event_type) + 1,
         ],
         separators=(",", ":"),
     )

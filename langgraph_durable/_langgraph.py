@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -19,6 +20,7 @@ from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_READ,
+    CONFIG_KEY_RESUME_MAP,
     CONFIG_KEY_RUNTIME,
     CONFIG_KEY_SCRATCHPAD,
     CONFIG_KEY_TASK_ID,
@@ -31,6 +33,8 @@ from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.types import TASKS, _DeltaSnapshot
 from langgraph.graph import StateGraph
+
+from langgraph_durable._identity import FirstSeen
 
 __all__ = [
     "CHECKED_AGAINST",
@@ -46,13 +50,16 @@ __all__ = [
     "MSGPACK_REFERENCE_CODES",
     "SAFE_MSGPACK_METHODS",
     "SAFE_MSGPACK_TYPES",
+    "TaskAnswers",
     "answers_of_task",
     "as_safe_serializer",
     "checkpointer_of",
     "copy_serializer",
+    "drop_plain_resume",
     "durability_of",
     "has_work_left",
     "in_running_loop",
+    "interrupts_asked",
     "is_delta_snapshot",
     "loads_anything",
     "missing_state_keys",
@@ -116,16 +123,78 @@ def is_delta_snapshot(value: object) -> bool:
     return isinstance(value, _DeltaSnapshot)
 
 
-def answers_of_task(config: RunnableConfig) -> tuple[Sequence[Any], Any] | None:
-    """(the resume values this task execution holds, the pending plain resume), or None.
+@dataclass(frozen=True)
+class TaskAnswers:
+    """The answers one execution of a task holds for its `interrupt()` calls.
 
-    LangGraph matches `interrupt()` answers to calls by order through the task's scratchpad;
-    a `Command(resume=value)` sent without an interrupt id is the "null resume".
+    Attributes:
+        answers: The live list LangGraph matches answers to `interrupt()` calls with, by
+            order; an answer taken from a plain resume is appended to it when used.
+        held: How many of them the task already held from earlier executions: those were
+            seen by an execution that then stopped at a later question (LangGraph saves them
+            with its interrupt). An answer sent by interrupt id comes on top of them.
+        plain: The pending plain resume (a `Command(resume=value)` sent without an interrupt
+            id), or None.
     """
-    scratchpad = _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+
+    answers: Sequence[Any]
+    held: int
+    plain: Any
+
+
+# The number of held answers is taken the first time an execution's answer list is seen:
+# LangGraph's in-process retries share the list, with answers used by the failed attempt.
+_HELD: FirstSeen[int] = FirstSeen()
+
+
+def answers_of_task(config: RunnableConfig) -> TaskAnswers | None:
+    """What this task execution holds for its `interrupt()` calls, or None outside a task.
+
+    LangGraph builds the list from the task's saved answers, then appends the answer sent
+    for the next question by interrupt id: the very object of the resume map, which tells
+    it from the saved ones (those are read back from the checkpointer).
+    """
+    configurable = _configurable(config)
+    scratchpad = configurable.get(CONFIG_KEY_SCRATCHPAD)
     if scratchpad is None:
         return None
-    return scratchpad.resume, scratchpad.get_null_resume(False)
+    answers: list[Any] = scratchpad.resume
+
+    def held_now() -> int:
+        sent_by_id = configurable.get(CONFIG_KEY_RESUME_MAP) or {}
+        newest_sent = bool(answers) and any(answers[-1] is v for v in sent_by_id.values())
+        return len(answers) - 1 if newest_sent else len(answers)
+
+    return TaskAnswers(answers, _HELD.value(answers, held_now), scratchpad.get_null_resume(False))
+
+
+def drop_plain_resume(config: RunnableConfig) -> None:
+    """Take the pending plain resume away from this step's tasks without using it.
+
+    LangGraph keeps a plain resume among the checkpoint's pending writes until the step
+    ends, and hands it to the next unanswered `interrupt()` of every execution: after it
+    answered one question, it answers the one asked next as well.
+    """
+    scratchpad = _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+    if scratchpad is not None:
+        scratchpad.get_null_resume(True)
+
+
+def interrupts_asked(config: RunnableConfig) -> int:
+    """How many `interrupt()` calls this execution of the task has made so far: the index
+    of the answer the next call takes.
+
+    LangGraph counts them in the scratchpad with a lazily made `itertools.count`; its
+    repr shows the next value without taking it.
+    """
+    scratchpad = _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+    counter = getattr(getattr(scratchpad, "interrupt_counter", None), "_counter", None)
+    if counter is None:
+        return 0
+    shown = repr(getattr(counter, "__self__", None))
+    if not (shown.startswith("count(") and shown.endswith(")")):
+        raise RuntimeError(f"LangGraph's interrupt counter changed shape: {shown}")
+    return int(shown[len("count(") : -1])
 
 
 def missing_state_keys(config: RunnableConfig, keys: Sequence[str]) -> list[str] | None:

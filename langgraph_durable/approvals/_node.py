@@ -14,8 +14,12 @@ interrupted node from its first line, and a node that only asks has nothing to r
 The answer is validated into an `ApprovalDecision` by `interrupt(response_schema=...)`:
 an invalid resume value raises before the node acts on it, so the run stays interrupted
 and the caller can answer again. An unauthorized approver, or a world that changed so much that
-the request must be asked again, re-asks in the same node with the reason attached. Only the
-latest answer is judged: earlier ones were judged when they came.
+the request must be asked again, re-asks in the same node with the reason attached. Each
+answer is judged once, in the execution it reaches the node in: when the node runs again
+(another branch answered, `invoke(None)`, a recovered run), the answers it already refused
+stay refused, whatever the hooks would say now. The answer's place among the task's
+`interrupt()` calls is LangGraph's own count, so a node that asks something else first and
+then returns the approval node's result still judges the approval's answers.
 """
 
 from __future__ import annotations
@@ -26,12 +30,19 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.graph import END
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langgraph_durable._langgraph import answers_of_task, missing_state_keys
+from langgraph_durable._langgraph import (
+    TaskAnswers,
+    answers_of_task,
+    drop_plain_resume,
+    interrupts_asked,
+    missing_state_keys,
+)
 from langgraph_durable.errors import ConfigurationError, InvalidDecisionError
 
 __all__ = [
@@ -92,17 +103,18 @@ def hooks_of(node_function: Any) -> ApprovalHooks | None:
         return None
 
 
-def _later_answer_exists(asked: int) -> bool:
-    """Whether the task already holds an answer to a later question than this one."""
-    found = answers_of_task(get_config())
-    if found is None:
-        return False
-    answers, pending = found
-    if len(answers) > asked:
-        return True
-    # A resume sent without an interrupt id stays visible after this call consumed it; it
-    # is a later answer only if it is not the one this question just received.
-    return pending is not None and answers[asked - 1] is not pending
+def _answers_at_start(config: RunnableConfig) -> TaskAnswers:
+    """The task's answers as this execution starts, the plain resume LangGraph hands out
+    again taken away first: one equal to an answer the task holds already answered a
+    question (see `drop_plain_resume`), and judging it again would judge a refused answer
+    as the answer to the question asked after it."""
+    task = answers_of_task(config)
+    if task is None:
+        return TaskAnswers([], 0, None)  # not in a graph task: interrupt() will say so
+    if task.plain is not None and any(task.plain == held for held in task.answers[: task.held]):
+        drop_plain_resume(config)
+        return TaskAnswers(task.answers, task.held, None)
+    return task
 
 
 def require_state_keys(
@@ -203,20 +215,24 @@ def approval_node(
     def ask(state: Any) -> Command[str]:
         # Checked on every run: one node object may be added to several graphs.
         require_state_keys((decision_key, outcome_key), where="approval_node")
+        config = get_config()
+        task = _answers_at_start(config)
         payload: dict[str, Any] = {"kind": APPROVAL_KIND, "request": request(state)}
-        asked = 0
         while True:
-            asked += 1
+            index = interrupts_asked(config)
             decision = _decision(payload, decision_model)
-            if _later_answer_exists(asked):
-                continue  # this answer was judged and refused when it came
+            judged_before = index < task.held
+            if judged_before and index + 1 < len(task.answers):
+                continue  # the next question has its answer: this one's reason is not shown
             route, reason = _judge(state, decision)
-            if route is not None:
+            if route is not None and not judged_before:
                 update = {
                     decision_key: decision.model_dump(),
                     outcome_key: route[1],
                 }
                 return Command(goto=route[0], update=update)
+            if reason is None:  # an answer refused when it came would pass now
+                reason = f"{decision.approver}: refused when it came; a new approval is needed"
             payload = {"kind": APPROVAL_KIND, "request": request(state), "refused": reason}
 
     def _judge(state: Any, decision: ApprovalDecision) -> tuple[tuple[str, str] | None, str | None]:

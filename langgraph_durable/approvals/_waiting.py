@@ -147,10 +147,25 @@ def answer_for(
         else:
             reason = "it has finished"
         raise NotWaitingError(f"Thread {thread_id!r} is not waiting for an approval: {reason}.")
+    asked = found[1]
+    return _resume_value(decision, asked.id, asked.value, only=len(state.interrupts) == 1)
+
+
+def _resume_value(
+    decision: ApprovalDecision, interrupt_id: str, question: Any, *, only: bool
+) -> Any:
+    """The resume value that gives `decision` to the question asked under `interrupt_id`.
+
+    A plain resume when it is the thread's only question, asked the first time: it
+    replaces an earlier plain resume that could not be used (one that did not validate,
+    sent straight through LangGraph, stays saved as the plain resume). By id otherwise:
+    with several questions LangGraph needs it, and on a question asked again a plain answer
+    equal to the refused one is taken for LangGraph handing the refused one out again
+    (`approval_node`), so an approver who may now approve could not answer the same again.
+    """
     answer = decision.model_dump()
-    # With one question pending, a plain resume replaces any earlier unanswerable one (a
-    # rejected answer sent straight through LangGraph stays saved as the plain resume).
-    return answer if len(state.interrupts) == 1 else {found[1].id: answer}
+    again = isinstance(question, Mapping) and bool(question.get("refused"))
+    return answer if only and not again else {interrupt_id: answer}
 
 
 def approval_to_answer(
@@ -199,9 +214,8 @@ def answer_from_pending(
         NotWaitingError: None of the questions is an approval (asked under `interrupt_id`).
     """
     chosen = approval_to_answer(pending, thread_id, interrupt_id=interrupt_id)
-    answer = decision.model_dump()
     asked = [p for p in pending if p.thread_id == thread_id]
-    return answer if len(asked) == 1 else {chosen.interrupt_id: answer}
+    return _resume_value(decision, chosen.interrupt_id, chosen.value, only=len(asked) == 1)
 
 
 def asked_again(

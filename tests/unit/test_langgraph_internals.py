@@ -74,14 +74,9 @@ def test_durability_defaults_to_async_and_update_state_is_not_a_running_loop() -
     assert _langgraph.missing_state_keys(config, ["x"]) is None  # no task reader here
 
 
-def test_answers_of_a_task_follow_resumes() -> None:
-    seen: list[Any] = []
-
-    def ask(state: State) -> dict[str, Any]:
-        first = interrupt("first?")
-        seen.append(_langgraph.answers_of_task(get_config()))
-        return {"answer": first}
-
+def answered_plainly(ask: Any) -> tuple[Any, RunnableConfig]:
+    """A graph of the one node `ask`, started, its first question answered by a plain
+    resume ("yes")."""
     builder = StateGraph(State)
     builder.add_node("ask", ask)
     builder.add_edge(START, "ask")
@@ -90,9 +85,65 @@ def test_answers_of_a_task_follow_resumes() -> None:
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     graph.invoke({"log": []}, config)
     graph.invoke(Command(resume="yes"), config)
-    ((answers, pending),) = seen
-    assert list(answers) == ["yes"]
-    assert pending == "yes"  # a plain resume stays visible after it was used
+    return graph, config
+
+
+def test_answers_of_a_task_follow_resumes() -> None:
+    seen: list[Any] = []
+
+    def ask(state: State) -> dict[str, Any]:
+        config = get_config()
+        at_start = _langgraph.answers_of_task(config)
+        first = interrupt("first?")
+        asked_one = _langgraph.interrupts_asked(config)
+        second = interrupt("second?")
+        seen.append((at_start, asked_one, _langgraph.interrupts_asked(config)))
+        return {"answer": f"{first} {second}"}
+
+    graph, config = answered_plainly(ask)
+    assert seen == []  # the second question waits; its task saved the answer "yes"
+    # LangGraph keeps the plain resume until the step ends and hands it to the next
+    # unanswered question: approval_node relies on seeing this (drop_plain_resume).
+    graph.invoke(None, config)
+    ((at_start, asked_one, asked_two),) = seen
+    assert (asked_one, asked_two) == (1, 2)
+    assert list(at_start.answers) == ["yes", "yes"]  # the live list, the second appended
+    assert at_start.held == 1
+    assert at_start.plain == "yes"
+
+    seen.clear()
+    config = {"configurable": {"thread_id": "t2"}}
+    graph.invoke({"log": []}, config)
+    (first,) = graph.get_state(config).interrupts
+    graph.invoke(Command(resume={first.id: "one"}), config)
+    (second,) = graph.get_state(config).interrupts
+    assert second.id != first.id
+    graph.invoke(Command(resume={second.id: "two"}), config)
+    ((at_start, _, _),) = seen
+    assert list(at_start.answers) == ["one", "two"]
+    assert at_start.held == 1  # "two" came by id in this execution, "one" was saved
+    assert at_start.plain is None
+
+
+def test_a_dropped_plain_resume_answers_nothing() -> None:
+    seen: list[Any] = []
+
+    def ask(state: State) -> dict[str, Any]:
+        config = get_config()
+        task = _langgraph.answers_of_task(config)
+        assert task is not None
+        if task.plain is not None and task.plain in task.answers[: task.held]:
+            _langgraph.drop_plain_resume(config)  # the one that answered the first question
+        answers = [interrupt("first?"), interrupt("second?")]
+        seen.append(answers)
+        return {"answer": " ".join(answers)}
+
+    graph, config = answered_plainly(ask)
+    graph.invoke(None, config)
+    assert seen == []
+    assert graph.get_state(config).next == ("ask",)
+    graph.invoke(Command(resume="no"), config)
+    assert seen == [["yes", "no"]]
 
 
 def test_edges_into_a_node_can_be_rerouted_before_compile() -> None:

@@ -37,6 +37,7 @@ from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import (
     ConfigurationError,
     EffectNotFoundError,
+    InvalidDecisionError,
     InvalidInputError,
     NotWaitingError,
     ThreadNotFoundError,
@@ -442,18 +443,27 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
     data: dict[str, Any] = {"thread_id": args.thread, "decision": record(decision)}
     run_code = 0
     if graph is not None:
-        resume_approval(graph, args.thread, decision, interrupt_id=args.interrupt)
         data["via"] = "graph"
+        try:
+            resume_approval(graph, args.thread, decision, interrupt_id=args.interrupt)
+        except (NotWaitingError, InvalidDecisionError):
+            raise  # checked before anything was sent
+        except Exception as exc:  # the graph failed after the answer: as a run that failed
+            data["error"] = f"{type(exc).__name__}: {exc}"
+            run_code = EXIT_RUN_FAILED
     else:
         runs = RunRegistry(saver)
-        waiting = runs.list(thread_id=args.thread, status=RunStatus.INTERRUPTED, limit=1)
-        busy = [] if waiting else runs.list(thread_id=args.thread, limit=1)
-        if busy and not busy[0].finished:
+        # Only the thread's newest run can take the answer: an older interrupted run was
+        # stopped by a newer one, which may still be on its way.
+        newest = runs.list(thread_id=args.thread, limit=1)
+        if newest and not newest[0].finished:
             raise NotWaitingError(
-                f"Thread {args.thread!r} has an answer on its way: its run {busy[0].run_id} "
-                f"is {busy[0].status.value}. Wait for it (`langgraph-durable runs wait "
-                f"{busy[0].run_id}`), then list the thread's approvals again."
+                f"Thread {args.thread!r} has a run on its way (an answer sent before, or a "
+                f"newer run): its run {newest[0].run_id} is {newest[0].status.value}. Wait "
+                f"for it (`langgraph-durable runs wait {newest[0].run_id}`), then list the "
+                "thread's approvals again."
             )
+        waiting = [r for r in newest if r.status is RunStatus.INTERRUPTED]
         if not waiting:
             raise NotWaitingError(
                 f"Thread {args.thread!r} waits for an approval, but no interrupted run of the "
@@ -481,9 +491,12 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
 
     def show(d: dict[str, Any]) -> None:
         verdict = "approved" if approved else "rejected"
+        failed = f"  the graph failed: {d['error']}" if "error" in d else None
         if d["accepted"] is None:
             if "run" not in d:
                 print(f"thread {d['thread_id']}: the answer was sent; the question still waits")
+                if failed:
+                    print(failed)
                 return
             run_id, status = d["run"]["run_id"], d["run"]["status"]
             print(f"thread {d['thread_id']}: answer sent to run {run_id}, now {status}")
@@ -495,6 +508,8 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
             print(f"thread {d['thread_id']}: {verdict} by {args.approver}")
         if "run" in d:
             print(f"  run {d['run']['run_id']}: {d['run']['status']}")
+        if failed:
+            print(failed)
 
     return Result(data, show, code=code)
 

@@ -132,6 +132,23 @@ def two_in_a_subgraph(saver: DurablePostgresSaver) -> Any:
     return builder.compile(checkpointer=saver)
 
 
+def failing_refund(saver: DurablePostgresSaver) -> Any:
+    """An approval whose approved branch raises: the graph fails after the answer."""
+
+    def refund(state: State) -> State:
+        raise RuntimeError("warehouse system down")
+
+    builder = StateGraph(State)
+    builder.add_node(
+        "approve",
+        approval_node(request=lambda s: {"amount": 420}, on_approve="refund", on_reject=END),
+    )
+    builder.add_node("refund", refund)
+    builder.add_edge(START, "approve")
+    builder.add_edge("refund", END)
+    return builder.compile(checkpointer=saver)
+
+
 @pytest.fixture
 def dsn(db_dsn: str, saver: DurablePostgresSaver) -> str:
     return db_dsn
@@ -355,6 +372,29 @@ def test_approvals_can_run_the_graph_in_the_cli_process(
     sys.modules.pop("cli_approval_graph", None)
 
 
+def test_a_graph_that_fails_after_the_answer_exits_3_with_its_error(
+    capsys: pytest.CaptureFixture[str],
+    dsn: str,
+    saver: DurablePostgresSaver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    thread = f"cli-fail-{uuid.uuid4().hex[:6]}"
+    failing_refund(saver).invoke({"order_id": "7"}, {"configurable": {"thread_id": thread}})
+    answer = ("approvals", "approve", thread, "--approver", "dana")
+    graph = ("--graph", "test_cli_operator:failing_refund")
+    code, result, _ = cli(capsys, dsn, *answer, *graph)
+    assert code == 3
+    assert (result["accepted"], result["via"]) == (True, "graph")
+    assert result["error"] == "RuntimeError: warehouse system down"
+    thread = f"cli-fail-{uuid.uuid4().hex[:6]}"
+    failing_refund(saver).invoke({"order_id": "8"}, {"configurable": {"thread_id": thread}})
+    code, out = text(capsys, dsn, "approvals", "approve", thread, "--approver", "dana", *graph)
+    assert code == 3
+    assert "approved by dana" in out
+    assert "the graph failed: RuntimeError: warehouse system down" in out
+
+
 def test_doctor_reports_settings_and_a_missing_schema(
     capsys: pytest.CaptureFixture[str], dsn: str, fresh_db_dsn: str
 ) -> None:
@@ -513,6 +553,23 @@ def test_a_subgraphs_answers_get_their_own_verdicts(
     assert (code, answer["accepted"]) == (1, False)
 
 
+def test_an_older_interrupted_run_is_not_answered_while_a_newer_run_waits(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = approving(saver)
+    worker = Worker(saver, [graph])
+    first = runs.create(graph, {"order_id": "8892"})
+    worker.run_until_idle()  # waits at the approval
+    newer = runs.create(graph, {"order_id": "8893"}, thread_id=first.thread_id)
+    code, out = text(
+        capsys, dsn, "approvals", "approve", first.thread_id, "--approver", "dana", "--timeout", "0"
+    )
+    assert code == 1
+    assert f"its run {newer.run_id} is pending" in out
+    assert runs.get(first.run_id).status.value == "interrupted"
+    assert runs.get(newer.run_id).status.value == "pending"
+
+
 def test_an_answer_no_worker_took_by_the_timeout_is_reported_queued(
     capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
 ) -> None:
@@ -531,7 +588,10 @@ def test_an_answer_no_worker_took_by_the_timeout_is_reported_queued(
     assert answer["run"]["status"] == "pending"
     code, out = text(capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "dana")
     assert code == 1
-    assert f"answer on its way: its run {run.run_id} is pending" in out
+    assert (
+        f"on its way (an answer sent before, or a newer run): its run {run.run_id} is pending"
+        in out
+    )
     code, out = text(capsys, dsn, "runs", "wait", run.run_id, "--timeout", "0")
     assert (code, "pending" in out) == (4, True)
     worker.run_until_idle()

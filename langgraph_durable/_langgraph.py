@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
     CONFIG_KEY_CHECKPOINT_MAP,
+    CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
     CONFIG_KEY_READ,
@@ -33,6 +34,7 @@ from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.types import TASKS, _DeltaSnapshot
 from langgraph.graph import StateGraph
+from langgraph.types import _interrupt_id
 
 from langgraph_durable._identity import FirstSeen
 
@@ -145,6 +147,7 @@ class TaskAnswers:
 # The number of held answers is taken the first time an execution's answer list is seen:
 # LangGraph's in-process retries share the list, with answers used by the failed attempt.
 _HELD: FirstSeen[int] = FirstSeen()
+_NOTHING = object()
 
 
 def answers_of_task(config: RunnableConfig) -> TaskAnswers | None:
@@ -161,8 +164,12 @@ def answers_of_task(config: RunnableConfig) -> TaskAnswers | None:
     answers: list[Any] = scratchpad.resume
 
     def held_now() -> int:
+        # Only the answer sent under the id of the very question it fills is new: LangGraph
+        # also appends one sent under the task's first id (older versions' ids), which is
+        # how a recovered run's command, sent again, would deliver an old answer twice.
         sent_by_id = configurable.get(CONFIG_KEY_RESUME_MAP) or {}
-        newest_sent = bool(answers) and any(answers[-1] is v for v in sent_by_id.values())
+        slot = _interrupt_id(str(configurable.get(CONFIG_KEY_CHECKPOINT_NS, "")), len(answers) - 1)
+        newest_sent = bool(answers) and sent_by_id.get(slot, _NOTHING) is answers[-1]
         return len(answers) - 1 if newest_sent else len(answers)
 
     return TaskAnswers(answers, _HELD.value(answers, held_now), scratchpad.get_null_resume(False))

@@ -453,8 +453,8 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
             run_code = EXIT_RUN_FAILED
     else:
         runs = RunRegistry(saver)
-        # Only the thread's newest run can take the answer: an older interrupted run was
-        # stopped by a newer one, which may still be on its way.
+        # No answer while the thread's newest run has not finished: an interrupted run
+        # would be answered under a newer run still on its way.
         newest = runs.list(thread_id=args.thread, limit=1)
         if newest and not newest[0].finished:
             raise NotWaitingError(
@@ -463,7 +463,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
                 f"for it (`langgraph-durable runs wait {newest[0].run_id}`), then list the "
                 "thread's approvals again."
             )
-        waiting = [r for r in newest if r.status is RunStatus.INTERRUPTED]
+        waiting = runs.list(thread_id=args.thread, status=RunStatus.INTERRUPTED, limit=1)
         if not waiting:
             raise NotWaitingError(
                 f"Thread {args.thread!r} waits for an approval, but no interrupted run of the "

@@ -238,3 +238,18 @@ async def test_the_async_saver_keeps_a_refusal_too(db_dsn: str) -> None:
         assert "refund" not in state.values["log"]
         done = await aresume_approval(graph, thread, {"approved": True, "approver": "eve"})
         assert done["log"] == ["refund"]
+
+
+def test_a_command_sent_again_does_not_deliver_its_refused_answer_twice(
+    saver: DurablePostgresSaver,
+) -> None:
+    """A recovered run sends its stored command again when the refusal made no new
+    checkpoint; LangGraph appends an answer sent under the task's first id once more."""
+    managers, graph, _, config = waiting_for_approval(saver)
+    command = Command(resume={question_of(graph, config).id: {"approved": True, "approver": "eve"}})
+    graph.invoke(command, config)
+    managers.names.add("eve")
+    graph.invoke(command, config)
+    state = graph.get_state(config)
+    assert state.next == ("approve",)
+    assert "refund" not in state.values["log"]

@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import (
 from psycopg.rows import tuple_row
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable._sql import put_checkpoint_for
+from langgraph_durable._sql import put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 
 MODES = ("sync", "async", "exit")
@@ -191,7 +191,7 @@ class StatementOnlySaver(NoopSaver):
             "checkpoint_id": checkpoint["id"],
         }
         with self._pool.connection() as conn:
-            conn.cursor(row_factory=tuple_row).execute(put_checkpoint_for(params), params)
+            conn.cursor(row_factory=tuple_row).execute(*put_checkpoint_statement(params))
         return super().put(config, checkpoint, metadata, new_versions)
 
 

@@ -35,7 +35,7 @@ from psycopg_pool import ConnectionPool
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable._db import CONNECTION_KWARGS
-from langgraph_durable._sql import put_checkpoint_for
+from langgraph_durable._sql import put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.embedded import resolve_dsn
 
@@ -114,7 +114,7 @@ def statements(dsn: str, runs: int) -> dict[str, Stats]:
 
             def put(params: dict[str, Any]) -> Any:
                 """The statement our saver sends for these parameters."""
-                return conn.execute(put_checkpoint_for(params), params)
+                return conn.execute(*put_checkpoint_statement(params))
 
             conn.execute("CREATE TABLE bench_floor (key TEXT PRIMARY KEY, payload BYTEA)")
             calls: dict[str, Callable[[], Any]] = {

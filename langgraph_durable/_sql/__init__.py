@@ -17,6 +17,8 @@ from typing import Any, Literal, cast
 from typing_extensions import LiteralString
 
 __all__ = [
+    "ARRAYS",
+    "INLINE_ROWS",
     "MIGRATIONS",
     "QUERIES",
     "SCHEMA",
@@ -25,7 +27,7 @@ __all__ = [
     "complete_effect",
     "parse_queries",
     "put_checkpoint",
-    "put_checkpoint_for",
+    "put_checkpoint_statement",
     "store_writes",
 ]
 
@@ -110,11 +112,27 @@ QUERIES: dict[str, LiteralString] = parse_queries(
 
 
 def _assemble(*names: str | None) -> LiteralString:
-    """The statement made of these blocks of queries.sql, in order (None: left out)."""
-    unknown = [name for name in names if name is not None and name not in STATEMENT_BLOCKS]
-    if unknown:
-        raise KeyError(f"not statement blocks: {unknown}")
-    return "\n".join(QUERIES[name] for name in names if name is not None)
+    """The statement made of these blocks of queries.sql, in order (None: left out).
+
+    `<block>:<n>` is a block with one row line (the line whose parameters are named
+    `#_...`) repeated for n rows, their parameters numbered from 0 (`b0_...`, `b1_...`).
+    Only parameter names are numbered: no value is ever formatted into SQL.
+    """
+    texts: list[LiteralString] = []
+    for name in names:
+        if name is None:
+            continue
+        block, _, count = name.partition(":")
+        if block not in STATEMENT_BLOCKS:
+            raise KeyError(f"not a statement block: {block}")
+        text = QUERIES[block]
+        if count:
+            lines = text.splitlines()
+            (row,) = [line for line in lines if "#_" in line]
+            rows = ",\n".join(row.replace("#_", f"{i}_") for i in range(int(count)))
+            text = "\n".join(rows if line == row else line for line in lines)
+        texts.append(text)
+    return "\n".join(texts)
 
 
 def _fence(fenced: bool) -> LiteralString:
@@ -122,39 +140,120 @@ def _fence(fenced: bool) -> LiteralString:
     return "fence_by_token" if fenced else "fence_none"
 
 
+INLINE_ROWS = 3
+"""Up to this many blobs, or parked writes, go into the checkpoint statement as rows of
+scalar parameters (`*_rows_values`), more as arrays it unnests (`*_rows_unnested`).
+Unnesting costs the server 15-20 us more per statement, and our array dumpers cost the
+client more than psycopg's scalar ones; a step's put carries one to three of each. The
+bound keeps the number of distinct statements (each prepared per connection) small."""
+
+ARRAYS = -1
+"""A row count for `put_checkpoint`: more rows than `INLINE_ROWS`, sent as arrays."""
+
+
 @functools.cache
 def put_checkpoint(
     *,
     fenced: bool = True,
-    blobs: bool = True,
-    parked_writes: bool = True,
+    blob_rows: int = ARRAYS,
+    parked_write_rows: int = ARRAYS,
     events: bool = True,
     progress: bool = True,
 ) -> LiteralString:
     """The checkpoint statement from the `put_checkpoint_*` blocks of queries.sql, with only
     the data-modifying CTEs the call has rows for: each one costs the server 25-40 us
     even when it inserts nothing, about 0.15 ms of a 0.7 ms put with all of them. The
-    token lookup only under a thread lease (`fenced`)."""
-    return _assemble(
-        "put_checkpoint_head",
-        _fence(fenced),
-        "put_checkpoint_blobs" if blobs else None,
-        "put_checkpoint_parked_writes" if parked_writes else None,
+    token lookup only under a thread lease (`fenced`).
+
+    `blob_rows` and `parked_write_rows`: 0 leaves the block out, 1 to `INLINE_ROWS` sends
+    that many rows of scalar parameters, `ARRAYS` any number as arrays.
+    """
+    blobs: LiteralString = ""
+    if blob_rows:
+        blobs = _assemble(
+            "put_checkpoint_blobs", _rows("blob_rows", blob_rows), "put_checkpoint_blobs_end"
+        )
+    writes: LiteralString = ""
+    if parked_write_rows:
+        writes = _assemble(
+            "put_checkpoint_parked_writes",
+            _rows("parked_write_rows", parked_write_rows),
+            "put_checkpoint_parked_writes_end",
+        )
+    head = _assemble("put_checkpoint_head", _fence(fenced))
+    tail = _assemble(
         "task_events" if events else None,
         "put_checkpoint_progress" if progress else None,
         "put_checkpoint_insert",
     )
+    return "\n".join(part for part in (head, blobs, writes, tail) if part)
 
 
-def put_checkpoint_for(params: Mapping[str, Any]) -> LiteralString:
-    """The checkpoint statement for one call's parameters (see `put_checkpoint`)."""
-    return put_checkpoint(
+def _rows(block: str, count: int) -> str:
+    """The name of the rows block for `count` rows: `<block>_unnested` for `ARRAYS`, else
+    `<block>_values`, whose row line `_assemble` repeats and numbers (`#` in its
+    parameters' names: 0, 1, ...)."""
+    if count == ARRAYS:
+        return f"{block}_unnested"
+    if not 0 < count <= INLINE_ROWS:
+        raise ValueError(f"{count} rows: 1 to {INLINE_ROWS}, or ARRAYS")
+    return f"{block}_values:{count}"
+
+
+_BLOB_COLUMNS = (
+    ("channel", "channels"),
+    ("version", "versions"),
+    ("type", "types"),
+    ("blob", "blobs"),
+)
+_WRITE_COLUMNS = (
+    ("checkpoint_id", "w_checkpoint_ids"),
+    ("task_id", "w_task_ids"),
+    ("task_path", "w_task_paths"),
+    ("idx", "w_idxs"),
+    ("channel", "w_channels"),
+    ("type", "w_types"),
+    ("blob", "w_blobs"),
+)
+
+
+def put_checkpoint_statement(
+    params: Mapping[str, Any],
+) -> tuple[LiteralString, Mapping[str, Any]]:
+    """The checkpoint statement for one call's parameters (see `put_checkpoint`), and the
+    parameters to execute it with: `params`, plus the rows of scalar parameters when a few
+    blobs or parked writes go as rows."""
+    blob_rows = _row_count(len(params["blobs"]))
+    write_rows = _row_count(len(params["w_task_ids"]))
+    query = put_checkpoint(
         fenced=params["fence_token"] is not None,
-        blobs=bool(params["blobs"]),
-        parked_writes=bool(params["w_task_ids"]),
+        blob_rows=blob_rows,
+        parked_write_rows=write_rows,
         events=bool(params["e_ids"]),
         progress=params["run_id"] is not None,
     )
+    if blob_rows <= 0 and write_rows <= 0:
+        return query, params
+    args = dict(params)
+    if blob_rows > 0:
+        _add_rows(args, "b", _BLOB_COLUMNS, blob_rows)
+    if write_rows > 0:
+        _add_rows(args, "w", _WRITE_COLUMNS, write_rows)
+    return query, args
+
+
+def _row_count(count: int) -> int:
+    return count if count <= INLINE_ROWS else ARRAYS
+
+
+def _add_rows(
+    args: dict[str, Any], prefix: str, columns: tuple[tuple[str, str], ...], count: int
+) -> None:
+    """Adds `<prefix><i>_<column>` for each row from the column arrays of `args`."""
+    for column, array in columns:
+        values = args[array]
+        for i in range(count):
+            args[f"{prefix}{i}_{column}"] = values[i]
 
 
 @functools.cache
@@ -189,7 +288,13 @@ STATEMENT_BLOCKS = frozenset(
         "fence_by_token",
         "fence_none",
         "put_checkpoint_blobs",
+        "blob_rows_unnested",
+        "blob_rows_values",
+        "put_checkpoint_blobs_end",
         "put_checkpoint_parked_writes",
+        "parked_write_rows_unnested",
+        "parked_write_rows_values",
+        "put_checkpoint_parked_writes_end",
         "put_checkpoint_progress",
         "put_checkpoint_insert",
         "task_events",

@@ -51,7 +51,7 @@ from langgraph_durable._db import (
     timeout_settings,
 )
 from langgraph_durable._fencing import fence_token_of
-from langgraph_durable._sql import QUERIES, put_checkpoint_for
+from langgraph_durable._sql import QUERIES, put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -108,7 +108,7 @@ async def aput_txn(
         **_core.parked_write_params(()),
         "synchronous_commit": "on",
     }
-    cur = await conn.execute(put_checkpoint_for(params), params)
+    cur = await conn.execute(*put_checkpoint_statement(params))
     _core.check_fenced(cur.rowcount == 1, params)
     return _core.config_of(row)
 
@@ -550,7 +550,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 # Tuple rows: a dict row factory reads the result's column names on every
                 # execute, and this statement returns no row.
                 cur = conn.cursor(row_factory=tuple_row)
-                await cur.execute(put_checkpoint_for(params), params)
+                await cur.execute(*put_checkpoint_statement(params))
                 _crashpoints.reached("put:after_commit")
             _core.check_fenced(cur.rowcount == 1, params)
 

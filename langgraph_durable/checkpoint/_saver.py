@@ -53,7 +53,7 @@ from langgraph_durable._db import (
     timeout_settings,
 )
 from langgraph_durable._fencing import fence_token_of
-from langgraph_durable._sql import QUERIES, put_checkpoint_for
+from langgraph_durable._sql import QUERIES, put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
@@ -110,7 +110,7 @@ def put_txn(
         **_core.parked_write_params(()),
         "synchronous_commit": "on",
     }
-    cur = conn.execute(put_checkpoint_for(params), params)
+    cur = conn.execute(*put_checkpoint_statement(params))
     _core.check_fenced(cur.rowcount == 1, params)
     return _core.config_of(row)
 
@@ -547,7 +547,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 # Tuple rows: a dict row factory reads the result's column names on every
                 # execute, and this statement returns no row.
                 cur = conn.cursor(row_factory=tuple_row)
-                cur.execute(put_checkpoint_for(params), params)
+                cur.execute(*put_checkpoint_statement(params))
                 _crashpoints.reached("put:after_commit")
             _core.check_fenced(cur.rowcount == 1, params)
 

@@ -6,15 +6,20 @@ travel must give exactly what LangGraph's reference saver gives.
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any
 
 import pytest
 from graphs import feature_graph
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.graph import START, StateGraph
 from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver, with_durability
+from langgraph_durable._sql import INLINE_ROWS
 
 MODES = ["sync", "async", "exit"]
 
@@ -98,3 +103,56 @@ def test_with_durability_reaches_subgraphs(db_dsn: str) -> None:
         graph.invoke({"items": [1]}, {"configurable": {"thread_id": "bound-durability"}})
     assert seen
     assert all(s.endswith("=sync") for s in seen), seen
+
+
+def _fan_out(width: int) -> Any:
+    """`width` parallel nodes, each writing a dict (stored as a blob) to a channel of its
+    own and one to a shared list: a step's put then carries `width` parked tasks' writes
+    and up to `width + 1` new blobs, on both sides of `INLINE_ROWS`."""
+    fields: dict[str, Any] = {f"out{i}": dict for i in range(width)}
+    fields["log"] = Annotated[list, operator.add]
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+    builder = StateGraph(State)
+    for i in range(width):
+
+        def node(state: Any, i: int = i) -> dict[str, Any]:
+            return {f"out{i}": {"node": i, "text": "x" * (i + 1)}, "log": [f"n{i}"]}
+
+        builder.add_node(f"n{i}", node)
+        builder.add_edge(START, f"n{i}")
+    return builder
+
+
+@pytest.mark.parametrize("width", [1, 2, INLINE_ROWS, INLINE_ROWS + 1, INLINE_ROWS + 3])
+def test_a_few_or_many_rows_per_put_store_what_the_reference_stores(
+    db_dsn: str, width: int
+) -> None:
+    """A put sends up to INLINE_ROWS blobs or parked writes as rows of scalar parameters and
+    more as arrays: both forms store what InMemorySaver holds, and upstream's saver reads
+    the same thread back the same."""
+    thread = f"rows-{width}"
+    config: Any = {"configurable": {"thread_id": thread}}
+
+    def history(saver: BaseCheckpointSaver[Any]) -> list[Any]:
+        graph = _fan_out(width).compile(checkpointer=saver)
+        return [
+            (s.values, s.next, sorted((t.name, repr(t.result)) for t in s.tasks))
+            for s in graph.get_state_history(config)
+        ]
+
+    reference = InMemorySaver()
+    _fan_out(width).compile(checkpointer=reference).invoke({"log": []}, config, durability="sync")
+    with DurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        saver.delete_thread(thread)
+        final = (
+            _fan_out(width)
+            .compile(checkpointer=saver)
+            .invoke({"log": []}, config, durability="sync")
+        )
+        assert sorted(final["log"]) == sorted(f"n{i}" for i in range(width))
+        ours = history(saver)
+    with PostgresSaver.from_conn_string(db_dsn) as upstream:
+        read_by_upstream = history(upstream)
+    expected = history(reference)
+    assert ours == expected
+    assert read_by_upstream == expected

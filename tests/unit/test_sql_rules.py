@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from langgraph_durable._sql import (
+    INLINE_ROWS,
     QUERIES,
     STATEMENT_BLOCKS,
     _assemble,
     complete_effect,
-    put_checkpoint_for,
+    put_checkpoint_statement,
     store_writes,
 )
 
@@ -40,26 +42,72 @@ def test_every_journal_write_commits_synchronously() -> None:
     assert missing == []
 
 
+def statement_for(params: dict[str, Any]) -> str:
+    return put_checkpoint_statement(params)[0]
+
+
 def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None:
     """Each data-modifying CTE costs the server even when it inserts nothing; the full
     statement (for `put_txn` and readers of QUERIES) has every block."""
     empty = {"blobs": [], "w_task_ids": [], "e_ids": [], "run_id": None, "fence_token": None}
-    lean = put_checkpoint_for(empty)
+    lean = statement_for(empty)
     for cte in ("new_blobs AS", "parked_writes AS", "events AS", "progress AS"):
         assert cte not in lean
         assert cte in QUERIES["put_checkpoint"]
     assert "fence AS" in lean
     assert "langgraph_durable_threads" not in lean  # no token: no lookup
     assert "INSERT INTO checkpoints" in lean
-    fenced = put_checkpoint_for({**empty, "fence_token": 7})
+    fenced = statement_for({**empty, "fence_token": 7})
     assert "t.fencing_token = %(fence_token)s::bigint" in fenced
-    full = put_checkpoint_for(
-        {"blobs": [b"x"], "w_task_ids": ["t"], "e_ids": ["e"], "run_id": "r", "fence_token": 7}
+    many = INLINE_ROWS + 1
+    full = statement_for(
+        {
+            **empty,
+            **{name: [b"x"] * many for name in ("blobs", "w_task_ids")},
+            "e_ids": ["e"],
+            "run_id": "r",
+            "fence_token": 7,
+        }
     )
     assert full == QUERIES["put_checkpoint"]
-    only_writes = put_checkpoint_for({**empty, "w_task_ids": ["t"]})
+    assert "unnest(%(blobs)b::bytea[])" in full
+    only_writes = statement_for({**empty, "w_task_ids": ["t"] * many})
     assert "parked_writes AS" in only_writes
     assert "new_blobs AS" not in only_writes
+
+
+def test_a_few_blobs_and_parked_writes_go_as_rows_of_scalar_parameters() -> None:
+    """Up to INLINE_ROWS of each, numbered from 0, taken from the column arrays; the
+    arrays are then not unnested."""
+    params: dict[str, Any] = {
+        "blobs": [b"b0", b"b1"],
+        "channels": ["c0", "c1"],
+        "versions": ["v0", "v1"],
+        "types": ["t0", "t1"],
+        "w_checkpoint_ids": ["k"],
+        "w_task_ids": ["task"],
+        "w_task_paths": ["p"],
+        "w_idxs": [-1],
+        "w_channels": ["wc"],
+        "w_types": ["wt"],
+        "w_blobs": [b"wb"],
+        "e_ids": [],
+        "run_id": None,
+        "fence_token": None,
+    }
+    query, args = put_checkpoint_statement(params)
+    assert "unnest(" not in query
+    assert "%(b1_blob)s::bytea" in query
+    assert "%(b2_blob)s" not in query
+    assert "%(w0_idx)s::int" in query
+    assert "%(w1_idx)s" not in query
+    assert args["b1_channel"] == "c1"
+    assert args["b0_blob"] == b"b0"
+    assert args["w0_checkpoint_id"] == "k"
+    assert args["w0_idx"] == -1
+    assert params.keys() < args.keys()  # the caller's parameters are left as they were
+    none = {**params, "blobs": [], "w_task_ids": []}
+    assert put_checkpoint_statement(none)[1] is none  # nothing to add: no copy
 
 
 def test_writes_and_completions_carry_an_events_block_only_with_events() -> None:

@@ -20,11 +20,14 @@ __all__ = [
     "ARRAYS",
     "INLINE_ROWS",
     "MIGRATIONS",
+    "PSYCOPG_CACHED_QUERY_BYTES",
+    "PSYCOPG_CACHED_QUERY_PARAMS",
     "QUERIES",
     "SCHEMA",
     "STATEMENT_BLOCKS",
     "Migration",
     "complete_effect",
+    "parameter_names",
     "parse_queries",
     "put_checkpoint",
     "put_checkpoint_statement",
@@ -111,28 +114,39 @@ QUERIES: dict[str, LiteralString] = parse_queries(
 )
 
 
+PSYCOPG_CACHED_QUERY_BYTES = 4096
+PSYCOPG_CACHED_QUERY_PARAMS = 50
+"""psycopg caches how it converts a query's `%(name)s` placeholders only for a query of at
+most this many bytes, executed with at most this many parameters (every key of the
+mapping counts, used or not); past either, it parses the query again on every execute,
+150-200 us of CPU for the checkpoint statement. Assembled statements keep within both
+(`tests/unit/test_sql_rules.py` checks every variant of the checkpoint statement)."""
+
+
 def _assemble(*names: str | None) -> LiteralString:
-    """The statement made of these blocks of queries.sql, in order (None: left out).
+    """The statement made of these blocks of queries.sql, in order (None: left out), without
+    their comment lines (they document the blocks in the file; sent, they would make the
+    checkpoint statement longer than `PSYCOPG_CACHED_QUERY_BYTES`).
 
     `<block>:<n>` is a block with one row line (the line whose parameters are named
     `#_...`) repeated for n rows, their parameters numbered from 0 (`b0_...`, `b1_...`).
     Only parameter names are numbered: no value is ever formatted into SQL.
     """
-    texts: list[LiteralString] = []
+    lines: list[LiteralString] = []
     for name in names:
         if name is None:
             continue
         block, _, count = name.partition(":")
         if block not in STATEMENT_BLOCKS:
             raise KeyError(f"not a statement block: {block}")
-        text = QUERIES[block]
-        if count:
-            lines = text.splitlines()
-            (row,) = [line for line in lines if "#_" in line]
-            rows = ",\n".join(row.replace("#_", f"{i}_") for i in range(int(count)))
-            text = "\n".join(rows if line == row else line for line in lines)
-        texts.append(text)
-    return "\n".join(texts)
+        for line in QUERIES[block].splitlines():
+            if line.lstrip().startswith("--"):
+                continue
+            if count and "#_" in line:
+                lines.append(",\n".join(line.replace("#_", f"{i}_") for i in range(int(count))))
+            else:
+                lines.append(line)
+    return "\n".join(lines)
 
 
 def _fence(fenced: bool) -> LiteralString:
@@ -140,12 +154,13 @@ def _fence(fenced: bool) -> LiteralString:
     return "fence_by_token" if fenced else "fence_none"
 
 
-INLINE_ROWS = 3
+INLINE_ROWS = 2
 """Up to this many blobs, or parked writes, go into the checkpoint statement as rows of
 scalar parameters (`*_rows_values`), more as arrays it unnests (`*_rows_unnested`).
-Unnesting costs the server 15-20 us more per statement, and our array dumpers cost the
-client more than psycopg's scalar ones; a step's put carries one to three of each. The
-bound keeps the number of distinct statements (each prepared per connection) small."""
+Unnesting costs the server 15-20 us more per block, and our array dumpers cost the
+client more than psycopg's scalar ones; a step's put usually carries one or two of each.
+The bound keeps the variants of the statement (each prepared per connection, where
+psycopg keeps 100) few, and its parameters within `PSYCOPG_CACHED_QUERY_PARAMS`."""
 
 ARRAYS = -1
 """A row count for `put_checkpoint`: more rows than `INLINE_ROWS`, sent as arrays."""
@@ -221,8 +236,9 @@ def put_checkpoint_statement(
     params: Mapping[str, Any],
 ) -> tuple[LiteralString, Mapping[str, Any]]:
     """The checkpoint statement for one call's parameters (see `put_checkpoint`), and the
-    parameters to execute it with: `params`, plus the rows of scalar parameters when a few
-    blobs or parked writes go as rows."""
+    parameters to execute it with: those it names, the rows of scalar parameters included
+    when a few blobs or parked writes go as rows (`PSYCOPG_CACHED_QUERY_PARAMS` counts
+    every key passed)."""
     blob_rows = _row_count(len(params["blobs"]))
     write_rows = _row_count(len(params["w_task_ids"]))
     query = put_checkpoint(
@@ -232,14 +248,24 @@ def put_checkpoint_statement(
         events=bool(params["e_ids"]),
         progress=params["run_id"] is not None,
     )
-    if blob_rows <= 0 and write_rows <= 0:
-        return query, params
-    args = dict(params)
-    if blob_rows > 0:
-        _add_rows(args, "b", _BLOB_COLUMNS, blob_rows)
-    if write_rows > 0:
-        _add_rows(args, "w", _WRITE_COLUMNS, write_rows)
-    return query, args
+    values: Mapping[str, Any] = params
+    if blob_rows > 0 or write_rows > 0:
+        rows = dict(params)
+        if blob_rows > 0:
+            _add_rows(rows, "b", _BLOB_COLUMNS, blob_rows)
+        if write_rows > 0:
+            _add_rows(rows, "w", _WRITE_COLUMNS, write_rows)
+        values = rows
+    return query, {name: values[name] for name in parameter_names(query)}
+
+
+@functools.cache
+def parameter_names(query: str) -> tuple[str, ...]:
+    """The `%(name)s` parameters `query` names, each once."""
+    return tuple(dict.fromkeys(_PARAMETER.findall(query)))
+
+
+_PARAMETER = re.compile(r"%\((\w+)\)[sbt]")
 
 
 def _row_count(count: int) -> int:

@@ -364,15 +364,27 @@ def _failing_key(serde: SerializerProtocol, value: Any) -> str:
 
 
 def _dump(serde: SerializerProtocol, value: Any, where: Callable[[], str]) -> tuple[str, bytes]:
-    """`serde.dumps_typed(value)`; a failure names the value (`where`, called only then)."""
+    """`serde.dumps_typed(value)`; a failure names the value (`where`, called only then).
+
+    A serializer must return its type name as text and the value as bytes: a few values
+    go to the checkpoint statement as scalar parameters cast by the server (`::bytea`,
+    `::text`), which would take text for bytes instead of refusing it.
+    """
     try:
-        return serde.dumps_typed(value)
+        type_, blob = serde.dumps_typed(value)
     except Exception as exc:
         raise UnserializableValueError(
             f"{where()}{_failing_key(serde, value)} holds a {type(value).__name__} the "
             f"serializer cannot handle ({exc}); nothing was written. Make the value "
             "serializable or keep it out of the state."
         ) from exc
+    if not isinstance(blob, bytes) or not isinstance(type_, str):
+        raise UnserializableValueError(
+            f"{where()}: the serializer {type(serde).__name__} returned "
+            f"({type(type_).__name__}, {type(blob).__name__}) for a {type(value).__name__}; "
+            "nothing was written. Its dumps_typed must return (str, bytes)."
+        )
+    return type_, blob
 
 
 def rejected_key(config: RunnableConfig) -> tuple[str, str] | None:

@@ -346,3 +346,30 @@ def test_what_orjson_would_write_otherwise_takes_json_texts_path(
     else:
         with pytest.raises(expected):
             _ids.checkpoint_json_text(checkpoint, "checkpoint")
+
+
+class _TextBlobSerializer:
+    """A serializer that breaks its protocol: the value as text, not bytes."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, Any]:
+        return "json", str(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return data[1]
+
+
+def test_a_serializer_returning_text_for_bytes_is_refused_by_name() -> None:
+    """A few blobs go to the checkpoint statement as scalar parameters the server casts
+    (`::bytea` would read text as an escaped string): a blob that is not bytes is refused
+    before anything is sent."""
+    serde: Any = _TextBlobSerializer()
+    with pytest.raises(UnserializableValueError, match=r"must return \(str, bytes\)"):
+        _core.blob_params(serde, {"doc": {"a": 1}}, {"doc": "1"})
+    with pytest.raises(UnserializableValueError, match="_TextBlobSerializer returned"):
+        _core.write_params(
+            serde,
+            {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c"}},
+            [("doc", {"a": 1})],
+            "task",
+            "",
+        )

@@ -9,10 +9,13 @@ import pytest
 
 from langgraph_durable._sql import (
     INLINE_ROWS,
+    PSYCOPG_CACHED_QUERY_BYTES,
+    PSYCOPG_CACHED_QUERY_PARAMS,
     QUERIES,
     STATEMENT_BLOCKS,
     _assemble,
     complete_effect,
+    parameter_names,
     put_checkpoint_statement,
     store_writes,
 )
@@ -42,72 +45,108 @@ def test_every_journal_write_commits_synchronously() -> None:
     assert missing == []
 
 
-def statement_for(params: dict[str, Any]) -> str:
-    return put_checkpoint_statement(params)[0]
+def statement_for(blobs: int = 0, writes: int = 0, **flags: Any) -> str:
+    return put_checkpoint_statement(_params(blobs, writes, **flags))[0]
 
 
 def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None:
     """Each data-modifying CTE costs the server even when it inserts nothing; the full
     statement (for `put_txn` and readers of QUERIES) has every block."""
-    empty = {"blobs": [], "w_task_ids": [], "e_ids": [], "run_id": None, "fence_token": None}
-    lean = statement_for(empty)
+    lean = statement_for()
     for cte in ("new_blobs AS", "parked_writes AS", "events AS", "progress AS"):
         assert cte not in lean
         assert cte in QUERIES["put_checkpoint"]
     assert "fence AS" in lean
     assert "langgraph_durable_threads" not in lean  # no token: no lookup
     assert "INSERT INTO checkpoints" in lean
-    fenced = statement_for({**empty, "fence_token": 7})
+    fenced = statement_for(fence_token=7)
     assert "t.fencing_token = %(fence_token)s::bigint" in fenced
     many = INLINE_ROWS + 1
-    full = statement_for(
-        {
-            **empty,
-            **{name: [b"x"] * many for name in ("blobs", "w_task_ids")},
-            "e_ids": ["e"],
-            "run_id": "r",
-            "fence_token": 7,
-        }
-    )
+    full = statement_for(many, many, e_ids=["e"], run_id="r", fence_token=7)
     assert full == QUERIES["put_checkpoint"]
     assert "unnest(%(blobs)b::bytea[])" in full
-    only_writes = statement_for({**empty, "w_task_ids": ["t"] * many})
+    only_writes = statement_for(writes=many)
     assert "parked_writes AS" in only_writes
     assert "new_blobs AS" not in only_writes
 
 
+def _params(blobs: int, writes: int, **flags: Any) -> dict[str, Any]:
+    """The parameters `put` builds (checkpoint_row, blob_params, parked_write_params)."""
+    return {
+        "thread_id": "t",
+        "checkpoint_ns": "",
+        "checkpoint_id": "c",
+        "parent_checkpoint_id": None,
+        "checkpoint": "{}",
+        "metadata": "{}",
+        "fence_token": None,
+        "run_id": None,
+        "step": 1,
+        "synchronous_commit": "on",
+        "channels": [f"c{i}" for i in range(blobs)],
+        "versions": [f"v{i}" for i in range(blobs)],
+        "types": [f"t{i}" for i in range(blobs)],
+        "blobs": [f"b{i}".encode() for i in range(blobs)],
+        "w_checkpoint_ids": ["k"] * writes,
+        "w_task_ids": [f"task{i}" for i in range(writes)],
+        "w_task_paths": ["p"] * writes,
+        "w_idxs": list(range(writes)),
+        "w_channels": [f"wc{i}" for i in range(writes)],
+        "w_types": ["wt"] * writes,
+        "w_blobs": [f"wb{i}".encode() for i in range(writes)],
+        "e_ids": [],
+        "e_types": [],
+        "e_keys": [],
+        "e_payloads": [],
+        "e_task_ids": [],
+        **flags,
+    }
+
+
 def test_a_few_blobs_and_parked_writes_go_as_rows_of_scalar_parameters() -> None:
     """Up to INLINE_ROWS of each, numbered from 0, taken from the column arrays; the
-    arrays are then not unnested."""
-    params: dict[str, Any] = {
-        "blobs": [b"b0", b"b1"],
-        "channels": ["c0", "c1"],
-        "versions": ["v0", "v1"],
-        "types": ["t0", "t1"],
-        "w_checkpoint_ids": ["k"],
-        "w_task_ids": ["task"],
-        "w_task_paths": ["p"],
-        "w_idxs": [-1],
-        "w_channels": ["wc"],
-        "w_types": ["wt"],
-        "w_blobs": [b"wb"],
-        "e_ids": [],
-        "run_id": None,
-        "fence_token": None,
-    }
+    arrays are then neither unnested nor passed."""
+    params = _params(INLINE_ROWS, 1)
     query, args = put_checkpoint_statement(params)
     assert "unnest(" not in query
-    assert "%(b1_blob)s::bytea" in query
-    assert "%(b2_blob)s" not in query
+    last = INLINE_ROWS - 1
+    assert f"%(b{last}_blob)s::bytea" in query
+    assert f"%(b{INLINE_ROWS}_blob)s" not in query
     assert "%(w0_idx)s::int" in query
     assert "%(w1_idx)s" not in query
-    assert args["b1_channel"] == "c1"
+    assert args[f"b{last}_channel"] == f"c{last}"
     assert args["b0_blob"] == b"b0"
     assert args["w0_checkpoint_id"] == "k"
-    assert args["w0_idx"] == -1
-    assert params.keys() < args.keys()  # the caller's parameters are left as they were
-    none = {**params, "blobs": [], "w_task_ids": []}
-    assert put_checkpoint_statement(none)[1] is none  # nothing to add: no copy
+    assert args["w0_idx"] == 0
+    assert "blobs" not in args
+    assert "w_idxs" not in args
+    assert "channels" in params  # the caller's parameters are left as they were
+    many = put_checkpoint_statement(_params(INLINE_ROWS + 1, INLINE_ROWS + 1))[0]
+    assert "unnest(%(blobs)b::bytea[])" in many
+    assert "unnest(%(w_blobs)b::bytea[])" in many
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+@pytest.mark.parametrize("events", [False, True])
+@pytest.mark.parametrize("progress", [False, True])
+def test_every_checkpoint_statement_stays_within_psycopgs_query_cache(
+    fenced: bool, events: bool, progress: bool
+) -> None:
+    """Past either limit psycopg parses the statement's placeholders again on every
+    execute (150-200 us of CPU per put): the statement text and the keys passed."""
+    flags: dict[str, Any] = {
+        "fence_token": 7 if fenced else None,
+        "run_id": "r" if progress else None,
+    }
+    if events:
+        flags.update(e_ids=["e"], e_types=["x"], e_keys=["k"], e_payloads=["{}"], e_task_ids=["t"])
+    for blobs in range(INLINE_ROWS + 2):
+        for writes in range(INLINE_ROWS + 2):
+            query, args = put_checkpoint_statement(_params(blobs, writes, **flags))
+            assert len(query.encode()) <= PSYCOPG_CACHED_QUERY_BYTES, (blobs, writes)
+            assert len(args) <= PSYCOPG_CACHED_QUERY_PARAMS, (blobs, writes)
+            assert set(args) == set(parameter_names(query))
+            assert "--" not in query  # comments document the blocks in the file only
 
 
 def test_writes_and_completions_carry_an_events_block_only_with_events() -> None:

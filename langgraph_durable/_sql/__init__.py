@@ -41,7 +41,8 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     """Split a queries file into named statements.
 
     A block runs from its `-- name:` line to the next one. Comment lines inside a block
-    are kept (Postgres ignores them), so the text sent is the text in the file.
+    are kept (Postgres ignores them), so a statement's text sent is the text in the
+    file; statements assembled from blocks (`_assemble`) go without them.
     """
     matches = list(_NAME.finditer(text))
     queries: dict[str, LiteralString] = {}
@@ -139,13 +140,14 @@ def _assemble(*names: str | None) -> LiteralString:
         block, _, count = name.partition(":")
         if block not in STATEMENT_BLOCKS:
             raise KeyError(f"not a statement block: {block}")
-        for line in QUERIES[block].splitlines():
-            if line.lstrip().startswith("--"):
-                continue
-            if count and "#_" in line:
-                lines.append(",\n".join(line.replace("#_", f"{i}_") for i in range(int(count))))
-            else:
-                lines.append(line)
+        block_lines = [
+            line for line in QUERIES[block].splitlines() if not line.lstrip().startswith("--")
+        ]
+        if count:
+            (row,) = [line for line in block_lines if "#_" in line]  # exactly one row line
+            rows = ",\n".join(row.replace("#_", f"{i}_") for i in range(int(count)))
+            block_lines = [rows if line == row else line for line in block_lines]
+        lines += block_lines
     return "\n".join(lines)
 
 
@@ -266,6 +268,10 @@ def parameter_names(query: str) -> tuple[str, ...]:
 
 
 _PARAMETER = re.compile(r"%\((\w+)\)[sbt]")
+"""A named placeholder as our statements write them (word characters; psycopg accepts
+more). No statement block holds `%%`, a placeholder in a string literal or one in a
+comment (comments are dropped by `_assemble`). A placeholder this missed would fail the
+statement loudly (psycopg: a parameter is missing), never store something else."""
 
 
 def _row_count(count: int) -> int:

@@ -366,9 +366,11 @@ def _failing_key(serde: SerializerProtocol, value: Any) -> str:
 def _dump(serde: SerializerProtocol, value: Any, where: Callable[[], str]) -> tuple[str, bytes]:
     """`serde.dumps_typed(value)`; a failure names the value (`where`, called only then).
 
-    A serializer must return its type name as text and the value as bytes: a few values
-    go to the checkpoint statement as scalar parameters cast by the server (`::bytea`,
-    `::text`), which would take text for bytes instead of refusing it.
+    A serializer must return its type name as text and the value as bytes (or a
+    `bytearray` or `memoryview`: LangGraph's JsonPlusSerializer hands a bytearray value
+    over as it is): a few values go to the checkpoint statement as scalar parameters cast
+    by the server (`::bytea`, `::text`), which would take text for bytes instead of
+    refusing it.
     """
     try:
         type_, blob = serde.dumps_typed(value)
@@ -378,7 +380,7 @@ def _dump(serde: SerializerProtocol, value: Any, where: Callable[[], str]) -> tu
             f"serializer cannot handle ({exc}); nothing was written. Make the value "
             "serializable or keep it out of the state."
         ) from exc
-    if not isinstance(blob, bytes) or not isinstance(type_, str):
+    if not isinstance(blob, (bytes, bytearray, memoryview)) or not isinstance(type_, str):
         raise UnserializableValueError(
             f"{where()}: the serializer {type(serde).__name__} returned "
             f"({type(type_).__name__}, {type(blob).__name__}) for a {type(value).__name__}; "

@@ -185,25 +185,21 @@ def put_checkpoint(
     `blob_rows` and `parked_write_rows`: 0 leaves the block out, 1 to `INLINE_ROWS` sends
     that many rows of scalar parameters, `ARRAYS` any number as arrays.
     """
-    blobs: LiteralString = ""
-    if blob_rows:
-        blobs = _assemble(
-            "put_checkpoint_blobs", _rows("blob_rows", blob_rows), "put_checkpoint_blobs_end"
-        )
-    writes: LiteralString = ""
-    if parked_write_rows:
-        writes = _assemble(
-            "put_checkpoint_parked_writes",
-            _rows("parked_write_rows", parked_write_rows),
-            "put_checkpoint_parked_writes_end",
-        )
-    head = _assemble("put_checkpoint_head", _fence(fenced))
-    tail = _assemble(
+    blobs = ("put_checkpoint_blobs", _rows("blob_rows", blob_rows), "put_checkpoint_blobs_end")
+    writes = (
+        "put_checkpoint_parked_writes",
+        _rows("parked_write_rows", parked_write_rows),
+        "put_checkpoint_parked_writes_end",
+    )
+    return _assemble(
+        "put_checkpoint_head",
+        _fence(fenced),
+        *(blobs if blob_rows else ()),
+        *(writes if parked_write_rows else ()),
         "task_events" if events else None,
         "put_checkpoint_progress" if progress else None,
         "put_checkpoint_insert",
     )
-    return "\n".join(part for part in (head, blobs, writes, tail) if part)
 
 
 def _rows(block: str, count: int) -> str:
@@ -212,9 +208,9 @@ def _rows(block: str, count: int) -> str:
     parameters' names: 0, 1, ...)."""
     if count == ARRAYS:
         return f"{block}_unnested"
-    if not 0 < count <= INLINE_ROWS:
-        raise ValueError(f"{count} rows: 1 to {INLINE_ROWS}, or ARRAYS")
-    return f"{block}_values:{count}"
+    if count > INLINE_ROWS:
+        raise ValueError(f"{count} rows: at most {INLINE_ROWS}, or ARRAYS")
+    return f"{block}_values:{count}"  # 0: the block is left out, its name unused
 
 
 _BLOB_COLUMNS = (

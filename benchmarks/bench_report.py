@@ -15,6 +15,8 @@ from bench_processes import ProcessesResult
 from bench_runs import RunsResults
 
 MODES = ("sync", "async", "exit")
+STEPS_PER_INVOKE = 10
+"""Steps of one invoke of the benchmarks' 10-node graph: throughput is stored per invoke."""
 
 
 @dataclass
@@ -55,6 +57,9 @@ class Target:
     at_most: bool
     bound: float | None = None
     """The best ratio any saver could reach here, measured in the same run, if known."""
+    why: str = ""
+    """Why a target that fails misses, from this run's own numbers, and the command whose
+    profile shows where the time goes ("" when the numbers it needs were not measured)."""
 
     @property
     def passed(self) -> bool | None:
@@ -171,17 +176,20 @@ def rows(results: Results) -> list[Row]:
                 Row(
                     f"throughput, {level} concurrent thread{'s' if level > 1 else ''}",
                     "steps/s",
-                    f"{mine.median * 10:,.0f}",
-                    f"{theirs.median * 10:,.0f}",
+                    f"{mine.median * STEPS_PER_INVOKE:,.0f}",
+                    f"{theirs.median * STEPS_PER_INVOKE:,.0f}",
                     _ratio(mine.median, theirs.median),
                     f"durability=sync, pools of {pool_size}; invokes/s ours {mine.median:.1f}, "
                     f"upstream {theirs.median:.1f}"
-                    + _other_setup(results.throughput, level, setup, steps_per_invoke=10)
+                    + _other_setup(
+                        results.throughput, level, setup, steps_per_invoke=STEPS_PER_INVOKE
+                    )
                     + (
                         ""
                         if ceiling is None
                         else f"; no-op checkpointer (the ceiling in one process) "
-                        f"{ceiling.median * 10:,.0f} = {_ratio(ceiling.median, theirs.median)}"
+                        f"{ceiling.median * STEPS_PER_INVOKE:,.0f} = "
+                        f"{_ratio(ceiling.median, theirs.median)}"
                     ),
                     SETUP_LABELS[setup],
                 )
@@ -538,6 +546,158 @@ def _get(fn: Callable[[], float]) -> float | None:
         return None
 
 
+def _explain(fn: Callable[[], str]) -> str:
+    """A reason, or "" when a number it needs was not measured in this run (a scenario
+    left out is None: AttributeError)."""
+    try:
+        return fn()
+    except (AttributeError, KeyError, TypeError, ZeroDivisionError, ValueError):
+        return ""
+
+
+def step_why(steps: dict[tuple[str, str], Stats], mode: str, goal: float) -> str:
+    """Per-step time: how much of the goal our put statement alone leaves to our Python."""
+    best, setup = best_upstream(steps, mode)
+    mine = steps[("ours", mode)].median
+    floor = steps[("statement_only", mode)].median
+    allowed = goal * best.median
+    text = (
+        f"ours {mine:.3f} ms per step against {best.median:.3f} for upstream's "
+        f"{SETUP_LABELS[setup]}; the goal is at most {allowed:.3f} ms. Our put statement "
+        f"alone, its parameters computed once, takes {floor:.3f} ms "
+        f"({_ratio(floor, best.median)})"
+    )
+    if floor > allowed:
+        text += ": no saver that sends this statement per step can meet the goal"
+    else:
+        text += (
+            f", which leaves {allowed - floor:.3f} ms per step for the rest of the saver "
+            "(building the row, serializing, parking the writes, the read at the start of "
+            f"each run); that takes {mine - floor:.3f} ms"
+        )
+    return text + f". Profile: `python benchmarks/profile_step.py --durability {mode}`."
+
+
+def throughput_why(tput: dict[tuple[str, int], Stats], threads: int, goal: float) -> str:
+    """Threads: the rate against the no-op checkpointer's ceiling (`tput` in invokes/s)."""
+    best_invokes, setup = best_upstream(tput, threads, higher_is_better=True)
+    best = best_invokes.median * STEPS_PER_INVOKE
+    mine = tput[("ours", threads)].median * STEPS_PER_INVOKE
+    ceiling = tput[("noop", threads)].median * STEPS_PER_INVOKE
+    return (
+        f"ours {mine:,.0f} steps/s against {best:,.0f} for upstream's "
+        f"{SETUP_LABELS[setup]}; the goal needs {goal * best:,.0f}. LangGraph with "
+        f"the no-op checkpointer reaches {ceiling:,.0f} at {threads} threads: the rest is "
+        "the saver's cost per step, its CPU (Python and psycopg, under the GIL the threads "
+        "share) and the server's, on the same cores. Profile: `python "
+        "benchmarks/profile_step.py` (the saver's CPU per step) and `python "
+        f"benchmarks/server_cpu.py --threads {threads}` (the server's)."
+    )
+
+
+def async_rate_why(found: dict[tuple[str, int], AsyncResult], level: int, goal: float) -> str:
+    """Async runs on one loop: the CPU per step ours may spend at the cores it keeps busy."""
+    rates = {key: r.rate() for key, r in found.items()}
+    best, setup = best_upstream(rates, level, higher_is_better=True)
+    mine, noop = found[("ours", level)], found[("noop", level)]
+    cpu = statistics.median(mine.cpu_ms_per_step)
+    langgraph = statistics.median(noop.cpu_ms_per_step)
+    cores = statistics.median(
+        rate * ms / 1000 for rate, ms in zip(mine.steps_per_s, mine.cpu_ms_per_step, strict=True)
+    )
+    needed = goal * best.median
+    allowed = cores * 1000 / needed
+    return (
+        f"ours {mine.rate().median:,.0f} steps/s against {best.median:,.0f} for upstream's "
+        f"{SETUP_LABELS[setup]}; the goal needs {needed:,.0f}. Ours keeps {cores:.2f} cores "
+        f"busy (one event loop), so its rate is set by its CPU per step: {cpu:.2f} ms, where "
+        f"the goal allows {allowed:.2f}. LangGraph's own work (the no-op saver's) takes "
+        f"{langgraph:.2f} ms of that, which leaves {allowed - langgraph:.2f} ms for the saver "
+        f"and the loop's waits on the database; they take {cpu - langgraph:.2f}. Profile: "
+        f"`python benchmarks/async_cpu_by_level.py --levels {level}`."
+    )
+
+
+def async_flat_why(found: dict[tuple[str, int], AsyncResult]) -> str:
+    """Async flatness: where the CPU per step goes from the lowest level to the highest."""
+    levels = sorted(lv for name, lv in found if name == "ours")
+    low, high = levels[0], levels[-1]
+
+    def cpu(name: str, level: int) -> float:
+        return statistics.median(found[(name, level)].cpu_ms_per_step)
+
+    ours_rise = cpu("ours", high) - cpu("ours", low)
+    own_rise = cpu("noop", high) - cpu("noop", low)
+    return (
+        f"ours' CPU per step rises from {cpu('ours', low):.2f} ms at {low} runs to "
+        f"{cpu('ours', high):.2f} at {high} ({ours_rise:+.2f}); LangGraph's own (the no-op "
+        f"saver's) from {cpu('noop', low):.2f} to {cpu('noop', high):.2f} ({own_rise:+.2f}), "
+        f"so {ours_rise - own_rise:+.2f} ms is over the no-op saver: the saver, the pool's "
+        "queue and the loop's waits on the database. Profile: `python "
+        f"benchmarks/async_cpu_by_level.py --levels {low},{high}`."
+    )
+
+
+def processes_why(found: dict[tuple[str, int], ProcessesResult], level: int, goal: float) -> str:
+    """Processes: who uses the machine's CPU, the server or the Python processes."""
+    rates = {key: r.rate() for key, r in found.items()}
+    best, setup = best_upstream(rates, level, higher_is_better=True)
+    mine = found[("ours", level)]
+    share = statistics.median(mine.server_share)
+    ceiling = rates[("noop", level)].median
+    return (
+        f"ours {mine.rate().median:,.0f} steps/s against {best.median:,.0f} for upstream's "
+        f"{SETUP_LABELS[setup]}; the goal needs {goal * best.median:,.0f}. The server used "
+        f"{share:.0%} of the machine's CPU with ours; the no-op checkpointer reaches "
+        f"{ceiling:,.0f} in as many processes, so the rest of the machine, the Python "
+        "processes' CPU per step, sets the rate. Profile: `python benchmarks/profile_step.py` "
+        "(the saver's CPU per step) and `python benchmarks/server_cpu.py --threads 16` (the "
+        "server's)."
+    )
+
+
+def large_why(large: dict[tuple[str, str, int], Stats]) -> str:
+    """Large values: the worst operation and size, and what it costs over upstream."""
+    worst = max(
+        (large[("ours", op, size)].median / best_upstream(large, op, size)[0].median, op, size)
+        for _, op, size in large
+    )
+    _, op, size = worst
+    mine = large[("ours", op, size)].median
+    theirs, setup = best_upstream(large, op, size)
+    call = "put" if op == "write" else "get_tuple"
+    return (
+        f"the worst is the {_bytes(size)} {call}: ours {mine:.3f} ms against "
+        f"{theirs.median:.3f} for upstream's {SETUP_LABELS[setup]}, "
+        f"{(mine - theirs.median) * 1000:.0f} us more per call. At this size the call is "
+        "one statement's round trip and server time plus the Python around it. Profile: "
+        "`python benchmarks/what_if.py` (single statements' wall time) and `python "
+        "benchmarks/server_cpu.py` (the server's CPU)."
+    )
+
+
+def effect_why(fx: dict[str, Stats], goal: float) -> str:
+    """@effect: how much of the goal the journal's two statements alone leave to Python."""
+    call, floor = fx["effect"].median, fx["two_commits"].median
+    statements = fx["statements"].median
+    allowed = goal * floor
+    text = (
+        f"an @effect call takes {call:.3f} ms against {floor:.3f} for two single-row commits; "
+        f"the goal is at most {allowed:.3f}. The journal's two statements alone, parameters "
+        f"computed once, take {statements:.3f} ms ({_ratio(statements, floor)}: the claim and "
+        "the completion cost more than two plain inserts)"
+    )
+    if statements > allowed:
+        text += ": no Python around them can meet the goal"
+    else:
+        text += (
+            f", which leaves {allowed - statements:.3f} ms for the Python around them (the "
+            f"key, the input hash, the runner, two pool checkouts); that takes "
+            f"{call - statements:.3f} ms"
+        )
+    return text + ". Profile: `python benchmarks/profile_effect.py`."
+
+
 def targets(results: Results) -> list[Target]:
     """The targets of issue 16 (and those of issue 6 that still hold), each a ratio measured
     in this run against the faster of upstream's two setups."""
@@ -612,6 +772,7 @@ def targets(results: Results) -> list[Target]:
             0.8,
             at_most=True,
             bound=_get(lambda: step_ratio("statement_only")),
+            why=_explain(lambda: step_why(steps, "sync", 0.8)),  # type: ignore[arg-type]
         ),
         Target(
             "async per-step time vs upstream's best",
@@ -619,6 +780,7 @@ def targets(results: Results) -> list[Target]:
             0.8,
             at_most=True,
             bound=_get(lambda: step_ratio("statement_only", "async")),
+            why=_explain(lambda: step_why(steps, "async", 0.8)),  # type: ignore[arg-type]
         ),
         Target(
             "exit per-step time vs upstream's best",
@@ -626,6 +788,7 @@ def targets(results: Results) -> list[Target]:
             1.0,
             at_most=True,
             bound=_get(lambda: step_ratio("statement_only", "exit")),
+            why=_explain(lambda: step_why(steps, "exit", 1.0)),  # type: ignore[arg-type]
         ),
         Target(
             f"throughput with {top} threads vs upstream's best",
@@ -633,6 +796,7 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=False,
             bound=_get(lambda: tput_ratio("noop")),
+            why=_explain(lambda: throughput_why(tput, top, 1.3)),  # type: ignore[arg-type]
         ),
         Target(
             f"async, {mid} concurrent runs on one loop: steps/s vs upstream's best",
@@ -640,12 +804,14 @@ def targets(results: Results) -> list[Target]:
             2.0,
             at_most=False,
             bound=_get(lambda: async_ratio(mid, "noop")),
+            why=_explain(lambda: async_rate_why(found_async, mid, 2.0)),  # type: ignore[arg-type]
         ),
         Target(
             f"async: ours at {async_levels[-1]} concurrent runs vs ours at {async_levels[0]}",
             _get(async_flat),
             1.0,
             at_most=False,
+            why=_explain(lambda: async_flat_why(found_async)),  # type: ignore[arg-type]
         ),
         Target(
             f"{most} worker process{'es' if most > 1 else ''} on one Postgres: total steps/s "
@@ -654,12 +820,14 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=False,
             bound=_get(lambda: processes_ratio("noop")),
+            why=_explain(lambda: processes_why(processes, most, 1.3)),  # type: ignore[arg-type]
         ),
         Target(
             "large values: worst of put and get_tuple at every size vs upstream's best",
             _get(large_worst),
             1.0,
             at_most=True,
+            why=_explain(lambda: large_why(large)),  # type: ignore[arg-type]
         ),
         Target(
             f"latest fetch on the {big:,}-checkpoint thread vs upstream",
@@ -685,6 +853,7 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=True,
             bound=_get(lambda: fx["statements"].median / fx["two_commits"].median),  # type: ignore[index]
+            why=_explain(lambda: effect_why(fx, 1.3)),  # type: ignore[arg-type]
         ),
         Target(
             "recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s",
@@ -749,6 +918,10 @@ def markdown(results: Results) -> str:
             for t in targets(results)
         ],
     )
+    missed = [t for t in targets(results) if t.passed is False and t.why]
+    if missed:
+        lines += ["", "Why each failing target misses, from this run's numbers:", ""]
+        lines += [f"- {t.name}: {t.why}" for t in missed]
     settings = ", ".join(f"{k}={v}" for k, v in results.settings.items())
     timing = ", ".join(f"{k} {v:.1f} s" for k, v in results.seconds.items())
     lines += ["", f"Settings: {settings}.", "", f"Time taken: {timing}."]

@@ -1,13 +1,15 @@
-"""Where the time of our saver's sync per-step path goes.
+"""Where the time of our saver's per-step path goes.
 
     python benchmarks/profile_step.py [--dsn DSN] [--invokes 300]   # wall-clock breakdown
     python benchmarks/profile_step.py [--dsn DSN] --py-spy          # CPU profile (py-spy)
+    ... [--durability sync|async|exit]                              # default sync
 
 The first table gives wall and CPU time per step of the graph alone, LangGraph with a
 no-op checkpointer, upstream's `PostgresSaver` and ours, taking turns in chunks, and the
 saver's own CPU per step (over the no-op checkpointer; issue 16 asks to halve it). The
 breakdown times the saver's own methods while the 10-node graph of
-`durability_modes.py` runs with `durability="sync"`: `put` split into building the row,
+`durability_modes.py` runs (`durability="sync"` unless `--durability` says otherwise):
+`put` split into building the row,
 waiting for the parent checkpoint's writes, and the statement (pool checkout, round trip,
 commit); `put_writes` split into serializing and the statement; `get_tuple`. Everything
 else on the critical path is LangGraph's own work, measured as the graph without a
@@ -111,8 +113,11 @@ def _instrument(saver: Any, timers: Timers) -> None:
     parking.store = timers.wrap("put_writes.park_or_store", parking.store)
 
 
-def _invoke(graph: Any) -> None:
-    graph.invoke({}, {"configurable": {"thread_id": str(uuid.uuid4())}}, durability="sync")
+MODES = ("sync", "async", "exit")
+
+
+def _invoke(graph: Any, mode: str = "sync") -> None:
+    graph.invoke({}, {"configurable": {"thread_id": str(uuid.uuid4())}}, durability=mode)
 
 
 Cost = tuple[float, float, float]
@@ -165,7 +170,7 @@ def _saver_share(costs: dict[str, Cost]) -> str:
     )
 
 
-def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
+def breakdown(dsn: str, upstream_dsn: str, invokes: int, mode: str = "sync") -> str:
     """Markdown tables: wall and CPU time per step, and ms per step by part of the path."""
     plain = graph_builder().compile()
     noop = graph_builder().compile(checkpointer=NoopSaver())
@@ -174,9 +179,9 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
         upstream_graph = graph_builder().compile(checkpointer=theirs)
         runs: dict[str, Callable[[], Any]] = {
             "graph alone (no checkpointer)": lambda: plain.invoke({}),
-            "LangGraph with a no-op checkpointer": lambda: _invoke(noop),
-            "upstream PostgresSaver": lambda: _invoke(upstream_graph),
-            "DurablePostgresSaver": lambda: _invoke(graph),
+            "LangGraph with a no-op checkpointer": lambda: _invoke(noop, mode),
+            "upstream PostgresSaver": lambda: _invoke(upstream_graph, mode),
+            "DurablePostgresSaver": lambda: _invoke(graph, mode),
         }
         _per_step(runs, 20)  # warm up
         costs = _per_step(runs, invokes)
@@ -184,7 +189,7 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
         _instrument(saver, timers)
         start = time.perf_counter()
         for _ in range(invokes):
-            _invoke(graph)
+            _invoke(graph, mode)
         total = time.perf_counter() - start
     steps = invokes * NODES
     alone = costs["graph alone (no checkpointer)"][0] / 1000 * steps
@@ -193,7 +198,7 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
         return f"{seconds * 1000 / steps:.3f}"
 
     lines = [
-        f'Wall and CPU time per step, durability="sync", {invokes} invokes each (CPU of '
+        f'Wall and CPU time per step, durability="{mode}", {invokes} invokes each (CPU of '
         "all threads of this process, from `os.times()`; the server's CPU not included):",
         "",
         "| run | wall ms per step | user CPU ms per step | system CPU ms per step |",
@@ -202,7 +207,7 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
         "",
         _saver_share(costs),
         "",
-        f"The sync path of DurablePostgresSaver by part ({invokes} more invokes, instrumented; "
+        f"The {mode} path of DurablePostgresSaver by part ({invokes} more invokes, instrumented; "
         "CPU is the calling thread's, from `time.thread_time()`):",
         "",
         "| part | calls per step | wall ms per step | share of the step | CPU ms per step |",
@@ -238,14 +243,14 @@ def breakdown(dsn: str, upstream_dsn: str, invokes: int) -> str:
     return "\n".join(lines)
 
 
-def _loop(dsn: str, seconds: float) -> None:
+def _loop(dsn: str, seconds: float, mode: str) -> None:
     with ours(dsn, 10, setup=False) as saver:
         graph = graph_builder().compile(checkpointer=saver)
         for _ in range(20):
-            _invoke(graph)
+            _invoke(graph, mode)
         invokes, deadline = 0, time.perf_counter() + seconds
         while time.perf_counter() < deadline:
-            _invoke(graph)
+            _invoke(graph, mode)
             invokes += 1
     print(f"invokes={invokes}")
 
@@ -269,8 +274,9 @@ def group_samples(stacks: list[str]) -> tuple[collections.Counter[str], int]:
     return groups, total
 
 
-def py_spy(dsn: str, seconds: float, rate: int = 500) -> str:
-    """Samples of the thread holding the GIL during the sync loop, grouped, as markdown."""
+def py_spy(dsn: str, seconds: float, rate: int = 500, mode: str = "sync") -> str:
+    """Samples of the thread holding the GIL during the loop of invokes, grouped, as
+    markdown."""
     with ours(dsn, 10):
         pass  # setup
     with tempfile.TemporaryDirectory() as tmp:
@@ -281,6 +287,7 @@ def py_spy(dsn: str, seconds: float, rate: int = 500) -> str:
                 "record", "--gil", "--format", "raw", "--rate", str(rate),
                 "--output", str(out), "--",
                 sys.executable, __file__, "--dsn", dsn, "--loop", str(seconds),
+                "--durability", mode,
             ],
             check=True,
             capture_output=True,
@@ -292,7 +299,7 @@ def py_spy(dsn: str, seconds: float, rate: int = 500) -> str:
     steps = invokes * NODES
     lines = [
         f"Samples of the thread holding the GIL (py-spy --gil, {rate} Hz, {total} samples) "
-        f"over {seconds:g} s of sync invokes ({steps} steps; the sampler's pauses slow the "
+        f"over {seconds:g} s of {mode} invokes ({steps} steps; the sampler's pauses slow the "
         "loop down, so only the shares count):",
         "",
         "| where the GIL holder was (inclusive) | share of samples |",
@@ -314,10 +321,11 @@ def main() -> None:
     parser.add_argument("--invokes", type=int, default=300)
     parser.add_argument("--py-spy", action="store_true", help="CPU profile with py-spy")
     parser.add_argument("--seconds", type=float, default=15.0, help="py-spy sampling time")
+    parser.add_argument("--durability", choices=MODES, default="sync", help="the graph's mode")
     parser.add_argument("--loop", type=float, help=argparse.SUPPRESS)  # py-spy's target
     args = parser.parse_args()
     if args.loop is not None:
-        _loop(args.dsn, args.loop)
+        _loop(args.dsn, args.loop, args.durability)
         return
     server, embedded = resolve_dsn(args.dsn)
     try:
@@ -326,9 +334,9 @@ def main() -> None:
             scratch_database(server, "profile_upstream") as upstream_dsn,
         ):
             if args.py_spy:
-                print(py_spy(dsn, args.seconds))
+                print(py_spy(dsn, args.seconds, mode=args.durability))
             else:
-                print(breakdown(dsn, upstream_dsn, args.invokes))
+                print(breakdown(dsn, upstream_dsn, args.invokes, args.durability))
     finally:
         if embedded is not None:
             embedded.stop()

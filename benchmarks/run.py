@@ -25,17 +25,20 @@ Scenarios (see each module's docstring for the method):
               1, 4 and 16 workers against direct invokes (`bench_runs.py`).
 
 Prints a markdown table with ratios (ours / upstream's faster setup in the same run) and the
-machine, checks the targets of issue 16, and writes `benchmarks.md`, `benchmarks.json` and
-(with matplotlib, the `bench` extra) `benchmarks.png` into `--out` (default `docs/`). In
+machine, checks the targets of issue 16 and says why each failing one misses (from the same
+run's numbers, with the command that profiles it), and writes `benchmarks.md`,
+`benchmarks.json` and (with matplotlib, the `bench` extra) `benchmarks.png` into `--out`
+(default `docs/`). In
 `benchmarks.md` only the part between the result markers is replaced, so hand-written
 sections around it survive.
 `--only` re-runs some scenarios and keeps the others from the previous `benchmarks.json`;
 `--report-only` rewrites the table and the plot from it.
 
-Where the time of the sync path goes: `profile_step.py`; commit-mode what-ifs and single
-statement costs: `what_if.py`; what one round trip costs on this machine, by the CPU its
-backend runs on: `round_trips.py`; the server's CPU per step, ours against upstream:
-`server_cpu.py`.
+Where the time of a step goes: `profile_step.py [--durability sync|async|exit]`; of an
+`@effect` call, layer by layer down to two plain commits: `profile_effect.py`; commit-mode
+what-ifs and single statement costs: `what_if.py`; what one round trip costs on this
+machine, by the CPU its backend runs on: `round_trips.py`; the server's CPU per step, ours
+against upstream: `server_cpu.py`.
 
 `--dsn` names the server (any database on it): every scenario runs in scratch databases
 created there and dropped afterwards. Without it, `LANGGRAPH_DURABLE_DSN`, else an embedded

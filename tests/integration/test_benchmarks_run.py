@@ -42,6 +42,20 @@ def test_profile_step_reports_the_savers_own_cpu(db_dsn: str) -> None:
     assert "| put (whole call, on the critical path) |" in out
 
 
+def test_profile_step_runs_in_every_durability_mode(db_dsn: str) -> None:
+    for mode in ("async", "exit"):
+        out = _run("profile_step.py", "--dsn", db_dsn, "--invokes", "2", "--durability", mode)
+        assert f'durability="{mode}"' in out, out
+        assert f"The {mode} path of DurablePostgresSaver by part" in out, out
+
+
+def test_profile_effect_reports_each_layer(db_dsn: str) -> None:
+    out = _run("profile_effect.py", "--dsn", db_dsn, "--calls", "4", "--chunks", "2")
+    assert "| @effect call |" in out, out
+    assert "| two single-row INSERT + commit (the floor) |" in out, out
+    assert "| the journal's statements over two plain inserts |" in out, out
+
+
 def test_round_trips_reports_each_connection_and_the_cross_cpu_cost(db_dsn: str) -> None:
     out = _run(
         "round_trips.py",

@@ -11,7 +11,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from async_cpu_by_level import Sample, table
 from bench_async import AsyncResult
-from bench_report import _cpu_split
+from bench_common import Stats
+from bench_report import (
+    Results,
+    _cpu_split,
+    async_rate_why,
+    effect_why,
+    large_why,
+    markdown,
+    step_why,
+    throughput_why,
+)
+from profile_effect import Cost
+from profile_effect import report as effect_report
 from profile_step import SAVER_PARTS, TOP, _saver_share, group_samples
 
 
@@ -89,3 +101,123 @@ def test_py_spy_groups_find_the_saver_s_statement_and_pool() -> None:
     saver, execute, pool = TOP[0][0], SAVER_PARTS[0][0], SAVER_PARTS[1][0]
     assert total == 19  # start-up samples are left out
     assert (groups[saver], groups[execute], groups[pool]) == (12, 9, 3)
+
+
+def _one(value: float) -> Stats:
+    return Stats.of([value])
+
+
+def test_a_per_step_reason_splits_the_goal_between_the_statement_and_the_rest() -> None:
+    steps = {
+        ("ours", "sync"): _one(1.0),
+        ("upstream_single", "sync"): _one(1.2),
+        ("upstream_pool", "sync"): _one(1.5),
+        ("statement_only", "sync"): _one(0.9),
+    }
+    why = step_why(steps, "sync", 0.8)
+    # Against the faster setup (1.2): the goal is 0.96, the statement 0.9 leaves 0.06.
+    assert "against 1.200 for upstream's one connection" in why
+    assert "the goal is at most 0.960 ms" in why
+    assert "takes 0.900 ms (0.75x), which leaves 0.060 ms" in why
+    assert "that takes 0.100 ms" in why
+    assert why.endswith("`python benchmarks/profile_step.py --durability sync`.")
+    steps[("statement_only", "sync")] = _one(1.0)
+    assert "no saver that sends this statement per step can meet the goal" in step_why(
+        steps, "sync", 0.8
+    )
+
+
+def test_throughput_reasons_count_steps_not_invokes() -> None:
+    tput = {
+        ("ours", 16): _one(80.0),
+        ("upstream_single", 16): _one(64.0),
+        ("upstream_pool", 16): _one(60.0),
+        ("noop", 16): _one(166.0),
+    }
+    why = throughput_why(tput, 16, 1.3)
+    assert why.startswith("ours 800 steps/s against 640 for upstream's one connection")
+    assert "the goal needs 832" in why
+    assert "reaches 1,660 at 16 threads" in why
+
+
+def test_the_async_reason_gives_the_cpu_per_step_the_goal_allows() -> None:
+    found = {
+        ("ours", 64): AsyncResult([1000.0] * 3, [0.0] * 3, [0.9, 1.0, 1.1]),
+        ("upstream_single", 64): AsyncResult([700.0] * 3, [0.0] * 3, [1.4] * 3),
+        ("upstream_pool", 64): AsyncResult([600.0] * 3, [0.0] * 3, [1.6] * 3),
+        ("noop", 64): AsyncResult([3000.0] * 3, [0.0] * 3, [0.3] * 3),
+    }
+    why = async_rate_why(found, 64, 2.0)
+    # Cores busy: 0.9, 1.0 and 1.1; 1,400 steps/s at 1.0 cores allow 0.714 ms per step.
+    assert "the goal needs 1,400. Ours keeps 1.00 cores busy" in why
+    assert "1.00 ms, where the goal allows 0.71" in why
+    assert "takes 0.30 ms of that, which leaves 0.41 ms" in why
+    assert "they take 0.70" in why
+
+
+def test_the_effect_reason_leaves_the_python_what_the_statements_do_not_use() -> None:
+    fx = {
+        "effect": _one(0.9),
+        "two_commits": _one(0.6),
+        "statements": _one(0.72),
+        "one_commit": _one(0.3),
+    }
+    why = effect_why(fx, 1.3)
+    assert "the goal is at most 0.780" in why
+    assert "take 0.720 ms (1.20x" in why
+    assert "which leaves 0.060 ms" in why
+    assert "that takes 0.180 ms" in why
+
+
+def test_the_large_value_reason_names_the_worst_call() -> None:
+    large = {
+        ("ours", "write", 1000): _one(0.46),
+        ("upstream_single", "write", 1000): _one(0.37),
+        ("ours", "read", 1000): _one(0.30),
+        ("upstream_single", "read", 1000): _one(0.31),
+        ("ours", "write", 1000000): _one(5.0),
+        ("upstream_single", "write", 1000000): _one(4.5),
+    }
+    why = large_why(large)
+    assert why.startswith("the worst is the 1 KB put: ours 0.460 ms against 0.370")
+    assert "90 us more per call" in why
+
+
+def test_the_report_explains_failing_targets_only() -> None:
+    failing = Results(
+        machine={},
+        settings={"read_sizes": (100,)},
+        effects={
+            "effect": _one(0.9),
+            "two_commits": _one(0.6),
+            "statements": _one(0.72),
+            "one_commit": _one(0.3),
+        },
+    )
+    text = markdown(failing)
+    assert "Why each failing target misses" in text
+    assert "- @effect overhead vs the two-commit floor: an @effect call takes 0.900 ms" in text
+    passing = Results(
+        machine={},
+        settings={"read_sizes": (100,)},
+        effects={
+            "effect": _one(0.7),
+            "two_commits": _one(0.6),
+            "statements": _one(0.65),
+            "one_commit": _one(0.3),
+        },
+    )
+    assert "Why each failing target misses" not in markdown(passing)
+
+
+def test_the_effect_profile_subtracts_each_layer_from_the_one_above() -> None:
+    costs = {
+        "effect": Cost(wall=1.0, client=0.3, server=0.35, calls=1000),
+        "journal": Cost(wall=0.9, client=0.24, server=0.36, calls=1000),
+        "statements": Cost(wall=0.88, client=0.22, server=0.35, calls=1000),
+        "two_commits": Cost(wall=0.66, client=0.16, server=0.25, calls=1000),
+    }
+    lines = effect_report(costs).splitlines()
+    assert "| @effect call | 1000 | 300 | 350 | 350 |" in lines
+    assert "Against the floor (660 µs): @effect 1.52x." in lines
+    assert "| the journal's statements over two plain inserts | +220 | +60 | +100 |" in lines

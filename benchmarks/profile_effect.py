@@ -1,0 +1,179 @@
+"""Where the time of an `@effect` call goes, against the two-commit floor.
+
+    python benchmarks/profile_effect.py [--dsn DSN] [--calls 2000] [--chunks 10]
+
+Four ways to do an effect's two commits, each on a new key, taking turns in `--chunks`
+chunks on one pool of one connection (so one backend serves them all):
+
+- the `@effect` call (a no-op body, a business key);
+- the journal's `claim` and `complete`, called directly (no runner, no key function, no
+  input hash);
+- the journal's two statements with their parameters computed once (`bench_effects.py`:
+  the floor for any `@effect` on this journal);
+- two single-row INSERT + commit statements (the floor the issue 16 target is set against).
+
+For each: wall time, this process's CPU (`time.process_time`) and the server's CPU (every
+local `postgres` process, from `/proc`; 0 for a server on another machine) per call, and
+what is left (waiting: the commit's WAL flush, the wake-ups of the round trips). The
+differences between neighbouring lines say what each layer costs: the runner and the
+call's preparation, the journal's Python, and the statements over two plain inserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bench_common import ours, scratch_database
+from bench_effects import CLAIM_PARAMS, COMPLETE_PARAMS, FLOOR_INSERT, FLOOR_TABLE
+from psycopg import Connection
+from psycopg.rows import DictRow, tuple_row
+from psycopg_pool import ConnectionPool
+from server_cpu import postgres_cpu_seconds
+
+from langgraph_durable import EffectJournal, effect
+from langgraph_durable._sql import QUERIES, complete_effect
+from langgraph_durable.embedded import resolve_dsn
+
+LABELS = {
+    "effect": "@effect call",
+    "journal": "journal.claim + journal.complete",
+    "statements": "the journal's two statements, parameters computed once",
+    "two_commits": "two single-row INSERT + commit (the floor)",
+}
+
+
+@dataclass
+class Cost:
+    """Seconds spent over `calls` calls: wall, this process's CPU, the server's CPU."""
+
+    wall: float = 0.0
+    client: float = 0.0
+    server: float = 0.0
+    calls: int = 0
+
+    def per_call_us(self) -> tuple[float, float, float, float]:
+        """(wall, client CPU, server CPU, the rest of the wall time) in µs per call."""
+        n = max(self.calls, 1)
+        wall, client, server = (x * 1e6 / n for x in (self.wall, self.client, self.server))
+        return wall, client, server, wall - client - server
+
+
+def calls_of(pool: ConnectionPool[Connection[DictRow]]) -> dict[str, Callable[[], Any]]:
+    """The four ways, each doing one effect's two commits on a new key per call."""
+    with pool.connection() as conn:
+        conn.execute(FLOOR_TABLE)
+    journal = EffectJournal(pool)
+    run = uuid.uuid4().hex[:8]
+    counter = itertools.count()
+
+    @effect(key=lambda n: f"profile:{run}:{n}", journal=journal)
+    def noop(n: int) -> dict[str, int]:
+        return {"n": n}
+
+    def journal_calls() -> None:
+        key = f"profile:{run}:journal:{next(counter)}"
+        attempt = journal.claim(key, "noop", "0" * 64, 300.0, None, "call")
+        assert attempt is not None
+        journal.complete(key, attempt, {"n": 1})
+
+    claim, complete = QUERIES["effect_claim"], complete_effect(events=False)
+
+    def statements() -> None:
+        key = f"profile:{run}:raw:{next(counter)}"
+        with pool.connection() as conn:
+            conn.cursor(row_factory=tuple_row).execute(
+                claim, {**CLAIM_PARAMS, "key": key}
+            ).fetchall()
+        with pool.connection() as conn:
+            conn.cursor(row_factory=tuple_row).execute(
+                complete, {**COMPLETE_PARAMS, "key": key}
+            ).fetchall()
+
+    def two_commits() -> None:
+        for _ in range(2):
+            with pool.connection() as conn:
+                conn.execute(FLOOR_INSERT, (f"{run}:{next(counter)}", b"x" * 64))
+
+    return {
+        "effect": lambda: noop(next(counter)),
+        "journal": journal_calls,
+        "statements": statements,
+        "two_commits": two_commits,
+    }
+
+
+def measure(calls: dict[str, Callable[[], Any]], total: int, chunks: int) -> dict[str, Cost]:
+    """`total` calls of each way, taking turns in `chunks` chunks (the order reversed on
+    every other turn), after a warm-up."""
+    for fn in calls.values():
+        for _ in range(50):
+            fn()
+    costs = {name: Cost() for name in calls}
+    size = max(1, total // chunks)
+    for turn in range(chunks):
+        names = list(calls) if turn % 2 == 0 else list(reversed(calls))
+        for name in names:
+            fn, cost = calls[name], costs[name]
+            server, client, wall = postgres_cpu_seconds(), time.process_time(), time.perf_counter()
+            for _ in range(size):
+                fn()
+            cost.wall += time.perf_counter() - wall
+            cost.client += time.process_time() - client
+            cost.server += postgres_cpu_seconds() - server
+            cost.calls += size
+    return costs
+
+
+def report(costs: dict[str, Cost]) -> str:
+    """The table and the layers' differences, as markdown."""
+    per = {name: cost.per_call_us() for name, cost in costs.items()}
+    lines = [
+        "µs per call (server CPU: every local `postgres` process; the rest is waiting):",
+        "",
+        "| way | wall | client CPU | server CPU | rest |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (wall, client, server, rest) in per.items():
+        lines.append(f"| {LABELS[name]} | {wall:.0f} | {client:.0f} | {server:.0f} | {rest:.0f} |")
+    floor = per["two_commits"][0]
+    lines += ["", f"Against the floor ({floor:.0f} µs): @effect {per['effect'][0] / floor:.2f}x."]
+    layers = (
+        ("the runner and the call's preparation (key, input hash)", "effect", "journal"),
+        ("the journal's Python (connections, parameters, serializing)", "journal", "statements"),
+        ("the journal's statements over two plain inserts", "statements", "two_commits"),
+    )
+    lines += ["", "| layer | wall | client CPU | server CPU |", "|---|---:|---:|---:|"]
+    for label, upper, lower in layers:
+        a, b = per[upper], per[lower]
+        lines.append(f"| {label} | {a[0] - b[0]:+.0f} | {a[1] - b[1]:+.0f} | {a[2] - b[2]:+.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--dsn")
+    parser.add_argument("--calls", type=int, default=2000, help="calls of each way")
+    parser.add_argument("--chunks", type=int, default=10, help="turns the ways take")
+    args = parser.parse_args()
+    if args.calls < 1 or args.chunks < 1:
+        parser.error("--calls and --chunks must be positive")
+    server, embedded = resolve_dsn(args.dsn)
+    try:
+        with scratch_database(server, "profile_effect") as dsn, ours(dsn, 1) as saver:
+            pool: ConnectionPool[Connection[DictRow]] = saver.conn  # type: ignore[assignment]
+            if postgres_cpu_seconds() == 0:
+                print("No local `postgres` process: the server CPU column reads 0.\n")
+            print(report(measure(calls_of(pool), args.calls, args.chunks)))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -556,16 +556,17 @@ def _explain(fn: Callable[[], str]) -> str:
 
 
 def step_why(steps: dict[tuple[str, str], Stats], mode: str, goal: float) -> str:
-    """Per-step time: how much of the goal our put statement alone leaves to our Python."""
+    """Per-step time: how much of the goal a step that only sends our put statement leaves
+    to the rest of the saver."""
     best, setup = best_upstream(steps, mode)
     mine = steps[("ours", mode)].median
     floor = steps[("statement_only", mode)].median
     allowed = goal * best.median
     text = (
         f"ours {mine:.3f} ms per step against {best.median:.3f} for upstream's "
-        f"{SETUP_LABELS[setup]}; the goal is at most {allowed:.3f} ms. Our put statement "
-        f"alone, its parameters computed once, takes {floor:.3f} ms "
-        f"({_ratio(floor, best.median)})"
+        f"{SETUP_LABELS[setup]}; the goal is at most {allowed:.3f} ms. With a saver that "
+        "only sends our put statement, its parameters computed once, a step takes "
+        f"{floor:.3f} ms ({_ratio(floor, best.median)})"
     )
     if floor > allowed:
         text += ": no saver that sends this statement per step can meet the goal"

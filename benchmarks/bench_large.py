@@ -2,12 +2,16 @@
 50 MB value, ours against upstream's `PostgresSaver` in both setups, interleaved.
 
     python benchmarks/bench_large.py [--dsn DSN] [--sizes 1e3,1e6,5e7] [--reps 5]
+    python benchmarks/bench_large.py [--dsn DSN] --sizes 1e3 --profile [--calls 5000]
 
 The value is a dict holding seeded text of random words (`{"doc": text}`), so it is stored
 as a blob (msgpack) and Postgres compresses it as it would a real document; every write
 goes to a new thread, and the read is the thread's latest checkpoint (what a resumed run
 loads), checked against the value written. Each saver writes to a database of its own
 schema; upstream's two setups share one.
+
+`--profile` splits the calls of the first size into wall time, this process's CPU and the
+server's CPU per call, for each saver (`profile`).
 """
 
 from __future__ import annotations
@@ -38,21 +42,32 @@ def document(size: int, seed: int = 1) -> dict[str, str]:
     return {"doc": text[:size]}
 
 
-def _write_and_read(saver: BaseCheckpointSaver[Any], value: Any) -> tuple[float, float]:
-    """ms of one `put` of a checkpoint holding `value`, and of the `get_tuple` after it."""
+def _put(saver: BaseCheckpointSaver[Any], value: Any) -> str:
+    """`put` a checkpoint holding `value` on a new thread; the thread's id."""
     checkpoint = empty_checkpoint()
     version = saver.get_next_version(None, None)
     checkpoint["channel_values"] = {"big": value}
     checkpoint["channel_versions"] = {"big": version}
     thread = str(uuid.uuid4())
     config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    began = time.perf_counter()
     saver.put(config, checkpoint, {"source": "loop", "step": 1}, {"big": version})
-    wrote = time.perf_counter()
+    return thread
+
+
+def _get(saver: BaseCheckpointSaver[Any], thread: str, value: Any) -> None:
+    """`get_tuple` of a thread's latest checkpoint, checked against the value written."""
     found = saver.get_tuple({"configurable": {"thread_id": thread}})
-    read = time.perf_counter()
     if found is None or found.checkpoint["channel_values"]["big"] != value:
         raise AssertionError("the value read back differs from the one written")
+
+
+def _write_and_read(saver: BaseCheckpointSaver[Any], value: Any) -> tuple[float, float]:
+    """ms of one `put` of a checkpoint holding `value`, and of the `get_tuple` after it."""
+    began = time.perf_counter()
+    thread = _put(saver, value)
+    wrote = time.perf_counter()
+    _get(saver, thread, value)
+    read = time.perf_counter()
     return (wrote - began) * 1000, (read - wrote) * 1000
 
 
@@ -84,6 +99,55 @@ def large_values(
     return {key: Stats.of(values) for key, values in samples.items()}
 
 
+def profile(upstream_dsn: str, ours_dsn: str, size: int, calls: int, chunks: int = 10) -> str:
+    """Where a call's time goes, per saver: wall, this process's CPU and the server's CPU
+    (every local `postgres` process, from /proc) per `put` and per `get_tuple` of a `size`
+    value, as markdown. The savers take turns in `chunks` chunks; in each, a saver puts its
+    share of the values on new threads, then reads them back."""
+    from server_cpu import postgres_cpu_seconds
+
+    value = document(size)
+    spent: dict[tuple[str, str], list[float]] = {}
+    per_chunk = max(1, calls // chunks)
+    with ExitStack() as stack:
+        savers: dict[str, BaseCheckpointSaver[Any]] = {
+            "ours": stack.enter_context(ours(ours_dsn, 4)),
+            "upstream_single": stack.enter_context(upstream_single(upstream_dsn)),
+            "upstream_pool": stack.enter_context(upstream(upstream_dsn, 4, setup=False)),
+        }
+        for saver in savers.values():  # warm up: prepared statements, connections
+            _get(saver, _put(saver, value), value)
+        for turn in range(chunks):
+            for name in list(savers) if turn % 2 == 0 else list(reversed(savers)):
+                saver, threads = savers[name], []
+                for op in ("put", "get_tuple"):
+                    server, client = postgres_cpu_seconds(), time.process_time()
+                    wall = time.perf_counter()
+                    for i in range(per_chunk):
+                        if op == "put":
+                            threads.append(_put(saver, value))
+                        else:
+                            _get(saver, threads[i], value)
+                    cost = spent.setdefault((name, op), [0.0, 0.0, 0.0])
+                    cost[0] += time.perf_counter() - wall
+                    cost[1] += time.process_time() - client
+                    cost[2] += postgres_cpu_seconds() - server
+    done = per_chunk * chunks
+    lines = [
+        f"µs per call of a {size:,}-character value, {done} calls of each, means (server "
+        "CPU: every local `postgres` process, read in 10 ms clock ticks before and after "
+        f"each of {chunks} chunks, so differences of a few tens of µs are within its "
+        "resolution; the rest is waiting):",
+        "",
+        "| saver | call | wall | client CPU | server CPU | rest |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for (name, op), (wall, client, server) in spent.items():
+        w, c, k = (round(x * 1e6 / done) for x in (wall, client, server))
+        lines.append(f"| {name} | {op} | {w} | {c} | {k} | {w - c - k} |")
+    return "\n".join(lines)
+
+
 def _main() -> None:
     from langgraph_durable.embedded import resolve_dsn
 
@@ -91,14 +155,25 @@ def _main() -> None:
     parser.add_argument("--dsn")
     parser.add_argument("--sizes", default="1e3,1e6,5e7")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="per saver and call: wall time, client CPU and server CPU (first size only)",
+    )
+    parser.add_argument("--calls", type=int, default=5000, help="calls of each with --profile")
     args = parser.parse_args()
     sizes = tuple(int(float(x)) for x in args.sizes.split(","))
+    if args.calls < 1 or args.reps < 1:
+        parser.error("--calls and --reps must be positive")
     dsn, embedded = resolve_dsn(args.dsn)
     try:
         with (
             scratch_database(dsn, "large_upstream") as upstream_dsn,
             scratch_database(dsn, "large_ours") as ours_dsn,
         ):
+            if args.profile:
+                print(profile(upstream_dsn, ours_dsn, sizes[0], args.calls))
+                return
             found = large_values(upstream_dsn, ours_dsn, sizes, args.reps)
     finally:
         if embedded is not None:

@@ -6,13 +6,15 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench_async import AsyncResult
 from bench_common import SETUP_LABELS, Stats, best_upstream
 from bench_data import ReadResults, StorageResult
 from bench_processes import ProcessesResult
 from bench_runs import RunsResults
+
+T = TypeVar("T")
 
 MODES = ("sync", "async", "exit")
 STEPS_PER_INVOKE = 10
@@ -399,18 +401,10 @@ def _cpu_split(ours: AsyncResult, noop: AsyncResult) -> str:
     wait on the database (the no-op saver's never wait); it is taken round by round (each
     round measures both savers), so drift between rounds cancels."""
     langgraph = statistics.median(noop.cpu_ms_per_step)
-    if len(ours.cpu_ms_per_step) == len(noop.cpu_ms_per_step):  # rounds measure both savers
-        over = statistics.median(
-            a - b for a, b in zip(ours.cpu_ms_per_step, noop.cpu_ms_per_step, strict=True)
-        )
-    else:
-        over = statistics.median(ours.cpu_ms_per_step) - langgraph
-    cores = statistics.median(
-        rate * ms / 1000 for rate, ms in zip(ours.steps_per_s, ours.cpu_ms_per_step, strict=True)
-    )
     return (
         f"; of ours' CPU per step, LangGraph's own (the no-op saver's) {langgraph:.2f} ms, "
-        f"over the no-op saver {over:.2f}; ours keeps {cores:.2f} cores busy"
+        f"over the no-op saver {over_noop(ours, noop):.2f}; ours keeps "
+        f"{cores_busy(ours):.2f} cores busy"
     )
 
 
@@ -547,12 +541,44 @@ def _get(fn: Callable[[], float]) -> float | None:
 
 
 def _explain(fn: Callable[[], str]) -> str:
-    """A reason, or "" when a number it needs was not measured in this run (a scenario
-    left out is None: AttributeError)."""
+    """A reason, or "" when a number it needs was not measured in this run (a level or a
+    saver missing from an older run's results). Only those errors: a bug in a reason shows."""
     try:
         return fn()
-    except (AttributeError, KeyError, TypeError, ZeroDivisionError, ValueError):
+    except (KeyError, ZeroDivisionError, statistics.StatisticsError):
         return ""
+
+
+def _measured(found: T | None, scenario: str) -> T:
+    """A scenario's results; a scenario left out of this run raises KeyError, which
+    `_get` and `_explain` read as "not measured"."""
+    if found is None:
+        raise KeyError(scenario)
+    return found
+
+
+CPU_BOUND = 0.9
+"""Cores busy from which an async process counts as bound by its CPU (one event loop and
+the GIL: at most about one core)."""
+
+
+def over_noop(ours: AsyncResult, noop: AsyncResult) -> float:
+    """Ours' CPU per step over the no-op saver's, in ms: the median of the rounds'
+    differences when every round measured both (drift between rounds cancels), else the
+    difference of the medians."""
+    if len(ours.cpu_ms_per_step) == len(noop.cpu_ms_per_step):
+        return statistics.median(
+            a - b for a, b in zip(ours.cpu_ms_per_step, noop.cpu_ms_per_step, strict=True)
+        )
+    return statistics.median(ours.cpu_ms_per_step) - statistics.median(noop.cpu_ms_per_step)
+
+
+def cores_busy(result: AsyncResult) -> float:
+    """CPU seconds per second of the process, the median over rounds."""
+    return statistics.median(
+        rate * ms / 1000
+        for rate, ms in zip(result.steps_per_s, result.cpu_ms_per_step, strict=True)
+    )
 
 
 def step_why(steps: dict[tuple[str, str], Stats], mode: str, goal: float) -> str:
@@ -588,11 +614,10 @@ def throughput_why(tput: dict[tuple[str, int], Stats], threads: int, goal: float
     return (
         f"ours {mine:,.0f} steps/s against {best:,.0f} for upstream's "
         f"{SETUP_LABELS[setup]}; the goal needs {goal * best:,.0f}. LangGraph with "
-        f"the no-op checkpointer reaches {ceiling:,.0f} at {threads} threads: the rest is "
-        "the saver's cost per step, its CPU (Python and psycopg, under the GIL the threads "
-        "share) and the server's, on the same cores. Profile: `python "
-        "benchmarks/profile_step.py` (the saver's CPU per step) and `python "
-        f"benchmarks/server_cpu.py --threads {threads}` (the server's)."
+        f"the no-op checkpointer reaches {ceiling:,.0f} at {threads} threads. Profile: "
+        "`python benchmarks/profile_step.py` (the saver's CPU per step, which the threads "
+        f"share under the GIL) and `python benchmarks/server_cpu.py --threads {threads}` "
+        "(the server's)."
     )
 
 
@@ -602,58 +627,80 @@ def async_rate_why(found: dict[tuple[str, int], AsyncResult], level: int, goal: 
     best, setup = best_upstream(rates, level, higher_is_better=True)
     mine, noop = found[("ours", level)], found[("noop", level)]
     cpu = statistics.median(mine.cpu_ms_per_step)
-    langgraph = statistics.median(noop.cpu_ms_per_step)
-    cores = statistics.median(
-        rate * ms / 1000 for rate, ms in zip(mine.steps_per_s, mine.cpu_ms_per_step, strict=True)
-    )
+    cores = cores_busy(mine)
     needed = goal * best.median
-    allowed = cores * 1000 / needed
-    return (
+    text = (
         f"ours {mine.rate().median:,.0f} steps/s against {best.median:,.0f} for upstream's "
         f"{SETUP_LABELS[setup]}; the goal needs {needed:,.0f}. Ours keeps {cores:.2f} cores "
-        f"busy (one event loop), so its rate is set by its CPU per step: {cpu:.2f} ms, where "
-        f"the goal allows {allowed:.2f}. LangGraph's own work (the no-op saver's) takes "
-        f"{langgraph:.2f} ms of that, which leaves {allowed - langgraph:.2f} ms for the saver "
-        f"and the loop's waits on the database; they take {cpu - langgraph:.2f}. Profile: "
-        f"`python benchmarks/async_cpu_by_level.py --levels {level}`."
+        "busy"
     )
+    if cores >= CPU_BOUND:
+        allowed = cores * 1000 / needed
+        langgraph = statistics.median(noop.cpu_ms_per_step)
+        text += (
+            f" (one event loop), so its rate follows its CPU per step: {cpu:.2f} ms, where "
+            f"the goal allows {allowed:.2f}. LangGraph's own work (the no-op saver's) is "
+            f"{langgraph:.2f} ms per step, which leaves {allowed - langgraph:.2f} ms for the "
+            "saver and the loop's waits on the database; ours takes "
+            f"{over_noop(mine, noop):.2f} over the no-op saver"
+        )
+    else:
+        text += f": it waits part of the time, at {cpu:.2f} ms of CPU per step"
+    return text + f". Profile: `python benchmarks/async_cpu_by_level.py --levels {level}`."
+
+
+def async_flat(found: dict[tuple[str, int], AsyncResult], name: str) -> float:
+    """A saver's steps/s at the highest level of async runs over its rate at the lowest."""
+    levels = sorted(lv for saver, lv in found if saver == name)
+    return found[(name, levels[-1])].rate().median / found[(name, levels[0])].rate().median
 
 
 def async_flat_why(found: dict[tuple[str, int], AsyncResult]) -> str:
-    """Async flatness: where the CPU per step goes from the lowest level to the highest."""
+    """Async flatness: ours against LangGraph's own (the no-op saver's), and where ours' CPU
+    per step goes from the lowest level to the highest."""
     levels = sorted(lv for name, lv in found if name == "ours")
     low, high = levels[0], levels[-1]
 
     def cpu(name: str, level: int) -> float:
         return statistics.median(found[(name, level)].cpu_ms_per_step)
 
-    ours_rise = cpu("ours", high) - cpu("ours", low)
-    own_rise = cpu("noop", high) - cpu("noop", low)
+    rise = over_noop(found[("ours", high)], found[("noop", high)]) - over_noop(
+        found[("ours", low)], found[("noop", low)]
+    )
     return (
-        f"ours' CPU per step rises from {cpu('ours', low):.2f} ms at {low} runs to "
-        f"{cpu('ours', high):.2f} at {high} ({ours_rise:+.2f}); LangGraph's own (the no-op "
-        f"saver's) from {cpu('noop', low):.2f} to {cpu('noop', high):.2f} ({own_rise:+.2f}), "
-        f"so {ours_rise - own_rise:+.2f} ms is over the no-op saver: the saver, the pool's "
-        "queue and the loop's waits on the database. Profile: `python "
-        f"benchmarks/async_cpu_by_level.py --levels {low},{high}`."
+        f"ours' rate at {high} runs is {async_flat(found, 'ours'):.2f}x its rate at {low}, "
+        f"and LangGraph's own with the no-op saver, which stores nothing, "
+        f"{async_flat(found, 'noop'):.2f}x on the same loop. Ours' CPU per step goes from "
+        f"{cpu('ours', low):.2f} to {cpu('ours', high):.2f} ms, the no-op saver's from "
+        f"{cpu('noop', low):.2f} to {cpu('noop', high):.2f}; ours over the no-op saver "
+        f"changes by {rise:+.2f} ms. Profile: `python benchmarks/async_cpu_by_level.py "
+        f"--levels {low},{high}`."
     )
 
 
 def processes_why(found: dict[tuple[str, int], ProcessesResult], level: int, goal: float) -> str:
-    """Processes: who uses the machine's CPU, the server or the Python processes."""
+    """Processes: the rates, the server's CPU share and the context switches of both."""
     rates = {key: r.rate() for key, r in found.items()}
     best, setup = best_upstream(rates, level, higher_is_better=True)
-    mine = found[("ours", level)]
-    share = statistics.median(mine.server_share)
-    ceiling = rates[("noop", level)].median
-    return (
+    mine, theirs = found[("ours", level)], found[(setup, level)]
+    text = (
         f"ours {mine.rate().median:,.0f} steps/s against {best.median:,.0f} for upstream's "
         f"{SETUP_LABELS[setup]}; the goal needs {goal * best.median:,.0f}. The server used "
-        f"{share:.0%} of the machine's CPU with ours; the no-op checkpointer reaches "
-        f"{ceiling:,.0f} in as many processes, so the rest of the machine, the Python "
-        "processes' CPU per step, sets the rate. Profile: `python benchmarks/profile_step.py` "
-        "(the saver's CPU per step) and `python benchmarks/server_cpu.py --threads 16` (the "
-        "server's)."
+        f"{statistics.median(mine.server_share):.0%} of the machine's CPU with ours, "
+        f"{statistics.median(theirs.server_share):.0%} with upstream's"
+    )
+    if mine.switches_per_step and theirs.switches_per_step:
+        text += (
+            f"; the machine switched context {statistics.median(mine.switches_per_step):.0f} "
+            f"times per step with ours, {statistics.median(theirs.switches_per_step):.0f} "
+            "with upstream's"
+        )
+    return text + (
+        f"; the no-op checkpointer reaches {rates[('noop', level)].median:,.0f} in as many "
+        f"processes. Profile: `python benchmarks/bench_processes.py --processes {level}` "
+        "(each saver's rate, server share and context switches; `--pools` adds ours on "
+        "other pool sizes) and `python benchmarks/profile_step.py` (the saver's CPU per "
+        "step in one process)."
     )
 
 
@@ -670,10 +717,9 @@ def large_why(large: dict[tuple[str, str, int], Stats]) -> str:
     return (
         f"the worst is the {_bytes(size)} {call}: ours {mine:.3f} ms against "
         f"{theirs.median:.3f} for upstream's {SETUP_LABELS[setup]}, "
-        f"{(mine - theirs.median) * 1000:.0f} us more per call. At this size the call is "
-        "one statement's round trip and server time plus the Python around it. Profile: "
-        "`python benchmarks/what_if.py` (single statements' wall time) and `python "
-        "benchmarks/server_cpu.py` (the server's CPU)."
+        f"{(mine - theirs.median) * 1000:.0f} us more per call. Profile: `python "
+        f"benchmarks/bench_large.py --sizes {size:g} --profile` (each call's wall time, "
+        "client CPU and server CPU, per saver)."
     )
 
 
@@ -685,15 +731,14 @@ def effect_why(fx: dict[str, Stats], goal: float) -> str:
     text = (
         f"an @effect call takes {call:.3f} ms against {floor:.3f} for two single-row commits; "
         f"the goal is at most {allowed:.3f}. The journal's two statements alone, parameters "
-        f"computed once, take {statements:.3f} ms ({_ratio(statements, floor)}: the claim and "
-        "the completion cost more than two plain inserts)"
+        f"computed once, take {statements:.3f} ms ({_ratio(statements, floor)})"
     )
     if statements > allowed:
         text += ": no Python around them can meet the goal"
     else:
         text += (
             f", which leaves {allowed - statements:.3f} ms for the Python around them (the "
-            f"key, the input hash, the runner, two pool checkouts); that takes "
+            "key, the input hash, the runner, the journal's own Python); that takes "
             f"{call - statements:.3f} ms"
         )
     return text + ". Profile: `python benchmarks/profile_effect.py`."
@@ -739,15 +784,6 @@ def targets(results: Results) -> list[Target]:
         best, _ = best_upstream(rates, level, higher_is_better=True)
         return rates[(saver, level)].median / best.median
 
-    def async_flat() -> float:
-        if found_async is None:
-            raise KeyError("async")
-        levels = sorted(lv for name, lv in found_async if name == "ours")
-        return (
-            found_async[("ours", levels[-1])].rate().median
-            / found_async[("ours", levels[0])].rate().median
-        )
-
     def large_worst() -> float:
         if large is None:
             raise KeyError("large")
@@ -773,7 +809,7 @@ def targets(results: Results) -> list[Target]:
             0.8,
             at_most=True,
             bound=_get(lambda: step_ratio("statement_only")),
-            why=_explain(lambda: step_why(steps, "sync", 0.8)),  # type: ignore[arg-type]
+            why=_explain(lambda: step_why(_measured(steps, "steps"), "sync", 0.8)),
         ),
         Target(
             "async per-step time vs upstream's best",
@@ -781,7 +817,7 @@ def targets(results: Results) -> list[Target]:
             0.8,
             at_most=True,
             bound=_get(lambda: step_ratio("statement_only", "async")),
-            why=_explain(lambda: step_why(steps, "async", 0.8)),  # type: ignore[arg-type]
+            why=_explain(lambda: step_why(_measured(steps, "steps"), "async", 0.8)),
         ),
         Target(
             "exit per-step time vs upstream's best",
@@ -789,7 +825,7 @@ def targets(results: Results) -> list[Target]:
             1.0,
             at_most=True,
             bound=_get(lambda: step_ratio("statement_only", "exit")),
-            why=_explain(lambda: step_why(steps, "exit", 1.0)),  # type: ignore[arg-type]
+            why=_explain(lambda: step_why(_measured(steps, "steps"), "exit", 1.0)),
         ),
         Target(
             f"throughput with {top} threads vs upstream's best",
@@ -797,7 +833,7 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=False,
             bound=_get(lambda: tput_ratio("noop")),
-            why=_explain(lambda: throughput_why(tput, top, 1.3)),  # type: ignore[arg-type]
+            why=_explain(lambda: throughput_why(_measured(tput, "throughput"), top, 1.3)),
         ),
         Target(
             f"async, {mid} concurrent runs on one loop: steps/s vs upstream's best",
@@ -805,14 +841,15 @@ def targets(results: Results) -> list[Target]:
             2.0,
             at_most=False,
             bound=_get(lambda: async_ratio(mid, "noop")),
-            why=_explain(lambda: async_rate_why(found_async, mid, 2.0)),  # type: ignore[arg-type]
+            why=_explain(lambda: async_rate_why(_measured(found_async, "async"), mid, 2.0)),
         ),
         Target(
             f"async: ours at {async_levels[-1]} concurrent runs vs ours at {async_levels[0]}",
-            _get(async_flat),
+            _get(lambda: async_flat(_measured(found_async, "async"), "ours")),
             1.0,
             at_most=False,
-            why=_explain(lambda: async_flat_why(found_async)),  # type: ignore[arg-type]
+            bound=_get(lambda: async_flat(_measured(found_async, "async"), "noop")),
+            why=_explain(lambda: async_flat_why(_measured(found_async, "async"))),
         ),
         Target(
             f"{most} worker process{'es' if most > 1 else ''} on one Postgres: total steps/s "
@@ -821,14 +858,14 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=False,
             bound=_get(lambda: processes_ratio("noop")),
-            why=_explain(lambda: processes_why(processes, most, 1.3)),  # type: ignore[arg-type]
+            why=_explain(lambda: processes_why(_measured(processes, "processes"), most, 1.3)),
         ),
         Target(
             "large values: worst of put and get_tuple at every size vs upstream's best",
             _get(large_worst),
             1.0,
             at_most=True,
-            why=_explain(lambda: large_why(large)),  # type: ignore[arg-type]
+            why=_explain(lambda: large_why(_measured(large, "large"))),
         ),
         Target(
             f"latest fetch on the {big:,}-checkpoint thread vs upstream",
@@ -854,7 +891,7 @@ def targets(results: Results) -> list[Target]:
             1.3,
             at_most=True,
             bound=_get(lambda: fx["statements"].median / fx["two_commits"].median),  # type: ignore[index]
-            why=_explain(lambda: effect_why(fx, 1.3)),  # type: ignore[arg-type]
+            why=_explain(lambda: effect_why(_measured(fx, "effects"), 1.3)),
         ),
         Target(
             "recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s",

@@ -1,6 +1,6 @@
 """Where the time of an `@effect` call goes, against the two-commit floor.
 
-    python benchmarks/profile_effect.py [--dsn DSN] [--calls 2000] [--chunks 10]
+    python benchmarks/profile_effect.py [--dsn DSN] [--calls 5000] [--chunks 10]
 
 Four ways to do an effect's two commits, each on a new key, taking turns in `--chunks`
 chunks on one pool of one connection (so one backend serves them all):
@@ -131,34 +131,46 @@ def measure(calls: dict[str, Callable[[], Any]], total: int, chunks: int) -> dic
 
 
 def report(costs: dict[str, Cost]) -> str:
-    """The table and the layers' differences, as markdown."""
-    per = {name: cost.per_call_us() for name, cost in costs.items()}
+    """The table and the layers' differences, as markdown (whole µs: no "-0")."""
+    per = {name: [round(x) for x in cost.per_call_us()] for name, cost in costs.items()}
+    calls = min(cost.calls for cost in costs.values())
     lines = [
-        "µs per call (server CPU: every local `postgres` process; the rest is waiting):",
+        f"µs per call, means over {calls} calls of each on one pooled connection (server "
+        "CPU: every local `postgres` process, read in 10 ms clock ticks around each chunk, "
+        "so differences of a few tens of µs are within its resolution; the rest is "
+        "waiting):",
         "",
         "| way | wall | client CPU | server CPU | rest |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, (wall, client, server, rest) in per.items():
-        lines.append(f"| {LABELS[name]} | {wall:.0f} | {client:.0f} | {server:.0f} | {rest:.0f} |")
+        lines.append(f"| {LABELS[name]} | {wall} | {client} | {server} | {rest} |")
     floor = per["two_commits"][0]
-    lines += ["", f"Against the floor ({floor:.0f} µs): @effect {per['effect'][0] / floor:.2f}x."]
+    lines += [
+        "",
+        f"Against the floor ({floor} µs): @effect {per['effect'][0] / floor:.2f}x (a ratio of "
+        "means here; `run.py`'s target is a ratio of medians on a pool of 4).",
+    ]
     layers = (
         ("the runner and the call's preparation (key, input hash)", "effect", "journal"),
-        ("the journal's Python (connections, parameters, serializing)", "journal", "statements"),
+        (
+            "the journal's Python (its connection source, parameters, serializing)",
+            "journal",
+            "statements",
+        ),
         ("the journal's statements over two plain inserts", "statements", "two_commits"),
     )
     lines += ["", "| layer | wall | client CPU | server CPU |", "|---|---:|---:|---:|"]
     for label, upper, lower in layers:
         a, b = per[upper], per[lower]
-        lines.append(f"| {label} | {a[0] - b[0]:+.0f} | {a[1] - b[1]:+.0f} | {a[2] - b[2]:+.0f} |")
+        lines.append(f"| {label} | {a[0] - b[0]:+d} | {a[1] - b[1]:+d} | {a[2] - b[2]:+d} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dsn")
-    parser.add_argument("--calls", type=int, default=2000, help="calls of each way")
+    parser.add_argument("--calls", type=int, default=5000, help="calls of each way")
     parser.add_argument("--chunks", type=int, default=10, help="turns the ways take")
     args = parser.parse_args()
     if args.calls < 1 or args.chunks < 1:

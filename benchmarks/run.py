@@ -405,6 +405,15 @@ def _write_markdown(path: Path, body: str) -> None:
     path.write_text(f"{HEADER}\n{generated}\n", encoding="utf-8")
 
 
+def load_results(saved: dict[str, Any]) -> Results:
+    """The results of a run as `benchmarks.json` holds them (`--report-only`)."""
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["settings"].items()}
+    results = Results(machine=saved["machine"], settings=settings)
+    for scenario in SCENARIOS:
+        _restore(saved, results, scenario)
+    return results
+
+
 def main() -> None:
     args = _parse()
     chosen = SCENARIOS if not args.only else tuple(s.strip() for s in args.only.split(","))
@@ -419,13 +428,7 @@ def main() -> None:
     if args.report_only:
         if not previous:
             raise SystemExit(f"--report-only: no {json_path}")
-        settings = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in previous["settings"].items()
-        }
-        results = Results(machine=previous["machine"], settings=settings)
-        for scenario in SCENARIOS:
-            _restore(previous, results, scenario)
-        _report(results, args.out)
+        _report(load_results(previous), args.out)
         return
     dsn, embedded = resolve_dsn(args.dsn)
     try:

@@ -56,6 +56,13 @@ def test_profile_effect_reports_each_layer(db_dsn: str) -> None:
     assert "| the journal's statements over two plain inserts |" in out, out
 
 
+def test_bench_large_profiles_each_saver_s_calls(db_dsn: str) -> None:
+    out = _run("bench_large.py", "--dsn", db_dsn, "--sizes", "1e3", "--profile", "--calls", "4")
+    for saver in ("ours", "upstream_single", "upstream_pool"):
+        assert f"| {saver} | put |" in out, out
+        assert f"| {saver} | get_tuple |" in out, out
+
+
 def test_round_trips_reports_each_connection_and_the_cross_cpu_cost(db_dsn: str) -> None:
     out = _run(
         "round_trips.py",

@@ -108,7 +108,8 @@ def profile(upstream_dsn: str, ours_dsn: str, size: int, calls: int, chunks: int
 
     value = document(size)
     spent: dict[tuple[str, str], list[float]] = {}
-    per_chunk = max(1, calls // chunks)
+    chunks = min(chunks, calls)
+    per_chunk = calls // chunks
     with ExitStack() as stack:
         savers: dict[str, BaseCheckpointSaver[Any]] = {
             "ours": stack.enter_context(ours(ours_dsn, 4)),

@@ -115,7 +115,8 @@ def measure(calls: dict[str, Callable[[], Any]], total: int, chunks: int) -> dic
         for _ in range(50):
             fn()
     costs = {name: Cost() for name in calls}
-    size = max(1, total // chunks)
+    chunks = min(chunks, total)
+    size = total // chunks
     for turn in range(chunks):
         names = list(calls) if turn % 2 == 0 else list(reversed(calls))
         for name in names:

@@ -78,6 +78,70 @@ class Stats:
         return cls(statistics.median(ordered), p95, len(ordered))
 
 
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def postgres_cpu_seconds() -> float:
+    """User + system CPU seconds of every `postgres` process of this machine so far (0
+    without /proc, or for a server on another machine)."""
+    total = 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/comm", encoding="utf-8") as comm:
+                if comm.read().strip() != "postgres":
+                    continue
+            with open(f"/proc/{name}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+@dataclass
+class Cost:
+    """Seconds spent over `calls` calls: wall, this process's CPU, the server's CPU."""
+
+    wall: float = 0.0
+    client: float = 0.0
+    server: float = 0.0
+    calls: int = 0
+
+    def per_call_us(self) -> tuple[float, float, float, float]:
+        """(wall, client CPU, server CPU, the rest of the wall time) in µs per call."""
+        n = max(self.calls, 1)
+        wall, client, server = (x * 1e6 / n for x in (self.wall, self.client, self.server))
+        return wall, client, server, wall - client - server
+
+
+def costs_in_turns(calls: dict[Any, Callable[[], Any]], total: int, chunks: int) -> dict[Any, Cost]:
+    """About `total` calls of each callable (at least one per chunk), taking turns in
+    `chunks` chunks, the order reversed on every other turn so that drift and a call's
+    after-effects on the next fall on all alike: wall time, this process's CPU
+    (`time.process_time`) and the local server's (`postgres_cpu_seconds`, read around each
+    chunk, so it is resolved to its 10 ms clock ticks per chunk)."""
+    costs = {name: Cost() for name in calls}
+    chunks = min(chunks, total)
+    size = total // chunks
+    for turn in range(chunks):
+        for name in list(calls) if turn % 2 == 0 else list(reversed(calls)):
+            fn, cost = calls[name], costs[name]
+            server, client, wall = postgres_cpu_seconds(), time.process_time(), time.perf_counter()
+            for _ in range(size):
+                fn()
+            cost.wall += time.perf_counter() - wall
+            cost.client += time.process_time() - client
+            cost.server += postgres_cpu_seconds() - server
+            cost.calls += size
+    return costs
+
+
 def timed_ms(fn: Callable[[], Any]) -> float:
     """Wall time of one call, in milliseconds."""
     start = time.perf_counter()

@@ -17,13 +17,15 @@ server's CPU per call, for each saver (`profile`).
 from __future__ import annotations
 
 import argparse
+import collections
 import random
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from bench_common import Stats, ours, scratch_database, upstream, upstream_single
+from bench_common import Stats, costs_in_turns, ours, scratch_database, upstream, upstream_single
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
 SAVERS = ("ours", "upstream_single", "upstream_pool")
@@ -102,50 +104,46 @@ def large_values(
 def profile(upstream_dsn: str, ours_dsn: str, size: int, calls: int, chunks: int = 10) -> str:
     """Where a call's time goes, per saver: wall, this process's CPU and the server's CPU
     (every local `postgres` process, from /proc) per `put` and per `get_tuple` of a `size`
-    value, as markdown. The savers take turns in `chunks` chunks; in each, a saver puts its
-    share of the values on new threads, then reads them back."""
-    from server_cpu import postgres_cpu_seconds
-
+    value, as markdown. Savers and calls take turns in `chunks` chunks; each read is of a
+    thread the same saver wrote before (a stock of them is written first)."""
     value = document(size)
-    spent: dict[tuple[str, str], list[float]] = {}
-    chunks = min(chunks, calls)
-    per_chunk = calls // chunks
     with ExitStack() as stack:
         savers: dict[str, BaseCheckpointSaver[Any]] = {
             "ours": stack.enter_context(ours(ours_dsn, 4)),
             "upstream_single": stack.enter_context(upstream_single(upstream_dsn)),
             "upstream_pool": stack.enter_context(upstream(upstream_dsn, 4, setup=False)),
         }
-        for saver in savers.values():  # warm up: prepared statements, connections
-            _get(saver, _put(saver, value), value)
-        for turn in range(chunks):
-            for name in list(savers) if turn % 2 == 0 else list(reversed(savers)):
-                saver, threads = savers[name], []
-                for op in ("put", "get_tuple"):
-                    server, client = postgres_cpu_seconds(), time.process_time()
-                    wall = time.perf_counter()
-                    for i in range(per_chunk):
-                        if op == "put":
-                            threads.append(_put(saver, value))
-                        else:
-                            _get(saver, threads[i], value)
-                    cost = spent.setdefault((name, op), [0.0, 0.0, 0.0])
-                    cost[0] += time.perf_counter() - wall
-                    cost[1] += time.process_time() - client
-                    cost[2] += postgres_cpu_seconds() - server
-    done = per_chunk * chunks
+        written: dict[str, collections.deque[str]] = {}
+        ways: dict[tuple[str, str], Callable[[], Any]] = {}
+        for name, saver in savers.items():
+            # Warm up (prepared statements, connections), and leave a stock of threads so
+            # that a turn that reads before it writes finds threads to read.
+            stock = collections.deque(_put(saver, value) for _ in range(calls // chunks + 1))
+            _get(saver, stock[0], value)
+            written[name] = stock
+
+            def put(saver: BaseCheckpointSaver[Any] = saver, name: str = name) -> None:
+                written[name].append(_put(saver, value))
+
+            def get(saver: BaseCheckpointSaver[Any] = saver, name: str = name) -> None:
+                _get(saver, written[name].popleft(), value)
+
+            ways[(name, "put")] = put
+            ways[(name, "get_tuple")] = get
+        costs = costs_in_turns(ways, calls, chunks)
+    done = min(cost.calls for cost in costs.values())
     lines = [
         f"µs per call of a {size:,}-character value, {done} calls of each, means (server "
         "CPU: every local `postgres` process, read in 10 ms clock ticks before and after "
-        f"each of {chunks} chunks, so differences of a few tens of µs are within its "
-        "resolution; the rest is waiting):",
+        f"each of {min(chunks, calls)} chunks, so differences of a few tens of µs are within "
+        "its resolution; the rest is waiting):",
         "",
         "| saver | call | wall | client CPU | server CPU | rest |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    for (name, op), (wall, client, server) in spent.items():
-        w, c, k = (round(x * 1e6 / done) for x in (wall, client, server))
-        lines.append(f"| {name} | {op} | {w} | {c} | {k} | {w - c - k} |")
+    for (name, op), cost in costs.items():
+        w, c, k, rest = (round(x) for x in cost.per_call_us())
+        lines.append(f"| {name} | {op} | {w} | {c} | {k} | {rest} |")
     return "\n".join(lines)
 
 

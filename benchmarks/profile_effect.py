@@ -23,18 +23,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from bench_common import ours, scratch_database
+from bench_common import Cost, costs_in_turns, ours, postgres_cpu_seconds, scratch_database
 from bench_effects import CLAIM_PARAMS, COMPLETE_PARAMS, FLOOR_INSERT, FLOOR_TABLE
 from psycopg import Connection
 from psycopg.rows import DictRow, tuple_row
 from psycopg_pool import ConnectionPool
-from server_cpu import postgres_cpu_seconds
 
 from langgraph_durable import EffectJournal, effect
 from langgraph_durable._sql import QUERIES, complete_effect
@@ -46,22 +43,6 @@ LABELS = {
     "statements": "the journal's two statements, parameters computed once",
     "two_commits": "two single-row INSERT + commit (the floor)",
 }
-
-
-@dataclass
-class Cost:
-    """Seconds spent over `calls` calls: wall, this process's CPU, the server's CPU."""
-
-    wall: float = 0.0
-    client: float = 0.0
-    server: float = 0.0
-    calls: int = 0
-
-    def per_call_us(self) -> tuple[float, float, float, float]:
-        """(wall, client CPU, server CPU, the rest of the wall time) in µs per call."""
-        n = max(self.calls, 1)
-        wall, client, server = (x * 1e6 / n for x in (self.wall, self.client, self.server))
-        return wall, client, server, wall - client - server
 
 
 def calls_of(pool: ConnectionPool[Connection[DictRow]]) -> dict[str, Callable[[], Any]]:
@@ -109,26 +90,11 @@ def calls_of(pool: ConnectionPool[Connection[DictRow]]) -> dict[str, Callable[[]
 
 
 def measure(calls: dict[str, Callable[[], Any]], total: int, chunks: int) -> dict[str, Cost]:
-    """`total` calls of each way, taking turns in `chunks` chunks (the order reversed on
-    every other turn), after a warm-up."""
+    """`total` calls of each way, taking turns in `chunks` chunks, after a warm-up."""
     for fn in calls.values():
         for _ in range(50):
             fn()
-    costs = {name: Cost() for name in calls}
-    chunks = min(chunks, total)
-    size = total // chunks
-    for turn in range(chunks):
-        names = list(calls) if turn % 2 == 0 else list(reversed(calls))
-        for name in names:
-            fn, cost = calls[name], costs[name]
-            server, client, wall = postgres_cpu_seconds(), time.process_time(), time.perf_counter()
-            for _ in range(size):
-                fn()
-            cost.wall += time.perf_counter() - wall
-            cost.client += time.process_time() - client
-            cost.server += postgres_cpu_seconds() - server
-            cost.calls += size
-    return costs
+    return costs_in_turns(calls, total, chunks)
 
 
 def report(costs: dict[str, Cost]) -> str:

@@ -20,7 +20,6 @@ run it on a quiet one).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import threading
 import uuid
@@ -28,30 +27,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from bench_common import ours, scratch_database, upstream_single
+from bench_common import ours, postgres_cpu_seconds, scratch_database, upstream_single
 from durability_modes import NODES, graph_builder
 
 from langgraph_durable.embedded import resolve_dsn
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def postgres_cpu_seconds() -> float:
-    """User + system CPU seconds of every `postgres` process of this machine so far."""
-    total = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/comm", encoding="utf-8") as comm:
-                if comm.read().strip() != "postgres":
-                    continue
-            with open(f"/proc/{name}/stat", encoding="ascii") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def run_threads(invoke: Callable[[], None], threads: int, invokes: int) -> None:

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from async_cpu_by_level import Sample, table
 from bench_async import AsyncResult
-from bench_common import Stats
+from bench_common import Cost, Stats
 from bench_processes import ProcessesResult
 from bench_report import (
     Results,
@@ -27,7 +27,6 @@ from bench_report import (
     targets,
     throughput_why,
 )
-from profile_effect import Cost
 from profile_effect import report as effect_report
 from profile_step import SAVER_PARTS, TOP, _saver_share, group_samples
 from run import load_results

@@ -59,6 +59,7 @@ EXTERNAL = {
     "AsyncPostgresSaver": "PostgresSaver",
     "AsyncHeartbeat": "Heartbeat",
     "AsyncWriteParking": "WriteParking",
+    "AsyncPutCombiner": "PutCombiner",
     "AsyncPoolGate": "PoolGate",
     "SyncCallsViaLoop": "RefusesAsyncCalls",
     "ainvoke": "invoke",

@@ -304,6 +304,11 @@ class AsyncConnectionSource:
         """Whether connections come from a pool (else: the caller's one connection)."""
         return isinstance(self.conn, AsyncConnectionPool)
 
+    @property
+    def capacity(self) -> int:
+        """How many calls can hold a connection at once: the pool's size, or 1."""
+        return self.conn.max_size if isinstance(self.conn, AsyncConnectionPool) else 1
+
     async def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, AsyncConnectionPool):

@@ -31,6 +31,7 @@ __all__ = [
     "parse_queries",
     "put_checkpoint",
     "put_checkpoint_statement",
+    "put_checkpoints",
     "store_writes",
 ]
 
@@ -285,6 +286,18 @@ def _add_rows(
 
 
 @functools.cache
+def put_checkpoints(*, blobs: bool, parked_writes: bool) -> LiteralString:
+    """The statement for several unfenced checkpoints at once (`put_checkpoints_*` blocks),
+    with the blobs' and parked writes' CTEs only when the batch has such rows."""
+    return _assemble(
+        "put_checkpoints_head",
+        "put_checkpoints_blobs" if blobs else None,
+        "put_checkpoints_parked_writes" if parked_writes else None,
+        "put_checkpoints_insert",
+    )
+
+
+@functools.cache
 def store_writes(*, fenced: bool, replace: bool, events: bool) -> LiteralString:
     """A task's writes statement: the token lookup only under a thread lease (`fenced`),
     `replace` for special writes (they replace what the task wrote before), with the
@@ -334,6 +347,10 @@ STATEMENT_BLOCKS = frozenset(
         "effect_complete_head",
         "effect_complete_events",
         "effect_complete_end",
+        "put_checkpoints_head",
+        "put_checkpoints_blobs",
+        "put_checkpoints_parked_writes",
+        "put_checkpoints_insert",
     }
 )
 """The blocks of queries.sql that are parts of a statement, not statements (only

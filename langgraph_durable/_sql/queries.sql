@@ -296,6 +296,59 @@ WHERE (SELECT ok FROM fence)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
 DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
 
+-- name: put_checkpoints_head
+-- Several threads' checkpoints, each with its blob-stored channels and parked writes, as
+-- one statement: the puts that wait for a connection while every one is busy go together
+-- (checkpoint/_combining.py). Only puts without a fencing token, run progress or outbox
+-- events: those go one by one (`put_checkpoint`). Every row names its thread; all commit
+-- at once, so each put's own rows are still stored together (I4). Assembled by
+-- `_sql.put_checkpoints` with only the data-modifying CTEs the batch has rows for.
+WITH commit_mode AS (
+    SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
+
+-- name: put_checkpoints_blobs
+), new_blobs AS (
+    INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT
+        unnest(%(b_thread_ids)b::text[]),
+        unnest(%(b_checkpoint_nss)b::text[]),
+        unnest(%(channels)b::text[]),
+        unnest(%(versions)b::text[]),
+        unnest(%(types)b::text[]),
+        unnest(%(blobs)b::bytea[])
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+
+-- name: put_checkpoints_parked_writes
+), parked_writes AS (
+    INSERT INTO checkpoint_writes
+        (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    SELECT
+        unnest(%(w_thread_ids)b::text[]),
+        unnest(%(w_checkpoint_nss)b::text[]),
+        unnest(%(w_checkpoint_ids)b::text[]),
+        unnest(%(w_task_ids)b::text[]),
+        unnest(%(w_task_paths)b::text[]),
+        unnest(%(w_idxs)b::int[]),
+        unnest(%(w_channels)b::text[]),
+        unnest(%(w_types)b::text[]),
+        unnest(%(w_blobs)b::bytea[])
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+
+-- name: put_checkpoints_insert
+-- Two checkpoints of one batch never share a key (the combiner keeps a repeated one for
+-- the next batch): ON CONFLICT DO UPDATE may not touch a row twice in one statement.
+)
+INSERT INTO checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+    c.checkpoint::jsonb, c.metadata::jsonb
+FROM commit_mode, unnest(
+    %(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[],
+    %(parent_checkpoint_ids)b::text[], %(checkpoints)b::text[], %(metadatas)b::text[]
+) AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
+DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+
 -- name: writes_fence
 -- A task's writes against a checkpoint, assembled by `_sql.store_writes` from these blocks
 -- and `task_events` (only when the task emitted events: an empty data-modifying CTE costs

@@ -54,6 +54,7 @@ from langgraph_durable._fencing import fence_token_of
 from langgraph_durable._sql import QUERIES, put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
+from langgraph_durable.checkpoint._combining import AsyncPutCombiner, combined
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
 from langgraph_durable.checkpoint._events import (
     EMPTY_EVENT_PARAMS,
@@ -258,6 +259,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self._rejected: dict[tuple[str, str], InvalidInputError] = {}
         # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
         self._events = EventParking()
+        # Puts that find every connection busy go together, in one statement (`_combining`).
+        self._combiner = AsyncPutCombiner(
+            self._source.capacity, self._astore_one, self._astore_many
+        )
         self.loop = asyncio.get_running_loop()  # async-only
 
     @classmethod
@@ -543,16 +548,29 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
-    @aretry_on_disconnect
     async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
-            async with self._source.connection("storing a checkpoint (put)") as conn:
-                # Tuple rows: a dict row factory reads the result's column names on every
-                # execute, and this statement returns no row.
-                cur = conn.cursor(row_factory=tuple_row)
-                await cur.execute(*put_checkpoint_statement(params))
-                _crashpoints.reached("put:after_commit")
-            _core.check_fenced(cur.rowcount == 1, params)
+            await self._combiner.store(params)
+
+    @aretry_on_disconnect
+    async def _astore_one(self, params: dict[str, Any]) -> None:
+        """One checkpoint in a statement of its own (`_combining.py`: while a connection
+        is free, or for a put that cannot share one)."""
+        async with self._source.connection("storing a checkpoint (put)") as conn:
+            # Tuple rows: a dict row factory reads the result's column names on every
+            # execute, and this statement returns no row.
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(*put_checkpoint_statement(params))
+            _crashpoints.reached("put:after_commit")
+        _core.check_fenced(cur.rowcount == 1, params)
+
+    @aretry_on_disconnect
+    async def _astore_many(self, batch: Sequence[dict[str, Any]]) -> None:
+        """Several threads' checkpoints in one statement (`_combining.py`)."""
+        async with self._source.connection("storing checkpoints (put)") as conn:
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(*combined(batch))
+            _crashpoints.reached("put:after_commit")
 
     async def aput_writes(
         self,

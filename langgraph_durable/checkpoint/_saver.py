@@ -56,6 +56,7 @@ from langgraph_durable._fencing import fence_token_of
 from langgraph_durable._sql import QUERIES, put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import RefusesAsyncCalls
+from langgraph_durable.checkpoint._combining import PutCombiner, combined
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
 from langgraph_durable.checkpoint._events import (
     EMPTY_EVENT_PARAMS,
@@ -258,6 +259,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         self._rejected: dict[tuple[str, str], InvalidInputError] = {}
         # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
         self._events = EventParking()
+        # Puts that find every connection busy go together, in one statement (`_combining`).
+        self._combiner = PutCombiner(self._source.capacity, self._store_one, self._store_many)
 
     @classmethod
     @contextmanager
@@ -540,16 +543,29 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
-    @retry_on_disconnect
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
-            with self._source.connection("storing a checkpoint (put)") as conn:
-                # Tuple rows: a dict row factory reads the result's column names on every
-                # execute, and this statement returns no row.
-                cur = conn.cursor(row_factory=tuple_row)
-                cur.execute(*put_checkpoint_statement(params))
-                _crashpoints.reached("put:after_commit")
-            _core.check_fenced(cur.rowcount == 1, params)
+            self._combiner.store(params)
+
+    @retry_on_disconnect
+    def _store_one(self, params: dict[str, Any]) -> None:
+        """One checkpoint in a statement of its own (`_combining.py`: while a connection
+        is free, or for a put that cannot share one)."""
+        with self._source.connection("storing a checkpoint (put)") as conn:
+            # Tuple rows: a dict row factory reads the result's column names on every
+            # execute, and this statement returns no row.
+            cur = conn.cursor(row_factory=tuple_row)
+            cur.execute(*put_checkpoint_statement(params))
+            _crashpoints.reached("put:after_commit")
+        _core.check_fenced(cur.rowcount == 1, params)
+
+    @retry_on_disconnect
+    def _store_many(self, batch: Sequence[dict[str, Any]]) -> None:
+        """Several threads' checkpoints in one statement (`_combining.py`)."""
+        with self._source.connection("storing checkpoints (put)") as conn:
+            cur = conn.cursor(row_factory=tuple_row)
+            cur.execute(*combined(batch))
+            _crashpoints.reached("put:after_commit")
 
     def put_writes(
         self,

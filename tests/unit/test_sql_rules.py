@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import pytest
+from put_params import put_params
 
 from langgraph_durable._sql import (
     INLINE_ROWS,
@@ -46,7 +47,7 @@ def test_every_journal_write_commits_synchronously() -> None:
 
 
 def statement_for(blobs: int = 0, writes: int = 0, **flags: Any) -> str:
-    return put_checkpoint_statement(_params(blobs, writes, **flags))[0]
+    return put_checkpoint_statement(put_params(blobs, writes, **flags))[0]
 
 
 def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None:
@@ -70,43 +71,10 @@ def test_the_checkpoint_statement_carries_only_the_blocks_a_call_needs() -> None
     assert "new_blobs AS" not in only_writes
 
 
-def _params(blobs: int, writes: int, **flags: Any) -> dict[str, Any]:
-    """The parameters `put` builds (checkpoint_row, blob_params, parked_write_params)."""
-    return {
-        "thread_id": "t",
-        "checkpoint_ns": "",
-        "checkpoint_id": "c",
-        "parent_checkpoint_id": None,
-        "checkpoint": "{}",
-        "metadata": "{}",
-        "fence_token": None,
-        "run_id": None,
-        "step": 1,
-        "synchronous_commit": "on",
-        "channels": [f"c{i}" for i in range(blobs)],
-        "versions": [f"v{i}" for i in range(blobs)],
-        "types": [f"t{i}" for i in range(blobs)],
-        "blobs": [f"b{i}".encode() for i in range(blobs)],
-        "w_checkpoint_ids": ["k"] * writes,
-        "w_task_ids": [f"task{i}" for i in range(writes)],
-        "w_task_paths": ["p"] * writes,
-        "w_idxs": list(range(writes)),
-        "w_channels": [f"wc{i}" for i in range(writes)],
-        "w_types": ["wt"] * writes,
-        "w_blobs": [f"wb{i}".encode() for i in range(writes)],
-        "e_ids": [],
-        "e_types": [],
-        "e_keys": [],
-        "e_payloads": [],
-        "e_task_ids": [],
-        **flags,
-    }
-
-
 def test_a_few_blobs_and_parked_writes_go_as_rows_of_scalar_parameters() -> None:
     """Up to INLINE_ROWS of each, numbered from 0, taken from the column arrays; the
     arrays are then neither unnested nor passed."""
-    params = _params(INLINE_ROWS, 1)
+    params = put_params(INLINE_ROWS, 1)
     query, args = put_checkpoint_statement(params)
     assert "unnest(" not in query
     last = INLINE_ROWS - 1
@@ -121,7 +89,7 @@ def test_a_few_blobs_and_parked_writes_go_as_rows_of_scalar_parameters() -> None
     assert "blobs" not in args
     assert "w_idxs" not in args
     assert "channels" in params  # the caller's parameters are left as they were
-    many = put_checkpoint_statement(_params(INLINE_ROWS + 1, INLINE_ROWS + 1))[0]
+    many = put_checkpoint_statement(put_params(INLINE_ROWS + 1, INLINE_ROWS + 1))[0]
     assert "unnest(%(blobs)b::bytea[])" in many
     assert "unnest(%(w_blobs)b::bytea[])" in many
 
@@ -142,7 +110,7 @@ def test_every_checkpoint_statement_stays_within_psycopgs_query_cache(
         flags.update(e_ids=["e"], e_types=["x"], e_keys=["k"], e_payloads=["{}"], e_task_ids=["t"])
     for blobs in range(INLINE_ROWS + 2):
         for writes in range(INLINE_ROWS + 2):
-            query, args = put_checkpoint_statement(_params(blobs, writes, **flags))
+            query, args = put_checkpoint_statement(put_params(blobs, writes, **flags))
             assert len(query.encode()) <= PSYCOPG_CACHED_QUERY_BYTES, (blobs, writes)
             assert len(args) <= PSYCOPG_CACHED_QUERY_PARAMS, (blobs, writes)
             assert set(args) == set(parameter_names(query))

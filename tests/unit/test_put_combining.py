@@ -1,0 +1,232 @@
+"""Puts that go together (`checkpoint/_combining.py`): the statement's parameters, which
+puts may share one, and the coordination of both flavours, with stores that record what
+they were given (the database side is in tests/integration/test_combined_puts.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from put_params import put_params
+
+from langgraph_durable._sql import (
+    PSYCOPG_CACHED_QUERY_BYTES,
+    PSYCOPG_CACHED_QUERY_PARAMS,
+    parameter_names,
+)
+from langgraph_durable.checkpoint._combining import (
+    MAX_BATCH,
+    AsyncPutCombiner,
+    PutCombiner,
+    combined,
+    fits,
+    take_batch,
+)
+
+
+def put(
+    thread: str, checkpoint: str = "c1", blobs: int = 0, writes: int = 0, **flags: Any
+) -> dict[str, Any]:
+    """One checkpoint's parameters, every row marked with its thread."""
+    return put_params(
+        blobs,
+        writes,
+        thread_id=thread,
+        checkpoint_ns=f"ns-{thread}",
+        checkpoint_id=checkpoint,
+        checkpoint=f'{{"id": "{checkpoint}"}}',
+        channels=[f"{thread}-c{i}" for i in range(blobs)],
+        blobs=[f"{thread}-b{i}".encode() for i in range(blobs)],
+        w_task_ids=[f"{thread}-task{i}" for i in range(writes)],
+        w_blobs=[f"{thread}-wb{i}".encode() for i in range(writes)],
+        **flags,
+    )
+
+
+def test_every_row_of_a_combined_statement_names_its_own_thread() -> None:
+    batch = [put("a", blobs=2, writes=1), put("b"), put("c", blobs=1, writes=3)]
+    query, args = combined(batch)
+    assert args["thread_ids"] == ["a", "b", "c"]
+    assert args["checkpoint_nss"] == ["ns-a", "ns-b", "ns-c"]
+    assert args["checkpoints"] == [p["checkpoint"] for p in batch]
+    assert args["b_thread_ids"] == ["a", "a", "c"]
+    assert args["b_checkpoint_nss"] == ["ns-a", "ns-a", "ns-c"]
+    assert args["blobs"] == [b"a-b0", b"a-b1", b"c-b0"]
+    assert args["w_thread_ids"] == ["a", "c", "c", "c"]
+    assert args["w_task_ids"] == ["a-task0", "c-task0", "c-task1", "c-task2"]
+    assert args["w_idxs"] == [0, 0, 1, 2]
+    assert set(args) == set(parameter_names(query))
+
+
+@pytest.mark.parametrize("blobs", [0, 1])
+@pytest.mark.parametrize("writes", [0, 1])
+def test_a_combined_statement_has_only_the_blocks_its_rows_need(blobs: int, writes: int) -> None:
+    query, args = combined([put("a", blobs=blobs, writes=writes), put("b")])
+    assert ("new_blobs AS" in query) == bool(blobs)
+    assert ("parked_writes AS" in query) == bool(writes)
+    assert len(query.encode()) <= PSYCOPG_CACHED_QUERY_BYTES
+    assert len(args) <= PSYCOPG_CACHED_QUERY_PARAMS
+    assert "--" not in query
+
+
+def test_only_puts_without_a_fence_progress_or_events_go_together() -> None:
+    assert fits(put("a"))
+    assert not fits(put("a", fence_token=3))
+    assert not fits(put("a", run_id="run"))
+    assert not fits(put("a", e_ids=["e"]))
+
+
+def test_a_batch_takes_the_oldest_puts_and_never_one_checkpoint_twice() -> None:
+    waiting: collections.deque[tuple[dict[str, Any], Any]] = collections.deque()
+    entries = [(put("a", "1"), 1), (put("a", "1"), 2), (put("b", "1"), 3), (put("a", "2"), 4)]
+    waiting.extend(entries)
+    assert [tag for _, tag in take_batch(waiting)] == [1, 3, 4]
+    assert [tag for _, tag in take_batch(waiting)] == [2]  # the repeat, next time
+    assert take_batch(waiting) == []
+    waiting.extend((put(f"t{i}"), i) for i in range(MAX_BATCH + 3))
+    assert len(take_batch(waiting)) == MAX_BATCH
+    assert [tag for _, tag in take_batch(waiting)] == [MAX_BATCH, MAX_BATCH + 1, MAX_BATCH + 2]
+
+
+class Stores:
+    """What a combiner stored, alone and together; `fail` names threads that fail."""
+
+    def __init__(self, fail: Sequence[str] = ()) -> None:
+        self.alone: list[str] = []
+        self.together: list[list[str]] = []
+        self.fail = set(fail)
+
+    def one(self, params: dict[str, Any]) -> None:
+        if params["thread_id"] in self.fail:
+            raise ValueError(f"refused {params['thread_id']}")
+        self.alone.append(params["thread_id"])
+
+    def many(self, batch: Sequence[dict[str, Any]]) -> None:
+        threads = [params["thread_id"] for params in batch]
+        if self.fail & set(threads):
+            raise ValueError("refused a batch")
+        self.together.append(threads)
+
+
+async def slot_held_by_first(
+    stores: Stores, release: asyncio.Event
+) -> tuple[AsyncPutCombiner, asyncio.Task[None]]:
+    """A combiner of one slot, held by the put of thread "first" until `release`."""
+
+    async def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            await release.wait()
+        stores.one(params)
+
+    async def many(batch: Sequence[dict[str, Any]]) -> None:
+        stores.many(batch)
+
+    combiner = AsyncPutCombiner(1, one, many)
+    first = asyncio.create_task(combiner.store(put("first")))
+    await asyncio.sleep(0)
+    return combiner, first
+
+
+async def test_async_puts_go_alone_while_a_slot_is_free_and_together_while_none_is() -> None:
+    stores, release = Stores(), asyncio.Event()
+    combiner, first = await slot_held_by_first(stores, release)
+    rest = [asyncio.create_task(combiner.store(put(f"t{i}"))) for i in range(5)]
+    fenced = asyncio.create_task(combiner.store(put("fenced", fence_token=1)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert stores.alone == ["fenced"]  # a put that cannot share goes alone, at once
+    release.set()
+    await asyncio.gather(first, fenced, *rest)
+    assert stores.alone == ["fenced", "first"]
+    assert stores.together == [[f"t{i}" for i in range(5)]]
+    await combiner.store(put("later"))  # the slot is free again
+    assert stores.alone[-1] == "later"
+
+
+async def test_async_a_failed_batch_is_stored_one_by_one_each_with_its_own_outcome() -> None:
+    stores, release = Stores(fail=["bad"]), asyncio.Event()
+    combiner, first = await slot_held_by_first(stores, release)
+    names = ["a", "bad", "b"]
+    waiting = [asyncio.create_task(combiner.store(put(name))) for name in names]
+    await asyncio.sleep(0)
+    release.set()
+    results = await asyncio.gather(first, *waiting, return_exceptions=True)
+    assert results[0] is None
+    assert results[1] is None
+    assert results[3] is None
+    assert isinstance(results[2], ValueError)
+    assert "refused bad" in str(results[2])
+    assert stores.together == []
+    assert stores.alone == ["first", "a", "b"]
+
+
+async def test_async_a_put_cancelled_while_it_waits_is_not_stored() -> None:
+    stores, release = Stores(), asyncio.Event()
+    combiner, first = await slot_held_by_first(stores, release)
+    gone = asyncio.create_task(combiner.store(put("gone")))
+    kept = [asyncio.create_task(combiner.store(put(name))) for name in ("a", "b")]
+    await asyncio.sleep(0)
+    gone.cancel()
+    release.set()
+    await asyncio.gather(first, *kept)
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert stores.together == [["a", "b"]]
+    assert "gone" not in stores.alone
+
+
+def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None:
+    stores = Stores(fail=["bad"])
+    busy, release = threading.Event(), threading.Event()
+    lock = threading.Lock()
+
+    def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            busy.set()
+            release.wait()
+        with lock:
+            stores.one(params)
+
+    def many(batch: Sequence[dict[str, Any]]) -> None:
+        with lock:
+            stores.many(batch)
+
+    combiner = PutCombiner(1, one, many)
+    errors: dict[str, BaseException] = {}
+
+    def store(name: str) -> None:
+        try:
+            combiner.store(put(name))
+        except Exception as exc:
+            errors[name] = exc
+
+    def round_while_first_holds_the_slot(names: list[str]) -> None:
+        busy.clear()
+        release.clear()
+        first = threading.Thread(target=store, args=("first",))
+        first.start()
+        busy.wait()
+        others = [threading.Thread(target=store, args=(name,)) for name in names]
+        for thread in others:
+            thread.start()
+        while combiner.waiting < len(names):  # every other put waits for the slot
+            threading.Event().wait(0.001)
+        release.set()
+        for thread in [first, *others]:
+            thread.join()
+
+    names = [f"t{i}" for i in range(6)]
+    round_while_first_holds_the_slot(names)
+    assert errors == {}
+    assert stores.alone == ["first"]
+    assert [sorted(batch) for batch in stores.together] == [sorted(names)]
+
+    # A batch that fails is stored one by one: only the bad put raises.
+    round_while_first_holds_the_slot(["a", "bad", "b"])
+    assert set(errors) == {"bad"}
+    assert sorted(stores.alone[1:]) == ["a", "b", "first"]
+    assert combiner.waiting == 0

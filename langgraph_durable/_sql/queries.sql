@@ -300,11 +300,17 @@ DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
 -- Several threads' checkpoints, each with its blob-stored channels and parked writes, as
 -- one statement: the puts that wait for a connection while every one is busy go together
 -- (checkpoint/_combining.py). Only puts without a fencing token, run progress or outbox
--- events: those go one by one (`put_checkpoint`). Every row names its thread; all commit
--- at once, so each put's own rows are still stored together (I4). Assembled by
+-- events, and none larger than `_combining.MAX_PUT_BYTES`: the others go one by one
+-- (`put_checkpoint`). Every row names its thread; all commit at once, so each put's own
+-- rows are still stored together (I4). Arrays are unnested in select lists, never in
+-- FROM (materialised: a large batch would spill to a temporary file). A row lock held
+-- elsewhere must not hold up the other threads of the batch: the statement gives up
+-- after `lock_timeout` (set here for its own transaction, before any insert: every insert
+-- reads `commit_mode` first) and its puts are stored one by one. Assembled by
 -- `_sql.put_checkpoints` with only the data-modifying CTEs the batch has rows for.
 WITH commit_mode AS (
-    SELECT set_config('synchronous_commit', %(synchronous_commit)s, true)
+    SELECT set_config('synchronous_commit', %(synchronous_commit)s, true),
+        set_config('lock_timeout', %(lock_timeout)s, true)
 
 -- name: put_checkpoints_blobs
 ), new_blobs AS (
@@ -316,6 +322,7 @@ WITH commit_mode AS (
         unnest(%(versions)b::text[]),
         unnest(%(types)b::text[]),
         unnest(%(blobs)b::bytea[])
+    FROM commit_mode
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 
 -- name: put_checkpoints_parked_writes
@@ -332,20 +339,23 @@ WITH commit_mode AS (
         unnest(%(w_channels)b::text[]),
         unnest(%(w_types)b::text[]),
         unnest(%(w_blobs)b::bytea[])
+    FROM commit_mode
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 
 -- name: put_checkpoints_insert
--- Two checkpoints of one batch never share a key (the combiner keeps a repeated one for
--- the next batch): ON CONFLICT DO UPDATE may not touch a row twice in one statement.
+-- Two checkpoints of one batch never share a key (`_combining.take_batch` keeps a repeat
+-- for the next batch): ON CONFLICT DO UPDATE may not touch a row twice in one statement.
 )
 INSERT INTO checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-    c.checkpoint::jsonb, c.metadata::jsonb
-FROM commit_mode, unnest(
-    %(thread_ids)b::text[], %(checkpoint_nss)b::text[], %(checkpoint_ids)b::text[],
-    %(parent_checkpoint_ids)b::text[], %(checkpoints)b::text[], %(metadatas)b::text[]
-) AS c (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+SELECT
+    unnest(%(thread_ids)b::text[]),
+    unnest(%(checkpoint_nss)b::text[]),
+    unnest(%(checkpoint_ids)b::text[]),
+    unnest(%(parent_checkpoint_ids)b::text[]),
+    unnest(%(checkpoints)b::text[])::jsonb,
+    unnest(%(metadatas)b::text[])::jsonb
+FROM commit_mode
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
 DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
 

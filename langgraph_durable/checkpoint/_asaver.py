@@ -261,7 +261,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
         self._combiner = AsyncPutCombiner(
-            self._source.capacity, self._astore_one, self._astore_many
+            lambda: self._source.capacity, self._astore_one, self._astore_many
         )
         self.loop = asyncio.get_running_loop()  # async-only
 

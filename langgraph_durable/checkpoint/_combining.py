@@ -4,19 +4,26 @@ When every connection is busy, each `put` used to wait for one of its own and th
 whole statement: the driver's execute, a round trip, a commit. Those costs are per
 statement, not per row (an async execute of a checkpoint row costs the client about
 150 us of CPU; sixteen rows unnested from arrays in one statement, about 25 us each), so
-under load they are most of a put. Here puts that find every connection taken wait in a
-queue, and whoever gets a connection next stores all of them at once
-(`_sql.put_checkpoints`). Each put still returns only once its own rows are committed,
-and all of one put's rows are in one transaction, as before (I4).
+under load they are most of a put. Here puts that find every statement slot taken (as
+many as the pool has connections) wait in a queue, and the next free slot stores all of
+them at once (`_sql.put_checkpoints`). Each put still returns only once its own rows are
+committed, and all of one put's rows are in one transaction, as before (I4).
 
-What goes together: puts without a fencing token, run progress or outbox events (`fits`).
-Those others, and any put while a connection is free, are stored alone, as before. When a
-combined statement fails, its puts are stored one by one, so each gets its own outcome (a
-put is idempotent: storing one twice changes nothing). Two puts of one checkpoint never
-share a statement: `ON CONFLICT DO UPDATE` may not touch a row twice.
+What goes together (`fits`): puts without a fencing token, run progress or outbox events,
+and none larger than `MAX_PUT_BYTES`. Those others, and any put while a slot is free, are
+stored alone, as before. Two puts of one checkpoint never share a statement (`ON
+CONFLICT DO UPDATE` may not touch a row twice).
+
+When a combined statement fails, the database was out of reach (`outage`: every put of
+the batch fails with that error, as each would have alone), or something about one put or
+a lock held elsewhere made it fail (the statement gives up on a lock after
+`LOCK_TIMEOUT`): then each put goes back to its own caller, who stores it alone, at once
+and side by side, so each gets its own outcome under the saver's own timeouts. Storing a
+put twice changes nothing (its statements are idempotent), so a put whose batch may or
+may not have committed is simply stored again.
 
 A hand-written pair, like `_parking.py`: waiting is written differently for asyncio and
-for threads. The batching itself (`take_batch`, `combined`) is shared.
+for threads. The batching itself (`fits`, `take_batch`, `combined`) is shared.
 """
 
 from __future__ import annotations
@@ -31,19 +38,59 @@ from typing_extensions import LiteralString
 
 from langgraph_durable._db.arrays import BytesArray, IntArray, TextArray
 from langgraph_durable._sql import parameter_names, put_checkpoints
+from langgraph_durable.errors import DatabaseUnreachableError, PoolClosedError
 
-__all__ = ["AsyncPutCombiner", "PutCombiner", "combined", "fits", "take_batch"]
+__all__ = [
+    "LOCK_TIMEOUT",
+    "MAX_BATCH",
+    "MAX_PUT_BYTES",
+    "AsyncPutCombiner",
+    "PutCombiner",
+    "combined",
+    "fits",
+    "take_batch",
+]
 
 MAX_BATCH = 64
 """Puts in one statement at most: bounds a statement's size and one commit's wait."""
 
+MAX_PUT_BYTES = 64 * 1024
+"""A put with more bytes of checkpoint JSON and blobs than this goes alone: a large value
+would hold up every small put of its batch."""
+
+LOCK_TIMEOUT = "100ms"
+"""How long a combined statement waits for a row lock held elsewhere before its puts are
+stored one by one (the saver's own `lock_timeout` applies to those)."""
+
 Params = dict[str, Any]
+Capacity = Callable[[], int]
 
 
 def fits(params: Mapping[str, Any]) -> bool:
     """Whether a put's parameters may share a statement: no fencing token (its fence is
-    checked per statement), no run progress, no outbox events."""
-    return params["fence_token"] is None and params["run_id"] is None and not params["e_ids"]
+    checked per statement), no run progress, no outbox events, and not large."""
+    if params["fence_token"] is not None or params["run_id"] is not None or params["e_ids"]:
+        return False
+    size = len(params["checkpoint"])
+    size += sum(len(blob) for blob in params["blobs"] if blob is not None)
+    size += sum(len(blob) for blob in params["w_blobs"] if blob is not None)
+    return size <= MAX_PUT_BYTES
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether a combined statement failed because the database was out of reach (or the
+    pool closed): storing its puts one by one would only wait out the same failure again,
+    once per put."""
+    return isinstance(exc, (DatabaseUnreachableError, PoolClosedError))
+
+
+def _own_copy(exc: BaseException) -> BaseException:
+    """The error for one waiter of a batch that failed in an outage: its own instance (one
+    raised in several threads at once would get their tracebacks mixed), caused by the
+    original. Outage errors are `DurableError`s, made from their message alone."""
+    copy = type(exc)(str(exc))
+    copy.__cause__ = exc
+    return copy
 
 
 _CHECKPOINT_COLUMNS = (
@@ -64,48 +111,43 @@ _WRITE_ARRAYS = (
     "w_types",
     "w_blobs",
 )
-
-_WRITE_ARRAY_TYPES: dict[str, type[list[Any]]] = {"w_idxs": IntArray, "w_blobs": BytesArray}
+_ARRAY_TYPES: dict[str, type[list[Any]]] = {
+    "blobs": BytesArray,
+    "w_idxs": IntArray,
+    "w_blobs": BytesArray,
+}
 
 
 def combined(batch: Sequence[Mapping[str, Any]]) -> tuple[LiteralString, Params]:
     """The statement storing every put of `batch` (each `fits`), and its parameters."""
-    params: Params = {"synchronous_commit": batch[0]["synchronous_commit"]}
-    for column, array in _CHECKPOINT_COLUMNS:
-        params[array] = TextArray(put[column] for put in batch)
-    blobs: dict[str, list[Any]] = {name: [] for name in _BLOB_ARRAYS}
-    writes: dict[str, list[Any]] = {name: [] for name in _WRITE_ARRAYS}
-    b_threads: list[str] = []
-    b_nss: list[str] = []
-    w_threads: list[str] = []
-    w_nss: list[str] = []
+    params: Params = {
+        # One saver's puts ask alike; should they not, the durable setting wins.
+        "synchronous_commit": "on"
+        if any(put["synchronous_commit"] == "on" for put in batch)
+        else "off",
+        "lock_timeout": LOCK_TIMEOUT,
+    }
+    for column, name in _CHECKPOINT_COLUMNS:
+        params[name] = TextArray(put[column] for put in batch)
+    rows: dict[str, list[Any]] = {
+        name: []
+        for name in ("b_thread_ids", "b_checkpoint_nss", "w_thread_ids", "w_checkpoint_nss")
+    }
+    for name in (*_BLOB_ARRAYS, *_WRITE_ARRAYS):
+        rows[name] = []
     for put in batch:
-        count = len(put["blobs"])
-        if count:
-            for name in _BLOB_ARRAYS:
-                blobs[name] += put[name]
-            b_threads += [put["thread_id"]] * count
-            b_nss += [put["checkpoint_ns"]] * count
-        count = len(put["w_task_ids"])
-        if count:
-            for name in _WRITE_ARRAYS:
-                writes[name] += put[name]
-            w_threads += [put["thread_id"]] * count
-            w_nss += [put["checkpoint_ns"]] * count
-    if b_threads:
-        params.update(
-            b_thread_ids=TextArray(b_threads),
-            b_checkpoint_nss=TextArray(b_nss),
-            channels=TextArray(blobs["channels"]),
-            versions=TextArray(blobs["versions"]),
-            types=TextArray(blobs["types"]),
-            blobs=BytesArray(blobs["blobs"]),
-        )
-    if w_threads:
-        params.update(w_thread_ids=TextArray(w_threads), w_checkpoint_nss=TextArray(w_nss))
-        for name in _WRITE_ARRAYS:
-            params[name] = _WRITE_ARRAY_TYPES.get(name, TextArray)(writes[name])
-    query = put_checkpoints(blobs=bool(b_threads), parked_writes=bool(w_threads))
+        for prefix, arrays, count in (
+            ("b", _BLOB_ARRAYS, len(put["blobs"])),
+            ("w", _WRITE_ARRAYS, len(put["w_task_ids"])),
+        ):
+            if count:
+                for name in arrays:
+                    rows[name] += put[name]
+                rows[f"{prefix}_thread_ids"] += [put["thread_id"]] * count
+                rows[f"{prefix}_checkpoint_nss"] += [put["checkpoint_ns"]] * count
+    for name, values in rows.items():
+        params[name] = _ARRAY_TYPES.get(name, TextArray)(values)
+    query = put_checkpoints(blobs=bool(rows["blobs"]), parked_writes=bool(rows["w_blobs"]))
     return query, {name: params[name] for name in parameter_names(query)}
 
 
@@ -133,22 +175,25 @@ def take_batch(waiting: Waiting) -> list[tuple[Params, Any]]:
 
 
 class AsyncPutCombiner:
-    """Stores puts alone while a connection is free, together while none is.
+    """Stores puts alone while a statement slot is free, together while none is.
 
     Args:
-        limit: How many statements may be under way at once (the pool's size; 1 for one
-            connection).
-        store_one: Stores one put (the single-put statement, its own retries).
+        capacity: How many statements may be under way at once (the pool's size now; 1
+            for one connection). Asked on every put: a pool may be resized.
+        store_one: Stores one put (the single-put statement, with its own retries).
         store_many: Stores several `fits` puts in one statement.
+
+    Waiting puts are stored by flusher tasks, at most one per free slot; a put's caller
+    waits on a future: True when stored, False when it must store the put alone.
     """
 
     def __init__(
         self,
-        limit: int,
+        capacity: Capacity,
         store_one: Callable[[Params], Awaitable[None]],
         store_many: Callable[[Sequence[Params]], Awaitable[None]],
     ) -> None:
-        self._limit = max(1, limit)
+        self._capacity = capacity
         self._store_one, self._store_many = store_one, store_many
         self._running = 0
         self._waiting: Waiting = collections.deque()
@@ -162,74 +207,87 @@ class AsyncPutCombiner:
     async def store(self, params: Params) -> None:
         """Store one put's parameters (`put_checkpoint_statement`'s); returns once they
         are committed, raises what storing them raised."""
-        if not fits(params) or (self._running < self._limit and not self._waiting):
-            self._running += 1
-            try:
-                await self._store_one(params)
-            finally:
-                self._running -= 1
-                self._start_flushers()
+        if not fits(params) or (self._running < self._capacity() and not self._waiting):
+            await self._alone(params)
             return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((params, done))
+        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append((params, stored))
         self._start_flushers()
-        await done
+        if not await stored:
+            await self._alone(params)
+
+    async def _alone(self, params: Params) -> None:
+        self._running += 1
+        try:
+            await self._store_one(params)
+        finally:
+            self._running -= 1
+            self._start_flushers()
 
     def _start_flushers(self) -> None:
-        while self._waiting and self._running < self._limit:
+        # Puts whose callers were cancelled while they waited are not stored: the callers
+        # have moved on, and the writes those puts carried are stored alone (_parking.py).
+        while self._waiting and self._waiting[0][1].cancelled():
+            self._waiting.popleft()
+        while self._waiting and self._running < self._capacity():
             self._running += 1
             task = asyncio.get_running_loop().create_task(self._flush())
             self._flushers.add(task)  # a strong reference until it ends
-            task.add_done_callback(self._flushers.discard)
+            task.add_done_callback(self._flusher_done)
+
+    def _flusher_done(self, task: asyncio.Task[None]) -> None:
+        # A callback, not a `finally`: it also runs for a task cancelled before it started.
+        self._flushers.discard(task)
+        self._running -= 1
+        if not task.get_loop().is_closed():
+            self._start_flushers()
 
     async def _flush(self) -> None:
-        try:
-            while batch := take_batch(self._waiting):
-                # A put cancelled while it waited is not stored: its caller has moved on,
-                # and the writes it carried are stored alone (`_parking.py`).
-                batch = [entry for entry in batch if not entry[1].cancelled()]
-                if batch:
-                    await self._store_batch(batch)
-        finally:
-            self._running -= 1
+        while batch := take_batch(self._waiting):
+            batch = [entry for entry in batch if not entry[1].cancelled()]
+            if batch:
+                await self._store_batch(batch)
 
-    async def _store_batch(self, batch: list[tuple[Params, Any]]) -> None:
+    async def _store_batch(self, batch: list[tuple[Params, asyncio.Future[bool]]]) -> None:
         try:
-            if len(batch) > 1:
-                try:
-                    await self._store_many([params for params, _ in batch])
-                except Exception:
-                    pass  # one by one below: each put gets its own outcome
+            if len(batch) == 1:
+                await self._store_one(batch[0][0])
+            else:
+                await self._store_many([params for params, _ in batch])
+        except Exception as exc:
+            for _, stored in batch:
+                if stored.done():
+                    continue
+                if len(batch) == 1:
+                    stored.set_exception(exc)
+                elif outage(exc):
+                    stored.set_exception(_own_copy(exc))
                 else:
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_result(None)
-                    return
-            for params, done in batch:
-                try:
-                    await self._store_one(params)
-                except Exception as exc:
-                    if not done.done():
-                        done.set_exception(exc)
-                else:
-                    if not done.done():
-                        done.set_result(None)
-        except BaseException as exc:  # cancelled (the loop is closing): nobody may hang
-            for _, done in batch:
-                if not done.done():
-                    done.set_exception(exc)
+                    stored.set_result(False)  # its caller stores it alone
+            return
+        except BaseException:
+            # Cancelled (the loop is closing): whether it committed is unknown, and storing
+            # a put again changes nothing, so each caller still waiting stores its own.
+            for _, stored in batch:
+                if not stored.done():
+                    stored.set_result(False)
             raise
+        for _, stored in batch:
+            if not stored.done():
+                stored.set_result(True)
 
 
 class _Entry:
-    """A waiting put of the threads' flavour: woken when stored, or to store a batch."""
+    """A waiting put of the threads' flavour, woken when its outcome is decided or to
+    store a batch. `outcome`: None while open, True (stored), False (store it alone), or
+    the error to raise."""
 
-    __slots__ = ("batch", "error", "params", "woken")
+    __slots__ = ("batch", "outcome", "params", "woken")
 
     def __init__(self, params: Params) -> None:
         self.params = params
         self.batch: list[_Entry] | None = None
-        self.error: BaseException | None = None
+        self.outcome: bool | BaseException | None = None
         self.woken = threading.Lock()
         self.woken.acquire()  # released once: a bare lock is the cheapest one-shot signal
 
@@ -237,18 +295,18 @@ class _Entry:
 class PutCombiner:
     """The threads' flavour of `AsyncPutCombiner` (same arguments).
 
-    No thread of its own: when a statement slot frees up, the oldest waiting put's thread
-    is woken with a batch (its own put first) and stores it, then wakes the others. Each
-    thread stores at most one batch, the one holding its own put, so none is kept busy
-    with other threads' puts while its own run waits."""
+    No thread of its own: when a slot frees up, the oldest waiting put's thread is woken
+    with a batch (its own put first) and stores it, then wakes the others. Each thread
+    stores at most one batch, the one holding its own put, so none is kept busy with other
+    threads' puts while its own run waits."""
 
     def __init__(
         self,
-        limit: int,
+        capacity: Capacity,
         store_one: Callable[[Params], None],
         store_many: Callable[[Sequence[Params]], None],
     ) -> None:
-        self._limit = max(1, limit)
+        self._capacity = capacity
         self._store_one, self._store_many = store_one, store_many
         self._running = 0
         self._lock = threading.Lock()
@@ -262,7 +320,7 @@ class PutCombiner:
     def store(self, params: Params) -> None:
         """Store one put's parameters; returns once they are committed."""
         with self._lock:
-            alone = not fits(params) or (self._running < self._limit and not self._waiting)
+            alone = not fits(params) or (self._running < self._capacity() and not self._waiting)
             if alone:
                 self._running += 1
             else:
@@ -270,19 +328,32 @@ class PutCombiner:
                 self._waiting.append((params, entry))
                 self._promote()
         if alone:
-            try:
-                self._store_one(params)
-            finally:
-                self._release()
+            self._store_alone(params, counted=True)
             return
-        entry.woken.acquire()
+        try:
+            entry.woken.acquire()
+        except BaseException:  # interrupted while it waited: leave nothing behind
+            self._abandon(entry)
+            raise
         if entry.batch is not None:
             try:
                 self._store_batch(entry.batch)
             finally:
                 self._release()
-        if entry.error is not None:
-            raise entry.error
+        outcome = entry.outcome
+        if outcome is False:
+            self._store_alone(params)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+
+    def _store_alone(self, params: Params, *, counted: bool = False) -> None:
+        if not counted:
+            with self._lock:
+                self._running += 1
+        try:
+            self._store_one(params)
+        finally:
+            self._release()
 
     def _release(self) -> None:
         with self._lock:
@@ -291,32 +362,52 @@ class PutCombiner:
 
     def _promote(self) -> None:
         """Hands waiting puts to their first put's thread while a slot is free (locked)."""
-        while self._running < self._limit and (taken := take_batch(self._waiting)):
+        while self._running < self._capacity() and (taken := take_batch(self._waiting)):
             self._running += 1
             leader: _Entry = taken[0][1]
             leader.batch = [entry for _, entry in taken]
             leader.woken.release()
 
+    def _abandon(self, entry: _Entry) -> None:
+        """Undo a waiting put whose thread was interrupted (Ctrl-C): still queued, it leaves
+        the queue; handed a batch it will never store, the others go back to the front
+        and the slot is given back."""
+        with self._lock:
+            for i, (_, queued) in enumerate(self._waiting):
+                if queued is entry:
+                    del self._waiting[i]
+                    return
+            if entry.batch is not None:
+                self._waiting.extendleft(
+                    (other.params, other) for other in reversed(entry.batch[1:])
+                )
+                self._running -= 1
+                self._promote()
+
     def _store_batch(self, batch: list[_Entry]) -> None:
         """Stores `batch` (its first put is this thread's), then wakes the others."""
         try:
-            stored = False
-            if len(batch) > 1:
-                try:
-                    self._store_many([entry.params for entry in batch])
-                    stored = True
-                except Exception:
-                    pass  # one by one below: each put gets its own outcome
-            if not stored:
-                for entry in batch:
-                    try:
-                        self._store_one(entry.params)
-                    except Exception as exc:
-                        entry.error = exc
-        except BaseException as exc:  # interrupted: nobody may wait for ever
+            if len(batch) == 1:
+                self._store_one(batch[0].params)
+            else:
+                self._store_many([entry.params for entry in batch])
+        except Exception as exc:
             for entry in batch:
-                entry.error = exc
+                if len(batch) == 1:
+                    entry.outcome = exc
+                elif outage(exc):
+                    entry.outcome = _own_copy(exc)
+                else:
+                    entry.outcome = False  # its thread stores it alone
+        except BaseException:
+            # Interrupted: whether it committed is unknown, and storing a put again changes
+            # nothing, so every other thread stores its own.
+            for entry in batch:
+                entry.outcome = False
             raise
+        else:
+            for entry in batch:
+                entry.outcome = True
         finally:
             for entry in batch[1:]:
                 entry.woken.release()

@@ -1,12 +1,17 @@
 """A worker process for crash tests: runs a linear graph with a parallel pair in the middle.
 
     python tests/crash/worker.py DSN THREAD MODE FLAVOR [--resume] [--kill-in NODE]
+        [--threads N --connections C]
 
 Every node first records itself in `crash_node_runs` on its own autocommit connection: that
 table is the outside world, and it survives the worker's death. `--kill-in NODE` makes that
 node SIGKILL the process after recording itself; `p2` (parallel to `p1`) can instead wait
 for `p1`'s writes to be committed before dying (`--kill-in p2-after-p1-writes`). Saver
 crash points come from `LANGGRAPH_DURABLE_CRASH_AT`.
+
+`--threads N` runs N threads (`THREAD-0` ... `THREAD-{N-1}`) at once, on `--connections`
+connections: with fewer connections than runs, puts wait and go together in one statement
+(checkpoint/_combining.py), and `put:after_commit` counts those statements.
 
 Exit codes: 0 finished, 3 EmptyInputError (nothing was saved: send the input again).
 """
@@ -20,6 +25,7 @@ import os
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 import psycopg
@@ -103,23 +109,48 @@ def main() -> int:
     parser.add_argument("flavor", choices=["sync", "async"])
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--kill-in")
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--connections", type=int, default=10)
     args = parser.parse_args()
-    builder = build(args.dsn, args.thread, args.kill_in)
-    config: Any = {"configurable": {"thread_id": args.thread}}
+    threads = [f"{args.thread}-{i}" for i in range(args.threads)] if args.threads else [args.thread]
+    graphs = {thread: build(args.dsn, thread, args.kill_in) for thread in threads}
     payload = None if args.resume else {"log": []}
     try:
         if args.flavor == "sync":
-            with DurablePostgresSaver.from_conn_string(args.dsn) as saver:
+            with DurablePostgresSaver.from_conn_string(
+                args.dsn, max_connections=args.connections
+            ) as saver:
                 saver.setup()
-                graph = builder.compile(checkpointer=saver)
-                graph.invoke(payload, config, durability=args.mode)
+                with ThreadPoolExecutor(len(threads)) as pool:
+                    for done in [
+                        pool.submit(
+                            graphs[thread].compile(checkpointer=saver).invoke,
+                            payload,
+                            {"configurable": {"thread_id": thread}},
+                            durability=args.mode,
+                        )
+                        for thread in threads
+                    ]:
+                        done.result()
         else:
 
             async def run() -> None:
-                async with AsyncDurablePostgresSaver.from_conn_string(args.dsn) as saver:
+                async with AsyncDurablePostgresSaver.from_conn_string(
+                    args.dsn, max_connections=args.connections
+                ) as saver:
                     await saver.setup()
-                    graph = builder.compile(checkpointer=saver)
-                    await graph.ainvoke(payload, config, durability=args.mode)
+                    await asyncio.gather(
+                        *(
+                            graphs[thread]
+                            .compile(checkpointer=saver)
+                            .ainvoke(
+                                payload,
+                                {"configurable": {"thread_id": thread}},
+                                durability=args.mode,
+                            )
+                            for thread in threads
+                        )
+                    )
 
             asyncio.run(run())
     except EmptyInputError:

@@ -8,6 +8,7 @@ its checkpoints, its channel values stored as blobs, and the writes each put car
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -19,8 +20,10 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from put_params import put_params
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
+from langgraph_durable.checkpoint._combining import combined
 
 COUNT_STATEMENTS = """
 CREATE TABLE IF NOT EXISTS test_put_statements (rows int NOT NULL);
@@ -72,7 +75,7 @@ def build() -> Any:
 
 
 @asynccontextmanager
-async def one_connection(dsn: str) -> AsyncIterator[AsyncDurablePostgresSaver]:
+async def one_connection(dsn: str, options: str = "") -> AsyncIterator[AsyncDurablePostgresSaver]:
     """An async saver, set up, on a pool of one connection: a second run's put waits."""
     async with AsyncConnectionPool(
         dsn,
@@ -229,3 +232,31 @@ async def test_every_durability_mode_stores_whole_runs_under_load(
             state = await graph.aget_state({"configurable": {"thread_id": thread}})
             assert state.values == {"text": f"{thread}:abc", "items": ["a", "b", "c"]}
             assert state.next == ()
+
+
+def test_a_batch_larger_than_work_mem_does_not_spill_to_a_temporary_file(
+    fresh_db_dsn: str,
+) -> None:
+    """Arrays unnested in FROM are materialised: this batch of 25 KB checkpoints would
+    spill past a 64 kB work_mem, and with temp_file_limit=0 the statement would fail."""
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    batch = [
+        put_params(
+            1,
+            1,
+            thread_id=f"large-{i}",
+            checkpoint_id=f"c{i}",
+            checkpoint=json.dumps({"text": "x" * 25_000}),
+        )
+        for i in range(12)
+    ]
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("SET work_mem = '64kB'")
+        conn.execute("SET temp_file_limit = 0")
+        conn.execute(*combined(batch))
+        stored = conn.execute(
+            "SELECT count(*), count(DISTINCT xmin::text) FROM checkpoints"
+            " WHERE thread_id LIKE 'large-%%'"
+        ).fetchone()
+    assert stored == (12, 1)

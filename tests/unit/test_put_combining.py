@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import signal
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -20,12 +21,14 @@ from langgraph_durable._sql import (
 )
 from langgraph_durable.checkpoint._combining import (
     MAX_BATCH,
+    MAX_PUT_BYTES,
     AsyncPutCombiner,
     PutCombiner,
     combined,
     fits,
     take_batch,
 )
+from langgraph_durable.errors import DatabaseUnreachableError
 
 
 def put(
@@ -73,11 +76,19 @@ def test_a_combined_statement_has_only_the_blocks_its_rows_need(blobs: int, writ
     assert "--" not in query
 
 
-def test_only_puts_without_a_fence_progress_or_events_go_together() -> None:
-    assert fits(put("a"))
+def test_only_small_puts_without_a_fence_progress_or_events_go_together() -> None:
+    assert fits(put("a", blobs=2, writes=2))
     assert not fits(put("a", fence_token=3))
     assert not fits(put("a", run_id="run"))
     assert not fits(put("a", e_ids=["e"]))
+    large = put("a")
+    large["blobs"] = [b"x" * (MAX_PUT_BYTES // 2)]
+    assert fits(large)
+    large["w_blobs"] = large["blobs"]  # half and half, with the checkpoint's JSON: too large
+    assert not fits(large)
+    large = put("a")
+    large["checkpoint"] = "x" * (MAX_PUT_BYTES + 1)
+    assert not fits(large)
 
 
 def test_a_batch_takes_the_oldest_puts_and_never_one_checkpoint_twice() -> None:
@@ -90,6 +101,10 @@ def test_a_batch_takes_the_oldest_puts_and_never_one_checkpoint_twice() -> None:
     waiting.extend((put(f"t{i}"), i) for i in range(MAX_BATCH + 3))
     assert len(take_batch(waiting)) == MAX_BATCH
     assert [tag for _, tag in take_batch(waiting)] == [MAX_BATCH, MAX_BATCH + 1, MAX_BATCH + 2]
+
+
+HANG_S = 60.0
+"""Bounds joins that only guard against a hang; a correct run never waits it out."""
 
 
 class Stores:
@@ -125,7 +140,7 @@ async def slot_held_by_first(
     async def many(batch: Sequence[dict[str, Any]]) -> None:
         stores.many(batch)
 
-    combiner = AsyncPutCombiner(1, one, many)
+    combiner = AsyncPutCombiner(lambda: 1, one, many)
     first = asyncio.create_task(combiner.store(put("first")))
     await asyncio.sleep(0)
     return combiner, first
@@ -161,7 +176,7 @@ async def test_async_a_failed_batch_is_stored_one_by_one_each_with_its_own_outco
     assert isinstance(results[2], ValueError)
     assert "refused bad" in str(results[2])
     assert stores.together == []
-    assert stores.alone == ["first", "a", "b"]
+    assert sorted(stores.alone) == ["a", "b", "first"]  # each by its own caller
 
 
 async def test_async_a_put_cancelled_while_it_waits_is_not_stored() -> None:
@@ -195,7 +210,7 @@ def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None
         with lock:
             stores.many(batch)
 
-    combiner = PutCombiner(1, one, many)
+    combiner = PutCombiner(lambda: 1, one, many)
     errors: dict[str, BaseException] = {}
 
     def store(name: str) -> None:
@@ -230,3 +245,78 @@ def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None
     assert set(errors) == {"bad"}
     assert sorted(stores.alone[1:]) == ["a", "b", "first"]
     assert combiner.waiting == 0
+
+
+async def test_async_in_an_outage_every_put_of_the_batch_fails_with_its_own_error() -> None:
+    stores, release = Stores(), asyncio.Event()
+    combiner, first = await slot_held_by_first(stores, release)
+    refused = DatabaseUnreachableError("the server cannot be reached")
+
+    async def unreachable(batch: Sequence[dict[str, Any]]) -> None:
+        raise refused
+
+    combiner._store_many = unreachable  # type: ignore[method-assign]
+    waiting = [asyncio.create_task(combiner.store(put(name))) for name in ("a", "b", "c")]
+    await asyncio.sleep(0)
+    release.set()
+    results = await asyncio.gather(*waiting, return_exceptions=True)
+    await first
+    assert stores.alone == ["first"]  # not tried again one by one: each would wait again
+    for result in results:
+        assert isinstance(result, DatabaseUnreachableError)
+        assert result is not refused
+        assert result.__cause__ is refused
+    assert len({id(result) for result in results}) == 3
+
+
+def test_a_thread_interrupted_while_it_waits_leaves_nothing_behind() -> None:
+    """Ctrl-C in a put waiting for the slot: the put leaves the queue, and the puts after
+    it are still stored (a waiter left behind would have taken the slot for good)."""
+    stores = Stores()
+    busy, release = threading.Event(), threading.Event()
+
+    def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            busy.set()
+            release.wait()
+        stores.one(params)
+
+    combiner = PutCombiner(lambda: 1, one, stores.many)
+    first = threading.Thread(target=combiner.store, args=(put("first"),))
+    first.start()
+    busy.wait()
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    main = threading.get_ident()
+
+    def interrupt_main_once_it_waits() -> None:
+        while combiner.waiting < 1:
+            threading.Event().wait(0.001)
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Thread(target=interrupt_main_once_it_waits).start()
+        with pytest.raises(Interrupted):
+            combiner.store(put("main"))
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert combiner.waiting == 0
+    later = [threading.Thread(target=combiner.store, args=(put(f"t{i}"),)) for i in range(2)]
+    for thread in later:
+        thread.start()
+    while combiner.waiting < 2:
+        threading.Event().wait(0.001)
+    release.set()
+    for thread in [first, *later]:
+        thread.join(HANG_S)
+        assert not thread.is_alive()
+    assert [sorted(batch) for batch in stores.together] == [["t0", "t1"]]
+    assert "main" not in stores.alone
+    combiner.store(put("after"))  # the slot is free: stored alone at once
+    assert stores.alone[-1] == "after"

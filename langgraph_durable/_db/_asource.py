@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, ParamSpec, TypeVar
@@ -306,8 +307,11 @@ class AsyncConnectionSource:
 
     @property
     def capacity(self) -> int:
-        """How many calls can hold a connection at once: the pool's size, or 1."""
-        return self.conn.max_size if isinstance(self.conn, AsyncConnectionPool) else 1
+        """How many calls can hold a connection at once: the pool's size, or 1; no bound
+        for a pool without one (a `NullConnectionPool`'s `max_size=0`)."""
+        if not isinstance(self.conn, AsyncConnectionPool):
+            return 1
+        return self.conn.max_size or sys.maxsize
 
     async def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -305,8 +306,11 @@ class ConnectionSource:
 
     @property
     def capacity(self) -> int:
-        """How many calls can hold a connection at once: the pool's size, or 1."""
-        return self.conn.max_size if isinstance(self.conn, ConnectionPool) else 1
+        """How many calls can hold a connection at once: the pool's size, or 1; no bound
+        for a pool without one (a `NullConnectionPool`'s `max_size=0`)."""
+        if not isinstance(self.conn, ConnectionPool):
+            return 1
+        return self.conn.max_size or sys.maxsize
 
     def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""

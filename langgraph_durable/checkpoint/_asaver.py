@@ -54,7 +54,7 @@ from langgraph_durable._fencing import fence_token_of
 from langgraph_durable._sql import QUERIES, put_checkpoint_statement
 from langgraph_durable.checkpoint import _core
 from langgraph_durable.checkpoint._bridge import SyncCallsViaLoop
-from langgraph_durable.checkpoint._combining import AsyncPutCombiner, combined
+from langgraph_durable.checkpoint._combining import LOCK_TIMEOUT_MS, AsyncPutCombiner, combined
 from langgraph_durable.checkpoint._core import DEFAULT_REDACTION, MetadataRedaction
 from langgraph_durable.checkpoint._events import (
     EMPTY_EVENT_PARAMS,
@@ -569,7 +569,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         """Several threads' checkpoints in one statement (`_combining.py`)."""
         async with self._source.connection("storing checkpoints (put)") as conn:
             cur = conn.cursor(row_factory=tuple_row)
-            await cur.execute(*combined(batch))
+            lock_ms = self._source.timeouts.get("lock_timeout", LOCK_TIMEOUT_MS)
+            await cur.execute(*combined(batch, min(lock_ms, LOCK_TIMEOUT_MS)))
             _crashpoints.reached("put:after_commit")
 
     async def aput_writes(

@@ -10,14 +10,15 @@ them at once (`_sql.put_checkpoints`). Each put still returns only once its own 
 committed, and all of one put's rows are in one transaction, as before (I4).
 
 What goes together (`fits`): puts without a fencing token, run progress or outbox events,
-and none larger than `MAX_PUT_BYTES`. Those others, and any put while a slot is free, are
-stored alone, as before. Two puts of one checkpoint never share a statement (`ON
-CONFLICT DO UPDATE` may not touch a row twice).
+and none larger than `MAX_PUT_BYTES`. Those others wait in the same queue, in their turn,
+and are stored alone; any put while a slot is free is stored alone at once, as before.
+Two puts of one checkpoint never share a statement (`ON CONFLICT DO UPDATE` may not touch
+a row twice).
 
 When a combined statement fails, the database was out of reach (`outage`: every put of
 the batch fails with that error, as each would have alone), or something about one put or
 a lock held elsewhere made it fail (the statement gives up on a lock after
-`LOCK_TIMEOUT`): then each put goes back to its own caller, who stores it alone, at once
+`LOCK_TIMEOUT_MS`): then each put goes back to its own caller, who stores it alone, at once
 and side by side, so each gets its own outcome under the saver's own timeouts. Storing a
 put twice changes nothing (its statements are idempotent), so a put whose batch may or
 may not have committed is simply stored again.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -41,7 +43,7 @@ from langgraph_durable._sql import parameter_names, put_checkpoints
 from langgraph_durable.errors import DatabaseUnreachableError, PoolClosedError
 
 __all__ = [
-    "LOCK_TIMEOUT",
+    "LOCK_TIMEOUT_MS",
     "MAX_BATCH",
     "MAX_PUT_BYTES",
     "AsyncPutCombiner",
@@ -58,9 +60,10 @@ MAX_PUT_BYTES = 64 * 1024
 """A put with more bytes of checkpoint JSON and blobs than this goes alone: a large value
 would hold up every small put of its batch."""
 
-LOCK_TIMEOUT = "100ms"
+LOCK_TIMEOUT_MS = 100
 """How long a combined statement waits for a row lock held elsewhere before its puts are
-stored one by one (the saver's own `lock_timeout` applies to those)."""
+stored one by one (the saver's own `lock_timeout` applies to those; a shorter one of the
+saver's applies to the combined statement too)."""
 
 Params = dict[str, Any]
 Capacity = Callable[[], int]
@@ -71,7 +74,7 @@ def fits(params: Mapping[str, Any]) -> bool:
     checked per statement), no run progress, no outbox events, and not large."""
     if params["fence_token"] is not None or params["run_id"] is not None or params["e_ids"]:
         return False
-    size = len(params["checkpoint"])
+    size = len(params["checkpoint"]) + len(params["metadata"])  # characters: near enough
     size += sum(len(blob) for blob in params["blobs"] if blob is not None)
     size += sum(len(blob) for blob in params["w_blobs"] if blob is not None)
     return size <= MAX_PUT_BYTES
@@ -87,10 +90,30 @@ def outage(exc: BaseException) -> bool:
 def _own_copy(exc: BaseException) -> BaseException:
     """The error for one waiter of a batch that failed in an outage: its own instance (one
     raised in several threads at once would get their tracebacks mixed), caused by the
-    original. Outage errors are `DurableError`s, made from their message alone."""
-    copy = type(exc)(str(exc))
+    original. Outage errors are `DurableError`s, made from their message alone; one that
+    cannot be is shared as it is."""
+    try:
+        copy = type(exc)(str(exc))
+    except Exception:
+        return exc
     copy.__cause__ = exc
     return copy
+
+
+def batch_outcome(exc: Exception, size: int) -> bool | BaseException:
+    """What each caller of a batch of `size` puts that failed with `exc` is told: the
+    error itself (a batch of one, or an outage: storing it alone would wait out the same
+    failure again), else False: store it alone."""
+    if size == 1 or outage(exc):
+        return exc
+    return False
+
+
+def _told(outcome: bool | BaseException, size: int) -> bool | BaseException:
+    """`outcome` for one caller: an error shared by several callers as its own copy."""
+    if isinstance(outcome, BaseException) and size > 1:
+        return _own_copy(outcome)
+    return outcome
 
 
 _CHECKPOINT_COLUMNS = (
@@ -118,14 +141,16 @@ _ARRAY_TYPES: dict[str, type[list[Any]]] = {
 }
 
 
-def combined(batch: Sequence[Mapping[str, Any]]) -> tuple[LiteralString, Params]:
+def combined(
+    batch: Sequence[Mapping[str, Any]], lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> tuple[LiteralString, Params]:
     """The statement storing every put of `batch` (each `fits`), and its parameters."""
     params: Params = {
         # One saver's puts ask alike; should they not, the durable setting wins.
         "synchronous_commit": "on"
         if any(put["synchronous_commit"] == "on" for put in batch)
         else "off",
-        "lock_timeout": LOCK_TIMEOUT,
+        "lock_timeout": f"{lock_timeout_ms}ms",
     }
     for column, name in _CHECKPOINT_COLUMNS:
         params[name] = TextArray(put[column] for put in batch)
@@ -156,8 +181,11 @@ Waiting = collections.deque[tuple[Params, Any]]
 
 
 def take_batch(waiting: Waiting) -> list[tuple[Params, Any]]:
-    """Up to `MAX_BATCH` waiting puts, oldest first, no two of one checkpoint (a repeat
-    stays, in its place, for the next batch)."""
+    """The next puts to store, oldest first: the oldest alone if it cannot share a
+    statement (`fits`), else up to `MAX_BATCH` that can, no two of one checkpoint (the
+    others stay, in their places, for the next batches)."""
+    if waiting and not fits(waiting[0][0]):
+        return [waiting.popleft()]
     batch: list[tuple[Params, Any]] = []
     keys: set[tuple[str, str, str]] = set()
     skipped: list[tuple[Params, Any]] = []
@@ -165,7 +193,7 @@ def take_batch(waiting: Waiting) -> list[tuple[Params, Any]]:
         entry = waiting.popleft()
         params = entry[0]
         key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
-        if key in keys:
+        if key in keys or not fits(params):
             skipped.append(entry)
             continue
         keys.add(key)
@@ -183,8 +211,12 @@ class AsyncPutCombiner:
         store_one: Stores one put (the single-put statement, with its own retries).
         store_many: Stores several `fits` puts in one statement.
 
-    Waiting puts are stored by flusher tasks, at most one per free slot; a put's caller
-    waits on a future: True when stored, False when it must store the put alone.
+    Every put that finds no slot free waits in the queue, in its turn, also one that
+    cannot share a statement (it is then stored alone when its turn comes): puts going
+    ahead of the queue could keep every slot taken and starve it. Waiting puts are stored
+    by flusher tasks, one per free slot. A put's caller waits on a future: True when
+    stored, False when it must store the put alone (its batch failed), which it does at
+    once, beside the others.
     """
 
     def __init__(
@@ -207,7 +239,7 @@ class AsyncPutCombiner:
     async def store(self, params: Params) -> None:
         """Store one put's parameters (`put_checkpoint_statement`'s); returns once they
         are committed, raises what storing them raised."""
-        if not fits(params) or (self._running < self._capacity() and not self._waiting):
+        if self._running < self._capacity() and not self._waiting:
             await self._alone(params)
             return
         stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -231,7 +263,8 @@ class AsyncPutCombiner:
             self._waiting.popleft()
         while self._waiting and self._running < self._capacity():
             self._running += 1
-            task = asyncio.get_running_loop().create_task(self._flush())
+            # In a context of its own: a batch is no one put's work (telemetry spans).
+            task = contextvars.Context().run(asyncio.get_running_loop().create_task, self._flush())
             self._flushers.add(task)  # a strong reference until it ends
             task.add_done_callback(self._flusher_done)
 
@@ -249,45 +282,39 @@ class AsyncPutCombiner:
                 await self._store_batch(batch)
 
     async def _store_batch(self, batch: list[tuple[Params, asyncio.Future[bool]]]) -> None:
+        # Cancelled or interrupted midway, whether it committed is unknown; storing a put
+        # again changes nothing, so every caller still waiting stores its own (False).
+        outcome: bool | BaseException = False
         try:
             if len(batch) == 1:
                 await self._store_one(batch[0][0])
             else:
                 await self._store_many([params for params, _ in batch])
+            outcome = True
         except Exception as exc:
+            outcome = batch_outcome(exc, len(batch))
+        finally:
             for _, stored in batch:
                 if stored.done():
                     continue
-                if len(batch) == 1:
-                    stored.set_exception(exc)
-                elif outage(exc):
-                    stored.set_exception(_own_copy(exc))
+                told = _told(outcome, len(batch))
+                if isinstance(told, BaseException):
+                    stored.set_exception(told)
                 else:
-                    stored.set_result(False)  # its caller stores it alone
-            return
-        except BaseException:
-            # Cancelled (the loop is closing): whether it committed is unknown, and storing
-            # a put again changes nothing, so each caller still waiting stores its own.
-            for _, stored in batch:
-                if not stored.done():
-                    stored.set_result(False)
-            raise
-        for _, stored in batch:
-            if not stored.done():
-                stored.set_result(True)
+                    stored.set_result(told)
 
 
 class _Entry:
     """A waiting put of the threads' flavour, woken when its outcome is decided or to
-    store a batch. `outcome`: None while open, True (stored), False (store it alone), or
-    the error to raise."""
+    store a batch. `outcome`: True (stored), False (store it alone: also what a put
+    woken without one does), or the error to raise."""
 
     __slots__ = ("batch", "outcome", "params", "woken")
 
     def __init__(self, params: Params) -> None:
         self.params = params
         self.batch: list[_Entry] | None = None
-        self.outcome: bool | BaseException | None = None
+        self.outcome: bool | BaseException = False
         self.woken = threading.Lock()
         self.woken.acquire()  # released once: a bare lock is the cheapest one-shot signal
 
@@ -319,37 +346,42 @@ class PutCombiner:
 
     def store(self, params: Params) -> None:
         """Store one put's parameters; returns once they are committed."""
-        with self._lock:
-            alone = not fits(params) or (self._running < self._capacity() and not self._waiting)
-            if alone:
-                self._running += 1
-            else:
-                entry = _Entry(params)
-                self._waiting.append((params, entry))
-                self._promote()
-        if alone:
-            self._store_alone(params, counted=True)
-            return
+        entry: _Entry | None = None
+        alone = False
         try:
+            with self._lock:
+                if self._running < self._capacity() and not self._waiting:
+                    self._running += 1
+                    alone = True
+                else:
+                    entry = _Entry(params)
+                    self._waiting.append((params, entry))
+                    self._promote()
+            if entry is None:
+                self._store_one(params)
+                return
             entry.woken.acquire()
-        except BaseException:  # interrupted while it waited: leave nothing behind
-            self._abandon(entry)
+        except BaseException:  # interrupted (Ctrl-C) while it waited: leave nothing behind
+            if entry is not None:
+                self._abandon(entry)
             raise
+        finally:
+            if alone:
+                self._release()
         if entry.batch is not None:
             try:
                 self._store_batch(entry.batch)
             finally:
                 self._release()
         outcome = entry.outcome
-        if outcome is False:
-            self._store_alone(params)
-        elif isinstance(outcome, BaseException):
+        if isinstance(outcome, BaseException):
             raise outcome
+        if not outcome:
+            self._store_alone(params)
 
-    def _store_alone(self, params: Params, *, counted: bool = False) -> None:
-        if not counted:
-            with self._lock:
-                self._running += 1
+    def _store_alone(self, params: Params) -> None:
+        with self._lock:
+            self._running += 1
         try:
             self._store_one(params)
         finally:
@@ -362,52 +394,42 @@ class PutCombiner:
 
     def _promote(self) -> None:
         """Hands waiting puts to their first put's thread while a slot is free (locked)."""
-        while self._running < self._capacity() and (taken := take_batch(self._waiting)):
+        while self._waiting and self._running < self._capacity():
+            taken = take_batch(self._waiting)
             self._running += 1
             leader: _Entry = taken[0][1]
             leader.batch = [entry for _, entry in taken]
             leader.woken.release()
 
     def _abandon(self, entry: _Entry) -> None:
-        """Undo a waiting put whose thread was interrupted (Ctrl-C): still queued, it leaves
-        the queue; handed a batch it will never store, the others go back to the front
-        and the slot is given back."""
+        """Undo a waiting put whose thread was interrupted: still queued, it leaves the
+        queue; handed a batch it will never store, the others go back to the front and
+        its slot is given back."""
         with self._lock:
             for i, (_, queued) in enumerate(self._waiting):
                 if queued is entry:
                     del self._waiting[i]
                     return
             if entry.batch is not None:
-                self._waiting.extendleft(
-                    (other.params, other) for other in reversed(entry.batch[1:])
-                )
+                others = [(other.params, other) for other in entry.batch[1:]]
+                self._waiting.extendleft(reversed(others))
                 self._running -= 1
                 self._promote()
 
     def _store_batch(self, batch: list[_Entry]) -> None:
-        """Stores `batch` (its first put is this thread's), then wakes the others."""
+        """Stores `batch` (its first put is this thread's), then wakes the others; if this
+        thread is interrupted midway, each of the others stores its own (False)."""
+        outcome: bool | BaseException = False
         try:
             if len(batch) == 1:
                 self._store_one(batch[0].params)
             else:
                 self._store_many([entry.params for entry in batch])
+            outcome = True
         except Exception as exc:
-            for entry in batch:
-                if len(batch) == 1:
-                    entry.outcome = exc
-                elif outage(exc):
-                    entry.outcome = _own_copy(exc)
-                else:
-                    entry.outcome = False  # its thread stores it alone
-        except BaseException:
-            # Interrupted: whether it committed is unknown, and storing a put again changes
-            # nothing, so every other thread stores its own.
-            for entry in batch:
-                entry.outcome = False
-            raise
-        else:
-            for entry in batch:
-                entry.outcome = True
+            outcome = batch_outcome(exc, len(batch))
         finally:
+            for entry in batch:
+                entry.outcome = _told(outcome, len(batch))
             for entry in batch[1:]:
                 entry.woken.release()

@@ -11,7 +11,8 @@ crash points come from `LANGGRAPH_DURABLE_CRASH_AT`.
 
 `--threads N` runs N threads (`THREAD-0` ... `THREAD-{N-1}`) at once, on `--connections`
 connections: with fewer connections than runs, puts wait and go together in one statement
-(checkpoint/_combining.py), and `put:after_commit` counts those statements.
+(checkpoint/_combining.py), and `put:after_commit` counts those statements; resumed, a
+run that never saved a checkpoint is sent its input again.
 
 Exit codes: 0 finished, 3 EmptyInputError (nothing was saved: send the input again).
 """
@@ -43,13 +44,15 @@ class State(TypedDict, total=False):
     p1_out: str
 
 
+CREATE_RUNS = (
+    "CREATE TABLE IF NOT EXISTS crash_node_runs ("
+    " thread_id TEXT NOT NULL, node TEXT NOT NULL, pid INT NOT NULL,"
+    " at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+)
+
+
 def record(dsn: str, thread: str, node: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS crash_node_runs ("
-            " thread_id TEXT NOT NULL, node TEXT NOT NULL, pid INT NOT NULL,"
-            " at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
-        )
         conn.execute(
             "INSERT INTO crash_node_runs (thread_id, node, pid) VALUES (%s, %s, %s)",
             (thread, node, os.getpid()),
@@ -114,23 +117,31 @@ def main() -> int:
     args = parser.parse_args()
     threads = [f"{args.thread}-{i}" for i in range(args.threads)] if args.threads else [args.thread]
     graphs = {thread: build(args.dsn, thread, args.kill_in) for thread in threads}
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        conn.execute(CREATE_RUNS)  # once, here: runs creating it at once can collide
     payload = None if args.resume else {"log": []}
+    # With several runs, a resumed run that never saved a checkpoint gets its input again,
+    # as its caller would do; one run alone reports it (exit code 3).
+    several = bool(args.threads)
     try:
         if args.flavor == "sync":
             with DurablePostgresSaver.from_conn_string(
                 args.dsn, max_connections=args.connections
             ) as saver:
                 saver.setup()
+
+                def invoke(thread: str) -> None:
+                    graph = graphs[thread].compile(checkpointer=saver)
+                    config: Any = {"configurable": {"thread_id": thread}}
+                    try:
+                        graph.invoke(payload, config, durability=args.mode)
+                    except EmptyInputError:
+                        if not several:
+                            raise
+                        graph.invoke({"log": []}, config, durability=args.mode)
+
                 with ThreadPoolExecutor(len(threads)) as pool:
-                    for done in [
-                        pool.submit(
-                            graphs[thread].compile(checkpointer=saver).invoke,
-                            payload,
-                            {"configurable": {"thread_id": thread}},
-                            durability=args.mode,
-                        )
-                        for thread in threads
-                    ]:
+                    for done in [pool.submit(invoke, thread) for thread in threads]:
                         done.result()
         else:
 
@@ -139,18 +150,18 @@ def main() -> int:
                     args.dsn, max_connections=args.connections
                 ) as saver:
                     await saver.setup()
-                    await asyncio.gather(
-                        *(
-                            graphs[thread]
-                            .compile(checkpointer=saver)
-                            .ainvoke(
-                                payload,
-                                {"configurable": {"thread_id": thread}},
-                                durability=args.mode,
-                            )
-                            for thread in threads
-                        )
-                    )
+
+                    async def ainvoke(thread: str) -> None:
+                        graph = graphs[thread].compile(checkpointer=saver)
+                        config: Any = {"configurable": {"thread_id": thread}}
+                        try:
+                            await graph.ainvoke(payload, config, durability=args.mode)
+                        except EmptyInputError:
+                            if not several:
+                                raise
+                            await graph.ainvoke({"log": []}, config, durability=args.mode)
+
+                    await asyncio.gather(*(ainvoke(thread) for thread in threads))
 
             asyncio.run(run())
     except EmptyInputError:

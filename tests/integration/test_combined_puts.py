@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,9 +18,10 @@ from typing import Any, TypedDict
 
 import psycopg
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, AsyncNullConnectionPool, ConnectionPool
 from put_params import put_params
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
@@ -54,6 +56,10 @@ CREATE TRIGGER test_refuse_poison BEFORE INSERT ON checkpoints
 
 
 POOL_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+HANG_S = 60.0
+"""Bounds waits that only guard against a hang; a correct run never waits it out."""
 
 
 class State(TypedDict):
@@ -260,3 +266,78 @@ def test_a_batch_larger_than_work_mem_does_not_spill_to_a_temporary_file(
             " WHERE thread_id LIKE 'large-%%'"
         ).fetchone()
     assert stored == (12, 1)
+
+
+async def test_a_pool_without_a_size_bound_never_makes_a_put_wait(fresh_db_dsn: str) -> None:
+    """A `NullConnectionPool` (max_size=0: no bound) gives every put a connection of its
+    own; none waits to go together, and none waits for ever."""
+    threads = [f"null-pool-{i}" for i in range(8)]
+    async with AsyncNullConnectionPool(fresh_db_dsn, kwargs=POOL_KWARGS, open=False) as pool:
+        saver = AsyncDurablePostgresSaver(pool)
+        await saver.setup()
+        graph = build().compile(checkpointer=saver)
+        runs = asyncio.gather(
+            *(
+                graph.ainvoke(
+                    {"text": f"{t}:", "items": []},
+                    {"configurable": {"thread_id": t}},
+                    durability="sync",
+                )
+                for t in threads
+            )
+        )
+        results = await asyncio.wait_for(runs, HANG_S)
+    assert [r["text"] for r in results] == [f"{t}:abc" for t in threads]
+
+
+async def test_a_row_lock_held_elsewhere_holds_up_only_its_own_put(fresh_db_dsn: str) -> None:
+    """A batch meets a checkpoint row another transaction has locked: the combined
+    statement gives up after its short lock_timeout, and each put is stored alone, so the
+    others commit while the locked one still waits for its lock."""
+
+    def config(thread: str) -> Any:
+        return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+    checkpoints = {name: empty_checkpoint() for name in ("held-1", "held-2", "locked", "a", "b")}
+    async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn, max_connections=2) as saver:
+        await saver.setup()
+        for name in ("held-1", "held-2", "locked"):
+            await saver.aput(config(name), checkpoints[name], {}, {})
+        first = await psycopg.AsyncConnection.connect(fresh_db_dsn)
+        second = await psycopg.AsyncConnection.connect(fresh_db_dsn)
+        async with first, second:
+            await first.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id IN ('held-1', 'held-2') FOR UPDATE"
+            )
+            await second.execute("SELECT 1 FROM checkpoints WHERE thread_id = 'locked' FOR UPDATE")
+
+            def put(name: str) -> asyncio.Task[Any]:
+                return asyncio.create_task(saver.aput(config(name), checkpoints[name], {}, {}))
+
+            held = [put("held-1"), put("held-2")]  # both connections wait on a lock
+            await asyncio.to_thread(wait_until_waiting_on_locks, fresh_db_dsn, 2)
+            waiting = [put("locked"), put("a"), put("b")]  # no connection free: they queue
+            for _ in range(3):
+                await asyncio.sleep(0)
+            await first.rollback()  # the two connections come free: the three go together
+            await asyncio.wait_for(asyncio.gather(*held, *waiting[1:]), HANG_S)
+            assert not waiting[0].done()  # stored alone now, waiting for its lock
+            await second.rollback()
+        await asyncio.wait_for(waiting[0], HANG_S)
+        for name in ("a", "b", "locked"):
+            assert await saver.aget_tuple(config(name)) is not None
+
+
+def wait_until_waiting_on_locks(dsn: str, sessions: int) -> None:
+    """Return once `sessions` sessions of the database wait on a lock."""
+    deadline = time.monotonic() + HANG_S
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row is not None and row[0] >= sessions:
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"{sessions} sessions never waited on a lock")

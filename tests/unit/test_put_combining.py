@@ -101,6 +101,13 @@ def test_a_batch_takes_the_oldest_puts_and_never_one_checkpoint_twice() -> None:
     waiting.extend((put(f"t{i}"), i) for i in range(MAX_BATCH + 3))
     assert len(take_batch(waiting)) == MAX_BATCH
     assert [tag for _, tag in take_batch(waiting)] == [MAX_BATCH, MAX_BATCH + 1, MAX_BATCH + 2]
+    # A put that cannot share goes alone in its turn, and is not taken into a batch.
+    waiting.extend([(put("f", fence_token=1), "f"), (put("y"), "y")])
+    assert [tag for _, tag in take_batch(waiting)] == ["f"]
+    assert [tag for _, tag in take_batch(waiting)] == ["y"]
+    waiting.extend([(put("y"), 1), (put("f", fence_token=1), 2), (put("z"), 3)])
+    assert [tag for _, tag in take_batch(waiting)] == [1, 3]
+    assert [tag for _, tag in take_batch(waiting)] == [2]
 
 
 HANG_S = 60.0
@@ -153,10 +160,10 @@ async def test_async_puts_go_alone_while_a_slot_is_free_and_together_while_none_
     fenced = asyncio.create_task(combiner.store(put("fenced", fence_token=1)))
     for _ in range(3):
         await asyncio.sleep(0)
-    assert stores.alone == ["fenced"]  # a put that cannot share goes alone, at once
+    assert stores.alone == []
     release.set()
     await asyncio.gather(first, fenced, *rest)
-    assert stores.alone == ["fenced", "first"]
+    assert stores.alone == ["first", "fenced"]  # a put that cannot share goes alone
     assert stores.together == [[f"t{i}" for i in range(5)]]
     await combiner.store(put("later"))  # the slot is free again
     assert stores.alone[-1] == "later"
@@ -320,3 +327,66 @@ def test_a_thread_interrupted_while_it_waits_leaves_nothing_behind() -> None:
     assert "main" not in stores.alone
     combiner.store(put("after"))  # the slot is free: stored alone at once
     assert stores.alone[-1] == "after"
+
+
+async def test_async_a_waiting_put_is_served_before_unshareable_puts_that_came_after() -> None:
+    """Puts that cannot share a statement queue too, in their turn: going ahead of the
+    queue, a flow of them could keep every slot taken and starve it."""
+    stores, release = Stores(), asyncio.Event()
+    combiner, first = await slot_held_by_first(stores, release)
+    plain = asyncio.create_task(combiner.store(put("plain")))
+    await asyncio.sleep(0)
+    fenced = asyncio.create_task(combiner.store(put("fenced", fence_token=1)))
+    await asyncio.sleep(0)
+    assert combiner.waiting == 2  # the fenced put waits too, behind the plain one
+    release.set()
+    await asyncio.gather(first, plain, fenced)
+    assert stores.alone == ["first", "plain", "fenced"]
+
+
+def test_threads_interrupted_leader_lets_every_other_put_store_its_own() -> None:
+    """The thread storing a batch is interrupted midway: whether the batch committed is
+    unknown, so each other thread stores its put alone (storing one twice changes
+    nothing); none returns as stored without it."""
+    stores = Stores()
+    busy, release = threading.Event(), threading.Event()
+
+    class Interrupted(BaseException):
+        pass
+
+    def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            busy.set()
+            release.wait()
+        stores.one(params)
+
+    def many(batch: Sequence[dict[str, Any]]) -> None:
+        raise Interrupted
+
+    combiner = PutCombiner(lambda: 1, one, many)
+    raised: dict[str, BaseException] = {}
+
+    def store(name: str) -> None:
+        try:
+            combiner.store(put(name))
+        except BaseException as exc:
+            raised[name] = exc
+
+    first = threading.Thread(target=store, args=("first",))
+    first.start()
+    busy.wait()
+    names = ["a", "b", "c"]
+    others = [threading.Thread(target=store, args=(name,)) for name in names]
+    for thread in others:
+        thread.start()
+    while combiner.waiting < len(names):
+        threading.Event().wait(0.001)
+    release.set()
+    for thread in [first, *others]:
+        thread.join(HANG_S)
+        assert not thread.is_alive()
+    assert list(raised) == [name for name in names if name in raised]
+    assert len(raised) == 1  # the leader, whichever thread it was
+    assert isinstance(next(iter(raised.values())), Interrupted)
+    stored_alone = set(stores.alone) - {"first"}
+    assert stored_alone == set(names) - set(raised)

@@ -201,6 +201,39 @@ async def test_async_a_put_cancelled_while_it_waits_is_not_stored() -> None:
     assert "gone" not in stores.alone
 
 
+def while_first_holds_the_slot(
+    combiner: PutCombiner,
+    busy: threading.Event,
+    release: threading.Event,
+    names: list[str],
+) -> dict[str, BaseException]:
+    """A put of thread "first" (whose store sets `busy` and waits for `release`) holds the
+    only slot while one put per name queues; then the slot is freed. What each raised."""
+    raised: dict[str, BaseException] = {}
+
+    def store(name: str) -> None:
+        try:
+            combiner.store(put(name))
+        except BaseException as exc:
+            raised[name] = exc
+
+    busy.clear()
+    release.clear()
+    first = threading.Thread(target=store, args=("first",))
+    first.start()
+    busy.wait()
+    others = [threading.Thread(target=store, args=(name,)) for name in names]
+    for thread in others:
+        thread.start()
+    while combiner.waiting < len(names):  # every other put waits for the slot
+        threading.Event().wait(0.001)
+    release.set()
+    for thread in [first, *others]:
+        thread.join(HANG_S)
+        assert not thread.is_alive()
+    return raised
+
+
 def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None:
     stores = Stores(fail=["bad"])
     busy, release = threading.Event(), threading.Event()
@@ -218,37 +251,15 @@ def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None
             stores.many(batch)
 
     combiner = PutCombiner(lambda: 1, one, many)
-    errors: dict[str, BaseException] = {}
-
-    def store(name: str) -> None:
-        try:
-            combiner.store(put(name))
-        except Exception as exc:
-            errors[name] = exc
-
-    def round_while_first_holds_the_slot(names: list[str]) -> None:
-        busy.clear()
-        release.clear()
-        first = threading.Thread(target=store, args=("first",))
-        first.start()
-        busy.wait()
-        others = [threading.Thread(target=store, args=(name,)) for name in names]
-        for thread in others:
-            thread.start()
-        while combiner.waiting < len(names):  # every other put waits for the slot
-            threading.Event().wait(0.001)
-        release.set()
-        for thread in [first, *others]:
-            thread.join()
 
     names = [f"t{i}" for i in range(6)]
-    round_while_first_holds_the_slot(names)
+    errors = while_first_holds_the_slot(combiner, busy, release, names)
     assert errors == {}
     assert stores.alone == ["first"]
     assert [sorted(batch) for batch in stores.together] == [sorted(names)]
 
     # A batch that fails is stored one by one: only the bad put raises.
-    round_while_first_holds_the_slot(["a", "bad", "b"])
+    errors = while_first_holds_the_slot(combiner, busy, release, ["a", "bad", "b"])
     assert set(errors) == {"bad"}
     assert sorted(stores.alone[1:]) == ["a", "b", "first"]
     assert combiner.waiting == 0
@@ -364,27 +375,8 @@ def test_threads_interrupted_leader_lets_every_other_put_store_its_own() -> None
         raise Interrupted
 
     combiner = PutCombiner(lambda: 1, one, many)
-    raised: dict[str, BaseException] = {}
-
-    def store(name: str) -> None:
-        try:
-            combiner.store(put(name))
-        except BaseException as exc:
-            raised[name] = exc
-
-    first = threading.Thread(target=store, args=("first",))
-    first.start()
-    busy.wait()
     names = ["a", "b", "c"]
-    others = [threading.Thread(target=store, args=(name,)) for name in names]
-    for thread in others:
-        thread.start()
-    while combiner.waiting < len(names):
-        threading.Event().wait(0.001)
-    release.set()
-    for thread in [first, *others]:
-        thread.join(HANG_S)
-        assert not thread.is_alive()
+    raised = while_first_holds_the_slot(combiner, busy, release, names)
     assert list(raised) == [name for name in names if name in raised]
     assert len(raised) == 1  # the leader, whichever thread it was
     assert isinstance(next(iter(raised.values())), Interrupted)

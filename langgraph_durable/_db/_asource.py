@@ -313,6 +313,18 @@ class AsyncConnectionSource:
             return 1
         return self.conn.max_size or sys.maxsize
 
+    @property
+    def wait_timeout(self) -> float | None:
+        """How long a call may wait for a connection: the pool's timeout; None for one
+        connection (its lock has none)."""
+        return self.conn.timeout if isinstance(self.conn, AsyncConnectionPool) else None
+
+    def timed_out(self) -> Exception:
+        """The error for a call that waited `wait_timeout` in vain (nothing was written)."""
+        if isinstance(self.conn, AsyncConnectionPool):
+            return refused_by_pool(self.conn, PoolTimeout())
+        return DatabaseUnreachableError(single_connection_lost(self.conn))
+
     async def drop_dead_connections(self) -> None:
         """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, AsyncConnectionPool):

@@ -260,9 +260,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
-        self._combiner = AsyncPutCombiner(
-            lambda: self._source.capacity, self._astore_one, self._astore_many
-        )
+        self._combiner = AsyncPutCombiner(self._source, self._astore_one, self._astore_many)
         self.loop = asyncio.get_running_loop()  # async-only
 
     @classmethod

@@ -34,7 +34,7 @@ import collections
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from typing_extensions import LiteralString
 
@@ -66,7 +66,21 @@ stored one by one (the saver's own `lock_timeout` applies to those; a shorter on
 saver's applies to the combined statement too)."""
 
 Params = dict[str, Any]
-Capacity = Callable[[], int]
+
+
+class Slots(Protocol):
+    """What the combiner asks of a connection source (`_db` `ConnectionSource`)."""
+
+    @property
+    def capacity(self) -> int:
+        """How many statements may be under way at once (a pool may be resized)."""
+
+    @property
+    def wait_timeout(self) -> float | None:
+        """How long a put may wait in the queue: the pool's timeout, as for a connection."""
+
+    def timed_out(self) -> Exception:
+        """The error for a put that waited `wait_timeout` in vain."""
 
 
 def fits(params: Mapping[str, Any]) -> bool:
@@ -182,19 +196,23 @@ Waiting = collections.deque[tuple[Params, Any]]
 
 def take_batch(waiting: Waiting) -> list[tuple[Params, Any]]:
     """The next puts to store, oldest first: the oldest alone if it cannot share a
-    statement (`fits`), else up to `MAX_BATCH` that can, no two of one checkpoint (the
-    others stay, in their places, for the next batches)."""
+    statement (`fits`), else up to `MAX_BATCH` that can, no two of one checkpoint, and
+    none of a thread behind one of its puts left for later (the others stay, in their
+    places, for the next batches)."""
     if waiting and not fits(waiting[0][0]):
         return [waiting.popleft()]
     batch: list[tuple[Params, Any]] = []
     keys: set[tuple[str, str, str]] = set()
+    held: set[tuple[str, str]] = set()  # threads with a put left behind: theirs wait too
     skipped: list[tuple[Params, Any]] = []
     while waiting and len(batch) < MAX_BATCH:
         entry = waiting.popleft()
         params = entry[0]
-        key = (params["thread_id"], params["checkpoint_ns"], params["checkpoint_id"])
-        if key in keys or not fits(params):
+        thread = (params["thread_id"], params["checkpoint_ns"])
+        key = (*thread, params["checkpoint_id"])
+        if key in keys or thread in held or not fits(params):
             skipped.append(entry)
+            held.add(thread)
             continue
         keys.add(key)
         batch.append(entry)
@@ -202,12 +220,22 @@ def take_batch(waiting: Waiting) -> list[tuple[Params, Any]]:
     return batch
 
 
+def _leave(waiting: Waiting, entry: tuple[Params, Any]) -> bool:
+    """Take a put out of the queue; False if it was no longer there (taken into a batch).
+    Matched by its waiter, which is the caller's own."""
+    for i, (_, waiter) in enumerate(waiting):
+        if waiter is entry[1]:
+            del waiting[i]
+            return True
+    return False
+
+
 class AsyncPutCombiner:
     """Stores puts alone while a statement slot is free, together while none is.
 
     Args:
-        capacity: How many statements may be under way at once (the pool's size now; 1
-            for one connection). Asked on every put: a pool may be resized.
+        slots: The connection source: how many statements may be under way at once
+            (asked on every put), and how long a put may wait for one.
         store_one: Stores one put (the single-put statement, with its own retries).
         store_many: Stores several `fits` puts in one statement.
 
@@ -221,11 +249,11 @@ class AsyncPutCombiner:
 
     def __init__(
         self,
-        capacity: Capacity,
+        slots: Slots,
         store_one: Callable[[Params], Awaitable[None]],
         store_many: Callable[[Sequence[Params]], Awaitable[None]],
     ) -> None:
-        self._capacity = capacity
+        self._slots = slots
         self._store_one, self._store_many = store_one, store_many
         self._running = 0
         self._waiting: Waiting = collections.deque()
@@ -239,14 +267,30 @@ class AsyncPutCombiner:
     async def store(self, params: Params) -> None:
         """Store one put's parameters (`put_checkpoint_statement`'s); returns once they
         are committed, raises what storing them raised."""
-        if self._running < self._capacity() and not self._waiting:
+        if self._running < self._slots.capacity and not self._waiting:
             await self._alone(params)
             return
-        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiting.append((params, stored))
+        loop = asyncio.get_running_loop()
+        stored: asyncio.Future[bool] = loop.create_future()
+        entry = (params, stored)
+        self._waiting.append(entry)
         self._start_flushers()
-        if not await stored:
+        limit = self._slots.wait_timeout
+        expiry = None if limit is None else loop.call_later(limit, self._expire, entry)
+        try:
+            ok = await stored
+        finally:
+            if expiry is not None:
+                expiry.cancel()
+        if not ok:
             await self._alone(params)
+
+    def _expire(self, entry: tuple[Params, asyncio.Future[bool]]) -> None:
+        """A put waited the pool's timeout in the queue: it leaves it with the pool's
+        timeout error (nothing of it was written), as it would have waiting for a
+        connection. One already taken into a batch waits for that batch's outcome."""
+        if _leave(self._waiting, entry) and not entry[1].done():
+            entry[1].set_exception(self._slots.timed_out())
 
     async def _alone(self, params: Params) -> None:
         self._running += 1
@@ -261,7 +305,7 @@ class AsyncPutCombiner:
         # have moved on, and the writes those puts carried are stored alone (_parking.py).
         while self._waiting and self._waiting[0][1].cancelled():
             self._waiting.popleft()
-        while self._waiting and self._running < self._capacity():
+        while self._waiting and self._running < self._slots.capacity:
             self._running += 1
             # In a context of its own: a batch is no one put's work (telemetry spans).
             task = contextvars.Context().run(asyncio.get_running_loop().create_task, self._flush())
@@ -329,11 +373,11 @@ class PutCombiner:
 
     def __init__(
         self,
-        capacity: Capacity,
+        slots: Slots,
         store_one: Callable[[Params], None],
         store_many: Callable[[Sequence[Params]], None],
     ) -> None:
-        self._capacity = capacity
+        self._slots = slots
         self._store_one, self._store_many = store_one, store_many
         self._running = 0
         self._lock = threading.Lock()
@@ -350,7 +394,7 @@ class PutCombiner:
         alone = False
         try:
             with self._lock:
-                if self._running < self._capacity() and not self._waiting:
+                if self._running < self._slots.capacity and not self._waiting:
                     self._running += 1
                     alone = True
                 else:
@@ -360,7 +404,13 @@ class PutCombiner:
             if entry is None:
                 self._store_one(params)
                 return
-            entry.woken.acquire()
+            limit = self._slots.wait_timeout
+            if not entry.woken.acquire(timeout=-1 if limit is None else limit):
+                with self._lock:
+                    left = _leave(self._waiting, (params, entry))
+                if left:  # waited the pool's timeout, as for a connection: nothing written
+                    raise self._slots.timed_out()
+                entry.woken.acquire()  # already taken into a batch: its outcome comes
         except BaseException:  # interrupted (Ctrl-C) while it waited: leave nothing behind
             if entry is not None:
                 self._abandon(entry)
@@ -394,7 +444,7 @@ class PutCombiner:
 
     def _promote(self) -> None:
         """Hands waiting puts to their first put's thread while a slot is free (locked)."""
-        while self._waiting and self._running < self._capacity():
+        while self._waiting and self._running < self._slots.capacity:
             taken = take_batch(self._waiting)
             self._running += 1
             leader: _Entry = taken[0][1]
@@ -406,10 +456,8 @@ class PutCombiner:
         queue; handed a batch it will never store, the others go back to the front and
         its slot is given back."""
         with self._lock:
-            for i, (_, queued) in enumerate(self._waiting):
-                if queued is entry:
-                    del self._waiting[i]
-                    return
+            if _leave(self._waiting, (entry.params, entry)):
+                return
             if entry.batch is not None:
                 others = [(other.params, other) for other in entry.batch[1:]]
                 self._waiting.extendleft(reversed(others))

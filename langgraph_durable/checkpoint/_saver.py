@@ -260,9 +260,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
-        self._combiner = PutCombiner(
-            lambda: self._source.capacity, self._store_one, self._store_many
-        )
+        self._combiner = PutCombiner(self._source, self._store_one, self._store_many)
 
     @classmethod
     @contextmanager

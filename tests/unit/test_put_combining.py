@@ -28,7 +28,7 @@ from langgraph_durable.checkpoint._combining import (
     fits,
     take_batch,
 )
-from langgraph_durable.errors import DatabaseUnreachableError
+from langgraph_durable.errors import DatabaseUnreachableError, PoolTimeoutError
 
 
 def put(
@@ -95,8 +95,9 @@ def test_a_batch_takes_the_oldest_puts_and_never_one_checkpoint_twice() -> None:
     waiting: collections.deque[tuple[dict[str, Any], Any]] = collections.deque()
     entries = [(put("a", "1"), 1), (put("a", "1"), 2), (put("b", "1"), 3), (put("a", "2"), 4)]
     waiting.extend(entries)
-    assert [tag for _, tag in take_batch(waiting)] == [1, 3, 4]
-    assert [tag for _, tag in take_batch(waiting)] == [2]  # the repeat, next time
+    # The repeat waits for the next batch, and so does the later put of its thread.
+    assert [tag for _, tag in take_batch(waiting)] == [1, 3]
+    assert [tag for _, tag in take_batch(waiting)] == [2, 4]
     assert take_batch(waiting) == []
     waiting.extend((put(f"t{i}"), i) for i in range(MAX_BATCH + 3))
     assert len(take_batch(waiting)) == MAX_BATCH
@@ -108,10 +109,29 @@ def test_a_batch_takes_the_oldest_puts_and_never_one_checkpoint_twice() -> None:
     waiting.extend([(put("y"), 1), (put("f", fence_token=1), 2), (put("z"), 3)])
     assert [tag for _, tag in take_batch(waiting)] == [1, 3]
     assert [tag for _, tag in take_batch(waiting)] == [2]
+    # Nor is a thread's later put taken ahead of its earlier one left behind.
+    large = put("t", "c1")
+    large["checkpoint"] = "x" * (MAX_PUT_BYTES + 1)
+    waiting.extend([(put("x"), 1), (large, 2), (put("t", "c2"), 3)])
+    assert [tag for _, tag in take_batch(waiting)] == [1]
+    assert [tag for _, tag in take_batch(waiting)] == [2]
+    assert [tag for _, tag in take_batch(waiting)] == [3]
 
 
 HANG_S = 60.0
 """Bounds joins that only guard against a hang; a correct run never waits it out."""
+
+
+class Slots:
+    """One statement slot; a put may wait `wait_timeout` for it."""
+
+    capacity = 1
+
+    def __init__(self, wait_timeout: float | None = None) -> None:
+        self.wait_timeout = wait_timeout
+
+    def timed_out(self) -> Exception:
+        return PoolTimeoutError("no slot within the pool's timeout")
 
 
 class Stores:
@@ -147,7 +167,7 @@ async def slot_held_by_first(
     async def many(batch: Sequence[dict[str, Any]]) -> None:
         stores.many(batch)
 
-    combiner = AsyncPutCombiner(lambda: 1, one, many)
+    combiner = AsyncPutCombiner(Slots(), one, many)
     first = asyncio.create_task(combiner.store(put("first")))
     await asyncio.sleep(0)
     return combiner, first
@@ -250,7 +270,7 @@ def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None
         with lock:
             stores.many(batch)
 
-    combiner = PutCombiner(lambda: 1, one, many)
+    combiner = PutCombiner(Slots(), one, many)
 
     names = [f"t{i}" for i in range(6)]
     errors = while_first_holds_the_slot(combiner, busy, release, names)
@@ -299,7 +319,7 @@ def test_a_thread_interrupted_while_it_waits_leaves_nothing_behind() -> None:
             release.wait()
         stores.one(params)
 
-    combiner = PutCombiner(lambda: 1, one, stores.many)
+    combiner = PutCombiner(Slots(), one, stores.many)
     first = threading.Thread(target=combiner.store, args=(put("first"),))
     first.start()
     busy.wait()
@@ -374,7 +394,7 @@ def test_threads_interrupted_leader_lets_every_other_put_store_its_own() -> None
     def many(batch: Sequence[dict[str, Any]]) -> None:
         raise Interrupted
 
-    combiner = PutCombiner(lambda: 1, one, many)
+    combiner = PutCombiner(Slots(), one, many)
     names = ["a", "b", "c"]
     raised = while_first_holds_the_slot(combiner, busy, release, names)
     assert list(raised) == [name for name in names if name in raised]
@@ -382,3 +402,52 @@ def test_threads_interrupted_leader_lets_every_other_put_store_its_own() -> None
     assert isinstance(next(iter(raised.values())), Interrupted)
     stored_alone = set(stores.alone) - {"first"}
     assert stored_alone == set(names) - set(raised)
+
+
+async def test_async_a_put_waits_in_the_queue_no_longer_than_for_a_connection() -> None:
+    """The pool's timeout bounds the wait for a statement slot as it bounds the wait for
+    a connection: past it the put leaves the queue with the pool's error, unwritten."""
+    stores, release = Stores(), asyncio.Event()
+
+    async def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            await release.wait()
+        stores.one(params)
+
+    async def many(batch: Sequence[dict[str, Any]]) -> None:
+        stores.many(batch)
+
+    combiner = AsyncPutCombiner(Slots(wait_timeout=0.01), one, many)
+    first = asyncio.create_task(combiner.store(put("first")))
+    await asyncio.sleep(0)
+    with pytest.raises(PoolTimeoutError):
+        await combiner.store(put("late"))
+    assert combiner.waiting == 0
+    release.set()
+    await first
+    assert stores.alone == ["first"]
+
+
+def test_threads_a_put_waits_in_the_queue_no_longer_than_for_a_connection() -> None:
+    stores = Stores()
+    busy, release = threading.Event(), threading.Event()
+
+    def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            busy.set()
+            release.wait()
+        stores.one(params)
+
+    combiner = PutCombiner(Slots(wait_timeout=0.01), one, stores.many)
+    first = threading.Thread(target=combiner.store, args=(put("first"),))
+    first.start()
+    busy.wait()
+    with pytest.raises(PoolTimeoutError):
+        combiner.store(put("late"))
+    assert combiner.waiting == 0
+    release.set()
+    first.join(HANG_S)
+    assert not first.is_alive()
+    assert stores.alone == ["first"]
+    combiner.store(put("after"))  # the slot was given back
+    assert stores.alone[-1] == "after"

@@ -8,7 +8,7 @@ import asyncio
 import collections
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -221,14 +221,26 @@ async def test_async_a_put_cancelled_while_it_waits_is_not_stored() -> None:
     assert "gone" not in stores.alone
 
 
+class FirstHolds:
+    """A `store_one` that holds the only slot while it stores thread "first"'s put: it
+    sets `busy`, waits for `release`, then passes the put on to `store` like any other."""
+
+    def __init__(self, store: Callable[[dict[str, Any]], None]) -> None:
+        self.store = store
+        self.busy, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            self.busy.set()
+            self.release.wait()
+        self.store(params)
+
+
 def while_first_holds_the_slot(
-    combiner: PutCombiner,
-    busy: threading.Event,
-    release: threading.Event,
-    names: list[str],
+    combiner: PutCombiner, one: FirstHolds, names: list[str]
 ) -> dict[str, BaseException]:
-    """A put of thread "first" (whose store sets `busy` and waits for `release`) holds the
-    only slot while one put per name queues; then the slot is freed. What each raised."""
+    """A put of thread "first" (stored by `one`) holds the only slot while one put per
+    name queues; then the slot is freed. What each raised."""
     raised: dict[str, BaseException] = {}
 
     def store(name: str) -> None:
@@ -237,17 +249,17 @@ def while_first_holds_the_slot(
         except BaseException as exc:
             raised[name] = exc
 
-    busy.clear()
-    release.clear()
+    one.busy.clear()
+    one.release.clear()
     first = threading.Thread(target=store, args=("first",))
     first.start()
-    busy.wait()
+    one.busy.wait()
     others = [threading.Thread(target=store, args=(name,)) for name in names]
     for thread in others:
         thread.start()
     while combiner.waiting < len(names):  # every other put waits for the slot
         threading.Event().wait(0.001)
-    release.set()
+    one.release.set()
     for thread in [first, *others]:
         thread.join(HANG_S)
         assert not thread.is_alive()
@@ -256,13 +268,9 @@ def while_first_holds_the_slot(
 
 def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None:
     stores = Stores(fail=["bad"])
-    busy, release = threading.Event(), threading.Event()
     lock = threading.Lock()
 
-    def one(params: dict[str, Any]) -> None:
-        if params["thread_id"] == "first":
-            busy.set()
-            release.wait()
+    def store_one(params: dict[str, Any]) -> None:
         with lock:
             stores.one(params)
 
@@ -270,16 +278,17 @@ def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None
         with lock:
             stores.many(batch)
 
+    one = FirstHolds(store_one)
     combiner = PutCombiner(Slots(), one, many)
 
     names = [f"t{i}" for i in range(6)]
-    errors = while_first_holds_the_slot(combiner, busy, release, names)
+    errors = while_first_holds_the_slot(combiner, one, names)
     assert errors == {}
     assert stores.alone == ["first"]
     assert [sorted(batch) for batch in stores.together] == [sorted(names)]
 
     # A batch that fails is stored one by one: only the bad put raises.
-    errors = while_first_holds_the_slot(combiner, busy, release, ["a", "bad", "b"])
+    errors = while_first_holds_the_slot(combiner, one, ["a", "bad", "b"])
     assert set(errors) == {"bad"}
     assert sorted(stores.alone[1:]) == ["a", "b", "first"]
     assert combiner.waiting == 0
@@ -311,18 +320,11 @@ def test_a_thread_interrupted_while_it_waits_leaves_nothing_behind() -> None:
     """Ctrl-C in a put waiting for the slot: the put leaves the queue, and the puts after
     it are still stored (a waiter left behind would have taken the slot for good)."""
     stores = Stores()
-    busy, release = threading.Event(), threading.Event()
-
-    def one(params: dict[str, Any]) -> None:
-        if params["thread_id"] == "first":
-            busy.set()
-            release.wait()
-        stores.one(params)
-
+    one = FirstHolds(stores.one)
     combiner = PutCombiner(Slots(), one, stores.many)
     first = threading.Thread(target=combiner.store, args=(put("first"),))
     first.start()
-    busy.wait()
+    one.busy.wait()
 
     class Interrupted(BaseException):
         pass
@@ -350,7 +352,7 @@ def test_a_thread_interrupted_while_it_waits_leaves_nothing_behind() -> None:
         thread.start()
     while combiner.waiting < 2:
         threading.Event().wait(0.001)
-    release.set()
+    one.release.set()
     for thread in [first, *later]:
         thread.join(HANG_S)
         assert not thread.is_alive()
@@ -380,23 +382,17 @@ def test_threads_interrupted_leader_lets_every_other_put_store_its_own() -> None
     unknown, so each other thread stores its put alone (storing one twice changes
     nothing); none returns as stored without it."""
     stores = Stores()
-    busy, release = threading.Event(), threading.Event()
+    one = FirstHolds(stores.one)
 
     class Interrupted(BaseException):
         pass
-
-    def one(params: dict[str, Any]) -> None:
-        if params["thread_id"] == "first":
-            busy.set()
-            release.wait()
-        stores.one(params)
 
     def many(batch: Sequence[dict[str, Any]]) -> None:
         raise Interrupted
 
     combiner = PutCombiner(Slots(), one, many)
     names = ["a", "b", "c"]
-    raised = while_first_holds_the_slot(combiner, busy, release, names)
+    raised = while_first_holds_the_slot(combiner, one, names)
     assert list(raised) == [name for name in names if name in raised]
     assert len(raised) == 1  # the leader, whichever thread it was
     assert isinstance(next(iter(raised.values())), Interrupted)
@@ -430,22 +426,15 @@ async def test_async_a_put_waits_in_the_queue_no_longer_than_for_a_connection() 
 
 def test_threads_a_put_waits_in_the_queue_no_longer_than_for_a_connection() -> None:
     stores = Stores()
-    busy, release = threading.Event(), threading.Event()
-
-    def one(params: dict[str, Any]) -> None:
-        if params["thread_id"] == "first":
-            busy.set()
-            release.wait()
-        stores.one(params)
-
+    one = FirstHolds(stores.one)
     combiner = PutCombiner(Slots(wait_timeout=0.01), one, stores.many)
     first = threading.Thread(target=combiner.store, args=(put("first"),))
     first.start()
-    busy.wait()
+    one.busy.wait()
     with pytest.raises(PoolTimeoutError):
         combiner.store(put("late"))
     assert combiner.waiting == 0
-    release.set()
+    one.release.set()
     first.join(HANG_S)
     assert not first.is_alive()
     assert stores.alone == ["first"]

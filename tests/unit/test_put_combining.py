@@ -155,9 +155,10 @@ class Stores:
 
 
 async def slot_held_by_first(
-    stores: Stores, release: asyncio.Event
+    stores: Stores, release: asyncio.Event, slots: Slots | None = None
 ) -> tuple[AsyncPutCombiner, asyncio.Task[None]]:
-    """A combiner of one slot, held by the put of thread "first" until `release`."""
+    """A combiner of one slot (`slots`, default `Slots()`), held by the put of thread
+    "first" until `release`."""
 
     async def one(params: dict[str, Any]) -> None:
         if params["thread_id"] == "first":
@@ -167,7 +168,7 @@ async def slot_held_by_first(
     async def many(batch: Sequence[dict[str, Any]]) -> None:
         stores.many(batch)
 
-    combiner = AsyncPutCombiner(Slots(), one, many)
+    combiner = AsyncPutCombiner(slots or Slots(), one, many)
     first = asyncio.create_task(combiner.store(put("first")))
     await asyncio.sleep(0)
     return combiner, first
@@ -404,18 +405,7 @@ async def test_async_a_put_waits_in_the_queue_no_longer_than_for_a_connection() 
     """The pool's timeout bounds the wait for a statement slot as it bounds the wait for
     a connection: past it the put leaves the queue with the pool's error, unwritten."""
     stores, release = Stores(), asyncio.Event()
-
-    async def one(params: dict[str, Any]) -> None:
-        if params["thread_id"] == "first":
-            await release.wait()
-        stores.one(params)
-
-    async def many(batch: Sequence[dict[str, Any]]) -> None:
-        stores.many(batch)
-
-    combiner = AsyncPutCombiner(Slots(wait_timeout=0.01), one, many)
-    first = asyncio.create_task(combiner.store(put("first")))
-    await asyncio.sleep(0)
+    combiner, first = await slot_held_by_first(stores, release, Slots(wait_timeout=0.01))
     with pytest.raises(PoolTimeoutError):
         await combiner.store(put("late"))
     assert combiner.waiting == 0

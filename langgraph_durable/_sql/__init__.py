@@ -235,27 +235,59 @@ def put_checkpoint_statement(
     params: Mapping[str, Any],
 ) -> tuple[LiteralString, Mapping[str, Any]]:
     """The checkpoint statement for one call's parameters (see `put_checkpoint`), and the
-    parameters to execute it with: those it names, the rows of scalar parameters included
-    when a few blobs or parked writes go as rows (`PSYCOPG_CACHED_QUERY_PARAMS` counts
-    every key passed)."""
-    blob_rows = _row_count(len(params["blobs"]))
-    write_rows = _row_count(len(params["w_task_ids"]))
+    parameters to execute it with: only those it names, the rows of scalar parameters
+    included when a few blobs or parked writes go as rows (`PSYCOPG_CACHED_QUERY_PARAMS`
+    counts every key passed). Built from a plan kept per shape of statement: this runs on
+    every step."""
+    plan = _statement_plan(
+        params["fence_token"] is not None,
+        _row_count(len(params["blobs"])),
+        _row_count(len(params["w_task_ids"])),
+        bool(params["e_ids"]),
+        params["run_id"] is not None,
+    )
+    values = {name: params[name] for name in plan.scalars}
+    for name, array, i in plan.rows:
+        values[name] = params[array][i]
+    return plan.query, values
+
+
+@dataclass(frozen=True)
+class _StatementPlan:
+    """A checkpoint statement, the parameters it takes as they are, and those it takes
+    from a column array's row: (`b0_blob`, `blobs`, 0)."""
+
+    query: LiteralString
+    scalars: tuple[str, ...]
+    rows: tuple[tuple[str, str, int], ...]
+
+
+@functools.cache
+def _statement_plan(
+    fenced: bool, blob_rows: int, write_rows: int, events: bool, progress: bool
+) -> _StatementPlan:
     query = put_checkpoint(
-        fenced=params["fence_token"] is not None,
+        fenced=fenced,
         blob_rows=blob_rows,
         parked_write_rows=write_rows,
-        events=bool(params["e_ids"]),
-        progress=params["run_id"] is not None,
+        events=events,
+        progress=progress,
     )
-    values: Mapping[str, Any] = params
-    if blob_rows > 0 or write_rows > 0:
-        rows = dict(params)
-        if blob_rows > 0:
-            _add_rows(rows, "b", _BLOB_COLUMNS, blob_rows)
-        if write_rows > 0:
-            _add_rows(rows, "w", _WRITE_COLUMNS, write_rows)
-        values = rows
-    return query, {name: values[name] for name in parameter_names(query)}
+    from_rows = {
+        f"{prefix}{i}_{column}": (array, i)
+        for prefix, columns, count in (
+            ("b", _BLOB_COLUMNS, blob_rows),
+            ("w", _WRITE_COLUMNS, write_rows),
+        )
+        for i in range(max(count, 0))
+        for column, array in columns
+    }
+    names = parameter_names(query)
+    return _StatementPlan(
+        query=query,
+        scalars=tuple(name for name in names if name not in from_rows),
+        rows=tuple((name, *from_rows[name]) for name in names if name in from_rows),
+    )
 
 
 @functools.cache
@@ -273,16 +305,6 @@ statement loudly (psycopg: a parameter is missing), never store something else."
 
 def _row_count(count: int) -> int:
     return count if count <= INLINE_ROWS else ARRAYS
-
-
-def _add_rows(
-    args: dict[str, Any], prefix: str, columns: tuple[tuple[str, str], ...], count: int
-) -> None:
-    """Adds `<prefix><i>_<column>` for each row from the column arrays of `args`."""
-    for column, array in columns:
-        values = args[array]
-        for i in range(count):
-            args[f"{prefix}{i}_{column}"] = values[i]
 
 
 @functools.cache

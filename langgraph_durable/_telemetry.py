@@ -32,7 +32,7 @@ except ImportError:  # the telemetry extra is not installed
     metrics = None  # type: ignore[assignment]
     trace = None  # type: ignore[assignment]
 
-__all__ = ["annotate", "count", "enabled", "gauge", "measure", "span"]
+__all__ = ["annotate", "count", "enabled", "gauge", "measure", "span", "tracing"]
 
 _SCOPE = "langgraph_durable"
 _instruments: dict[str, Any] = {}
@@ -67,7 +67,7 @@ def _clean(attributes: Attributes) -> dict[str, str | int | float | bool]:
     return {k: v for k, v in attributes.items() if v is not None}
 
 
-def _tracing() -> bool:
+def tracing() -> bool:
     """Whether an SDK's tracer provider is set. Until one is, the API hands out a proxy whose
     spans record nothing; skipping them saves about 2% of the CPU of a step (a step span
     per checkpoint). Asked on every span, so a provider set later is used from then on."""
@@ -81,7 +81,7 @@ def span(name: str, attributes: Attributes) -> Iterator[Any]:
     """A span around a block (the current span inside it); None while no SDK is set up
     (or without OpenTelemetry). An exception leaving the block is recorded on the span
     and re-raised."""
-    if not _tracing():
+    if not tracing():
         yield None
         return
     assert trace is not None
@@ -93,7 +93,7 @@ def annotate(attributes: Attributes) -> None:
     """Add attributes to the current span (the outcome, once it is known). Gated like
     `span`: while no SDK provider is global, `span` made nothing, so the current span is
     the caller's own (from a provider it did not set globally) and is left alone."""
-    if _tracing():
+    if tracing():
         assert trace is not None
         trace.get_current_span().set_attributes(_clean(attributes))
 

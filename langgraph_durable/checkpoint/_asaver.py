@@ -547,6 +547,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         return _core.config_of(row)
 
     async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
+        if not _telemetry.tracing():  # no span to make: not even its attributes
+            await self._combiner.store(params)
+            return
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
             await self._combiner.store(params)
 

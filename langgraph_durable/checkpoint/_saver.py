@@ -544,6 +544,9 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         return _core.config_of(row)
 
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
+        if not _telemetry.tracing():  # no span to make: not even its attributes
+            self._combiner.store(params)
+            return
         with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
             self._combiner.store(params)
 

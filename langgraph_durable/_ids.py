@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from langgraph_durable.errors import (
 __all__ = [
     "ID_LIMITS",
     "checkpoint_json_text",
+    "fits_key",
     "json_text",
     "lone_surrogate",
     "stored_id",
@@ -84,7 +86,12 @@ def thread_id_of(value: object, what: str = "thread_id") -> str:
 
 def stored_id(value: object, what: str) -> str:
     """An id about to be written: valid text, and short enough for the tables' keys."""
-    text = thread_id_of(value, what)
+    return fits_key(thread_id_of(value, what), what)
+
+
+def fits_key(text: str, what: str) -> str:
+    """`text`, already valid (`thread_id_of`), if it is short enough for the tables' keys
+    (`stored_id` without checking the text again)."""
     limit = ID_LIMITS[what]
     size = len(text.encode("utf-8")) if not text.isascii() else len(text)
     if size > limit:
@@ -173,7 +180,11 @@ def _plain_versions(checkpoint: Mapping[str, Any]) -> bool:
         return False
     if not _VERSION_TYPES.issuperset(map(type, versions.values())):
         return False
-    return all(
-        type(by_channel) is dict and _VERSION_TYPES.issuperset(map(type, by_channel.values()))
-        for by_channel in seen.values()
-    )
+    if not _DICT.issuperset(map(type, seen.values())):
+        return False
+    # Every node's versions in one pass (a step's checkpoint has one dict per node).
+    every_seen = chain.from_iterable(map(dict.values, seen.values()))
+    return _VERSION_TYPES.issuperset(map(type, every_seen))
+
+
+_DICT = frozenset({dict})

@@ -36,6 +36,7 @@ from langgraph_durable._fencing import fence_of
 from langgraph_durable._ids import (
     ID_LIMITS,
     checkpoint_json_text,
+    fits_key,
     json_text,
     lone_surrogate,
     stored_id,
@@ -273,12 +274,14 @@ def checkpoint_row(
     since it loads a blob for every channel version the checkpoint lists.
     """
     thread_id, checkpoint_ns, parent_id = target(config)
-    stored_id(thread_id, "thread_id")
-    stored_id(checkpoint_ns, "checkpoint_ns")
+    fits_key(thread_id, "thread_id")  # valid text: `target` checked it
+    fits_key(checkpoint_ns, "checkpoint_ns")
     stored = checkpoint.copy()
     inline = dict(checkpoint["channel_values"])
     blob_values: dict[str, Any] = {}
     for channel, value in checkpoint["channel_values"].items():
+        if inline_values and type(value) is str and value.isascii() and "\x00" not in value:
+            continue  # most values: ASCII text stays in the checkpoint's JSON, checked here
         _nolone_surrogate(value, functools.partial("Channel {!r}".format, channel))
         if _langgraph.is_delta_snapshot(value):
             # The marker tells readers that a snapshot blob stands behind this channel.
@@ -296,9 +299,7 @@ def checkpoint_row(
         "thread_id": thread_id,
         "checkpoint_ns": checkpoint_ns,
         "checkpoint_id": stored_id(checkpoint["id"], "checkpoint_id"),
-        "parent_checkpoint_id": None
-        if parent_id is None
-        else stored_id(parent_id, "checkpoint_id"),
+        "parent_checkpoint_id": None if parent_id is None else fits_key(parent_id, "checkpoint_id"),
         "checkpoint": checkpoint_json_text(stored, f"checkpoint {checkpoint['id']}"),
         "metadata": json_text(serializable_metadata, "checkpoint metadata"),
         **fence_params(config),
@@ -464,9 +465,9 @@ def write_params(
     """
     thread_id, checkpoint_ns, checkpoint_id = write_key(config)
     params: dict[str, Any] = {
-        "thread_id": stored_id(thread_id, "thread_id"),
-        "checkpoint_ns": stored_id(checkpoint_ns, "checkpoint_ns"),
-        "checkpoint_id": stored_id(checkpoint_id, "checkpoint_id"),
+        "thread_id": fits_key(thread_id, "thread_id"),  # valid text: `target` checked it
+        "checkpoint_ns": fits_key(checkpoint_ns, "checkpoint_ns"),
+        "checkpoint_id": fits_key(checkpoint_id, "checkpoint_id"),
         "task_id": stored_id(task_id, "task_id"),
         "task_path": thread_id_of(task_path, "task_path"),
         "fence_token": fence_params(config)["fence_token"],

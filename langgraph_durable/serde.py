@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
+import functools
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -263,8 +264,17 @@ serializer encrypted it: the prefix, the serializer's type tag, ":", base64 of t
 
 
 def encrypts(serde: SerializerProtocol | None) -> bool:
-    """Whether `serde` encrypts what it stores (LangGraph's `EncryptedSerializer`)."""
-    return isinstance(serde, EncryptedSerializer)
+    """Whether `serde` encrypts what it stores (LangGraph's `EncryptedSerializer`).
+
+    Asked on every put. `EncryptedSerializer` derives from a `Protocol`, whose `isinstance`
+    costs more than a microsecond, so the answer is kept per serializer class."""
+    kind: type = type(serde)
+    return _encrypting_class(kind)
+
+
+@functools.lru_cache(maxsize=256)
+def _encrypting_class(kind: type) -> bool:
+    return issubclass(kind, EncryptedSerializer)
 
 
 def seal_text(serde: SerializerProtocol | None, text: str | None) -> str | None:

@@ -70,6 +70,16 @@ def test_values_that_json_cannot_hold_go_to_blobs() -> None:
     assert "\\u0000" not in row["checkpoint"]
 
 
+def test_without_inline_values_plain_text_goes_to_blobs_too() -> None:
+    """An encrypting serializer keeps every value out of the checkpoint's JSON, plain ASCII
+    text included (the common case `checkpoint_row` checks first)."""
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"plain": "text", "number": 3, "object": {"a": 1}}
+    row, blobs = _core.checkpoint_row(config(), checkpoint, {}, inline_values=False)
+    assert set(blobs) == {"plain", "number", "object"}
+    assert "text" not in row["checkpoint"]
+
+
 def test_unserializable_values_name_their_channel() -> None:
     with pytest.raises(UnserializableValueError, match="'lock'"):
         _core.blob_params(SERDE, {"lock": threading.Lock()}, {"lock": "1"})
@@ -306,6 +316,10 @@ class _Plain(enum.Enum):
     A = "a"
 
 
+class _SeenDict(dict[str, Any]):
+    """A dict subclass among the versions a node has seen."""
+
+
 @pytest.mark.parametrize(
     "checkpoint",
     [
@@ -318,6 +332,9 @@ class _Plain(enum.Enum):
         _checkpoint_of({"x": 1}, channel_versions={"x": "a\x00b"}),
         _checkpoint_of({"x": 1}, channel_versions={"x": "a\ud800"}),
         _checkpoint_of({"x": 1}, versions_seen={"node": ["not", "a", "dict"]}),
+        _checkpoint_of({"x": 1}, versions_seen={"a": {"x": "v"}, "b": {"x": math.nan}}),
+        _checkpoint_of({"x": 1}, versions_seen={"a": {"x": "v"}, "b": {"x": _Plain.A}}),
+        _checkpoint_of({"x": 1}, versions_seen={"a": {"x": "v"}, "b": _SeenDict(x=math.inf)}),
     ],
     ids=[
         "subclasses",
@@ -329,6 +346,9 @@ class _Plain(enum.Enum):
         "nul",
         "lone-surrogate",
         "odd-versions-seen",
+        "nan-seen-by-a-later-node",
+        "enum-seen-by-a-later-node",
+        "dict-subclass-seen",
     ],
 )
 def test_what_orjson_would_write_otherwise_takes_json_texts_path(

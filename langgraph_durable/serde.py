@@ -38,7 +38,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import enum
-import functools
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -267,14 +266,15 @@ def encrypts(serde: SerializerProtocol | None) -> bool:
     """Whether `serde` encrypts what it stores (LangGraph's `EncryptedSerializer`).
 
     Asked on every put. `EncryptedSerializer` derives from a `Protocol`, whose `isinstance`
-    costs more than a microsecond, so the answer is kept per serializer class."""
-    kind: type = type(serde)
-    return _encrypting_class(kind)
+    costs more than a microsecond, so the default serializers (exactly these classes, which
+    never encrypt) are answered first; anything else (a subclass, a proxy, a class
+    registered with `EncryptedSerializer.register`) gets `isinstance`'s answer."""
+    if type(serde) in _NEVER_ENCRYPT:
+        return False
+    return isinstance(serde, EncryptedSerializer)
 
 
-@functools.lru_cache(maxsize=256)
-def _encrypting_class(kind: type) -> bool:
-    return issubclass(kind, EncryptedSerializer)
+_NEVER_ENCRYPT = frozenset({SafeSerializer, JsonPlusSerializer, type(None)})
 
 
 def seal_text(serde: SerializerProtocol | None, text: str | None) -> str | None:

@@ -115,6 +115,34 @@ def test_every_checkpoint_statement_stays_within_psycopgs_query_cache(
             assert len(args) <= PSYCOPG_CACHED_QUERY_PARAMS, (blobs, writes)
             assert set(args) == set(parameter_names(query))
             assert "--" not in query  # comments document the blocks in the file only
+            assert args == expected_arguments(put_params(blobs, writes, **flags), args)
+
+
+_ROW_ARRAYS = {
+    "b": {"channel": "channels", "version": "versions", "type": "types", "blob": "blobs"},
+    "w": {
+        "checkpoint_id": "w_checkpoint_ids",
+        "task_id": "w_task_ids",
+        "task_path": "w_task_paths",
+        "idx": "w_idxs",
+        "channel": "w_channels",
+        "type": "w_types",
+        "blob": "w_blobs",
+    },
+}
+
+
+def expected_arguments(params: dict[str, Any], names: Any) -> dict[str, Any]:
+    """What each named parameter must hold: a row's `<b|w><i>_<column>` the i-th item of
+    its column array, any other the parameter of that name as given."""
+    expected: dict[str, Any] = {}
+    for name in names:
+        prefix, row, column = name[0], name[1:].partition("_")[0], name.partition("_")[2]
+        if prefix in _ROW_ARRAYS and row.isdigit() and column in _ROW_ARRAYS[prefix]:
+            expected[name] = params[_ROW_ARRAYS[prefix][column]][int(row)]
+        else:
+            expected[name] = params[name]
+    return expected
 
 
 def test_writes_and_completions_carry_an_events_block_only_with_events() -> None:

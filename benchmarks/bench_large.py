@@ -11,7 +11,9 @@ loads), checked against the value written. Each saver writes to a database of it
 schema; upstream's two setups share one.
 
 `--profile` splits the calls of the first size into wall time, this process's CPU and the
-server's CPU per call, for each saver (`profile`).
+server's CPU per call, for each saver (`profile`), next to each saver's statements alone on
+a connection of their own (`statements_alone`): what a `put` adds to them is the saver's
+own layer.
 """
 
 from __future__ import annotations
@@ -21,12 +23,28 @@ import collections
 import random
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from bench_common import Stats, costs_in_turns, ours, scratch_database, upstream, upstream_single
+import psycopg
+from bench_common import (
+    UPSTREAM_KWARGS,
+    Stats,
+    costs_in_turns,
+    ours,
+    scratch_database,
+    upstream,
+    upstream_single,
+)
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable._db import CONNECTION_KWARGS
+from langgraph_durable._sql import put_checkpoint_statement
 
 SAVERS = ("ours", "upstream_single", "upstream_pool")
 
@@ -130,6 +148,16 @@ def profile(upstream_dsn: str, ours_dsn: str, size: int, calls: int, chunks: int
 
             ways[(name, "put")] = put
             ways[(name, "get_tuple")] = get
+        ours_saver = savers["ours"]
+        assert isinstance(ours_saver, DurablePostgresSaver)
+        ways[("ours", "put statement alone")] = stack.enter_context(
+            statements_alone(ours_saver, ours_dsn, value)
+        )
+        upstream_saver = savers["upstream_single"]
+        assert isinstance(upstream_saver, PostgresSaver)
+        ways[("upstream", "put statements alone (pipeline)")] = stack.enter_context(
+            upstream_statements_alone(upstream_saver, upstream_dsn, value)
+        )
         costs = costs_in_turns(ways, calls, chunks)
     done = min(cost.calls for cost in costs.values())
     lines = [
@@ -144,7 +172,78 @@ def profile(upstream_dsn: str, ours_dsn: str, size: int, calls: int, chunks: int
     for (name, op), cost in costs.items():
         w, c, k, rest = (round(x) for x in cost.per_call_us())
         lines.append(f"| {name} | {op} | {w} | {c} | {k} | {rest} |")
+
+    def added(put: tuple[str, str], alone: tuple[str, str]) -> str:
+        wall = costs[put].per_call_us()[0] - costs[alone].per_call_us()[0]
+        client = costs[put].per_call_us()[1] - costs[alone].per_call_us()[1]
+        return f"{wall:.0f} µs of wall time and {client:.0f} of client CPU"
+
+    lines += [
+        "",
+        "What each saver's `put` adds to its statements alone (its own layer): ours "
+        + added(("ours", "put"), ("ours", "put statement alone"))
+        + ", upstream's (one connection) "
+        + added(("upstream_single", "put"), ("upstream", "put statements alone (pipeline)"))
+        + ".",
+    ]
     return "\n".join(lines)
+
+
+@contextmanager
+def statements_alone(
+    saver: DurablePostgresSaver, dsn: str, value: Any
+) -> Iterator[Callable[[], None]]:
+    """Our `put`'s statement with the parameters of a real put of `value` (each call on a
+    new thread), sent on a connection of its own: the statement without the saver."""
+    captured: list[dict[str, Any]] = []
+    store = saver._store_checkpoint
+
+    def keep(params: dict[str, Any]) -> None:
+        captured.append(params)
+        store(params)
+
+    saver._store_checkpoint = keep  # type: ignore[method-assign]
+    try:
+        _put(saver, value)
+    finally:
+        saver._store_checkpoint = store  # type: ignore[method-assign]
+    (params,) = captured
+    with psycopg.connect(dsn, **CONNECTION_KWARGS) as conn:
+
+        def send() -> None:
+            query, args = put_checkpoint_statement({**params, "thread_id": str(uuid.uuid4())})
+            conn.cursor(row_factory=tuple_row).execute(query, args)
+
+        yield send
+
+
+@contextmanager
+def upstream_statements_alone(
+    saver: PostgresSaver, dsn: str, value: Any
+) -> Iterator[Callable[[], None]]:
+    """Upstream's two statements for a put of `value` (its blob, then its checkpoint, in a
+    pipeline as its `put` sends them), each call on a new thread, on a connection of its
+    own, its serializer's bytes computed once."""
+    checkpoint = empty_checkpoint()
+    version = saver.get_next_version(None, None)
+    checkpoint["channel_versions"] = {"big": version}
+    kind, blob = saver.serde.dumps_typed(value)
+    metadata = {"source": "loop", "step": 1}
+    with psycopg.connect(dsn, **UPSTREAM_KWARGS) as conn:
+
+        def send() -> None:
+            thread = str(uuid.uuid4())
+            with conn.pipeline(), conn.cursor(binary=True) as cur:
+                cur.executemany(
+                    PostgresSaver.UPSERT_CHECKPOINT_BLOBS_SQL,
+                    [(thread, "", "big", version, kind, blob)],
+                )
+                cur.execute(
+                    PostgresSaver.UPSERT_CHECKPOINTS_SQL,
+                    (thread, "", checkpoint["id"], None, Jsonb(checkpoint), Jsonb(metadata)),
+                )
+
+        yield send
 
 
 def _main() -> None:

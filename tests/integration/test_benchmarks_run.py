@@ -61,6 +61,9 @@ def test_bench_large_profiles_each_saver_s_calls(db_dsn: str) -> None:
     for saver in ("ours", "upstream_single", "upstream_pool"):
         assert f"| {saver} | put |" in out, out
         assert f"| {saver} | get_tuple |" in out, out
+    assert "| ours | put statement alone |" in out, out
+    assert "| upstream | put statements alone (pipeline) |" in out, out
+    assert "What each saver's `put` adds to its statements alone" in out, out
 
 
 def test_round_trips_reports_each_connection_and_the_cross_cpu_cost(db_dsn: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -234,7 +235,7 @@ class OutboxRelay:
                 await self._areport_backlog()
                 due = await self._seconds_to_next_due()
                 wait = self.idle_wait if due is None else min(self.idle_wait, due)
-                if wait <= 0:
+                if wait <= 0 or stop.is_set():
                     continue
                 async for _ in listener.notifies(timeout=wait, stop_after=1):
                     pass
@@ -249,7 +250,48 @@ def _count_publish(event: OutboxEvent, outcome: str) -> None:
     )
 
 
+CANCEL_AGAIN_AFTER = 1.0
+"""Seconds between cancellations of a relay asked to stop by Ctrl-C, until it has."""
+
+
 def run_relay(relay: OutboxRelay) -> None:
     """Run a relay from sync code until interrupted (Ctrl-C)."""
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(relay.run())
+        asyncio.run(_run_until_interrupted(relay))
+
+
+async def _run_until_interrupted(relay: OutboxRelay) -> None:
+    """`relay.run()` until Ctrl-C (SIGINT) asks it to stop.
+
+    `asyncio.run` cancels the task once per Ctrl-C, and a cancellation can be lost (on
+    Python 3.11 `asyncio.wait_for` drops one that arrives just as the call it waits for
+    returns); a relay in CI went on running after Ctrl-C. Here Ctrl-C also sets the relay's
+    `stop`, which it checks after every round and before it waits, and the task is
+    cancelled again every `CANCEL_AGAIN_AFTER` seconds until it has ended.
+    """
+    stop = asyncio.Event()
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def cancel_until_done() -> None:
+        if task is not None and not task.done():
+            task.cancel()
+            loop.call_later(CANCEL_AGAIN_AFTER, cancel_until_done)
+
+    def interrupted() -> None:
+        stop.set()
+        cancel_until_done()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+        handled = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        handled = False  # not the main thread, or no signals in this loop: Ctrl-C as before
+    try:
+        await relay.run(stop)
+    except asyncio.CancelledError:
+        if not stop.is_set():
+            raise  # cancelled by something else than Ctrl-C
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)

@@ -101,3 +101,62 @@ def test_a_webhook_relay_without_a_secret_says_what_to_set(
     monkeypatch.delenv("LANGGRAPH_DURABLE_WEBHOOK_SECRET", raising=False)
     assert main(["--dsn", dsn, "outbox", "relay", "https://example.invalid/hook"]) == 1
     assert "LANGGRAPH_DURABLE_WEBHOOK_SECRET" in capsys.readouterr().err
+
+
+LOSES_THE_CANCELLATION = """
+import asyncio, os, signal, sys
+from langgraph_durable.outbox import OutboxRelay, run_relay
+
+class AnsweredAsCtrlCArrives:
+    interrupted = False
+
+    async def publish(self, event):
+        if not self.interrupted:
+            self.interrupted = True
+            os.kill(os.getpid(), signal.SIGINT)
+        print("published", flush=True)
+
+class LosesOneCancellation(OutboxRelay):
+    # As a call does that returns its result instead of the cancellation (asyncio.wait_for
+    # on Python 3.11 when the result is in just as the task is cancelled).
+    lost = False
+
+    async def run_once(self):
+        try:
+            return await super().run_once()
+        except asyncio.CancelledError:
+            if self.lost:
+                raise
+            self.lost = True
+            uncancel = getattr(asyncio.current_task(), "uncancel", None)
+            if uncancel is not None:
+                uncancel()
+            print("lost the cancellation", flush=True)
+            return await super().run_once()
+
+run_relay(LosesOneCancellation(sys.argv[1], AnsweredAsCtrlCArrives(), idle_wait=3600))
+print("stopped", flush=True)
+"""
+
+
+def test_ctrl_c_stops_the_relay_even_when_the_cancellation_is_lost(dsn: str) -> None:
+    """Ctrl-C stops the relay even when a call loses the cancellation it brought: a relay
+    that went on running would wait here for an hour (the test's timeout ends it first)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "cli.event", {"n": 1}, key="k")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    relay = subprocess.run(
+        [sys.executable, "-c", LOSES_THE_CANCELLATION, dsn],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert relay.returncode == 0, relay.stderr
+    # The round the cancellation cut short is rolled back: the event goes again (at least
+    # once), then the relay stops.
+    expected = ["published", "lost the cancellation", "published", "stopped"]
+    assert relay.stdout.splitlines() == expected, relay.stdout

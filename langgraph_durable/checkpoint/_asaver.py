@@ -314,7 +314,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             pool_timeout=pool_timeout,
         )
         try:
-            yield cls(
+            saver = cls(
                 pool,
                 serde=serde,
                 async_commit=async_commit,
@@ -323,8 +323,27 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 statement_timeout=statement_timeout,
                 metadata_redaction=metadata_redaction,
             )
-        finally:
+        except BaseException:
             await pool.close()
+            raise
+        try:
+            yield saver
+        finally:
+            try:
+                await saver.aflush_writes()
+            finally:
+                await pool.close()
+
+    async def aflush_writes(self) -> None:
+        """Store now the task writes still parked for a checkpoint.
+
+        A task's writes wait a moment for the next checkpoint, which commits them (see
+        `write_linger`); the call that handed them over has returned. A run that ends
+        without a checkpoint after them (a stream closed early, a step timeout) leaves them
+        to be stored within two lingers. Call this before you close a pool or connection
+        you passed to the saver; `from_conn_string` calls it before closing its own.
+        """
+        await self._parking.flush()
 
     async def setup(self) -> builtins.list[str]:
         """Create or migrate the tables; idempotent and safe from many processes at once.
@@ -360,6 +379,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        await self._parking.flush_thread(thread_id)
         query = QUERIES["select_tuple_exact" if checkpoint_id else "select_tuple_latest"]
         params = {
             "thread_id": thread_id,
@@ -402,6 +422,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             configurable = config.get("configurable") or {}
             if "thread_id" in configurable:
                 params["thread_id"] = _core.thread_id_of(configurable["thread_id"])
+                await self._parking.flush_thread(params["thread_id"])
                 wheres.append(QUERIES["list_thread"])
                 order = QUERIES["list_order_thread"]
                 if configurable.get("checkpoint_ns") is not None:
@@ -543,6 +564,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 for name, values in event_params(exit_events).items():
                     params[name] = params[name] + values
             await self._astore_checkpoint(params)
+            for _ in taken:  # each task's writes committed with the checkpoint
+                _crashpoints.reached("put_writes:after_commit")
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
@@ -603,7 +626,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         events = self._events.take_for_task(
             key[0], key[2], task_id, fence_token=fence_token_of(config)
         )
-        if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
+        ends_step = any(channel in (ERROR, INTERRUPT) for channel, _ in writes)
+        if ends_step:
             events = []
         query = _core.writes_statement(config, writes, events=bool(events))
 
@@ -620,8 +644,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 _crashpoints.reached("put_writes:parked")
             return park, params
 
-        await self._parking.store(key, prepare, lambda params: self._astore_writes(query, params))
-        _crashpoints.reached("put_writes:after_commit")
+        async def store_alone(params: dict[str, Any]) -> None:
+            await self._astore_writes(query, params)
+            _crashpoints.reached("put_writes:after_commit")
+
+        # Parked writes return at once: the put that carries them commits them (and
+        # reaches "put_writes:after_commit" for them), or the parking stores them alone.
+        await self._parking.store(key, prepare, store_alone, ends_step=ends_step)
 
     def park_event(self, event: ParkedEvent) -> None:
         """Park an outbox event of a running task until its writes are stored (`emit()`)."""

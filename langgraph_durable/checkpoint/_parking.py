@@ -11,8 +11,21 @@ The protocol, per (thread, namespace, checkpoint) key:
 
 - A `put_writes` call counts itself as busy *before* it serializes, so a `put` that starts
   meanwhile waits for it instead of committing ahead of it.
-- It then parks, or, when parking is not allowed, stores its writes on its own ("alone");
-  a `put` waits until no call for its keys is busy, then takes what is parked.
+- It then parks and returns, or, when parking is not allowed, stores its writes on its own
+  ("alone") and returns once they are committed; a `put` waits until no call for its keys
+  is busy, then takes what is parked.
+- The writer does not wait for the put: a waiting writer cost every step a wake-up (a
+  thread switch, or a future and a timer on the loop). What it did after its wait, the
+  parking does: a sweep (a thread, or one timer on the loop) stores alone the writes no put
+  took in time; writes a failed or cancelled put took are stored alone before it raises;
+  writes that end their step (an error, an interrupt) store the writes parked for the same
+  checkpoint with their own before they return, and later writes for it do not park, as
+  no put will follow; a read of a thread (`get_tuple`, `list`) stores its parked writes
+  first, and `flush_writes()` (called when `from_conn_string` closes its pool) all of
+  them. So a run that has returned has stored every write of a step that ended in an
+  error or an interrupt, and a reader sees what a writer handed over. Writes whose run
+  ends without a checkpoint otherwise (a stream closed early, a step timeout) are stored
+  by the sweep within two waits.
 - Writes no `put` takes in time are stored alone. Their thread then stops parking for its
   next `COLD_PUTS` checkpoints (any namespace: a subgraph's namespace changes every step),
   twice as many after each further timeout, until parked writes are taken again: when a
@@ -28,13 +41,14 @@ The protocol, per (thread, namespace, checkpoint) key:
   concurrency rose.
 - If the `put` that took writes fails or is cancelled, the writes are stored alone: they
   were valid, and the checkpoint's own error is the `put`'s to raise. They count as busy
-  again before their writer wakes, so a `put` retried at once waits for them.
+  again before the put returns, so a `put` retried at once waits for them.
 - If writes stored alone fail because the database is out of reach or timed out
   (`hand_to_put`), and a `put` for their key is already waiting for them, they are handed
-  to that `put` instead of failing at once: it commits them with its checkpoint, or fails
-  and their writer raises its own error. Without this, a server back between the two
-  let the `put` (and the rest of the run) commit while LangGraph raised the writes' error
-  when the run ended: an error after every step had committed.
+  to that `put` instead of failing at once: it commits them with its checkpoint. Without
+  this, a server back between the two let the `put` (and the rest of the run) commit
+  while the writes' error was raised when the run ended: an error after every step had
+  committed. Writes stored alone by the parking that fail otherwise are logged: their
+  writer has returned, and the checkpoint that moves past them holds their results.
 
 Two rules decide whether writes park, and they are named apart:
 
@@ -53,9 +67,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence, Set
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -77,11 +93,16 @@ __all__ = [
     "writes_may_wait",
 ]
 
+logger = logging.getLogger("langgraph_durable.checkpoint")
+
 WriteKey = tuple[str, str, str]
 """(thread_id, checkpoint_ns, checkpoint_id) the writes belong to."""
 
 Prepare = Callable[[], tuple[bool, dict[str, Any]]]
 """Serializes a call's writes: (whether they may park, the statement's parameters)."""
+
+StoreAlone = Callable[[dict[str, Any]], Any]
+"""Stores a call's writes in a statement of their own (a coroutine for asyncio)."""
 
 COLD_PUTS = 64
 """Checkpoints of a thread whose writes store alone after its parked writes first timed
@@ -94,6 +115,9 @@ HANDOVER_WAIT = 5.0
 `put` cancelled meanwhile leaves them), before their writer raises its error."""
 MAX_WAIT_FACTOR = 25
 """How far the wait for a put may grow, in lingers (50 ms at the default 2 ms)."""
+
+SWEEPER_IDLE = 1.0
+"""Seconds the sync sweeper thread waits with nothing parked before it ends."""
 
 _MAX_LATE_KEYS = 4096
 
@@ -149,7 +173,13 @@ class ParkedWrites:
 
     key: WriteKey
     params: dict[str, Any]
-    stored: _Signal
+    stored: _Signal | None
+    """Set once the carrying `put` has finished, for a writer that waits (threads, and
+    writes handed over after failing alone); None for writes whose writer has returned."""
+    store_alone: StoreAlone | None = None
+    """How to store them on their own, for writes whose writer has returned: the parking
+    does it when no `put` takes them in time, the `put` that took them failed, or their
+    step ended in an error or an interrupt."""
     state: str = _PARKED
     error: BaseException | None = None
     counted_busy: bool = False
@@ -176,6 +206,9 @@ class _Registry:
         self.cold_period: dict[str, int] = {}
         self.late: dict[WriteKey, float] = {}
         """Keys whose writes timed out, with when they were parked."""
+        self.ended: dict[WriteKey, None] = {}
+        """Keys whose step ended in an error or an interrupt: no `put` will carry their
+        writes, so later writes for them do not park (oldest first, bounded)."""
 
     def enter(self, key: WriteKey) -> None:
         self.busy[key] = self.busy.get(key, 0) + 1
@@ -206,12 +239,19 @@ class _Registry:
         return self.hand_over and may_park and key in self.puts_waiting and hand_to_put(exc)
 
     def thread_is_warm(self, key: WriteKey) -> bool:
-        """Parking is on, and the thread of `key` is not cold after a timeout."""
-        return self.linger > 0 and key[0] not in self.cold
+        """Parking is on, the thread of `key` is not cold after a timeout, and the step of
+        `key` did not end in an error or an interrupt."""
+        return self.linger > 0 and key[0] not in self.cold and key not in self.ended
 
-    def park(self, key: WriteKey, params: dict[str, Any], stored: _Signal) -> ParkedWrites:
+    def park(
+        self,
+        key: WriteKey,
+        params: dict[str, Any],
+        stored: _Signal | None,
+        store_alone: StoreAlone | None = None,
+    ) -> ParkedWrites:
         """Moves a busy call's writes to the parked ones."""
-        entry = ParkedWrites(key, params, stored, parked_at=time.monotonic())
+        entry = ParkedWrites(key, params, stored, store_alone, parked_at=time.monotonic())
         self.parked.setdefault(key, []).append(entry)
         self.leave(key)
         return entry
@@ -235,6 +275,15 @@ class _Registry:
                 self.late.clear()
             self.late.setdefault(key, entry.parked_at)
         return True
+
+    def linger_again(self, key: WriteKey) -> None:
+        """The put storing checkpoint `key` has finished: writes parked for `key` meanwhile
+        wait for the next put from now on (it follows this one), as if just parked."""
+        entries = self.parked.get(key)
+        if entries:
+            now = time.monotonic()
+            for entry in entries:
+                entry.parked_at = now
 
     def take(self, keys: Sequence[WriteKey], fence_token: int | None = None) -> list[ParkedWrites]:
         """Takes the writes parked under `keys`, for one `put`; counts a cold thread down.
@@ -283,7 +332,9 @@ class _Registry:
                 self.cold.pop(thread, None)
                 self.cold_period.pop(thread, None)
 
-    def settle(self, taken: Sequence[ParkedWrites], error: BaseException | None) -> None:
+    def settle(
+        self, taken: Sequence[ParkedWrites], error: BaseException | None
+    ) -> list[ParkedWrites]:
         """Tells the parked callers that the `put` carrying their writes committed or failed.
 
         On failure the writes count as busy before their writers wake, as they are to be
@@ -291,18 +342,73 @@ class _Registry:
         outcome before anything that could fail, so that no writer of a failed put takes
         its writes for stored; and every writer wakes, once, even if counting failed (a
         `_Released` signal refuses a second `set`).
+
+        Returns the writes of a failed put whose writers have returned (`store_alone`):
+        counted busy, for the caller to store alone.
         """
         for entry in taken:
             entry.error = error
+        orphans: list[ParkedWrites] = []
         try:
             if error is not None:
                 for entry in taken:
                     if not entry.abandoned:
                         self.enter(entry.key)
                         entry.counted_busy = True
+                        if entry.stored is None:
+                            orphans.append(entry)
         finally:
             for entry in taken:
-                entry.stored.set()
+                if entry.stored is not None:
+                    entry.stored.set()
+        return orphans
+
+    def expired(self, now: float, still_storing: Set[WriteKey]) -> list[ParkedWrites]:
+        """Parked writes whose writer has returned and that waited `wait` in vain, unparked
+        as timed out (their thread goes cold) and counted busy, for the caller to store
+        alone. Not those of a checkpoint still being stored (`still_storing`): the put
+        that takes them follows it."""
+        found = [
+            entry
+            for entries in self.parked.values()
+            for entry in entries
+            if entry.stored is None
+            and now - entry.parked_at >= self.wait
+            and entry.key not in still_storing
+        ]
+        for entry in found:
+            self.unpark(entry.key, entry, timed_out=True)
+            self.enter(entry.key)
+        return found
+
+    def end_step(self, key: WriteKey) -> list[ParkedWrites]:
+        """An error or an interrupt ended the step of checkpoint `key`: no `put` will carry
+        its writes. Takes the writes parked there (any fencing token), counted busy, for
+        the caller to store alone, and keeps later writes for `key` from parking."""
+        if len(self.ended) >= _MAX_LATE_KEYS:
+            self.ended.clear()
+        self.ended[key] = None
+        entries = self.parked.pop(key, [])
+        for entry in entries:
+            entry.state = _TAKEN
+            self.enter(key)
+        return entries
+
+    def of_thread(self, thread_id: str) -> list[ParkedWrites]:
+        """Takes every parked write of a thread whose writer has returned, counted busy,
+        for the caller to store alone (a read of the thread must see them)."""
+        found: list[ParkedWrites] = []
+        for key in [key for key in self.parked if key[0] == thread_id]:
+            entries = self.parked.pop(key)
+            mine = [entry for entry in entries if entry.stored is None]
+            others = [entry for entry in entries if entry.stored is not None]
+            if others:
+                self.parked[key] = others
+            for entry in mine:
+                entry.state = _TAKEN
+                self.enter(key)
+            found += mine
+        return found
 
     def count_failed(self, entry: ParkedWrites) -> None:
         """The writer of writes a failed `put` took, woken to store them alone: they count
@@ -320,25 +426,12 @@ class _Registry:
 
 
 CONGESTED_TURNS = 8
-"""Loop iterations parked writes wait on after their timeout if it fired late."""
-
-
-async def _turns_of_a_busy_loop(entry: ParkedWrites, wait: float) -> None:
-    """A few more loop iterations for the put, when the loop is too busy to keep time.
-
-    On a loop running hundreds of graphs, one iteration takes longer than the linger, and
-    the put that follows the writes is several iterations away (LangGraph's loop hops
-    through a few awaits between a task's writes and the next checkpoint): a timeout
-    measured in wall time then fires before the put could possibly come. When the timeout
-    fired more than a whole wait late, the writes stay parked for up to `CONGESTED_TURNS`
-    iterations more; on a loop that keeps time, nothing changes.
-    """
-    if time.monotonic() - entry.parked_at <= 2 * wait:
-        return
-    for _ in range(CONGESTED_TURNS):
-        await asyncio.sleep(0)
-        if entry.state != _PARKED:
-            return
+"""Loop iterations parked writes wait on after their timeout if it fired late: on a loop
+running hundreds of graphs one iteration takes longer than the linger, and the put that
+follows the writes is several iterations away (LangGraph hops through a few awaits between
+a task's writes and the next checkpoint). When the sweep fires more than a whole wait
+late, it looks again for up to this many iterations before it stores anything alone; on a
+loop that keeps time, nothing changes."""
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -389,12 +482,24 @@ class AsyncWriteParking:
     On one loop the registry needs no lock: nothing awaits between reading and changing it.
     Waiters are woken through an event that is swapped on every change, so waking them
     never waits for a lock (a cancelled caller can always leave).
+
+    A writer whose writes park returns at once: waiting for the put cost each step a
+    future, a timer and a task switch. What the writer did after its wait, the parking
+    does here, on the loop: a sweep stores alone the writes no put took within the wait
+    (one timer for all parked writes, not one per write); the put that took writes and
+    failed stores them alone before it raises; a write that ends its step (an error, an
+    interrupt) stores the writes parked there with its own, before it returns, as no put
+    will follow; a read of a thread (`flush_thread`) and `flush` store what is parked before they go
+    on. So when a run has returned, every write of a step that ended in an error or an
+    interrupt is stored, as before.
     """
 
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
         self._changed = asyncio.Event()
         self._putting: dict[WriteKey, asyncio.Event] = {}
+        self._sweep: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._alone: set[asyncio.Task[None]] = set()
 
     def _notify(self) -> None:
         self._changed.set()
@@ -404,50 +509,27 @@ class AsyncWriteParking:
         self,
         key: WriteKey,
         prepare: Prepare,
-        store_alone: Callable[[dict[str, Any]], Awaitable[None]],
-    ) -> None:
-        """Serializes the writes, then parks them for a `put` or stores them alone."""
+        store_alone: StoreAlone,
+        *,
+        ends_step: bool = False,
+    ) -> bool:
+        """Serializes the writes, then parks them for a `put` or stores them alone.
+
+        Returns whether they parked: a `put`, or else the parking, stores them. Writes that
+        end their step (`ends_step`: an error or an interrupt) also store, before this
+        returns, the writes parked for the same checkpoint: no put will carry them.
+        """
         registry = self._registry
         registry.enter(key)
         busy = True
         try:
             park, params = prepare()
             if park and registry.thread_is_warm(key):
-                stored = _Settled()
-                entry = registry.park(key, params, stored)
+                registry.park(key, params, None, store_alone)
                 busy = False
-                self._notify()
-                timed_out = False
-                try:
-                    while not await stored.wait(registry.wait):
-                        putting = self._putting.get(key)
-                        if putting is None or entry.state != _PARKED:
-                            timed_out = True
-                            await _turns_of_a_busy_loop(entry, registry.wait)
-                            break
-                        # Their own checkpoint is still being stored, and the put that
-                        # takes them follows it: linger again once it is.
-                        await putting.wait()
-                except BaseException:
-                    # Cancelled: writes nobody waits for must not stay parked, and taken
-                    # ones must not be stored alone for a writer that is gone.
-                    if not registry.unpark(key, entry, timed_out=False):
-                        registry.abandon(entry)
-                    raise
-                alone = registry.unpark(key, entry, timed_out=timed_out)
-                if not alone:
-                    try:
-                        await stored.wait()
-                    except BaseException:
-                        registry.abandon(entry)
-                        raise
-                    if entry.error is None:
-                        return
-                    registry.count_failed(entry)
-                    busy = True
-                else:
-                    registry.enter(key)  # stored alone from here; a later put waits for them
-                    busy = True
+                self._sweep_later()
+                return True
+            stranded = [self._store_alone(e) for e in registry.end_step(key)] if ends_step else []
             try:
                 await store_alone(params)
             except Exception as exc:
@@ -457,6 +539,10 @@ class AsyncWriteParking:
                 if not await self._ahand_over(key, params):
                     busy = True  # counted busy again (`_ahand_over`)
                     raise
+            finally:
+                if stranded:
+                    await asyncio.wait(stranded)
+            return False
         finally:
             if busy:
                 registry.leave(key)
@@ -483,6 +569,79 @@ class AsyncWriteParking:
             registry.count_failed(entry)  # the caller leaves it
         return entry.error is None
 
+    def _store_alone(self, entry: ParkedWrites) -> asyncio.Task[None]:
+        """Stores alone, in a task of its own, writes whose writer has returned (counted
+        busy by the caller; no longer busy once stored or failed)."""
+        task = asyncio.get_running_loop().create_task(self._alone_task(entry))
+        self._alone.add(task)
+        task.add_done_callback(self._alone.discard)
+        return task
+
+    async def _alone_task(self, entry: ParkedWrites) -> None:
+        registry = self._registry
+        busy = True
+        try:
+            assert entry.store_alone is not None
+            await entry.store_alone(entry.params)
+        except Exception as exc:
+            if registry.may_hand_over(entry.key, True, exc):
+                # A put waits for them: it commits them with its checkpoint, or fails and
+                # they are stored alone again (`_settle`).
+                registry.park(entry.key, entry.params, None, entry.store_alone)
+                busy = False
+                self._sweep_later()
+                return
+            # Their writer has returned: nobody to raise to. The checkpoint that moves
+            # past them holds their results; without one, their task runs again.
+            logger.warning(
+                "Writes of task %s (thread %s) could not be stored: %s",
+                entry.params.get("task_id"),
+                entry.key[0],
+                exc,
+            )
+        finally:
+            if busy:
+                registry.leave(entry.key)
+            self._notify()
+
+    def _sweep_later(self) -> None:
+        """Makes sure a sweep runs once the oldest parked writes may have timed out."""
+        if self._sweep is None:
+            loop = asyncio.get_running_loop()
+            wait = self._registry.wait
+            self._sweep = loop.call_later(wait, self._sweep_now, loop.time() + wait, 0)
+
+    def _sweep_now(self, due: float, turns: int) -> None:
+        """Stores alone the parked writes no put took within the wait."""
+        self._sweep = None
+        registry = self._registry
+        if not registry.parked:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() - due > registry.wait and turns < CONGESTED_TURNS:
+            self._sweep = loop.call_soon(self._sweep_now, due, turns + 1)
+            return
+        for entry in registry.expired(time.monotonic(), self._putting.keys()):
+            self._store_alone(entry)
+        if registry.parked:
+            self._sweep_later()
+
+    async def flush_thread(self, thread_id: str) -> None:
+        """Stores the parked writes of a thread before a read of it: a run that returned
+        (or a reader beside it) sees every write whose writer returned."""
+        if self._registry.parked:
+            found = self._registry.of_thread(thread_id)
+            if found:
+                await asyncio.wait([self._store_alone(entry) for entry in found])
+
+    async def flush(self) -> None:
+        """Stores every parked write now and waits for those being stored alone: before
+        the saver's connections close, or its caller exits."""
+        for entry in self._registry.expired(math.inf, frozenset()):
+            self._store_alone(entry)
+        while self._alone:
+            await asyncio.wait(set(self._alone))
+
     @contextlib.asynccontextmanager
     async def carried_by_put(
         self, keys: Sequence[WriteKey], *, fence_token: int | None
@@ -491,21 +650,24 @@ class AsyncWriteParking:
         put's block ends.
 
         `keys[0]` is the checkpoint the put stores: writes that park for it while it is being
-        stored wait for the next put without a timeout until this one has finished.
+        stored are not swept until this one has finished.
         Waits until no call for `keys` is busy (I4), takes what is parked there, and on
-        leaving tells the writers that their writes committed, or that the put failed (or
-        was cancelled) and they must store them alone.
+        leaving, if the put failed (or was cancelled), stores those writes alone before it
+        raises (in tasks of their own, which a second cancellation leaves running).
         """
         taken = await self._take(keys, fence_token)
         done = self._putting[keys[0]] = asyncio.Event()
         try:
             yield taken
         except BaseException as exc:
-            self._settle(taken, exc)
+            orphans = self._settle(taken, exc)
+            if orphans:  # stored alone before the put's error is raised (a task each)
+                await asyncio.wait(orphans)
             raise
         finally:
             if self._putting.get(keys[0]) is done:
                 del self._putting[keys[0]]
+                self._registry.linger_again(keys[0])
             done.set()
         self._settle(taken)
 
@@ -522,8 +684,10 @@ class AsyncWriteParking:
                 registry.put_waits(keys, -1)
         return registry.take(keys, fence_token)
 
-    def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
-        self._registry.settle(taken, error)
+    def _settle(
+        self, taken: Sequence[ParkedWrites], error: BaseException | None = None
+    ) -> list[asyncio.Task[None]]:
+        return [self._store_alone(entry) for entry in self._registry.settle(taken, error)]
 
 
 class _Released:
@@ -552,56 +716,55 @@ class _Released:
 
 
 class WriteParking:
-    """Parking for `DurablePostgresSaver`; calls come from LangGraph's worker threads."""
+    """Parking for `DurablePostgresSaver`; calls come from LangGraph's worker threads.
+
+    As in `AsyncWriteParking`, a writer whose writes park returns at once: its waiting
+    thread cost each step a wake-up and a hand-off of the GIL (6% of a step's wall time on
+    a 10-node graph). A sweeper thread, started on the first park and ended after
+    `SWEEPER_IDLE` seconds with nothing parked, stores alone the writes no put took within
+    the wait; it looks once per wait, not once per step. A put that fails stores the writes
+    it took alone before it raises (as their writers did when they waited), so a run that
+    failed has stored them, or failed to, by the time it raises.
+    """
 
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
-        self._changed = threading.Condition()
+        lock = threading.RLock()
+        self._changed = threading.Condition(lock)
+        self._sweeper_wake = threading.Condition(lock)
         self._putting: dict[WriteKey, _Released] = {}
+        self._sweeper: threading.Thread | None = None
 
     def store(
         self,
         key: WriteKey,
         prepare: Prepare,
         store_alone: Callable[[dict[str, Any]], None],
-    ) -> None:
-        """Serializes the writes, then parks them for a `put` or stores them alone."""
+        *,
+        ends_step: bool = False,
+    ) -> bool:
+        """Serializes the writes, then parks them for a `put` or stores them alone.
+
+        Returns whether they parked: a `put`, or else the sweeper, stores them. Writes that
+        end their step (`ends_step`: an error or an interrupt) also store, before this
+        returns, the writes parked for the same checkpoint: no put will carry them.
+        """
         registry = self._registry
         with self._changed:
             registry.enter(key)
         busy = True
         try:
             park, params = prepare()
+            stranded: list[ParkedWrites] = []
             with self._changed:
-                entry = None
                 if park and registry.thread_is_warm(key):
-                    stored = _Released()
-                    entry = registry.park(key, params, stored)
+                    registry.park(key, params, None, store_alone)
                     busy = False
                     self._changed.notify_all()
-            if entry is not None:
-                timed_out = not stored.wait(registry.wait)
-                while timed_out and entry.state == _PARKED:
-                    with self._changed:
-                        putting = self._putting.get(key)
-                    if putting is None:
-                        break
-                    # Their own checkpoint is still being stored, and the put that takes
-                    # them follows it: linger again once it is.
-                    putting.wait()
-                    timed_out = not stored.wait(registry.wait)
-                with self._changed:
-                    alone = registry.unpark(key, entry, timed_out=timed_out)
-                    if alone:
-                        registry.enter(key)
-                        busy = True
-                if not alone:
-                    stored.wait()
-                    if entry.error is None:
-                        return
-                    with self._changed:
-                        registry.count_failed(entry)
-                    busy = True
+                    self._start_sweeping()
+                    return True
+                if ends_step:
+                    stranded = registry.end_step(key)
             try:
                 store_alone(params)
             except Exception as exc:
@@ -613,11 +776,97 @@ class WriteParking:
                 if not self._hand_over(key, params):
                     busy = True  # counted busy again (`_hand_over`)
                     raise
+            finally:
+                for entry in stranded:
+                    self._store_alone(entry)
+            return False
         finally:
             if busy:
                 with self._changed:
                     registry.leave(key)
                     self._changed.notify_all()
+
+    def _store_alone(self, entry: ParkedWrites) -> None:
+        """Stores alone writes whose writer has returned (counted busy by the caller; no
+        longer busy once stored or failed)."""
+        registry = self._registry
+        busy = True
+        try:
+            assert entry.store_alone is not None
+            entry.store_alone(entry.params)
+        except Exception as exc:
+            with self._changed:
+                if registry.may_hand_over(entry.key, True, exc):
+                    # A put waits for them: it commits them with its checkpoint, or fails
+                    # and they are stored alone again (`_settle`).
+                    registry.park(entry.key, entry.params, None, entry.store_alone)
+                    busy = False
+                    self._changed.notify_all()
+                    self._start_sweeping()
+                    return
+            # Their writer has returned: nobody to raise to. The checkpoint that moves
+            # past them holds their results; without one, their task runs again.
+            logger.warning(
+                "Writes of task %s (thread %s) could not be stored: %s",
+                entry.params.get("task_id"),
+                entry.key[0],
+                exc,
+            )
+        finally:
+            if busy:
+                with self._changed:
+                    registry.leave(entry.key)
+                    self._changed.notify_all()
+
+    def _start_sweeping(self) -> None:
+        """Starts the sweeper if none runs (the caller holds the lock)."""
+        if self._sweeper is None:
+            self._sweeper = threading.Thread(
+                target=self._sweep, name="langgraph-durable-parking", daemon=True
+            )
+            self._sweeper.start()
+
+    def _sweep(self) -> None:
+        """The sweeper: every wait, stores alone what timed out or a failed put left.
+
+        It looks once per wait whatever is parked, and is never woken by a park: waking
+        it on each one cost a thread switch per step. So writes no put takes are stored
+        between one and two waits after they parked. It ends once nothing was parked for
+        `SWEEPER_IDLE` seconds.
+        """
+        registry = self._registry
+        idle = 0.0
+        while True:
+            with self._changed:
+                due = registry.expired(time.monotonic(), self._putting.keys())
+                if not due:
+                    if idle >= SWEEPER_IDLE and not registry.parked:
+                        self._sweeper = None
+                        return
+                    idle = 0.0 if registry.parked else idle + registry.wait
+                    self._sweeper_wake.wait(registry.wait)
+                    continue
+            idle = 0.0
+            for entry in due:
+                self._store_alone(entry)
+
+    def flush_thread(self, thread_id: str) -> None:
+        """Stores the parked writes of a thread before a read of it: a run that returned
+        (or a reader beside it) sees every write whose writer returned."""
+        if not self._registry.parked:
+            return
+        with self._changed:
+            found = self._registry.of_thread(thread_id)
+        for entry in found:
+            self._store_alone(entry)
+
+    def flush(self) -> None:
+        """Stores every parked write now: before the saver's connections close, or its
+        caller exits."""
+        with self._changed:
+            due = self._registry.expired(math.inf, frozenset())
+        for entry in due:
+            self._store_alone(entry)
 
     def _hand_over(self, key: WriteKey, params: dict[str, Any]) -> bool:
         """Parks writes that failed alone for the `put` waiting for them (the caller's busy
@@ -653,13 +902,17 @@ class WriteParking:
             error = exc
             raise
         finally:
+            orphans: list[ParkedWrites] = []
             try:
                 with self._changed:
                     if self._putting.get(keys[0]) is done:
                         del self._putting[keys[0]]
-                    self._registry.settle(taken, error)
+                        self._registry.linger_again(keys[0])
+                    orphans = self._registry.settle(taken, error)
             finally:
                 done.set()  # writers waiting for this checkpoint never wait for ever
+                for entry in orphans:  # the put failed: before its error is raised
+                    self._store_alone(entry)
 
     def _take(
         self,
@@ -685,4 +938,6 @@ class WriteParking:
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._changed:
-            self._registry.settle(taken, error)
+            orphans = self._registry.settle(taken, error)
+        for entry in orphans:
+            self._store_alone(entry)

@@ -313,7 +313,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             pool_timeout=pool_timeout,
         )
         try:
-            yield cls(
+            saver = cls(
                 pool,
                 serde=serde,
                 async_commit=async_commit,
@@ -322,8 +322,27 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 statement_timeout=statement_timeout,
                 metadata_redaction=metadata_redaction,
             )
-        finally:
+        except BaseException:
             pool.close()
+            raise
+        try:
+            yield saver
+        finally:
+            try:
+                saver.flush_writes()
+            finally:
+                pool.close()
+
+    def flush_writes(self) -> None:
+        """Store now the task writes still parked for a checkpoint.
+
+        A task's writes wait a moment for the next checkpoint, which commits them (see
+        `write_linger`); the call that handed them over has returned. A run that ends
+        without a checkpoint after them (a stream closed early, a step timeout) leaves them
+        to be stored within two lingers. Call this before you close a pool or connection
+        you passed to the saver; `from_conn_string` calls it before closing its own.
+        """
+        self._parking.flush()
 
     def setup(self) -> builtins.list[str]:
         """Create or migrate the tables; idempotent and safe from many processes at once.
@@ -357,6 +376,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        self._parking.flush_thread(thread_id)
         query = QUERIES["select_tuple_exact" if checkpoint_id else "select_tuple_latest"]
         params = {
             "thread_id": thread_id,
@@ -399,6 +419,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             configurable = config.get("configurable") or {}
             if "thread_id" in configurable:
                 params["thread_id"] = _core.thread_id_of(configurable["thread_id"])
+                self._parking.flush_thread(params["thread_id"])
                 wheres.append(QUERIES["list_thread"])
                 order = QUERIES["list_order_thread"]
                 if configurable.get("checkpoint_ns") is not None:
@@ -540,6 +561,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 for name, values in event_params(exit_events).items():
                     params[name] = params[name] + values
             self._store_checkpoint(params)
+            for _ in taken:  # each task's writes committed with the checkpoint
+                _crashpoints.reached("put_writes:after_commit")
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
@@ -600,7 +623,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         events = self._events.take_for_task(
             key[0], key[2], task_id, fence_token=fence_token_of(config)
         )
-        if any(channel in (ERROR, INTERRUPT) for channel, _ in writes):
+        ends_step = any(channel in (ERROR, INTERRUPT) for channel, _ in writes)
+        if ends_step:
             events = []
         query = _core.writes_statement(config, writes, events=bool(events))
 
@@ -617,8 +641,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 _crashpoints.reached("put_writes:parked")
             return park, params
 
-        self._parking.store(key, prepare, lambda params: self._store_writes(query, params))
-        _crashpoints.reached("put_writes:after_commit")
+        def store_alone(params: dict[str, Any]) -> None:
+            self._store_writes(query, params)
+            _crashpoints.reached("put_writes:after_commit")
+
+        # Parked writes return at once: the put that carries them commits them (and
+        # reaches "put_writes:after_commit" for them), or the parking stores them alone.
+        self._parking.store(key, prepare, store_alone, ends_step=ends_step)
 
     def park_event(self, event: ParkedEvent) -> None:
         """Park an outbox event of a running task until its writes are stored (`emit()`)."""

@@ -196,13 +196,13 @@ def test_writes_langgraph_waits_for_are_not_held_back(
         saver.setup()
         store = saver._parking.store
 
-        def spy(key: Any, prepare: Any, store_alone: Any) -> None:
+        def spy(key: Any, prepare: Any, store_alone: Any, **kwargs: Any) -> bool:
             def recorded() -> tuple[bool, dict[str, Any]]:
                 park, params = prepare()
                 calls.append((set(params["channels"]), park))
                 return park, params
 
-            store(key, recorded, store_alone)
+            return store(key, recorded, store_alone, **kwargs)
 
         saver._parking.store = spy  # type: ignore[method-assign]
         out = make().compile(checkpointer=saver).invoke({"log": []}, config, durability="sync")

@@ -1,7 +1,9 @@
 """The parking of task writes for the next checkpoint, without a database.
 
 `prepare` stands for serializing a call's writes and `store_alone` for their own
-statement; `take` and `settle` are what a `put` does around its statement.
+statement; `take` and `settle` are what a `put` does around its statement. A writer whose
+writes park returns at once; the parking stores them alone when no put takes them in
+time, when the put that took them failed, or when their step ended.
 
 Nothing here depends on the machine's speed. A put is made to find writes parked by
 starting it once their call is busy (its `prepare` has run): `take` waits while a call for
@@ -68,35 +70,36 @@ def store_in_thread(
 def test_parked_writes_are_taken_by_a_put_and_not_stored_alone() -> None:
     parking = WriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
-    order: list[str] = []
-    worker = store_in_thread(
-        parking, KEY, {"w": 1}, stored_alone.append, then=lambda: order.append("returned")
-    )
+    assert parking.store(KEY, prepared({"w": 1}), stored_alone.append)  # parked: returns
     taken = parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
-    # A bounded look for an early return; it can only miss one on a slow machine, never
-    # fail a correct run. The order below is what decides.
-    worker.join(timeout=0.05)
-    assert order == []
-    order.append("committed")
     parking._settle(taken)
-    worker.join(HANG_S)
-    assert order == ["committed", "returned"]  # put_writes returns once the put committed
+    assert stored_alone == []
+    assert parking._registry.parked == {}
+    assert parking._registry.none_busy([KEY])
+    parking.flush()
     assert stored_alone == []
 
 
 def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold() -> None:
     parking = WriteParking(linger=0.01)
     stored_alone: list[dict[str, Any]] = []
-    parking.store(KEY, prepared({"w": 1}), stored_alone.append)  # no put ever comes
-    assert stored_alone == [{"w": 1}]
-    assert parking._registry.parked == {}  # nothing is left parked
+    stored = threading.Event()
+
+    def alone(params: dict[str, Any]) -> None:
+        stored_alone.append(params)
+        stored.set()
+
+    assert parking.store(KEY, prepared({"w": 1}), alone)  # parked; no put ever comes
+    assert stored.wait(HANG_S)  # the sweeper stored them alone
+    until(lambda: parking._registry.none_busy([KEY]))
+    assert parking._registry.parked == {}
     # A put past another checkpoint counts one cold put (a put for KEY itself would show
     # that the wait was too short: see the test of late puts).
     assert parking._take([("thread", "", "elsewhere")]) == []
     # From here a put must find any writes that park, however slow this thread is to get
     # to it: the 10 ms linger was for the timeout above.
-    parking._registry.linger = HANG_S
+    parking._registry.linger = parking._registry.wait = HANG_S
     # The thread's next writes are stored at once, however many calls a step makes, in
     # any namespace (a subgraph's changes every step)...
     for step in range(COLD_PUTS - 1):
@@ -109,12 +112,12 @@ def test_writes_no_put_takes_in_time_are_stored_alone_and_the_thread_goes_cold()
         for worker in workers:
             worker.join(HANG_S)
     # ...until the thread has made COLD_PUTS checkpoints; then it parks again.
-    warm = store_in_thread(parking, KEY, {"w": 2}, stored_alone.append)
+    assert parking.store(KEY, prepared({"w": 2}), alone)
     taken = parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 2}]
     parking._settle(taken)
-    warm.join(HANG_S)
     assert stored_alone == [{"w": 1}]
+    parking.flush()
 
 
 def test_a_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
@@ -122,12 +125,11 @@ def test_a_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
     thread parked (a stale one's) stay parked, to be stored alone behind their own fence."""
     parking = WriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
-    stale = store_in_thread(parking, KEY, {"w": "stale", "fence_token": 1}, stored_alone.append)
-    fresh = store_in_thread(parking, KEY, {"w": "fresh", "fence_token": 2}, stored_alone.append)
+    assert parking.store(KEY, prepared({"w": "stale", "fence_token": 1}), stored_alone.append)
+    assert parking.store(KEY, prepared({"w": "fresh", "fence_token": 2}), stored_alone.append)
     taken = parking._take([KEY], 2)
     assert [entry.params["w"] for entry in taken] == ["fresh"]
     parking._settle(taken)
-    fresh.join(HANG_S)
     left_behind = parking._registry.parked[KEY]
     assert [entry.params["w"] for entry in left_behind] == ["stale"]
     assert left_behind[0].state == "parked"
@@ -135,7 +137,6 @@ def test_a_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
     left = parking._take([KEY], 1)
     assert [entry.params["w"] for entry in left] == ["stale"]
     parking._settle(left)
-    stale.join(HANG_S)
     assert stored_alone == []
     assert parking._registry.parked == {}
 
@@ -152,36 +153,47 @@ def test_writes_that_may_not_park_are_stored_at_once() -> None:
     assert not worker.is_alive()
 
 
-def test_writes_taken_by_a_failed_put_are_stored_alone_before_a_retry_commits() -> None:
-    """The writes were valid; only the checkpoint failed, and its error is the put's. A put
-    retried at once waits for them to be stored (they count as busy before the writer
-    even wakes)."""
+def test_writes_taken_by_a_failed_put_are_stored_alone_before_it_raises() -> None:
+    """The writes were valid; only the checkpoint failed, and its error is the put's: it
+    stores them alone first, as their writers did when they waited, so a run that failed
+    has stored them by the time it raises. A put retried meanwhile waits for them."""
     parking = WriteParking(linger=HANG_S)
-    release, taking = threading.Event(), threading.Event()
+    release, storing, taking = threading.Event(), threading.Event(), threading.Event()
     order: list[str] = []
 
     def slow_alone(params: dict[str, Any]) -> None:
+        storing.set()
         release.wait(HANG_S)
         order.append("writes")
+
+    def failed_put() -> None:
+        try:
+            with parking.carried_by_put([KEY], fence_token=None) as taken:
+                assert [entry.params for entry in taken] == [{"w": 1}]
+                raise RuntimeError("server went away")
+        except RuntimeError:
+            order.append("put raised")
 
     def retried_put() -> None:
         taking.set()
         parking._take([KEY])
         order.append("checkpoint")
 
-    worker = store_in_thread(parking, KEY, {"w": 1}, slow_alone)
-    taken = parking._take([KEY])
-    assert [entry.params for entry in taken] == [{"w": 1}]
-    parking._settle(taken, RuntimeError("server went away"))
+    assert parking.store(KEY, prepared({"w": 1}), slow_alone)
+    put = threading.Thread(target=failed_put, daemon=True)
+    put.start()
+    assert storing.wait(HANG_S)
     retry = threading.Thread(target=retried_put, daemon=True)
     retry.start()
     assert taking.wait(HANG_S)
-    retry.join(timeout=0.1)  # a bounded look for a put that did not wait; order decides
+    retry.join(timeout=0.1)  # a bounded look for calls that did not wait; order decides
     assert order == []
     release.set()
-    worker.join(HANG_S)
+    put.join(HANG_S)
     retry.join(HANG_S)
-    assert order == ["writes", "checkpoint"]
+    assert order[0] == "writes"
+    assert sorted(order[1:]) == ["checkpoint", "put raised"]
+    parking.flush()
 
 
 def test_take_waits_for_writes_being_serialized_or_stored_alone() -> None:
@@ -227,6 +239,16 @@ def test_a_failing_serialization_leaves_nothing_busy() -> None:
     assert parking._take([KEY]) == []  # returns at once: nothing is busy or parked
 
 
+def until(condition: Callable[[], bool]) -> None:
+    """Waits for another thread to bring about `condition` (state, not a duration)."""
+    pause = threading.Event()
+    for _ in range(int(HANG_S * 1000)):
+        if condition():
+            return
+        pause.wait(0.001)
+    raise AssertionError("condition never held")
+
+
 async def yield_to_others(times: int = 10) -> None:
     """Lets every other ready task on the loop run (a few rounds); no wall time involved."""
     for _ in range(times):
@@ -240,15 +262,13 @@ async def test_async_parked_writes_are_taken_by_a_put() -> None:
     async def alone(params: dict[str, Any]) -> None:
         stored_alone.append(params)
 
-    writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
-    await asyncio.sleep(0)
+    assert await parking.store(KEY, prepared({"w": 1}), alone)  # parked: returns
     taken = await parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
-    await yield_to_others()
-    assert not writes.done()  # it returns only once the put has committed
     parking._settle(taken)
-    await asyncio.wait_for(writes, HANG_S)
+    await parking.flush()
     assert stored_alone == []
+    assert parking._registry.none_busy([KEY])
 
 
 async def test_async_put_carries_only_writes_parked_under_its_own_fencing_token() -> None:
@@ -258,52 +278,65 @@ async def test_async_put_carries_only_writes_parked_under_its_own_fencing_token(
     async def alone(params: dict[str, Any]) -> None:
         stored_alone.append(params)
 
-    stale = asyncio.create_task(parking.store(KEY, prepared({"w": "s", "fence_token": 1}), alone))
-    fresh = asyncio.create_task(parking.store(KEY, prepared({"w": "f", "fence_token": 2}), alone))
-    await _until(lambda: len(parking._registry.parked.get(KEY, ())) == 2)
+    assert await parking.store(KEY, prepared({"w": "s", "fence_token": 1}), alone)
+    assert await parking.store(KEY, prepared({"w": "f", "fence_token": 2}), alone)
     async with parking.carried_by_put([KEY], fence_token=2) as taken:
         assert [entry.params["w"] for entry in taken] == ["f"]
-    await asyncio.wait_for(fresh, HANG_S)
     assert [entry.params["w"] for entry in parking._registry.parked[KEY]] == ["s"]
     async with parking.carried_by_put([KEY], fence_token=1) as taken:
         assert [entry.params["w"] for entry in taken] == ["s"]
-    await asyncio.wait_for(stale, HANG_S)
+    await parking.flush()
     assert stored_alone == []
 
 
 async def test_async_writes_no_put_takes_are_stored_alone() -> None:
     parking = AsyncWriteParking(linger=0.01)
+    stored = asyncio.Event()
     stored_alone: list[dict[str, Any]] = []
 
     async def alone(params: dict[str, Any]) -> None:
         stored_alone.append(params)
+        stored.set()
 
-    await parking.store(KEY, prepared({"w": 1}), alone)
+    assert await parking.store(KEY, prepared({"w": 1}), alone)  # parked; no put comes
+    await asyncio.wait_for(stored.wait(), HANG_S)  # the sweep stored them alone
+    await _until(lambda: parking._registry.none_busy([KEY]))
+    assert parking._registry.parked == {}
     assert stored_alone == [{"w": 1}]
-    assert await parking._take([KEY]) == []
+    assert not parking._registry.thread_is_warm(KEY)  # cold for its next checkpoints
 
 
-async def test_async_failed_put_stores_the_writes_alone_and_cancel_unparks() -> None:
+async def test_async_failed_or_cancelled_put_stores_the_writes_alone() -> None:
     parking = AsyncWriteParking(linger=HANG_S)
     stored_alone: list[dict[str, Any]] = []
 
     async def alone(params: dict[str, Any]) -> None:
         stored_alone.append(params)
 
-    writes = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
-    await asyncio.sleep(0)
+    assert await parking.store(KEY, prepared({"w": 1}), alone)
     taken = await parking._take([KEY])
     assert [entry.params for entry in taken] == [{"w": 1}]
     parking._settle(taken, RuntimeError("server went away"))
-    await asyncio.wait_for(writes, HANG_S)
+    assert not parking._registry.none_busy([KEY])  # a retried put waits for them
+    assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []
     assert stored_alone == [{"w": 1}]
 
-    cancelled = asyncio.create_task(parking.store(KEY, prepared({"w": 2}), alone))
-    await asyncio.sleep(0)
+    assert await parking.store(KEY, prepared({"w": 2}), alone)
+    inside = asyncio.Event()
+
+    async def put() -> None:
+        async with parking.carried_by_put([KEY], fence_token=None) as taken:
+            assert [entry.params for entry in taken] == [{"w": 2}]
+            inside.set()
+            await asyncio.Event().wait()  # its statement never returns
+
+    cancelled = asyncio.create_task(put())
+    await asyncio.wait_for(inside.wait(), HANG_S)
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []  # not parked, not busy
+    assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []
+    assert stored_alone == [{"w": 1}, {"w": 2}]
 
 
 async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
@@ -318,8 +351,7 @@ async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
 
     busy = asyncio.create_task(parking.store(KEY, prepared({"alone": 1}, park=False), slow_alone))
     await asyncio.sleep(0)
-    parked = asyncio.create_task(parking.store(KEY, prepared({"parked": 1}), slow_alone))
-    await asyncio.sleep(0)
+    assert await parking.store(KEY, prepared({"parked": 1}), slow_alone)
     put = asyncio.create_task(parking._take([KEY]))
     await yield_to_others()
     assert not put.done()  # waiting for the writes stored alone
@@ -331,7 +363,6 @@ async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
     taken = await asyncio.wait_for(parking._take([KEY]), HANG_S)
     assert [entry.params for entry in taken] == [{"parked": 1}]
     parking._settle(taken)
-    await asyncio.wait_for(parked, HANG_S)
     assert stored_alone == [{"alone": 1}]
 
 
@@ -365,33 +396,6 @@ def test_delta_channels_are_learned_from_snapshots_and_counters() -> None:
     blobs = {"history": _DeltaSnapshot([1, 2]), "plain": [3]}
     assert _core.delta_channel_names(metadata, blobs) == {"messages", "history"}
     assert _core.delta_channel_names({"step": 1}, {"plain": [3]}) == set()
-
-
-async def test_async_writer_cancelled_after_its_writes_were_taken_leaves_nothing_busy() -> None:
-    """Cancelled before the failed put settles: nobody stores the writes, nothing stays busy.
-    Cancelled after it: the writer may already be storing them (asyncio's wait_for returns
-    a finished result rather than raise); either way no busy count is left behind."""
-    for cancel_first in (True, False):
-        parking = AsyncWriteParking(linger=HANG_S)
-        stored_alone: list[dict[str, Any]] = []
-
-        async def alone(params: dict[str, Any], into: list[Any] = stored_alone) -> None:
-            into.append(params)
-
-        writer = asyncio.create_task(parking.store(KEY, prepared({"w": 1}), alone))
-        await asyncio.sleep(0)
-        taken = await parking._take([KEY])
-        if cancel_first:
-            writer.cancel()
-            await asyncio.sleep(0)
-            parking._settle(taken, RuntimeError("put failed"))
-        else:
-            parking._settle(taken, RuntimeError("put failed"))
-            writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)
-        assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []
-        if cancel_first:
-            assert stored_alone == []
 
 
 def test_cold_periods_double_on_repeated_timeouts_and_reset_once_parking_works() -> None:
@@ -559,11 +563,9 @@ def test_a_settle_that_fails_midway_still_wakes_every_writer(
     assert [entry.counted_busy for entry in taken] == [True, False, False]
 
 
-async def test_writers_of_a_failed_put_count_busy_while_they_store_alone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Even when `settle` could count only some of them, every writer woken by a failed
-    put counts its writes busy until it has stored them: a put must wait for all of them."""
+async def test_writes_of_a_failed_put_count_busy_until_they_are_stored_alone() -> None:
+    """Every write a failed put took counts busy until it is stored alone: a put must wait
+    for all of them."""
     parking = AsyncWriteParking(linger=HANG_S)
     registry = parking._registry
     both_inside, release = asyncio.Event(), asyncio.Event()
@@ -575,24 +577,130 @@ async def test_writers_of_a_failed_put_count_busy_while_they_store_alone(
             both_inside.set()
         await release.wait()
 
-    writers = [asyncio.create_task(parking.store(KEY, prepared({"w": n}), alone)) for n in range(2)]
-    await asyncio.sleep(0)
+    for n in range(2):
+        assert await parking.store(KEY, prepared({"w": n}), alone)
     taken = await parking._take([KEY])
     assert len(taken) == 2
-    enter, calls = registry.enter, []
-
-    def counting_fails_at_the_second(key: tuple[str, str, str]) -> None:
-        calls.append(key)
-        if len(calls) == 2:
-            raise MemoryError
-        enter(key)
-
-    monkeypatch.setattr(registry, "enter", counting_fails_at_the_second)
-    with pytest.raises(MemoryError):
-        parking._settle(taken, RuntimeError("server went away"))
-    monkeypatch.undo()
+    parking._settle(taken, RuntimeError("server went away"))
     await asyncio.wait_for(both_inside.wait(), HANG_S)
     assert registry.busy[KEY] == 2
+    put = asyncio.create_task(parking._take([KEY]))
+    await yield_to_others()
+    assert not put.done()
     release.set()
-    await asyncio.wait_for(asyncio.gather(*writers), HANG_S)
+    assert await asyncio.wait_for(put, HANG_S) == []
     assert KEY not in registry.busy
+
+
+@pytest.mark.parametrize("flavor", ["threads", "asyncio"])
+async def test_writes_that_end_their_step_store_the_writes_parked_beside_them(
+    flavor: str,
+) -> None:
+    """An interrupt or an error ends the step: no put will carry the writes of its sibling
+    tasks, so they are stored before the call returns (a run that has returned has stored
+    them all), and later siblings' writes for that checkpoint do not park."""
+    stored: list[str] = []
+    other = ("thread", "", "checkpoint-2")
+
+    if flavor == "threads":
+        parking: Any = WriteParking(linger=HANG_S)
+
+        async def store(key: Any, w: str, *, park: bool = True, ends: bool = False) -> bool:
+            result: bool = parking.store(
+                key, prepared({"w": w}, park=park), lambda p: stored.append(p["w"]), ends_step=ends
+            )
+            return result
+
+    else:
+        parking = AsyncWriteParking(linger=HANG_S)
+
+        async def alone(params: dict[str, Any]) -> None:
+            stored.append(params["w"])
+
+        async def store(key: Any, w: str, *, park: bool = True, ends: bool = False) -> bool:
+            result: bool = await parking.store(
+                key, prepared({"w": w}, park=park), alone, ends_step=ends
+            )
+            return result
+
+    assert await store(KEY, "sibling")
+    assert await store(other, "elsewhere")
+    assert not await store(KEY, "interrupt", park=False, ends=True)
+    assert sorted(stored) == ["interrupt", "sibling"]
+    assert not await store(KEY, "late sibling")  # stored at once: no put will follow
+    assert stored[-1] == "late sibling"
+    assert list(parking._registry.parked) == [other]  # other checkpoints park as before
+
+
+@pytest.mark.parametrize("flavor", ["threads", "asyncio"])
+async def test_a_read_of_a_thread_and_a_flush_store_what_is_parked(flavor: str) -> None:
+    stored: list[str] = []
+    mine, theirs = KEY, ("other-thread", "", "checkpoint-1")
+    if flavor == "threads":
+        parking: Any = WriteParking(linger=HANG_S)
+        for key, w in ((mine, "mine"), (theirs, "theirs")):
+            assert parking.store(key, prepared({"w": w}), lambda p: stored.append(p["w"]))
+        parking.flush_thread("thread")
+        assert stored == ["mine"]
+        assert list(parking._registry.parked) == [theirs]
+        parking.flush()
+        assert stored == ["mine", "theirs"]
+    else:
+        parking = AsyncWriteParking(linger=HANG_S)
+
+        async def alone(params: dict[str, Any]) -> None:
+            stored.append(params["w"])
+
+        for key, w in ((mine, "mine"), (theirs, "theirs")):
+            assert await parking.store(key, prepared({"w": w}), alone)
+        await parking.flush_thread("thread")
+        assert stored == ["mine"]
+        assert list(parking._registry.parked) == [theirs]
+        await parking.flush()
+        assert stored == ["mine", "theirs"]
+    assert parking._registry.parked == {}
+
+
+def test_writes_timing_out_that_fail_alone_go_to_the_put_waiting_for_them() -> None:
+    """The sweeper stores timed-out writes alone; an outage then, with their put already
+    waiting, hands them to that put rather than dropping them."""
+    from langgraph_durable.errors import PoolTimeoutError
+
+    parking = WriteParking(linger=0.01)
+    storing, fail_now = threading.Event(), threading.Event()
+
+    def down(params: dict[str, Any]) -> None:
+        storing.set()
+        fail_now.wait(HANG_S)
+        raise PoolTimeoutError("server down")
+
+    assert parking.store(KEY, prepared({"w": 1}), down)
+    assert storing.wait(HANG_S)  # the sweeper stores them alone: busy
+    found: list[Any] = []
+    put = threading.Thread(target=lambda: found.extend(parking._take([KEY])), daemon=True)
+    put.start()
+    until(lambda: KEY in parking._registry.puts_waiting)
+    fail_now.set()
+    put.join(HANG_S)
+    assert [entry.params for entry in found] == [{"w": 1}]
+    parking._settle(found)
+    assert parking._registry.none_busy([KEY])
+    parking.flush()
+
+
+async def test_a_put_s_own_checkpoint_lets_writes_parked_meanwhile_wait_again() -> None:
+    """Writes parked for a checkpoint while its own put is still under way wait for the
+    next put from when that one finished (it follows it), not from when they parked."""
+    parking = AsyncWriteParking(linger=HANG_S)
+    stored_alone: list[dict[str, Any]] = []
+
+    async def alone(params: dict[str, Any]) -> None:
+        stored_alone.append(params)
+
+    async with parking.carried_by_put([KEY], fence_token=None):
+        assert await parking.store(KEY, prepared({"w": 1}), alone)
+        (entry,) = parking._registry.parked[KEY]
+        entry.parked_at -= 2 * HANG_S
+        assert parking._registry.expired(entry.parked_at + 3 * HANG_S, {KEY}) == []
+    assert parking._registry.expired(entry.parked_at, set()) == []
+    assert stored_alone == []

@@ -187,10 +187,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             them, to be committed in its statement (one commit per step instead of two).
             LangGraph sends that checkpoint well within the default 2 ms (counted from
             when the checkpoint the writes belong to is stored; longer, up to 25 lingers,
-            while checkpoints come late on a busy loop). Writes it does not take in time
-            are stored on their own, and that thread's writes do not wait during its next
-            64 checkpoints (a fan-out wider than the executor, `max_concurrency=1`, a run
-            ending in an interrupt).
+            while checkpoints come late on a busy loop). `put_writes` returns as soon as
+            they wait; writes the checkpoint does not take in time are stored on their own
+            within two lingers, and that thread's writes do not wait during its next 64
+            checkpoints (a fan-out wider than the executor, `max_concurrency=1`). An error
+            or an interrupt stores the writes waiting beside it before it returns, and a
+            read of a thread stores that thread's first; see `aflush_writes`.
             0 stores every write on its own.
         lock_timeout: How long one statement of this saver (and of the effect journal and
             run registry made on it) may wait for a lock another session holds, in seconds

@@ -7,6 +7,8 @@ its own.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -210,3 +212,85 @@ def test_writes_langgraph_waits_for_are_not_held_back(
     held = [channels for channels, park in calls if park]
     assert any(channels & waited_for for channels, _ in calls)
     assert not any(channels & waited_for for channels in held), calls
+
+
+def _fan_out_with_an_interrupt(parked: Any, *, is_async: bool) -> StateGraph[Any, Any, Any, Any]:
+    """START -> "done" and "asks" side by side; "asks" interrupts once "done"'s writes
+    wait for a checkpoint (`parked()`, first run only), which never comes: the step ends
+    in the interrupt."""
+    from langgraph.types import interrupt
+
+    builder = StateGraph(State)
+    builder.add_node("done", lambda s: {"log": ["done"]})
+    asked: list[bool] = []
+    if is_async:
+
+        async def asks(state: Any) -> dict[str, Any]:
+            for _ in range(10_000_000 if not asked else 0):  # first run only
+                if parked():
+                    break
+                await asyncio.sleep(0)
+            asked.append(True)
+            return {"log": [interrupt("ok?")]}
+
+        builder.add_node("asks", asks)
+    else:
+
+        def asks_sync(state: Any) -> dict[str, Any]:
+            pause = threading.Event()
+            while not asked and not parked():  # first run only
+                pause.wait(0.001)
+            asked.append(True)
+            return {"log": [interrupt("ok?")]}
+
+        builder.add_node("asks", asks_sync)
+    builder.add_edge(START, "done")
+    builder.add_edge(START, "asks")
+    builder.add_edge("done", END)
+    builder.add_edge("asks", END)
+    return builder
+
+
+def task_write_channels(dsn: str, thread: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT channel FROM checkpoint_writes WHERE thread_id = %s ORDER BY channel",
+            (thread,),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+async def test_a_step_ending_in_an_interrupt_has_stored_its_siblings_writes_on_return(
+    db_dsn: str, flavor: str
+) -> None:
+    """A sibling's writes waited for a checkpoint that the interrupt ends the step before:
+    `put_writes` had returned, yet when the run returns they are in the database (not
+    only after a read, nor after the 1 s linger), and the resume does not run it again."""
+    from langgraph.types import Command
+
+    thread = f"fold-{uuid.uuid4()}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    if flavor == "sync":
+        with DurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as saver:
+            saver.setup()
+            outwait_any_load(saver)
+            graph = _fan_out_with_an_interrupt(
+                lambda: bool(saver._parking._registry.parked), is_async=False
+            ).compile(checkpointer=saver)
+            graph.invoke({"log": []}, config, durability="sync")
+            stored = task_write_channels(db_dsn, thread)
+            out = graph.invoke(Command(resume="yes"), config, durability="sync")
+    else:
+        async with AsyncDurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as asaver:
+            await asaver.setup()
+            outwait_any_load(asaver)
+            agraph = _fan_out_with_an_interrupt(
+                lambda: bool(asaver._parking._registry.parked), is_async=True
+            ).compile(checkpointer=asaver)
+            await agraph.ainvoke({"log": []}, config, durability="sync")
+            stored = task_write_channels(db_dsn, thread)
+            out = await agraph.ainvoke(Command(resume="yes"), config, durability="sync")
+    assert stored.count("log") == 2  # the input's, and "done"'s result
+    assert "__interrupt__" in stored
+    assert sorted(out["log"]) == ["done", "yes"]  # "done" ran once

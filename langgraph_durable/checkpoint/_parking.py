@@ -394,11 +394,17 @@ class _Registry:
             self.enter(key)
         return entries
 
-    def of_thread(self, thread_id: str) -> list[ParkedWrites]:
-        """Takes every parked write of a thread whose writer has returned, counted busy,
-        for the caller to store alone (a read of the thread must see them)."""
+    def of_thread(self, thread_id: str, checkpoint_ns: str | None) -> list[ParkedWrites]:
+        """Takes every parked write of a thread (of one namespace, unless None) whose
+        writer has returned, counted busy, for the caller to store alone (a read must see
+        them). A subgraph's read leaves its parent's writes to the parent's next put."""
         found: list[ParkedWrites] = []
-        for key in [key for key in self.parked if key[0] == thread_id]:
+        keys = [
+            key
+            for key in self.parked
+            if key[0] == thread_id and (checkpoint_ns is None or key[1] == checkpoint_ns)
+        ]
+        for key in keys:
             entries = self.parked.pop(key)
             mine = [entry for entry in entries if entry.stored is None]
             others = [entry for entry in entries if entry.stored is not None]
@@ -626,11 +632,12 @@ class AsyncWriteParking:
         if registry.parked:
             self._sweep_later()
 
-    async def flush_thread(self, thread_id: str) -> None:
-        """Stores the parked writes of a thread before a read of it: a run that returned
-        (or a reader beside it) sees every write whose writer returned."""
+    async def flush_thread(self, thread_id: str, checkpoint_ns: str | None = None) -> None:
+        """Stores the parked writes of a thread (of one namespace, unless None) before a
+        read of it: a run that returned (or a reader beside it) sees every write whose
+        writer returned."""
         if self._registry.parked:
-            found = self._registry.of_thread(thread_id)
+            found = self._registry.of_thread(thread_id, checkpoint_ns)
             if found:
                 await asyncio.wait([self._store_alone(entry) for entry in found])
 
@@ -850,13 +857,14 @@ class WriteParking:
             for entry in due:
                 self._store_alone(entry)
 
-    def flush_thread(self, thread_id: str) -> None:
-        """Stores the parked writes of a thread before a read of it: a run that returned
-        (or a reader beside it) sees every write whose writer returned."""
+    def flush_thread(self, thread_id: str, checkpoint_ns: str | None = None) -> None:
+        """Stores the parked writes of a thread (of one namespace, unless None) before a
+        read of it: a run that returned (or a reader beside it) sees every write whose
+        writer returned."""
         if not self._registry.parked:
             return
         with self._changed:
-            found = self._registry.of_thread(thread_id)
+            found = self._registry.of_thread(thread_id, checkpoint_ns)
         for entry in found:
             self._store_alone(entry)
 

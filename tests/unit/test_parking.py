@@ -636,28 +636,33 @@ async def test_writes_that_end_their_step_store_the_writes_parked_beside_them(
 async def test_a_read_of_a_thread_and_a_flush_store_what_is_parked(flavor: str) -> None:
     stored: list[str] = []
     mine, theirs = KEY, ("other-thread", "", "checkpoint-1")
+    subgraph = ("thread", "sub:1", "checkpoint-9")
     if flavor == "threads":
         parking: Any = WriteParking(linger=HANG_S)
-        for key, w in ((mine, "mine"), (theirs, "theirs")):
+        for key, w in ((mine, "mine"), (subgraph, "sub"), (theirs, "theirs")):
             assert parking.store(key, prepared({"w": w}), lambda p: stored.append(p["w"]))
-        parking.flush_thread("thread")
+        parking.flush_thread("thread", "")
         assert stored == ["mine"]
+        parking.flush_thread("thread")
+        assert stored == ["mine", "sub"]
         assert list(parking._registry.parked) == [theirs]
         parking.flush()
-        assert stored == ["mine", "theirs"]
+        assert stored == ["mine", "sub", "theirs"]
     else:
         parking = AsyncWriteParking(linger=HANG_S)
 
         async def alone(params: dict[str, Any]) -> None:
             stored.append(params["w"])
 
-        for key, w in ((mine, "mine"), (theirs, "theirs")):
+        for key, w in ((mine, "mine"), (subgraph, "sub"), (theirs, "theirs")):
             assert await parking.store(key, prepared({"w": w}), alone)
-        await parking.flush_thread("thread")
+        await parking.flush_thread("thread", "")
         assert stored == ["mine"]
+        await parking.flush_thread("thread")
+        assert stored == ["mine", "sub"]
         assert list(parking._registry.parked) == [theirs]
         await parking.flush()
-        assert stored == ["mine", "theirs"]
+        assert stored == ["mine", "sub", "theirs"]
     assert parking._registry.parked == {}
 
 

@@ -341,9 +341,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
         A task's writes wait a moment for the next checkpoint, which commits them (see
         `write_linger`); the call that handed them over has returned. A run that ends
-        without a checkpoint after them (a stream closed early, a step timeout) leaves them
-        to be stored within two lingers. Call this before you close a pool or connection
-        you passed to the saver; `from_conn_string` calls it before closing its own.
+        without a checkpoint after them and without an error or interrupt (a stream
+        closed early, an invalid update) leaves them to be stored within two lingers, or
+        by the next read of their thread. Call this before you close a pool or connection
+        you passed to the saver, or before the event loop ends; `from_conn_string` calls
+        it before closing its own pool.
         """
         await self._parking.flush()
 
@@ -668,7 +670,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
-        await self._adelete_threads([_core.thread_id_of(thread_id)])
+        thread_id = _core.thread_id_of(thread_id)
+        await self._parking.flush_thread(thread_id)  # none stored after the delete
+        await self._adelete_threads([thread_id])
 
     @aretry_on_disconnect
     async def _adelete_threads(self, thread_ids: Sequence[str]) -> None:
@@ -699,6 +703,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         }
         if params["source"] == params["target"]:
             raise InvalidInputError("copy_thread needs two different thread ids.")
+        await self._parking.flush_thread(params["source"])  # the copy holds them too
         async with self._source.connection("copying a thread") as conn, conn.transaction():
             await conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
             cur = await conn.execute(
@@ -730,6 +735,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 f"Unknown prune strategy {strategy!r}: use one of {_core.PRUNE_STRATEGIES}."
             )
         ids = [_core.thread_id_of(t) for t in thread_ids]
+        for thread_id in ids:  # none stored after the prune
+            await self._parking.flush_thread(thread_id)
         if not ids:
             return
         if strategy == "delete":

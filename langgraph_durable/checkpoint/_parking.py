@@ -23,9 +23,11 @@ The protocol, per (thread, namespace, checkpoint) key:
   no put will follow; a read of a thread (`get_tuple`, `list`) stores its parked writes
   first, and `flush_writes()` (called when `from_conn_string` closes its pool) all of
   them. So a run that has returned has stored every write of a step that ended in an
-  error or an interrupt, and a reader sees what a writer handed over. Writes whose run
-  ends without a checkpoint otherwise (a stream closed early, a step timeout) are stored
-  by the sweep within two waits.
+  error or an interrupt, and a reader sees what a writer handed over (a read also waits
+  for its thread's writes being stored alone). Writes whose run ends without a checkpoint
+  otherwise (a stream closed early, an invalid update, a subgraph's static interrupt
+  beside a sibling task) are stored by the sweep within two waits, by the next read of
+  their thread, or, for sync savers, at the process's normal exit.
 - Writes no `put` takes in time are stored alone. Their thread then stops parking for its
   next `COLD_PUTS` checkpoints (any namespace: a subgraph's namespace changes every step),
   twice as many after each further timeout, until parked writes are taken again: when a
@@ -66,11 +68,13 @@ and for threads.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -123,6 +127,11 @@ _MAX_LATE_KEYS = 4096
 
 _MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
+
+
+def in_thread(key: WriteKey, thread_id: str, checkpoint_ns: str | None) -> bool:
+    """Whether `key` is of the thread, and of the namespace unless that is None."""
+    return key[0] == thread_id and (checkpoint_ns is None or key[1] == checkpoint_ns)
 
 
 def hand_to_put(exc: BaseException) -> bool:
@@ -363,11 +372,13 @@ class _Registry:
                     entry.stored.set()
         return orphans
 
-    def expired(self, now: float, still_storing: Set[WriteKey]) -> list[ParkedWrites]:
+    def expired(
+        self, now: float, still_storing: Set[WriteKey], *, timed_out: bool = True
+    ) -> list[ParkedWrites]:
         """Parked writes whose writer has returned and that waited `wait` in vain, unparked
-        as timed out (their thread goes cold) and counted busy, for the caller to store
-        alone. Not those of a checkpoint still being stored (`still_storing`): the put
-        that takes them follows it."""
+        as timed out (their thread goes cold; not with `timed_out=False`, for a flush) and
+        counted busy, for the caller to store alone. Not those of a checkpoint still being
+        stored (`still_storing`): the put that takes them follows it."""
         found = [
             entry
             for entries in self.parked.values()
@@ -377,7 +388,7 @@ class _Registry:
             and entry.key not in still_storing
         ]
         for entry in found:
-            self.unpark(entry.key, entry, timed_out=True)
+            self.unpark(entry.key, entry, timed_out=timed_out)
             self.enter(entry.key)
         return found
 
@@ -388,33 +399,37 @@ class _Registry:
         if len(self.ended) >= _MAX_LATE_KEYS:
             self.ended.clear()
         self.ended[key] = None
-        entries = self.parked.pop(key, [])
-        for entry in entries:
-            entry.state = _TAKEN
-            self.enter(key)
-        return entries
+        return self._take_returned([key])
 
     def of_thread(self, thread_id: str, checkpoint_ns: str | None) -> list[ParkedWrites]:
         """Takes every parked write of a thread (of one namespace, unless None) whose
         writer has returned, counted busy, for the caller to store alone (a read must see
         them). A subgraph's read leaves its parent's writes to the parent's next put."""
+        return self._take_returned(
+            [key for key in self.parked if in_thread(key, thread_id, checkpoint_ns)]
+        )
+
+    def _take_returned(self, keys: Sequence[WriteKey]) -> list[ParkedWrites]:
+        """Takes the writes parked under `keys` whose writer has returned, counted busy.
+        Writes handed over by a writer that waits (`stored` set) stay for their put."""
         found: list[ParkedWrites] = []
-        keys = [
-            key
-            for key in self.parked
-            if key[0] == thread_id and (checkpoint_ns is None or key[1] == checkpoint_ns)
-        ]
         for key in keys:
-            entries = self.parked.pop(key)
-            mine = [entry for entry in entries if entry.stored is None]
-            others = [entry for entry in entries if entry.stored is not None]
-            if others:
-                self.parked[key] = others
-            for entry in mine:
-                entry.state = _TAKEN
-                self.enter(key)
-            found += mine
+            entries = self.parked.pop(key, None)
+            if not entries:
+                continue
+            waited_for = [entry for entry in entries if entry.stored is not None]
+            if waited_for:
+                self.parked[key] = waited_for
+            for entry in entries:
+                if entry.stored is None:
+                    entry.state = _TAKEN
+                    self.enter(key)
+                    found.append(entry)
         return found
+
+    def busy_in_thread(self, thread_id: str, checkpoint_ns: str | None) -> bool:
+        """Whether a call for the thread (one namespace, unless None) is busy."""
+        return any(in_thread(key, thread_id, checkpoint_ns) for key in self.busy)
 
     def count_failed(self, entry: ParkedWrites) -> None:
         """The writer of writes a failed `put` took, woken to store them alone: they count
@@ -605,6 +620,13 @@ class AsyncWriteParking:
                 entry.key[0],
                 exc,
             )
+        except asyncio.CancelledError:  # the loop shuts down: call aflush_writes() first
+            logger.warning(
+                "Writes of task %s (thread %s) were not stored: their loop shut down first",
+                entry.params.get("task_id"),
+                entry.key[0],
+            )
+            raise
         finally:
             if busy:
                 registry.leave(entry.key)
@@ -636,15 +658,20 @@ class AsyncWriteParking:
         """Stores the parked writes of a thread (of one namespace, unless None) before a
         read of it: a run that returned (or a reader beside it) sees every write whose
         writer returned."""
-        if self._registry.parked:
-            found = self._registry.of_thread(thread_id, checkpoint_ns)
+        registry = self._registry
+        if registry.parked:
+            found = registry.of_thread(thread_id, checkpoint_ns)
             if found:
                 await asyncio.wait([self._store_alone(entry) for entry in found])
+        # Writes of the thread being stored meanwhile (by a sweep, a failed put, another
+        # reader): a read goes on once they are in, as it did when their writer waited.
+        while registry.busy and registry.busy_in_thread(thread_id, checkpoint_ns):
+            await self._changed.wait()
 
     async def flush(self) -> None:
         """Stores every parked write now and waits for those being stored alone: before
         the saver's connections close, or its caller exits."""
-        for entry in self._registry.expired(math.inf, frozenset()):
+        for entry in self._registry.expired(math.inf, frozenset(), timed_out=False):
             self._store_alone(entry)
         while self._alone:
             await asyncio.wait(set(self._alone))
@@ -722,6 +749,20 @@ class _Released:
         return False
 
 
+_SYNC_PARKINGS: weakref.WeakSet[WriteParking] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """A process that exits normally stores what its sync savers still have parked (the
+    sweeper is a daemon thread, gone at exit); `from_conn_string` has flushed already."""
+    for parking in list(_SYNC_PARKINGS):
+        try:
+            parking.flush()
+        except Exception as exc:  # a pool closed by its owner: nothing left to store with
+            logger.warning("Parked writes could not be stored at exit: %s", exc)
+
+
 class WriteParking:
     """Parking for `DurablePostgresSaver`; calls come from LangGraph's worker threads.
 
@@ -736,11 +777,12 @@ class WriteParking:
 
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
-        lock = threading.RLock()
-        self._changed = threading.Condition(lock)
-        self._sweeper_wake = threading.Condition(lock)
+        self._changed = threading.Condition()
         self._putting: dict[WriteKey, _Released] = {}
+        _SYNC_PARKINGS.add(self)
         self._sweeper: threading.Thread | None = None
+        self._sweeping = False
+        """The sweeper is storing writes alone (`flush` waits for it)."""
 
     def store(
         self,
@@ -765,10 +807,10 @@ class WriteParking:
             stranded: list[ParkedWrites] = []
             with self._changed:
                 if park and registry.thread_is_warm(key):
+                    self._start_sweeping()
                     registry.park(key, params, None, store_alone)
                     busy = False
                     self._changed.notify_all()
-                    self._start_sweeping()
                     return True
                 if ends_step:
                     stranded = registry.end_step(key)
@@ -826,15 +868,17 @@ class WriteParking:
                     self._changed.notify_all()
 
     def _start_sweeping(self) -> None:
-        """Starts the sweeper if none runs (the caller holds the lock)."""
+        """Starts the sweeper if none runs (the caller holds the lock); raises, parking
+        nothing, if no thread can start (an interpreter shutting down)."""
         if self._sweeper is None:
-            self._sweeper = threading.Thread(
+            sweeper = threading.Thread(
                 target=self._sweep, name="langgraph-durable-parking", daemon=True
             )
-            self._sweeper.start()
+            sweeper.start()
+            self._sweeper = sweeper
 
     def _sweep(self) -> None:
-        """The sweeper: every wait, stores alone what timed out or a failed put left.
+        """The sweeper: every wait, stores alone the parked writes that timed out.
 
         It looks once per wait whatever is parked, and is never woken by a park: waking
         it on each one cost a thread switch per step. So writes no put takes are stored
@@ -851,30 +895,46 @@ class WriteParking:
                         self._sweeper = None
                         return
                     idle = 0.0 if registry.parked else idle + registry.wait
-                    self._sweeper_wake.wait(registry.wait)
-                    continue
+                else:
+                    self._sweeping = True
+            if not due:
+                time.sleep(registry.wait)  # pacing, not waiting for anything
+                continue
             idle = 0.0
-            for entry in due:
-                self._store_alone(entry)
+            try:
+                for entry in due:
+                    self._store_alone(entry)
+            finally:
+                with self._changed:
+                    self._sweeping = False
+                    self._changed.notify_all()
 
     def flush_thread(self, thread_id: str, checkpoint_ns: str | None = None) -> None:
         """Stores the parked writes of a thread (of one namespace, unless None) before a
         read of it: a run that returned (or a reader beside it) sees every write whose
         writer returned."""
-        if not self._registry.parked:
+        registry = self._registry
+        if not registry.parked and not registry.busy:
             return
         with self._changed:
-            found = self._registry.of_thread(thread_id, checkpoint_ns)
+            found = registry.of_thread(thread_id, checkpoint_ns)
         for entry in found:
             self._store_alone(entry)
+        # Writes of the thread being stored meanwhile (by the sweeper, a failed put,
+        # another reader): a read goes on once they are in, as when their writer waited.
+        with self._changed:
+            self._changed.wait_for(lambda: not registry.busy_in_thread(thread_id, checkpoint_ns))
 
     def flush(self) -> None:
         """Stores every parked write now: before the saver's connections close, or its
         caller exits."""
+        registry = self._registry
         with self._changed:
-            due = self._registry.expired(math.inf, frozenset())
+            due = registry.expired(math.inf, frozenset(), timed_out=False)
         for entry in due:
             self._store_alone(entry)
+        with self._changed:  # and what the sweeper is storing now
+            self._changed.wait_for(lambda: not self._sweeping)
 
     def _hand_over(self, key: WriteKey, params: dict[str, Any]) -> bool:
         """Parks writes that failed alone for the `put` waiting for them (the caller's busy

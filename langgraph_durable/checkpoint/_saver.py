@@ -340,9 +340,11 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
         A task's writes wait a moment for the next checkpoint, which commits them (see
         `write_linger`); the call that handed them over has returned. A run that ends
-        without a checkpoint after them (a stream closed early, a step timeout) leaves them
-        to be stored within two lingers. Call this before you close a pool or connection
-        you passed to the saver; `from_conn_string` calls it before closing its own.
+        without a checkpoint after them and without an error or interrupt (a stream
+        closed early, an invalid update) leaves them to be stored within two lingers, or
+        by the next read of their thread. Call this before you close a pool or connection
+        you passed to the saver, or before the event loop ends; `from_conn_string` calls
+        it before closing its own pool.
         """
         self._parking.flush()
 
@@ -665,7 +667,9 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and blob of a thread, in one transaction."""
-        self._delete_threads([_core.thread_id_of(thread_id)])
+        thread_id = _core.thread_id_of(thread_id)
+        self._parking.flush_thread(thread_id)  # none stored after the delete
+        self._delete_threads([thread_id])
 
     @retry_on_disconnect
     def _delete_threads(self, thread_ids: Sequence[str]) -> None:
@@ -696,6 +700,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         }
         if params["source"] == params["target"]:
             raise InvalidInputError("copy_thread needs two different thread ids.")
+        self._parking.flush_thread(params["source"])  # the copy holds them too
         with self._source.connection("copying a thread") as conn, conn.transaction():
             conn.execute(QUERIES["lock_thread"], {"thread_id": params["target"]})
             cur = conn.execute(QUERIES["thread_has_checkpoints"], {"thread_id": params["target"]})
@@ -725,6 +730,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 f"Unknown prune strategy {strategy!r}: use one of {_core.PRUNE_STRATEGIES}."
             )
         ids = [_core.thread_id_of(t) for t in thread_ids]
+        for thread_id in ids:  # none stored after the prune
+            self._parking.flush_thread(thread_id)
         if not ids:
             return
         if strategy == "delete":

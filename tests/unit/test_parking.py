@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -335,8 +336,8 @@ async def test_async_failed_or_cancelled_put_stores_the_writes_alone() -> None:
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert await asyncio.wait_for(parking._take([KEY]), HANG_S) == []
-    assert stored_alone == [{"w": 1}, {"w": 2}]
+    assert stored_alone == [{"w": 1}, {"w": 2}]  # stored before the cancellation went on
+    assert parking._registry.none_busy([KEY])
 
 
 async def test_async_take_cancelled_while_waiting_takes_nothing() -> None:
@@ -705,7 +706,102 @@ async def test_a_put_s_own_checkpoint_lets_writes_parked_meanwhile_wait_again() 
     async with parking.carried_by_put([KEY], fence_token=None):
         assert await parking.store(KEY, prepared({"w": 1}), alone)
         (entry,) = parking._registry.parked[KEY]
-        entry.parked_at -= 2 * HANG_S
-        assert parking._registry.expired(entry.parked_at + 3 * HANG_S, {KEY}) == []
-    assert parking._registry.expired(entry.parked_at, set()) == []
+        entry.parked_at -= 2 * HANG_S  # it has waited long: only the put holds it back
+        assert parking._registry.expired(time.monotonic(), {KEY}) == []
+    # The put has finished: the wait starts again from now.
+    assert parking._registry.expired(time.monotonic(), set()) == []
+    assert parking._registry.parked[KEY] == [entry]
     assert stored_alone == []
+
+
+@pytest.mark.parametrize("flavor", ["threads", "asyncio"])
+async def test_a_read_waits_for_its_thread_s_writes_being_stored_alone(flavor: str) -> None:
+    """Writes the parking is storing alone (a sweep, a failed put) are no longer parked;
+    a read of their thread waits for them, as it did while their writer waited."""
+    release = threading.Event()
+    order: list[str] = []
+    if flavor == "threads":
+        parking: Any = WriteParking(linger=HANG_S)
+
+        def slow(params: dict[str, Any]) -> None:
+            release.wait(HANG_S)
+            order.append("writes")
+
+        assert parking.store(KEY, prepared({"w": 1}), slow)
+        (entry,) = parking._registry.expired(time.monotonic() + 2 * HANG_S, set())
+        storing = threading.Thread(target=parking._store_alone, args=(entry,), daemon=True)
+        storing.start()
+
+        def read() -> None:
+            parking.flush_thread("thread", "")
+            order.append("read")
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout=0.1)  # a bounded look for a read that did not wait
+        assert order == []
+        release.set()
+        reader.join(HANG_S)
+        storing.join(HANG_S)
+    else:
+        parking = AsyncWriteParking(linger=HANG_S)
+        gate = asyncio.Event()
+
+        async def aslow(params: dict[str, Any]) -> None:
+            await gate.wait()
+            order.append("writes")
+
+        assert await parking.store(KEY, prepared({"w": 1}), aslow)
+        (entry,) = parking._registry.expired(time.monotonic() + 2 * HANG_S, set())
+        parking._store_alone(entry)
+
+        async def read() -> None:
+            await parking.flush_thread("thread", "")
+            order.append("read")
+
+        reader_task = asyncio.create_task(read())
+        await yield_to_others()
+        assert order == []
+        gate.set()
+        await asyncio.wait_for(reader_task, HANG_S)
+    assert order == ["writes", "read"]
+
+
+@pytest.mark.parametrize("flavor", ["threads", "asyncio"])
+async def test_an_error_leaves_writes_handed_over_to_a_waiting_put_for_that_put(
+    flavor: str,
+) -> None:
+    """Writes that failed alone and were handed to the put waiting for them belong to that
+    put (their writer waits for its outcome): a sibling's error in the same step must not
+    take them, or nobody would store them and their writer would wait for ever."""
+    from langgraph_durable.checkpoint._parking import _Released, _Settled
+
+    stored: list[str] = []
+    signal: Any
+    if flavor == "threads":
+        parking: Any = WriteParking(linger=HANG_S)
+        signal = _Released()
+        with parking._changed:
+            parking._registry.enter(KEY)
+            handed = parking._registry.park(KEY, {"w": "handed"}, signal)
+        assert not parking.store(
+            KEY,
+            prepared({"w": "error"}, park=False),
+            lambda p: stored.append(p["w"]),
+            ends_step=True,
+        )
+    else:
+        parking = AsyncWriteParking(linger=HANG_S)
+        signal = _Settled()
+        parking._registry.enter(KEY)
+        handed = parking._registry.park(KEY, {"w": "handed"}, signal)
+
+        async def alone(params: dict[str, Any]) -> None:
+            stored.append(params["w"])
+
+        assert not await parking.store(
+            KEY, prepared({"w": "error"}, park=False), alone, ends_step=True
+        )
+    assert stored == ["error"]
+    assert parking._registry.parked[KEY] == [handed]  # still there for its put
+    assert handed.state == "parked"

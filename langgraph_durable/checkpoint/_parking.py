@@ -129,6 +129,18 @@ _MAX_COLD_THREADS = 10_000
 _PARKED, _TAKEN = "parked", "taken"
 
 
+def _unstored(entry: ParkedWrites, exc: BaseException) -> None:
+    """Logs writes the parking could not store. Their writer has returned: nobody to
+    raise to. The checkpoint that moves past them holds their results; without one, their
+    task runs again on resume."""
+    logger.warning(
+        "Writes of task %s (thread %s) could not be stored: %s",
+        entry.params.get("task_id"),
+        entry.key[0],
+        exc,
+    )
+
+
 def in_thread(key: WriteKey, thread_id: str, checkpoint_ns: str | None) -> bool:
     """Whether `key` is of the thread, and of the namespace unless that is None."""
     return key[0] == thread_id and (checkpoint_ns is None or key[1] == checkpoint_ns)
@@ -431,6 +443,16 @@ class _Registry:
         """Whether a call for the thread (one namespace, unless None) is busy."""
         return any(in_thread(key, thread_id, checkpoint_ns) for key in self.busy)
 
+    def hand_back(self, entry: ParkedWrites, exc: BaseException) -> bool:
+        """Writes whose writer has returned failed alone (`exc`): if a put waits for them
+        and the database was at fault, they are parked again for that put, which commits
+        them with its checkpoint or fails and stores them alone again (their busy count
+        moves to the entry). Whether they were."""
+        if not self.may_hand_over(entry.key, True, exc):
+            return False
+        self.park(entry.key, entry.params, None, entry.store_alone)
+        return True
+
     def count_failed(self, entry: ParkedWrites) -> None:
         """The writer of writes a failed `put` took, woken to store them alone: they count
         as busy until it has (`settle` counted them, unless counting failed there)."""
@@ -605,21 +627,11 @@ class AsyncWriteParking:
             assert entry.store_alone is not None
             await entry.store_alone(entry.params)
         except Exception as exc:
-            if registry.may_hand_over(entry.key, True, exc):
-                # A put waits for them: it commits them with its checkpoint, or fails and
-                # they are stored alone again (`_settle`).
-                registry.park(entry.key, entry.params, None, entry.store_alone)
+            if registry.hand_back(entry, exc):
                 busy = False
                 self._sweep_later()
                 return
-            # Their writer has returned: nobody to raise to. The checkpoint that moves
-            # past them holds their results; without one, their task runs again.
-            logger.warning(
-                "Writes of task %s (thread %s) could not be stored: %s",
-                entry.params.get("task_id"),
-                entry.key[0],
-                exc,
-            )
+            _unstored(entry, exc)
         except asyncio.CancelledError:  # the loop shuts down: call aflush_writes() first
             logger.warning(
                 "Writes of task %s (thread %s) were not stored: their loop shut down first",
@@ -845,22 +857,12 @@ class WriteParking:
             entry.store_alone(entry.params)
         except Exception as exc:
             with self._changed:
-                if registry.may_hand_over(entry.key, True, exc):
-                    # A put waits for them: it commits them with its checkpoint, or fails
-                    # and they are stored alone again (`_settle`).
-                    registry.park(entry.key, entry.params, None, entry.store_alone)
+                self._start_sweeping()
+                if registry.hand_back(entry, exc):
                     busy = False
                     self._changed.notify_all()
-                    self._start_sweeping()
                     return
-            # Their writer has returned: nobody to raise to. The checkpoint that moves
-            # past them holds their results; without one, their task runs again.
-            logger.warning(
-                "Writes of task %s (thread %s) could not be stored: %s",
-                entry.params.get("task_id"),
-                entry.key[0],
-                exc,
-            )
+            _unstored(entry, exc)
         finally:
             if busy:
                 with self._changed:

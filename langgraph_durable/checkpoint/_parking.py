@@ -123,6 +123,10 @@ MAX_WAIT_FACTOR = 25
 SWEEPER_IDLE = 1.0
 """Seconds the sync sweeper thread waits with nothing parked before it ends."""
 
+_IDLE_PAUSE_LINGERS = 25
+"""The longest pause of the sync sweeper between looks while nothing is parked, in
+lingers (50 ms at the default 2 ms)."""
+
 _MAX_LATE_KEYS = 4096
 
 _MAX_COLD_THREADS = 10_000
@@ -882,13 +886,15 @@ class WriteParking:
     def _sweep(self) -> None:
         """The sweeper: every wait, stores alone the parked writes that timed out.
 
-        It looks once per wait whatever is parked, and is never woken by a park: waking
-        it on each one cost a thread switch per step. So writes no put takes are stored
-        between one and two waits after they parked. It ends once nothing was parked for
-        `SWEEPER_IDLE` seconds.
+        It looks once per wait while writes are parked, and is never woken by a park:
+        waking it on each one cost a thread switch per step. While nothing is parked it
+        looks less and less often (up to every `_IDLE_PAUSE_LINGERS` lingers), so a saver
+        between runs does not wake every two milliseconds. Writes no put takes are stored
+        one to two waits after they parked, or up to that pause after, when they parked
+        after a quiet spell. It ends once nothing was parked for `SWEEPER_IDLE` seconds.
         """
         registry = self._registry
-        idle = 0.0
+        idle = pause = 0.0
         while True:
             with self._changed:
                 due = registry.expired(time.monotonic(), self._putting.keys())
@@ -896,11 +902,17 @@ class WriteParking:
                     if idle >= SWEEPER_IDLE and not registry.parked:
                         self._sweeper = None
                         return
-                    idle = 0.0 if registry.parked else idle + registry.wait
+                    if registry.parked:
+                        idle, pause = 0.0, registry.wait
+                    else:  # look less often while nothing waits: idle savers stay quiet
+                        pause = min(
+                            max(2 * pause, registry.wait), _IDLE_PAUSE_LINGERS * registry.linger
+                        )
+                        idle += pause
                 else:
                     self._sweeping = True
             if not due:
-                time.sleep(registry.wait)  # pacing, not waiting for anything
+                time.sleep(pause)  # pacing, not waiting for anything
                 continue
             idle = 0.0
             try:

@@ -294,3 +294,37 @@ async def test_a_step_ending_in_an_interrupt_has_stored_its_siblings_writes_on_r
     assert stored.count("log") == 2  # the input's, and "done"'s result
     assert "__interrupt__" in stored
     assert sorted(out["log"]) == ["done", "yes"]  # "done" ran once
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+async def test_flush_writes_stores_the_writes_still_waiting_for_their_checkpoint(
+    db_dsn: str, flavor: str
+) -> None:
+    """`put_writes` in a running graph returns once its writes are parked; no checkpoint
+    follows here, and `flush_writes()` commits them at once (not after the linger)."""
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+
+    thread = f"fold-{uuid.uuid4()}"
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    if flavor == "sync":
+        with DurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as saver:
+            saver.setup()
+            outwait_any_load(saver)
+            parent: Any = saver.put(config, empty_checkpoint(), {}, {})
+            in_loop = {"configurable": {**parent["configurable"], CONFIG_KEY_RUNTIME: object()}}
+            saver.put_writes(in_loop, [("log", ["x"])], "task-1")
+            waiting = task_write_channels(db_dsn, thread)
+            saver.flush_writes()
+            stored = task_write_channels(db_dsn, thread)
+    else:
+        async with AsyncDurablePostgresSaver.from_conn_string(db_dsn, write_linger=1.0) as asaver:
+            await asaver.setup()
+            outwait_any_load(asaver)
+            parent = await asaver.aput(config, empty_checkpoint(), {}, {})
+            in_loop = {"configurable": {**parent["configurable"], CONFIG_KEY_RUNTIME: object()}}
+            await asaver.aput_writes(in_loop, [("log", ["x"])], "task-1")
+            waiting = task_write_channels(db_dsn, thread)
+            await asaver.aflush_writes()
+            stored = task_write_channels(db_dsn, thread)
+    assert waiting == []  # parked: put_writes returned before they were stored
+    assert stored == ["log"]

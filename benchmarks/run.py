@@ -198,8 +198,9 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   with `durability="sync"`, each saver in its own database; growth of
   `pg_total_relation_size` of the three tables (indexes and TOAST included) / checkpoints.
   The DeltaChannel row runs the same chat with `messages` in LangGraph's `DeltaChannel`
-  (the recommended setting, which the storage target uses); the lz4 row runs ours after
-  switching the value columns' TOAST compression from pglz to lz4.
+  (the recommended setting, which the storage target uses); the pglz row runs ours with
+  the value columns' TOAST compression set back from lz4 (our `setup()`) to Postgres'
+  default pglz.
 - effects: an `@effect` with a no-op body on a new business key (journal claim + complete,
   two synchronous commits) against two single-row INSERT+commit statements on the same
   pool, interleaved; the journal's two statements alone, with precomputed parameters, are

@@ -30,7 +30,7 @@ ROWS = (
     "| list(limit=10), thread of 1,000 checkpoints |",
     "| storage per step, 20-turn chat |",
     "| storage per step, same chat, messages in a DeltaChannel (beta) |",
-    "| storage per step, same chat, lz4 TOAST compression |",
+    "| storage per step, same chat, ours with pglz TOAST compression |",
     "| @effect call (claim + complete) vs two INSERT+commit |",
     "| raw floor: one single-row INSERT+commit |",
     "| 1 worker process on one Postgres, total | steps/s |",

@@ -21,8 +21,9 @@ Settings measured for the same chat: `messages` in a `DeltaChannel` (each messag
 once, as a write, instead of the whole list at every step; the recommended setting), and
 ours with the value columns' TOAST compression set back to Postgres' default pglz (our
 `setup()` makes it lz4, which is faster to write and about 15% bigger for message lists;
-transparent to both savers). Message lists are compressed by TOAST either way; deduplicating them inside the row format would make the
-rows unreadable to upstream, and DeltaChannel already stores each message once.
+transparent to both savers). Message lists are compressed by TOAST either way;
+deduplicating them inside the row format would make the rows unreadable to upstream, and
+DeltaChannel already stores each message once.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ directly elsewhere; only what LangGraph does not promise lives here.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -300,10 +301,15 @@ def copy_serializer(serde: S) -> S:
     return copy.copy(serde)
 
 
+@functools.lru_cache(maxsize=256)
 def strict_ext_hook(allowed: frozenset[tuple[str, ...]]) -> Any:
     """JsonPlusSerializer's builder of custom msgpack values (private
     `_create_msgpack_ext_hook`), allowing LangGraph's safe types and `allowed` only: it
-    returns the stored fields, unbuilt, for anything else."""
+    returns the stored fields, unbuilt, for anything else.
+
+    Kept per allow-list: a loaded message list asks for one per message, always with the
+    same few sets, and making the builder took a sixth of what checking a message costs.
+    The builder holds nothing but its allow-list."""
     return jsonplus._create_msgpack_ext_hook(set(allowed))
 
 

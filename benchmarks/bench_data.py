@@ -20,7 +20,7 @@ tables (`pg_total_relation_size`, indexes and TOAST included) over the checkpoin
 Settings measured for the same chat: `messages` in a `DeltaChannel` (each message stored
 once, as a write, instead of the whole list at every step; the recommended setting), and
 ours with the value columns' TOAST compression set back to Postgres' default pglz (our
-`setup()` makes it lz4, which is faster to write and about 15% bigger for message lists;
+`setup()` makes it lz4, which is faster to write and 13-16% bigger for message lists;
 transparent to both savers). Message lists are compressed by TOAST either way;
 deduplicating them inside the row format would make the rows unreadable to upstream, and
 DeltaChannel already stores each message once.

@@ -8,7 +8,10 @@ session holds a snapshot that the lock holder's `CREATE INDEX CONCURRENTLY` woul
 Each migration commits together with its version row; `CONCURRENTLY` index builds cannot
 run in a transaction, so they run alone and their version row follows, which is safe because
 every statement is `IF NOT EXISTS`; an index left invalid by an interrupted build is dropped
-and built again. Upstream's migrations are recorded in its own table with its numbers, so
+and built again. A migration in a transaction waits for table locks in short tries
+(`LOCK_WAIT_MS`): one that alters a busy table (`ALTER TABLE` takes an ACCESS EXCLUSIVE
+lock) would otherwise queue behind a long transaction while every reader and writer of the
+table queued behind it. Upstream's migrations are recorded in its own table with its numbers, so
 `PostgresSaver.setup()` finds nothing left to do afterwards.
 """
 
@@ -24,6 +27,7 @@ from psycopg.rows import DictRow
 
 from langgraph_durable._db.schema import (
     DURABLE_SCHEMA_VERSION,
+    LOCK_WAIT_MS,
     UPSTREAM_SCHEMA_VERSION,
     check_versions,
     not_ready_upstream_only,
@@ -54,7 +58,9 @@ async def _alock(conn: AsyncConnection[DictRow], timeout: float) -> None:
         delay = min(delay * 2, 0.2)
 
 
-async def _aapply_migration(conn: AsyncConnection[DictRow], migration: Migration) -> None:
+async def _aapply_migration(
+    conn: AsyncConnection[DictRow], migration: Migration, deadline: float
+) -> None:
     record = (
         "record_upstream_version" if migration.series == "upstream" else "record_durable_version"
     )
@@ -75,15 +81,39 @@ async def _aapply_migration(conn: AsyncConnection[DictRow], migration: Migration
         await conn.execute(migration.sql, prepare=False)
         await conn.execute(QUERIES[record], params)
         return
-    async with conn.transaction():
-        await conn.execute(migration.sql, prepare=False)
-        await conn.execute(QUERIES[record], params)
+    tries, pause = 0, 0.05
+    while True:
+        tries += 1
+        try:
+            async with conn.transaction():
+                await conn.execute(QUERIES["migration_lock_wait"], {"ms": LOCK_WAIT_MS})
+                await conn.execute(migration.sql, prepare=False)
+                await conn.execute(QUERIES[record], params)
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            if time.monotonic() >= deadline:
+                raise SchemaError(
+                    f"setup() could not apply migration {migration.name}: another session "
+                    f"kept a lock on a table it changes for the whole wait ({tries} tries, "
+                    f"each holding up that table's other sessions at most {LOCK_WAIT_MS} "
+                    "ms). Look in pg_stat_activity for a long or 'idle in transaction' "
+                    "session, end it, and call setup() again; nothing of this migration "
+                    "was applied."
+                ) from exc
+            logger.info(
+                "migration %s is waiting for a table lock another session holds (try %d)",
+                migration.name,
+                tries,
+            )
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, 2.0)
 
 
 async def amigrate(conn: AsyncConnection[DictRow], *, lock_timeout: float = 300) -> list[str]:
     """Bring the schema up to date; returns the names of the migrations applied.
 
-    `conn` must be in autocommit mode (CONCURRENTLY needs it).
+    `conn` must be in autocommit mode (CONCURRENTLY needs it). `lock_timeout`: seconds to
+    wait for the setup lock, and then for the table locks of each migration.
     """
     try:
         if await _aup_to_date(conn):
@@ -128,7 +158,7 @@ async def _amigrate_locked(conn: AsyncConnection[DictRow], lock_timeout: float) 
             done = row["upstream"] if migration.series == "upstream" else row["durable"]
             if migration.version <= done:
                 continue
-            await _aapply_migration(conn, migration)
+            await _aapply_migration(conn, migration, time.monotonic() + lock_timeout)
             applied.append(migration.name)
     finally:
         await conn.execute(QUERIES["unlock_setup"])

@@ -10,7 +10,10 @@ session holds a snapshot that the lock holder's `CREATE INDEX CONCURRENTLY` woul
 Each migration commits together with its version row; `CONCURRENTLY` index builds cannot
 run in a transaction, so they run alone and their version row follows, which is safe because
 every statement is `IF NOT EXISTS`; an index left invalid by an interrupted build is dropped
-and built again. Upstream's migrations are recorded in its own table with its numbers, so
+and built again. A migration in a transaction waits for table locks in short tries
+(`LOCK_WAIT_MS`): one that alters a busy table (`ALTER TABLE` takes an ACCESS EXCLUSIVE
+lock) would otherwise queue behind a long transaction while every reader and writer of the
+table queued behind it. Upstream's migrations are recorded in its own table with its numbers, so
 `PostgresSaver.setup()` finds nothing left to do afterwards.
 """
 
@@ -25,6 +28,7 @@ from psycopg.rows import DictRow
 
 from langgraph_durable._db.schema import (
     DURABLE_SCHEMA_VERSION,
+    LOCK_WAIT_MS,
     UPSTREAM_SCHEMA_VERSION,
     check_versions,
     not_ready_upstream_only,
@@ -55,7 +59,7 @@ def _lock(conn: Connection[DictRow], timeout: float) -> None:
         delay = min(delay * 2, 0.2)
 
 
-def _apply_migration(conn: Connection[DictRow], migration: Migration) -> None:
+def _apply_migration(conn: Connection[DictRow], migration: Migration, deadline: float) -> None:
     record = (
         "record_upstream_version" if migration.series == "upstream" else "record_durable_version"
     )
@@ -76,15 +80,39 @@ def _apply_migration(conn: Connection[DictRow], migration: Migration) -> None:
         conn.execute(migration.sql, prepare=False)
         conn.execute(QUERIES[record], params)
         return
-    with conn.transaction():
-        conn.execute(migration.sql, prepare=False)
-        conn.execute(QUERIES[record], params)
+    tries, pause = 0, 0.05
+    while True:
+        tries += 1
+        try:
+            with conn.transaction():
+                conn.execute(QUERIES["migration_lock_wait"], {"ms": LOCK_WAIT_MS})
+                conn.execute(migration.sql, prepare=False)
+                conn.execute(QUERIES[record], params)
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            if time.monotonic() >= deadline:
+                raise SchemaError(
+                    f"setup() could not apply migration {migration.name}: another session "
+                    f"kept a lock on a table it changes for the whole wait ({tries} tries, "
+                    f"each holding up that table's other sessions at most {LOCK_WAIT_MS} "
+                    "ms). Look in pg_stat_activity for a long or 'idle in transaction' "
+                    "session, end it, and call setup() again; nothing of this migration "
+                    "was applied."
+                ) from exc
+            logger.info(
+                "migration %s is waiting for a table lock another session holds (try %d)",
+                migration.name,
+                tries,
+            )
+            time.sleep(pause)
+            pause = min(2 * pause, 2.0)
 
 
 def migrate(conn: Connection[DictRow], *, lock_timeout: float = 300) -> list[str]:
     """Bring the schema up to date; returns the names of the migrations applied.
 
-    `conn` must be in autocommit mode (CONCURRENTLY needs it).
+    `conn` must be in autocommit mode (CONCURRENTLY needs it). `lock_timeout`: seconds to
+    wait for the setup lock, and then for the table locks of each migration.
     """
     try:
         if _up_to_date(conn):
@@ -129,7 +157,7 @@ def _migrate_locked(conn: Connection[DictRow], lock_timeout: float) -> list[str]
             done = row["upstream"] if migration.series == "upstream" else row["durable"]
             if migration.version <= done:
                 continue
-            _apply_migration(conn, migration)
+            _apply_migration(conn, migration, time.monotonic() + lock_timeout)
             applied.append(migration.name)
     finally:
         conn.execute(QUERIES["unlock_setup"])

@@ -7,6 +7,7 @@ from langgraph_durable.errors import SchemaNotReadyError, SchemaTooNewError
 
 __all__ = [
     "DURABLE_SCHEMA_VERSION",
+    "LOCK_WAIT_MS",
     "UPSTREAM_SCHEMA_VERSION",
     "check_versions",
     "not_ready_upstream_only",
@@ -18,6 +19,10 @@ DURABLE_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "durab
 
 UPSTREAM_SCHEMA_VERSION = max(m.version for m in MIGRATIONS if m.series == "upstream")
 """The newest langgraph-checkpoint-postgres migration this installation applies."""
+
+LOCK_WAIT_MS = 250
+"""How long one try of a migration waits for a table lock before it rolls back and tries
+again: at most what it holds up the other sessions of its tables for, at a time."""
 
 
 def too_new(found: int) -> SchemaTooNewError:
@@ -42,5 +47,6 @@ def check_versions(durable: int) -> None:
 def not_ready_upstream_only() -> SchemaNotReadyError:
     return SchemaNotReadyError(
         "The checkpoint tables were created by langgraph-checkpoint-postgres; call "
-        "`saver.setup()` once to add langgraph-durable's indexes (it changes no data)."
+        "`saver.setup()` once to add langgraph-durable's tables and indexes and set the value "
+        "columns' compression (no stored data changes)."
     )

@@ -18,6 +18,18 @@ CREATE TABLE IF NOT EXISTS langgraph_durable_migrations (
 -- CONCURRENTLY in the lock holder waits for every older snapshot: a deadlock.
 SELECT pg_try_advisory_lock(7236029419022517360) AS locked;
 
+-- name: migration_lock_wait
+-- A migration's transaction waits this long (ms) for a table lock, or less if the session
+-- says so: a migration that alters a table holds back every reader and writer of it
+-- while it waits, so it waits in short tries (`_migrate.py`). pg_settings gives ms.
+SELECT set_config(
+    'lock_timeout',
+    (CASE WHEN s.setting::int > 0 AND s.setting::int < %(ms)s
+        THEN s.setting::int ELSE %(ms)s END)::text || 'ms',
+    true
+)
+FROM pg_settings s WHERE s.name = 'lock_timeout';
+
 -- name: unlock_setup
 SELECT pg_advisory_unlock(7236029419022517360);
 

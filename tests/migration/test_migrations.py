@@ -31,14 +31,17 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg import sql
+from psycopg.rows import dict_row
 
 import langgraph_durable
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
     DurablePostgresSaver,
+    SchemaError,
     SchemaNotReadyError,
     SchemaTooNewError,
 )
+from langgraph_durable._db._migrate import migrate
 from langgraph_durable._sql import MIGRATIONS, SCHEMA
 
 ALL_NAMES = [m.name for m in MIGRATIONS]
@@ -140,6 +143,8 @@ def fingerprint(dsn: str) -> Fingerprint:
     found: Fingerprint = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         for section, query in _CATALOG.items():
+            if section == "compression" and conn.info.server_version < 140000:
+                continue  # no per-column compression before PostgreSQL 14
             rows = conn.execute(query.encode()).fetchall()
             found[section] = sorted(tuple(_normalize(v) for v in row) for row in rows)
     return found
@@ -155,15 +160,23 @@ def version_rows(dsn: str) -> tuple[list[int], list[tuple[int, str]]]:
     return upstream, durable
 
 
+OUR_COMPRESSION = {
+    ("checkpoint_blobs", "blob", "l"),
+    ("checkpoint_writes", "blob", "l"),
+    ("checkpoints", "checkpoint", "l"),
+}
+"""The value columns `durable_007_lz4_values` sets to lz4 (where the server has it)."""
+
+
 def without_ours(schema: Fingerprint) -> Fingerprint:
-    """The schema minus what langgraph-durable adds to upstream's (its tables, indexes and
-    functions, and the values' lz4 compression)."""
+    """The schema minus what langgraph-durable adds to upstream's: its tables, indexes and
+    functions, and the lz4 compression of the three value columns."""
     return {
         section: [
             row
             for row in rows
-            if section != "compression"
-            and not any(v.startswith(("lgd_", "langgraph_durable")) for v in row)
+            if not any(v.startswith(("lgd_", "langgraph_durable")) for v in row)
+            and not (section == "compression" and row in OUR_COMPRESSION)
         ]
         for section, rows in schema.items()
     }
@@ -200,6 +213,84 @@ def test_upstream_migrations_are_upstream_s(make_db: MakeDb) -> None:
     ours = without_ours(fingerprint(by_us))
     assert ours["tables"]
     assert fingerprint(by_upstream) == ours
+
+
+def _as_before_lz4(dsn: str) -> None:
+    """A set-up database brought back to schema version 6 (before `durable_007`)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v = 7")
+        for table, column in (
+            ("checkpoints", "checkpoint"),
+            ("checkpoint_blobs", "blob"),
+            ("checkpoint_writes", "blob"),
+        ):
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET COMPRESSION pglz").format(
+                    sql.Identifier(table), sql.Identifier(column)
+                )
+            )
+
+
+def test_a_migration_waits_for_table_locks_in_short_tries(
+    fresh_db_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`durable_007` alters three busy tables. While a long transaction holds one of them,
+    setup() must not sit in the lock queue holding the others (every reader and writer
+    would queue behind it): it tries in short waits, and readers go on in between."""
+    if not _server_has_lz4(fresh_db_dsn):
+        pytest.skip("this server has no lz4: the migration alters nothing")
+    our_setup(fresh_db_dsn)
+    _as_before_lz4(fresh_db_dsn)
+    blocker = psycopg.connect(fresh_db_dsn)  # a transaction left open on checkpoint_blobs
+    blocker.execute("SELECT count(*) FROM checkpoint_blobs").fetchone()
+    caplog.set_level("INFO", logger="langgraph_durable.setup")
+    applied: list[str] = []
+    failed: list[BaseException] = []
+
+    def setup() -> None:
+        try:
+            with psycopg.connect(fresh_db_dsn, autocommit=True, row_factory=dict_row) as conn:
+                applied.extend(migrate(conn, lock_timeout=HANG_S))
+        except BaseException as exc:  # reported by the test thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=setup, daemon=True)
+    worker.start()
+    try:
+        until(lambda: any("waiting for a table lock" in r.getMessage() for r in caplog.records))
+        # Without the short tries this reader waits behind the migration's lock on
+        # `checkpoints` until the blocker ends, and its own lock_timeout fails it.
+        with psycopg.connect(fresh_db_dsn, autocommit=True) as reader:
+            reader.execute("SET lock_timeout = '20s'")
+            for _ in range(5):
+                reader.execute("SELECT count(*) FROM checkpoints").fetchone()
+        assert not applied  # still trying
+        assert not failed
+    finally:
+        blocker.rollback()
+        blocker.close()
+    worker.join(HANG_S)
+    assert not failed, failed
+    assert applied == ["durable_007_lz4_values"]
+    assert version_rows(fresh_db_dsn)[1] == DURABLE_ROWS
+
+
+def test_setup_gives_up_on_a_table_lock_with_a_clear_error(fresh_db_dsn: str) -> None:
+    if not _server_has_lz4(fresh_db_dsn):
+        pytest.skip("this server has no lz4: the migration alters nothing")
+    our_setup(fresh_db_dsn)
+    _as_before_lz4(fresh_db_dsn)
+    with psycopg.connect(fresh_db_dsn) as blocker:
+        blocker.execute("SELECT count(*) FROM checkpoint_writes").fetchone()
+        with (
+            psycopg.connect(fresh_db_dsn, autocommit=True, row_factory=dict_row) as conn,
+            pytest.raises(SchemaError, match="pg_stat_activity") as raised,
+        ):
+            migrate(conn, lock_timeout=0.01)
+        blocker.rollback()
+    assert "durable_007_lz4_values" in str(raised.value)
+    assert version_rows(fresh_db_dsn)[1] == DURABLE_ROWS[:-1]  # nothing of it applied
+    assert our_setup(fresh_db_dsn) == ["durable_007_lz4_values"]  # once the lock is free
 
 
 def _server_has_lz4(dsn: str) -> bool:
@@ -392,6 +483,15 @@ def test_concurrent_setup(start: str, fresh_db_dsn: str, setup_workers: SetupWor
 
 HANG_S = 60.0
 """Bounds waits that only guard against a hang; a correct run never waits it out."""
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Waits for another thread or session to bring about `condition` (state, not time)."""
+    deadline = time.monotonic() + HANG_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("condition never held")
+        time.sleep(0.01)
 
 
 def _wait_for_blocked_index_build(admin: psycopg.Connection[Any], dbname: str) -> int:

@@ -1424,6 +1424,19 @@ WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'wal_level',
     'lock_timeout', 'idle_in_transaction_session_timeout', 'default_transaction_isolation',
     'server_version', 'server_version_num')
 
+-- name: doctor_value_compression
+-- Whether this server has lz4, and the value columns that do not use it (setup() sets
+-- them to lz4 where it can: durable_007). PostgreSQL 14 and newer only (attcompression).
+SELECT
+    coalesce((SELECT 'lz4' = ANY(enumvals) FROM pg_settings
+        WHERE name = 'default_toast_compression'), false) AS lz4_available,
+    coalesce(array_agg(v.name ORDER BY v.name) FILTER (WHERE a.attcompression <> 'l'),
+        '{}') AS not_lz4
+FROM (VALUES ('checkpoints', 'checkpoint'), ('checkpoint_blobs', 'blob'),
+        ('checkpoint_writes', 'blob')) AS c (tab, col)
+CROSS JOIN LATERAL (SELECT c.tab || '.' || c.col AS name) AS v
+JOIN pg_attribute a ON a.attrelid = to_regclass(c.tab) AND a.attname = c.col
+
 -- name: doctor_connections
 SELECT count(*) AS connections FROM pg_stat_activity WHERE backend_type = 'client backend'
 

@@ -11,7 +11,12 @@ from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.errors import SchemaError
-from langgraph_durable.ops._checks import Finding, judge_registry, judge_settings
+from langgraph_durable.ops._checks import (
+    Finding,
+    judge_registry,
+    judge_settings,
+    judge_value_compression,
+)
 from langgraph_durable.ops._history import checked_saver
 
 __all__ = ["adoctor"]
@@ -43,6 +48,13 @@ async def adoctor(
         return findings
     findings.append(Finding("schema", "ok", "up to date"))
     async with source.connection("counting what needs a person (doctor)") as conn:
+        if int(settings.get("server_version_num", "0")) >= 140000:
+            cur = await conn.execute(QUERIES["doctor_value_compression"])
+            compression = await cur.fetchone()
+            assert compression is not None
+            findings.append(
+                judge_value_compression(compression["lz4_available"], compression["not_lz4"])
+            )
         cur = await conn.execute(QUERIES["doctor_registry"], {"live_seconds": live_seconds})
         counts = await cur.fetchone()
     assert counts is not None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Finding", "judge_registry", "judge_settings"]
+__all__ = ["Finding", "judge_registry", "judge_settings", "judge_value_compression"]
 
 Level = Literal["ok", "warn", "fail"]
 
@@ -128,3 +128,26 @@ def judge_registry(counts: Mapping[str, Any]) -> list[Finding]:
         ),
         Finding("workers", "ok", f"{workers} live", ""),
     ]
+
+
+def judge_value_compression(lz4_available: bool, not_lz4: list[str]) -> Finding:
+    """How the checkpoint values are compressed. `setup()` makes them lz4 where the server
+    has it (pglz cost more than the rest of a put for large values and message lists); a
+    database set up on a server without lz4 and moved to one with it, or restored with
+    `pg_dump --no-toast-compression`, keeps pglz until someone sets it."""
+    if not lz4_available:
+        return Finding("value compression", "ok", "pglz (this server has no lz4)")
+    if not not_lz4:
+        return Finding("value compression", "ok", "lz4")
+    statements = "; ".join(
+        "ALTER TABLE {} ALTER COLUMN {} SET COMPRESSION lz4".format(*name.split("."))
+        for name in not_lz4
+    )
+    return Finding(
+        "value compression",
+        "warn",
+        f"not lz4: {', '.join(not_lz4)}",
+        "Large values and long message lists are stored 2-4x faster with lz4 "
+        f"(README, 'Values compressed with lz4'): {statements}. If pglz was chosen for "
+        "its smaller size, leave it.",
+    )

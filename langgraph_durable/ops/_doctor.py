@@ -13,7 +13,12 @@ from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.errors import SchemaError
-from langgraph_durable.ops._checks import Finding, judge_registry, judge_settings
+from langgraph_durable.ops._checks import (
+    Finding,
+    judge_registry,
+    judge_settings,
+    judge_value_compression,
+)
 from langgraph_durable.ops._history import checked_saver
 
 __all__ = ["doctor"]
@@ -43,6 +48,13 @@ def doctor(saver: DurablePostgresSaver, *, live_seconds: float = 90.0) -> builti
         return findings
     findings.append(Finding("schema", "ok", "up to date"))
     with source.connection("counting what needs a person (doctor)") as conn:
+        if int(settings.get("server_version_num", "0")) >= 140000:
+            cur = conn.execute(QUERIES["doctor_value_compression"])
+            compression = cur.fetchone()
+            assert compression is not None
+            findings.append(
+                judge_value_compression(compression["lz4_available"], compression["not_lz4"])
+            )
         cur = conn.execute(QUERIES["doctor_registry"], {"live_seconds": live_seconds})
         counts = cur.fetchone()
     assert counts is not None

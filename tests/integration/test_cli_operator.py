@@ -412,6 +412,32 @@ def test_doctor_reports_settings_and_a_missing_schema(
     assert "Traceback" not in err
 
 
+def test_doctor_reports_value_columns_left_on_pglz(
+    capsys: pytest.CaptureFixture[str], fresh_db_dsn: str
+) -> None:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('server_version_num')::int >= 140000 AND 'lz4' = ANY(enumvals)"
+            " FROM pg_settings WHERE name = 'default_toast_compression'"
+        ).fetchone()
+        if not (row and row[0]):
+            pytest.skip("this server has no lz4")
+        _, report, _ = cli(capsys, fresh_db_dsn, "doctor")
+        checks = {f["check"]: f for f in report["findings"]}
+        assert (checks["value compression"]["level"], checks["value compression"]["seen"]) == (
+            "ok",
+            "lz4",
+        )
+        # As after a restore with `pg_dump --no-toast-compression`.
+        conn.execute("ALTER TABLE checkpoint_blobs ALTER COLUMN blob SET COMPRESSION pglz")
+    _, report, _ = cli(capsys, fresh_db_dsn, "doctor")
+    found = {f["check"]: f for f in report["findings"]}["value compression"]
+    assert (found["level"], found["seen"]) == ("warn", "not lz4: checkpoint_blobs.blob")
+    assert "ALTER TABLE checkpoint_blobs ALTER COLUMN blob SET COMPRESSION lz4" in found["advice"]
+
+
 def test_db_start_url_and_stop_an_embedded_server(
     capsys: pytest.CaptureFixture[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:

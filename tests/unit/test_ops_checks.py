@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from langgraph_durable.ops._checks import judge_registry, judge_settings
+from langgraph_durable.ops._checks import (
+    judge_registry,
+    judge_settings,
+    judge_value_compression,
+)
 from langgraph_durable.ops._history import diff_values, plain, state_channels
 
 HEALTHY = {
@@ -56,3 +60,15 @@ def test_diffs_and_plain_values_leave_routing_channels_out() -> None:
     }
     assert plain(b"xyz") == "<3 bytes>"
     assert plain(object.__new__(object)).startswith("<object object")
+
+
+def test_value_compression_warns_only_where_lz4_could_be_used() -> None:
+    assert judge_value_compression(True, []).level == "ok"
+    assert judge_value_compression(False, ["checkpoints.checkpoint"]).level == "ok"
+    found = judge_value_compression(True, ["checkpoint_blobs.blob", "checkpoints.checkpoint"])
+    assert (found.level, found.seen) == (
+        "warn",
+        "not lz4: checkpoint_blobs.blob, checkpoints.checkpoint",
+    )
+    assert "ALTER TABLE checkpoint_blobs ALTER COLUMN blob SET COMPRESSION lz4" in found.advice
+    assert "ALTER TABLE checkpoints ALTER COLUMN checkpoint SET COMPRESSION lz4" in found.advice

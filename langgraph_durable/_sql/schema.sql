@@ -15,7 +15,8 @@ CREATE TABLE checkpoints (
     metadata JSONB NOT NULL DEFAULT '{}',
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 );
-CREATE INDEX checkpoints_thread_id_idx ON checkpoints (thread_id);
+-- Upstream's single-column thread_id indexes are not here: durable_008 drops them, as each
+-- table has another index that starts with thread_id.
 CREATE INDEX lgd_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id'));
 CREATE INDEX lgd_checkpoints_thread_id_checkpoint_id_idx ON checkpoints (thread_id, checkpoint_id);
 
@@ -28,7 +29,6 @@ CREATE TABLE checkpoint_blobs (
     blob BYTEA,
     PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
 );
-CREATE INDEX checkpoint_blobs_thread_id_idx ON checkpoint_blobs (thread_id);
 
 CREATE TABLE checkpoint_writes (
     thread_id TEXT NOT NULL,
@@ -42,7 +42,6 @@ CREATE TABLE checkpoint_writes (
     task_path TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 );
-CREATE INDEX checkpoint_writes_thread_id_idx ON checkpoint_writes (thread_id);
 CREATE INDEX lgd_checkpoint_writes_interrupts_idx ON checkpoint_writes (thread_id, checkpoint_id)
     WHERE channel = '__interrupt__' AND checkpoint_ns = '';
 
@@ -225,4 +224,5 @@ INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (4, 'durable_004_interrupt_writes_idx_concurrently'),
     (5, 'durable_005_runs'),
     (6, 'durable_006_outbox'),
-    (7, 'durable_007_lz4_values');
+    (7, 'durable_007_lz4_values'),
+    (8, 'durable_008_drop_redundant_thread_indexes');

@@ -144,7 +144,7 @@ DDL = {
     "drop table": "DROP TABLE checkpoints",
     "alter table": "ALTER TABLE checkpoints ADD COLUMN evil INTEGER",
     "create index": "CREATE INDEX evil_idx ON checkpoints (thread_id)",
-    "drop index": "DROP INDEX checkpoints_thread_id_idx",
+    "drop index": "DROP INDEX lgd_checkpoints_thread_id_checkpoint_id_idx",
     "truncate": "TRUNCATE langgraph_durable_effects",
     "create table": "CREATE TABLE evil (x INTEGER)",
     "create schema": "CREATE SCHEMA evil",

@@ -723,6 +723,30 @@ def test_blobs_and_writes_are_primary_key_lookups(
             assert node["Index Name"] == f"{table}_pkey", outline(plan)
 
 
+# Upstream's single-column thread_id indexes are dropped (migration durable_008): every
+# statement by thread alone, as upstream's delete_thread and ours send them, must still find
+# a thread's rows through another index that starts with thread_id.
+DELETES_BY_THREAD = {
+    "ours, delete_threads": Sent(QUERIES["delete_threads"], {"thread_ids": ["small-7"]}),
+    **{
+        f"upstream's delete_thread, {table}": Sent(
+            f"DELETE FROM {table} WHERE thread_id = %(thread_id)s", {"thread_id": "small-7"}
+        )
+        for table in sorted(TABLES)
+    },
+}
+
+
+@pytest.mark.parametrize(("statement", "mode"), _pairs(list(DELETES_BY_THREAD)))
+def test_deletes_by_thread_find_its_rows_by_index(
+    admin: psycopg.Connection[DictRow], statement: str, mode: str
+) -> None:
+    plan = explain(admin, DELETES_BY_THREAD[statement], mode)  # EXPLAIN alone: nothing runs
+    scanned = {n["Relation Name"] for n in walk(plan) if n.get("Relation Name") in TABLES}
+    assert scanned, outline(plan)
+    assert_no_seq_scan(plan, f"{statement} ({mode})")
+
+
 # Rows a read may take from the tables: a few per checkpoint it returns (the row, its
 # blobs, its writes) plus, for a filtered list, the rows the filter skips on the way.
 READ_BUDGET = {

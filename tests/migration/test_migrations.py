@@ -49,6 +49,7 @@ DURABLE_NAMES = [m.name for m in MIGRATIONS if m.series == "durable"]
 UPSTREAM_VERSIONS = [m.version for m in MIGRATIONS if m.series == "upstream"]
 DURABLE_ROWS = [(m.version, m.name) for m in MIGRATIONS if m.series == "durable"]
 DURABLE_VERSION = max(v for v, _ in DURABLE_ROWS)
+FROM_007 = [name for v, name in DURABLE_ROWS if v >= 7]
 
 MakeDb = Callable[[], str]
 
@@ -168,6 +169,15 @@ OUR_COMPRESSION = {
 """The value columns `durable_007_lz4_values` sets to lz4 (where the server has it)."""
 
 
+UPSTREAM_DROPPED = {
+    "checkpoints_thread_id_idx",
+    "checkpoint_blobs_thread_id_idx",
+    "checkpoint_writes_thread_id_idx",
+}
+"""Upstream's indexes `durable_008_drop_redundant_thread_indexes` drops: each table has
+another index that starts with thread_id."""
+
+
 def without_ours(schema: Fingerprint) -> Fingerprint:
     """The schema minus what langgraph-durable adds to upstream's: its tables, indexes and
     functions, and the lz4 compression of the three value columns."""
@@ -178,6 +188,14 @@ def without_ours(schema: Fingerprint) -> Fingerprint:
             if not any(v.startswith(("lgd_", "langgraph_durable")) for v in row)
             and not (section == "compression" and row in OUR_COMPRESSION)
         ]
+        for section, rows in schema.items()
+    }
+
+
+def without_dropped(schema: Fingerprint) -> Fingerprint:
+    """Upstream's schema minus the indexes our migrations drop (`UPSTREAM_DROPPED`)."""
+    return {
+        section: [row for row in rows if not (section == "indexes" and row[1] in UPSTREAM_DROPPED)]
         for section, rows in schema.items()
     }
 
@@ -204,7 +222,8 @@ def test_migrations_from_upstream_tables_build_the_canonical_schema(make_db: Mak
 
 
 def test_upstream_migrations_are_upstream_s(make_db: MakeDb) -> None:
-    """Our copies of upstream's migrations build what upstream's own `setup()` builds."""
+    """Our copies of upstream's migrations build what upstream's own `setup()` builds,
+    less the three indexes ours drop, and nothing else of upstream's is missing."""
     by_upstream, by_us = make_db(), make_db()
     upstream_setup(by_upstream)
     our_setup(by_us)
@@ -212,13 +231,16 @@ def test_upstream_migrations_are_upstream_s(make_db: MakeDb) -> None:
     assert list(range(len(PostgresSaver.MIGRATIONS))) == UPSTREAM_VERSIONS
     ours = without_ours(fingerprint(by_us))
     assert ours["tables"]
-    assert fingerprint(by_upstream) == ours
+    upstream_schema = fingerprint(by_upstream)
+    assert {row[1] for row in upstream_schema["indexes"]} >= UPSTREAM_DROPPED
+    assert without_dropped(upstream_schema) == ours
 
 
 def _as_before_lz4(dsn: str) -> None:
-    """A set-up database brought back to schema version 6 (before `durable_007`)."""
+    """A set-up database brought back to schema version 6 (before `durable_007`); setup()
+    then applies `FROM_007`."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v = 7")
+        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v >= 7")
         for table, column in (
             ("checkpoints", "checkpoint"),
             ("checkpoint_blobs", "blob"),
@@ -271,7 +293,7 @@ def test_a_migration_waits_for_table_locks_in_short_tries(
         blocker.close()
     worker.join(HANG_S)
     assert not failed, failed
-    assert applied == ["durable_007_lz4_values"]
+    assert applied == FROM_007
     assert version_rows(fresh_db_dsn)[1] == DURABLE_ROWS
 
 
@@ -289,8 +311,8 @@ def test_setup_gives_up_on_a_table_lock_with_a_clear_error(fresh_db_dsn: str) ->
             migrate(conn, lock_timeout=0.01)
         blocker.rollback()
     assert "durable_007_lz4_values" in str(raised.value)
-    assert version_rows(fresh_db_dsn)[1] == DURABLE_ROWS[:-1]  # nothing of it applied
-    assert our_setup(fresh_db_dsn) == ["durable_007_lz4_values"]  # once the lock is free
+    assert version_rows(fresh_db_dsn)[1] == [r for r in DURABLE_ROWS if r[0] < 7]  # nothing applied
+    assert our_setup(fresh_db_dsn) == FROM_007  # once the lock is free
 
 
 def _server_has_lz4(dsn: str) -> bool:

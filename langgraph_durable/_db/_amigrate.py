@@ -78,7 +78,10 @@ async def _aapply_migration(
                     index=sql.Identifier(migration.index)
                 )
                 await conn.execute(drop)
-        await conn.execute(migration.sql, prepare=False)
+        if migration.drops is not None and not await _aone_of_ours(conn, migration.drops):
+            logger.info("no index %s on the checkpoint tables: nothing to drop", migration.drops)
+        else:
+            await conn.execute(migration.sql, prepare=False)
         await conn.execute(QUERIES[record], params)
         return
     tries, pause = 0, 0.05
@@ -107,6 +110,14 @@ async def _aapply_migration(
             )
             await asyncio.sleep(pause)
             pause = min(2 * pause, 2.0)
+
+
+async def _aone_of_ours(conn: AsyncConnection[DictRow], index: str) -> bool:
+    """Whether `index`, as DROP INDEX would find it, is an index of a checkpoint table."""
+    found = await (
+        await conn.execute(QUERIES["index_of_checkpoint_tables"], {"name": index})
+    ).fetchone()
+    return bool(found and found["ours"])
 
 
 async def amigrate(conn: AsyncConnection[DictRow], *, lock_timeout: float = 300) -> list[str]:

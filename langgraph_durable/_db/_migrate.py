@@ -77,7 +77,10 @@ def _apply_migration(conn: Connection[DictRow], migration: Migration, deadline: 
                     index=sql.Identifier(migration.index)
                 )
                 conn.execute(drop)
-        conn.execute(migration.sql, prepare=False)
+        if migration.drops is not None and not _one_of_ours(conn, migration.drops):
+            logger.info("no index %s on the checkpoint tables: nothing to drop", migration.drops)
+        else:
+            conn.execute(migration.sql, prepare=False)
         conn.execute(QUERIES[record], params)
         return
     tries, pause = 0, 0.05
@@ -106,6 +109,12 @@ def _apply_migration(conn: Connection[DictRow], migration: Migration, deadline: 
             )
             time.sleep(pause)
             pause = min(2 * pause, 2.0)
+
+
+def _one_of_ours(conn: Connection[DictRow], index: str) -> bool:
+    """Whether `index`, as DROP INDEX would find it, is an index of a checkpoint table."""
+    found = (conn.execute(QUERIES["index_of_checkpoint_tables"], {"name": index})).fetchone()
+    return bool(found and found["ours"])
 
 
 def migrate(conn: Connection[DictRow], *, lock_timeout: float = 300) -> list[str]:

@@ -72,6 +72,8 @@ class Migration:
         concurrently: The statement uses CONCURRENTLY and must run outside a transaction.
         sql: The statement.
         index: The index a CONCURRENTLY migration builds (to repair an interrupted build).
+        drops: The index a CONCURRENTLY migration drops (only an index of a checkpoint
+            table: `index_of_checkpoint_tables`).
     """
 
     series: Literal["upstream", "durable"]
@@ -80,9 +82,11 @@ class Migration:
     concurrently: bool
     sql: LiteralString
     index: str | None = None
+    drops: str | None = None
 
 
 _INDEX = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (?P<name>\w+)", re.IGNORECASE)
+_DROPS = re.compile(r"^DROP INDEX CONCURRENTLY IF EXISTS (?P<name>\w+)", re.IGNORECASE | re.M)
 _MIGRATION_FILE = re.compile(r"^(?P<series>upstream|durable)_(?P<version>\d{3})(?P<rest>.*)\.sql$")
 
 
@@ -96,6 +100,7 @@ def _load_migrations() -> tuple[Migration, ...]:
         series = cast(Literal["upstream", "durable"], match.group("series"))
         sql = entry.read_text(encoding="utf-8").strip()
         index = _INDEX.search(sql)
+        drops = _DROPS.search(sql)
         found.append(
             Migration(
                 series=series,
@@ -104,6 +109,7 @@ def _load_migrations() -> tuple[Migration, ...]:
                 concurrently=entry.name.endswith("_concurrently.sql"),
                 sql=sql,
                 index=index.group("name") if index else None,
+                drops=drops.group("name") if drops else None,
             )
         )
     # Upstream's tables first, then ours, each in number order.

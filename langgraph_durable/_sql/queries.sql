@@ -48,6 +48,20 @@ FROM pg_index i
 JOIN pg_class c ON c.oid = i.indexrelid
 WHERE c.relname = %(name)s AND pg_table_is_visible(c.oid);
 
+-- name: index_of_checkpoint_tables
+-- Whether the index `name` names (found on the search_path, as DROP INDEX finds it) is one
+-- of the checkpoint tables' (also found on the search_path): a migration that drops one of
+-- upstream's indexes leaves a same-named index of another schema alone.
+SELECT EXISTS (
+    SELECT 1 FROM pg_index
+    WHERE indexrelid = to_regclass(%(name)s)
+        AND indrelid IN (
+            to_regclass('checkpoints'),
+            to_regclass('checkpoint_blobs'),
+            to_regclass('checkpoint_writes')
+        )
+) AS ours;
+
 -- name: drop_index_concurrently
 DROP INDEX CONCURRENTLY IF EXISTS {index};
 

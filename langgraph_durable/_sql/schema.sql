@@ -15,8 +15,8 @@ CREATE TABLE checkpoints (
     metadata JSONB NOT NULL DEFAULT '{}',
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 );
--- Upstream's single-column thread_id indexes are not here: durable_008 drops them, as each
--- table has another index that starts with thread_id.
+-- Upstream's single-column thread_id indexes are not here: durable_008-010 drop them, as
+-- each table has another index that starts with thread_id.
 CREATE INDEX lgd_checkpoints_run_id_idx ON checkpoints ((metadata ->> 'run_id'));
 CREATE INDEX lgd_checkpoints_thread_id_checkpoint_id_idx ON checkpoints (thread_id, checkpoint_id);
 
@@ -225,4 +225,6 @@ INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (5, 'durable_005_runs'),
     (6, 'durable_006_outbox'),
     (7, 'durable_007_lz4_values'),
-    (8, 'durable_008_drop_redundant_thread_indexes');
+    (8, 'durable_008_drop_checkpoints_thread_id_idx_concurrently'),
+    (9, 'durable_009_drop_checkpoint_blobs_thread_id_idx_concurrently'),
+    (10, 'durable_010_drop_checkpoint_writes_thread_id_idx_concurrently');

@@ -31,6 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 import langgraph_durable
@@ -251,6 +252,30 @@ def _as_before_lz4(dsn: str) -> None:
                     sql.Identifier(table), sql.Identifier(column)
                 )
             )
+
+
+def test_dropping_upstream_s_indexes_leaves_another_schema_s_alone(fresh_db_dsn: str) -> None:
+    """`durable_008`-`010` drop upstream's thread_id indexes by name, as found on the
+    search_path: where ours are gone already, a same-named index of another schema later
+    on the path is not one of the checkpoint tables' and stays."""
+    our_setup(fresh_db_dsn)
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA other")
+        for name in sorted(UPSTREAM_DROPPED):
+            table = sql.Identifier("other", f"t_{name}")
+            conn.execute(sql.SQL("CREATE TABLE {} (thread_id TEXT)").format(table))
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON {} (thread_id)").format(sql.Identifier(name), table)
+            )
+        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v >= 8")
+    on_path = make_conninfo(fresh_db_dsn, options="-c search_path=public,other")
+    assert our_setup(on_path) == [name for v, name in DURABLE_ROWS if v >= 8]
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT schemaname, indexname FROM pg_indexes WHERE indexname = ANY(%s)",
+            [sorted(UPSTREAM_DROPPED)],
+        ).fetchall()
+    assert sorted(found) == [("other", name) for name in sorted(UPSTREAM_DROPPED)]
 
 
 def test_a_migration_waits_for_table_locks_in_short_tries(

@@ -1,0 +1,11 @@
+-- Upstream's single-column thread_id index on checkpoints is redundant here: the primary key
+-- and durable_002's (thread_id, checkpoint_id) index start with thread_id, and serve every
+-- query by thread (tests/integration/test_query_plans.py). Every checkpoint written paid
+-- for an entry in it. durable_009 and durable_010 drop the same index of checkpoint_blobs
+-- and checkpoint_writes (their primary keys start with thread_id): the server's CPU per
+-- step of the benchmark graph fell 5% (docs/benchmarks.md). Upstream's saver works the
+-- same without them, and its setup() does not build them again. CONCURRENTLY: no reader
+-- or writer waits. setup() drops it only where it is an index of our checkpoints table,
+-- not a same-named index of another schema on the search_path. To have it back:
+--   CREATE INDEX CONCURRENTLY checkpoints_thread_id_idx ON checkpoints (thread_id);
+DROP INDEX CONCURRENTLY IF EXISTS checkpoints_thread_id_idx

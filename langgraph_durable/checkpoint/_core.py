@@ -390,24 +390,6 @@ def _dump(serde: SerializerProtocol, value: Any, where: Callable[[], str]) -> tu
     return type_, blob
 
 
-def flush_may_wait(durability: str, config: RunnableConfig, checkpoint: Checkpoint) -> bool:
-    """Whether this checkpoint may commit without waiting for its WAL flush.
-
-    Under `durability="async"` LangGraph does not wait for a checkpoint that more steps of
-    the running loop will follow: such a commit is visible at once and survives a crash of
-    the worker; only a crash of the database server within its WAL writer's delay loses it,
-    and re-running those steps is what this mode accepts. The run's last checkpoint
-    commits synchronously, which flushes the earlier ones too; so do the writes of a step
-    that ends in an error or an interrupt (`WriteParking.may_commit_later`). Not for
-    `update_state` (no running loop), whose caller expects it durable on return.
-    """
-    return (
-        durability == "async"
-        and _langgraph.in_running_loop(config)
-        and _langgraph.has_work_left(checkpoint["channel_values"])
-    )
-
-
 def rejected_key(config: RunnableConfig) -> tuple[str, str] | None:
     """(thread, namespace) of a checkpoint whose put was rejected, if its ids are valid."""
     try:

@@ -238,15 +238,6 @@ class _Registry:
     def enter(self, key: WriteKey) -> None:
         self.busy[key] = self.busy.get(key, 0) + 1
 
-    def may_commit_later(self, key: WriteKey, taken: Sequence[ParkedWrites]) -> bool:
-        """Whether the put of checkpoint `key` carrying `taken` may commit without waiting
-        for the WAL flush. Not when a writer waits for some of them (handed over after
-        failing alone: it was promised a durable commit), nor once the step of `key` ended
-        in an error or an interrupt: its writes, stored alone with a synchronous commit,
-        are what flushes this put's commit, so they must commit after it (`store` waits
-        for a put of `key` under way, and a put that starts later sees the step ended)."""
-        return key not in self.ended and all(entry.stored is None for entry in taken)
-
     def leave(self, key: WriteKey) -> None:
         left = self.busy[key] - 1
         if left:
@@ -587,10 +578,6 @@ class AsyncWriteParking:
                 return True
             stranded = [self._store_alone(e) for e in registry.end_step(key)] if ends_step else []
             try:
-                if ends_step and key in self._putting:
-                    # Committed after that put, this synchronous commit flushes it too
-                    # (`_Registry.may_commit_later`).
-                    await self._putting[key].wait()
                 await store_alone(params)
             except Exception as exc:
                 if not registry.may_hand_over(key, park, exc):
@@ -704,10 +691,6 @@ class AsyncWriteParking:
             self._store_alone(entry)
         while self._alone:
             await asyncio.wait(set(self._alone))
-
-    def may_commit_later(self, key: WriteKey, taken: Sequence[ParkedWrites]) -> bool:
-        """See `_Registry.may_commit_later` (asked inside `carried_by_put`)."""
-        return self._registry.may_commit_later(key, taken)
 
     @contextlib.asynccontextmanager
     async def carried_by_put(
@@ -838,7 +821,6 @@ class WriteParking:
         try:
             park, params = prepare()
             stranded: list[ParkedWrites] = []
-            putting: _Released | None = None
             with self._changed:
                 if park and registry.thread_is_warm(key):
                     self._start_sweeping()
@@ -848,12 +830,7 @@ class WriteParking:
                     return True
                 if ends_step:
                     stranded = registry.end_step(key)
-                    putting = self._putting.get(key)
             try:
-                if putting is not None:
-                    # Committed after that put, this synchronous commit flushes it too
-                    # (`_Registry.may_commit_later`).
-                    putting.wait()
                 store_alone(params)
             except Exception as exc:
                 with self._changed:
@@ -991,11 +968,6 @@ class WriteParking:
             with self._changed:
                 registry.count_failed(entry)  # the caller leaves it
         return entry.error is None
-
-    def may_commit_later(self, key: WriteKey, taken: Sequence[ParkedWrites]) -> bool:
-        """See `_Registry.may_commit_later` (asked inside `carried_by_put`)."""
-        with self._changed:
-            return self._registry.may_commit_later(key, taken)
 
     @contextlib.contextmanager
     def carried_by_put(

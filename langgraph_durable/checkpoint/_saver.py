@@ -180,12 +180,9 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             is synced before it returns, so errors surface at the call that caused them.
             Every operation is already one round trip, so a pipeline saves little.
         serde: The serializer; defaults to LangGraph's `JsonPlusSerializer`.
-        async_commit: Commit every checkpoint without waiting for the WAL flush. Safe
-            against a worker crash; a server crash can lose the last few hundred
-            milliseconds of checkpoints. Writes of finished tasks keep synchronous commits.
-            Without it, only under `durability="async"` do checkpoints that more steps
-            follow commit that way (carrying their writes); the run's last checkpoint, or
-            its interrupt or error, commits synchronously after them and flushes them.
+        async_commit: Commit checkpoints without waiting for the WAL flush. Safe against a
+            worker crash; a server crash can lose the last few hundred milliseconds of
+            checkpoints. Writes of finished tasks keep synchronous commits.
         write_linger: Seconds a finished task's writes wait for the checkpoint that follows
             them, to be committed in its statement (one commit per step instead of two).
             LangGraph sends that checkpoint well within the default 2 ms (counted from
@@ -545,11 +542,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         keys = [own]
         if row["parent_checkpoint_id"]:
             keys.append((own[0], own[1], row["parent_checkpoint_id"]))
-        durability = _langgraph.durability_of(config)
-        flush_may_wait = not self.async_commit and _core.flush_may_wait(
-            durability, config, checkpoint
-        )
-        if durability == "exit":
+        if _langgraph.durability_of(config) == "exit":
             # At exit LangGraph submits the final checkpoint and then its pending writes.
             # Letting the writes that already started go first (they are waited for, or
             # taken) means a reader does not see the checkpoint without them. Writes that
@@ -568,8 +561,6 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             exit_events = []
         with self._parking.carried_by_put(keys, fence_token=row["fence_token"]) as taken:
             params.update(_core.parked_write_params(entry.params for entry in taken))
-            if flush_may_wait and self._parking.may_commit_later(own, taken):
-                params["synchronous_commit"] = "off"
             if exit_events:
                 for name, values in event_params(exit_events).items():
                     params[name] = params[name] + values

@@ -189,3 +189,14 @@ _THREAD_ROWS: dict[str, sql.Composable] = {
     table: sql.SQL("SELECT count(*) FROM {} WHERE thread_id = %(t)s").format(sql.Identifier(table))
     for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 }
+
+
+def server_has_lz4(dsn: str) -> bool:
+    """Whether the server can store values with lz4 (PostgreSQL 14+ built with it), which
+    `durable_007_lz4_values` needs; the embedded Postgres and PostgreSQL 13 cannot."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('server_version_num')::int >= 140000 AND 'lz4' = ANY(enumvals)"
+            " FROM pg_settings WHERE name = 'default_toast_compression'"
+        ).fetchone()
+    return bool(row and row[0])

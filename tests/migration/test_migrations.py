@@ -26,7 +26,7 @@ from typing import IO, Any
 import psycopg
 import psycopg.errors
 import pytest
-from _pg import create_database, drop_database
+from _pg import create_database, drop_database, server_has_lz4
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -284,7 +284,7 @@ def test_a_migration_waits_for_table_locks_in_short_tries(
     """`durable_007` alters three busy tables. While a long transaction holds one of them,
     setup() must not sit in the lock queue holding the others (every reader and writer
     would queue behind it): it tries in short waits, and readers go on in between."""
-    if not _server_has_lz4(fresh_db_dsn):
+    if not server_has_lz4(fresh_db_dsn):
         pytest.skip("this server has no lz4: the migration alters nothing")
     our_setup(fresh_db_dsn)
     _as_before_lz4(fresh_db_dsn)
@@ -323,7 +323,7 @@ def test_a_migration_waits_for_table_locks_in_short_tries(
 
 
 def test_setup_gives_up_on_a_table_lock_with_a_clear_error(fresh_db_dsn: str) -> None:
-    if not _server_has_lz4(fresh_db_dsn):
+    if not server_has_lz4(fresh_db_dsn):
         pytest.skip("this server has no lz4: the migration alters nothing")
     our_setup(fresh_db_dsn)
     _as_before_lz4(fresh_db_dsn)
@@ -340,19 +340,10 @@ def test_setup_gives_up_on_a_table_lock_with_a_clear_error(fresh_db_dsn: str) ->
     assert our_setup(fresh_db_dsn) == FROM_007  # once the lock is free
 
 
-def _server_has_lz4(dsn: str) -> bool:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT current_setting('server_version_num')::int >= 140000 AND 'lz4' = ANY(enumvals)"
-            " FROM pg_settings WHERE name = 'default_toast_compression'"
-        ).fetchone()
-    return bool(row and row[0])
-
-
 def test_values_are_stored_lz4_compressed_and_upstream_reads_them(fresh_db_dsn: str) -> None:
     """`durable_007_lz4_values`: the checkpoint's JSON, blobs and writes compress with lz4
     (pglz cost the server more than the rest of a put), and upstream reads them back."""
-    if not _server_has_lz4(fresh_db_dsn):
+    if not server_has_lz4(fresh_db_dsn):
         pytest.skip("this server has no lz4 (PostgreSQL 13, or built without it)")
     # Varied text that compresses, well past the 2 kB at which Postgres compresses a row.
     text = " ".join(f"word{i * 7919 % 1000}" for i in range(3000))

@@ -559,17 +559,31 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 # run has none and does not pay for the yield: in the sync saver giving
                 # up the GIL cost 0.2 ms alone, more when LangGraph's thread took it.
                 await asyncio.sleep(0)
-            exit_events = self._events.take_for_exit(*own, fence_token=row["fence_token"])
+            events = self._events.take_for_exit(*own, fence_token=row["fence_token"])
+        elif len(keys) > 1 and metadata.get("source") == "loop":
+            # Events of the parent's tasks whose `put_writes` has not started: this
+            # checkpoint holds their results, so it commits their events (I7). Taken
+            # before waiting for busy writes (`_events.py` says why that order). Only a
+            # step's checkpoint: an input checkpoint moves past tasks that did not run
+            # (a run cancelled mid-task leaves its events parked, never to commit).
+            events = self._events.take_for_checkpoint(
+                own[0], keys[1][2], fence_token=row["fence_token"]
+            )
         else:
-            exit_events = []
-        async with self._parking.carried_by_put(keys, fence_token=row["fence_token"]) as taken:
-            params.update(_core.parked_write_params(entry.params for entry in taken))
-            if exit_events:
-                for name, values in event_params(exit_events).items():
-                    params[name] = params[name] + values
-            await self._astore_checkpoint(params)
-            for _ in taken:  # each task's writes committed with the checkpoint
-                _crashpoints.reached("put_writes:after_commit")
+            events = []
+        try:
+            async with self._parking.carried_by_put(keys, fence_token=row["fence_token"]) as taken:
+                params.update(_core.parked_write_params(entry.params for entry in taken))
+                if events:
+                    for name, values in event_params(events).items():
+                        params[name] = params[name] + values
+                await self._astore_checkpoint(params)
+                for _ in taken:  # each task's writes committed with the checkpoint
+                    _crashpoints.reached("put_writes:after_commit")
+        except BaseException:
+            if events:
+                self._events.restore(events)
+            raise
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
@@ -625,19 +639,18 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
                 f"({rejected}); these writes were not stored either."
             )
-        # The task's outbox events commit with its writes; writes that say it did not
-        # finish (an error, an interrupt) void them: it runs again and emits them again.
-        events = self._events.take_for_task(
-            key[0], key[2], task_id, fence_token=fence_token_of(config)
-        )
         ends_step = any(channel in (ERROR, INTERRUPT) for channel, _ in writes)
-        if ends_step:
-            events = []
-        query = _core.writes_statement(config, writes, events=bool(events))
 
         def prepare() -> tuple[bool, dict[str, Any]]:
+            # The task's outbox events commit with its writes; writes that say it did not
+            # finish (an error, an interrupt) void them: it runs again and emits them
+            # again. Taken here, once the call counts as busy: a put that starts now
+            # waits for these writes, one that started earlier took the events (I7).
+            events = self._events.take_for_task(
+                key[0], key[2], task_id, fence_token=fence_token_of(config)
+            )
             params = _core.write_params(self.serde, config, writes, task_id, task_path)
-            params.update(event_params(events) if events else EMPTY_EVENT_PARAMS)
+            params.update(event_params(events) if events and not ends_step else EMPTY_EVENT_PARAMS)
             park = writes_may_wait(
                 config,
                 writes,
@@ -649,6 +662,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             return park, params
 
         async def store_alone(params: dict[str, Any]) -> None:
+            query = _core.writes_statement(config, writes, events=bool(params["e_ids"]))
             await self._astore_writes(query, params)
             _crashpoints.reached("put_writes:after_commit")
 

@@ -6,6 +6,11 @@ when the task's result does (invariant I7):
 
 - under durability "sync" and "async", the task's own `put_writes` carries its events,
   whether that statement runs alone or the next checkpoint carries the parked writes;
+  but a `put` can start before the `put_writes` of a task of the step it records
+  (LangGraph submits both to its executor and orders only the puts) and commit that
+  task's result first, so the `put` that moves past a checkpoint also carries every event
+  still parked for it. `put_writes` counts itself busy before it takes its events: either
+  the put waits for it, or the put already holds the events (`take_for_checkpoint`);
 - writes that say the task did not finish (an error, an interrupt) drop its events: the
   task runs again and emits them again;
 - under "exit", LangGraph stores nothing until the run ends; the final `put` carries the
@@ -148,6 +153,40 @@ class EventParking:
             events = self._parked.pop((thread_id, checkpoint_id, task_id, fence_token), [])
             self._count -= len(events)
         return events
+
+    def take_for_checkpoint(
+        self, thread_id: str, checkpoint_id: str, *, fence_token: int | None
+    ) -> list[ParkedEvent]:
+        """Events of the tasks that ran on a checkpoint, for the `put` that moves past it.
+
+        Every such task has finished (LangGraph puts the next checkpoint only then), but its
+        `put_writes` may not have started yet; what it has not taken, the put carries.
+        """
+        if not self._parked:  # no outbox in use: the common case, without the lock
+            return []
+        taken: list[ParkedEvent] = []
+        with self._lock:
+            for key in [
+                key
+                for key in self._parked
+                if key[0] == thread_id and key[1] == checkpoint_id and key[3] == fence_token
+            ]:
+                taken += self._parked.pop(key)
+            self._count -= len(taken)
+        return taken
+
+    def restore(self, events: Iterable[ParkedEvent]) -> None:
+        """Parks again, ahead of anything parked since, events a failed `put` had taken:
+        the task's `put_writes`, if still to come, or the next put past the checkpoint
+        carries them."""
+        groups: dict[tuple[str, str, str, int | None], list[ParkedEvent]] = {}
+        for event in events:
+            key = (event.thread_id, event.checkpoint_id, event.task_id, event.fence_token)
+            groups.setdefault(key, []).append(event)
+        with self._lock:
+            for key, group in groups.items():
+                self._parked.setdefault(key, [])[:0] = group
+                self._count += len(group)
 
     def take_for_exit(
         self, thread_id: str, namespace: str, checkpoint_id: str, *, fence_token: int | None

@@ -8,6 +8,8 @@ transaction.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import operator
 import threading
 import uuid
@@ -119,13 +121,6 @@ class LateWriter(DurablePostgresSaver):
         return stored_config
 
 
-# A known hole in I7, found on 2026-12-06 and not yet fixed: a `put` that starts before
-# the `put_writes` of a task of the step it records (submitted earlier by LangGraph, not
-# yet running) sees nothing busy and commits a checkpoint holding the task's result while
-# the task's writes and events are still to come. A crash in between keeps the result and
-# loses the events for good. Carrying the events parked for the parent checkpoint in the
-# put that moves past it would close it; this test then passes and must lose its marker.
-@pytest.mark.xfail(strict=True, reason="I7 hole: a checkpoint can commit before its task's events")
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_events_commit_no_later_than_the_checkpoint_holding_their_result(
     dsn: str, mode: Durability
@@ -138,6 +133,88 @@ def test_events_commit_no_later_than_the_checkpoint_holding_their_result(
         app.invoke({"log": []}, {"configurable": {"thread_id": saver.thread}}, durability=mode)
         assert saver.events_then is not None
         assert "a.done" in saver.events_then
+
+
+class AsyncLateWriter(AsyncDurablePostgresSaver):
+    """`LateWriter` for the async saver: `aput_writes` for a's task waits (at most 5 s)
+    until a checkpoint holding a's result has committed, as a task scheduled late would."""
+
+    dsn = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.thread = ""
+        self.a_in_a_checkpoint = asyncio.Event()
+        self.events_then: list[str] | None = None
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        if ("log", ["a"]) in [tuple(w) for w in writes]:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.a_in_a_checkpoint.wait(), 5)
+        await super().aput_writes(config, writes, task_id, task_path)
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        stored_config = await super().aput(config, checkpoint, metadata, new_versions)
+        holds_a = "a" in (checkpoint["channel_values"].get("log") or [])
+        if holds_a and self.events_then is None:
+            rows = await asyncio.to_thread(stored, self.dsn, self.thread)
+            self.events_then = [row["event_type"] for row in rows]
+            self.a_in_a_checkpoint.set()
+        return stored_config
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_async_saver_commits_events_no_later_than_the_checkpoint_holding_their_result(
+    dsn: str, mode: Durability
+) -> None:
+    AsyncLateWriter.dsn = dsn
+    async with AsyncLateWriter.from_conn_string(dsn) as saver:
+        assert isinstance(saver, AsyncLateWriter)
+        saver.thread = f"emit-late-{uuid.uuid4()}"
+        app = graph().compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": saver.thread}}
+        await app.ainvoke({"log": []}, config, durability=mode)
+        assert saver.events_then is not None
+        assert "a.done" in saver.events_then
+    assert sorted(r["event_type"] for r in stored(dsn, saver.thread)) == [
+        "a.done",
+        "b.again",
+        "b.done",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_events_of_a_task_cancelled_mid_run_never_commit(dsn: str, mode: Durability) -> None:
+    """A run cancelled after its task emitted leaves the event parked; the next run on the
+    thread starts from new input, and none of its checkpoints may carry that event."""
+    thread = f"emit-cancelled-{uuid.uuid4()}"
+    emitted = asyncio.Event()
+    runs: list[int] = []
+
+    async def a(state: State) -> State:
+        runs.append(1)
+        if len(runs) == 1:
+            emit("a.cancelled", {})
+            emitted.set()
+            await asyncio.Event().wait()  # until cancelled
+        emit("a.done", {})
+        return {"log": ["a"]}
+
+    builder = StateGraph(State)
+    builder.add_node("a", a)
+    builder.add_edge(START, "a")
+    config: Any = {"configurable": {"thread_id": thread}}
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        first = asyncio.ensure_future(app.ainvoke({"log": []}, config, durability=mode))
+        await emitted.wait()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await app.ainvoke({"log": []}, config, durability=mode)
+    assert [r["event_type"] for r in stored(dsn, thread)] == ["a.done"]
 
 
 @pytest.mark.parametrize("mode", MODES)

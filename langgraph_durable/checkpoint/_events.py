@@ -7,16 +7,19 @@ when the task's result does (invariant I7):
 - under durability "sync" and "async", the task's own `put_writes` carries its events,
   whether that statement runs alone or the next checkpoint carries the parked writes;
   but a `put` can start before the `put_writes` of a task of the step it records
-  (LangGraph submits both to its executor and orders only the puts) and commit that
-  task's result first, so the `put` that moves past a checkpoint also carries every event
-  still parked for it. `put_writes` counts itself busy before it takes its events: either
-  the put waits for it, or the put already holds the events (`take_for_checkpoint`);
+  (LangGraph submits both to its executor and orders only the puts), so the `put` of a
+  step's checkpoint first waits until the tasks of the checkpoint it moves past have taken
+  their events (`has_for_checkpoint`), then for their busy writes. `put_writes` counts
+  itself busy before it takes its events, so a put never misses one between the two;
+  the events stay with their task's writes, whatever happens to the put;
 - writes that say the task did not finish (an error, an interrupt) drop its events: the
   task runs again and emits them again;
 - under "exit", LangGraph stores nothing until the run ends; the final `put` carries the
   events of every task of the run except those of its own pending tasks, whose
   `put_writes` follow it (and carry or drop them as above);
-- under a retry policy, only the events of a task's latest attempt are kept.
+- under a retry policy, a task's first event of a new attempt voids the events of the
+  attempts before it. An attempt that emits nothing leaves them (LangGraph tells neither
+  the node nor the saver that an attempt failed), so they commit with its writes: a gap.
 
 Pure bookkeeping behind one lock: calls come from worker threads (sync) or one loop.
 """
@@ -128,6 +131,8 @@ class EventParking:
         self._lock = threading.Lock()
         self._parked: dict[tuple[str, str, str, int | None], list[ParkedEvent]] = {}
         self._count = 0
+        self._tasks: dict[tuple[str, str, int | None], int] = {}
+        """Tasks with parked events, per (thread, checkpoint, fencing token)."""
 
     def park(self, event: ParkedEvent) -> None:
         key = (event.thread_id, event.checkpoint_id, event.task_id, event.fence_token)
@@ -136,57 +141,49 @@ class EventParking:
                 # Only events of tasks whose writes never came (abandoned runs) linger.
                 logger.warning("dropping %d parked outbox events of unfinished tasks", self._count)
                 self._parked.clear()
+                self._tasks.clear()
                 self._count = 0
-            events = self._parked.setdefault(key, [])
-            if events and events[-1].attempt < event.attempt:
+            events = self._parked.get(key)
+            if events is None:
+                events = self._parked[key] = []
+                where = (key[0], key[1], key[3])
+                self._tasks[where] = self._tasks.get(where, 0) + 1
+            elif events[-1].attempt < event.attempt:
                 # A new attempt of the task: the failed attempt's events are void.
                 self._count -= len(events)
                 events.clear()
             events.append(event)
             self._count += 1
 
+    def _pop(self, key: tuple[str, str, str, int | None]) -> list[ParkedEvent]:
+        """Takes one task's events (the caller holds the lock)."""
+        events = self._parked.pop(key, None)
+        if events is None:
+            return []
+        where = (key[0], key[1], key[3])
+        left = self._tasks[where] - 1
+        if left:
+            self._tasks[where] = left
+        else:
+            del self._tasks[where]
+        self._count -= len(events)
+        return events
+
     def take_for_task(
         self, thread_id: str, checkpoint_id: str, task_id: str, *, fence_token: int | None
     ) -> list[ParkedEvent]:
         """The events of one task, for the statement that stores its writes."""
-        with self._lock:
-            events = self._parked.pop((thread_id, checkpoint_id, task_id, fence_token), [])
-            self._count -= len(events)
-        return events
-
-    def take_for_checkpoint(
-        self, thread_id: str, checkpoint_id: str, *, fence_token: int | None
-    ) -> list[ParkedEvent]:
-        """Events of the tasks that ran on a checkpoint, for the `put` that moves past it.
-
-        Every such task has finished (LangGraph puts the next checkpoint only then), but its
-        `put_writes` may not have started yet; what it has not taken, the put carries.
-        """
         if not self._parked:  # no outbox in use: the common case, without the lock
             return []
-        taken: list[ParkedEvent] = []
         with self._lock:
-            for key in [
-                key
-                for key in self._parked
-                if key[0] == thread_id and key[1] == checkpoint_id and key[3] == fence_token
-            ]:
-                taken += self._parked.pop(key)
-            self._count -= len(taken)
-        return taken
+            return self._pop((thread_id, checkpoint_id, task_id, fence_token))
 
-    def restore(self, events: Iterable[ParkedEvent]) -> None:
-        """Parks again, ahead of anything parked since, events a failed `put` had taken:
-        the task's `put_writes`, if still to come, or the next put past the checkpoint
-        carries them."""
-        groups: dict[tuple[str, str, str, int | None], list[ParkedEvent]] = {}
-        for event in events:
-            key = (event.thread_id, event.checkpoint_id, event.task_id, event.fence_token)
-            groups.setdefault(key, []).append(event)
-        with self._lock:
-            for key, group in groups.items():
-                self._parked.setdefault(key, [])[:0] = group
-                self._count += len(group)
+    def has_for_checkpoint(
+        self, thread_id: str, checkpoint_id: str, fence_token: int | None
+    ) -> bool:
+        """Whether a task that ran on the checkpoint (behind the fence) has events parked:
+        its `put_writes` has not taken them yet, so the `put` moving past waits for it."""
+        return bool(self._tasks) and (thread_id, checkpoint_id, fence_token) in self._tasks
 
     def take_for_exit(
         self, thread_id: str, namespace: str, checkpoint_id: str, *, fence_token: int | None
@@ -208,8 +205,7 @@ class EventParking:
                 and events
                 and _under(events[0].namespace, namespace)
             ]:
-                taken += self._parked.pop(key)
-            self._count -= len(taken)
+                taken += self._pop(key)
         # Checkpoint ids sort in time order; the sort is stable, so a task's order stays.
         taken.sort(key=lambda event: event.checkpoint_id)
         return taken

@@ -88,6 +88,7 @@ from langgraph_durable.errors import DatabaseTimeoutError, DatabaseUnreachableEr
 
 __all__ = [
     "COLD_PUTS",
+    "EVENTS_WAIT",
     "HANDOVER_WAIT",
     "MAX_WAIT_FACTOR",
     "AsyncWriteParking",
@@ -120,6 +121,12 @@ HANDOVER_WAIT = 5.0
 MAX_WAIT_FACTOR = 25
 """How far the wait for a put may grow, in lingers (50 ms at the default 2 ms)."""
 
+EVENTS_WAIT = 5.0
+"""Seconds a step's `put` waits for the tasks of the checkpoint it moves past to take their
+outbox events (`carried_by_put(events_pending=...)`). LangGraph submitted their writes
+before the put; only writes that never come (a task whose writes were refused) let the
+wait run out, and the put then goes on without them."""
+
 SWEEPER_IDLE = 1.0
 """Seconds the sync sweeper thread waits with nothing parked before it ends."""
 
@@ -142,6 +149,16 @@ def _unstored(entry: ParkedWrites, exc: BaseException) -> None:
         entry.params.get("task_id"),
         entry.key[0],
         exc,
+    )
+
+
+def _events_not_taken(key: WriteKey) -> None:
+    logger.warning(
+        "Checkpoint %s (thread %s) is stored without waiting longer for outbox events of "
+        "the tasks before it: their writes did not come within %s s",
+        key[2],
+        key[0],
+        EVENTS_WAIT,
     )
 
 
@@ -694,17 +711,25 @@ class AsyncWriteParking:
 
     @contextlib.asynccontextmanager
     async def carried_by_put(
-        self, keys: Sequence[WriteKey], *, fence_token: int | None
+        self,
+        keys: Sequence[WriteKey],
+        *,
+        fence_token: int | None,
+        events_pending: Callable[[], bool] | None = None,
     ) -> AsyncIterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
         put's block ends.
 
         `keys[0]` is the checkpoint the put stores: writes that park for it while it is being
         stored are not swept until this one has finished.
-        Waits until no call for `keys` is busy (I4), takes what is parked there, and on
-        leaving, if the put failed (or was cancelled), stores those writes alone before it
-        raises (in tasks of their own, which a second cancellation leaves running).
+        Waits while `events_pending()` (at most `EVENTS_WAIT`: a task of the step has
+        outbox events its `put_writes` has not taken, I7), then until no call for `keys` is
+        busy (I4), takes what is parked there, and on leaving, if the put failed (or was
+        cancelled), stores those writes alone before it raises (in tasks of their own,
+        which a second cancellation leaves running).
         """
+        if events_pending is not None:
+            await self._await_events(events_pending, keys[0])
         taken = await self._take(keys, fence_token)
         done = self._putting[keys[0]] = asyncio.Event()
         try:
@@ -720,6 +745,20 @@ class AsyncWriteParking:
                 self._registry.linger_again(keys[0])
             done.set()
         self._settle(taken)
+
+    async def _await_events(self, events_pending: Callable[[], bool], key: WriteKey) -> None:
+        """Waits until `events_pending()` is false: the writers took their events (they are
+        busy or parked from then on, which `_take` waits for). Rare: only a `put_writes`
+        that starts after its step's put."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + EVENTS_WAIT
+        while events_pending():
+            left = deadline - loop.time()
+            if left <= 0:
+                _events_not_taken(key)
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
 
     async def _take(
         self, keys: Sequence[WriteKey], fence_token: int | None = None
@@ -971,12 +1010,16 @@ class WriteParking:
 
     @contextlib.contextmanager
     def carried_by_put(
-        self, keys: Sequence[WriteKey], *, fence_token: int | None
+        self,
+        keys: Sequence[WriteKey],
+        *,
+        fence_token: int | None,
+        events_pending: Callable[[], bool] | None = None,
     ) -> Iterator[list[ParkedWrites]]:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
-        put's block ends."""
+        put's block ends (`AsyncWriteParking.carried_by_put` says what it waits for)."""
         done = _Released()
-        taken = self._take(keys, fence_token, putting=done)
+        taken = self._take(keys, fence_token, putting=done, events_pending=events_pending)
         error: BaseException | None = None
         try:
             yield taken
@@ -1002,11 +1045,17 @@ class WriteParking:
         fence_token: int | None = None,
         *,
         putting: _Released | None = None,
+        events_pending: Callable[[], bool] | None = None,
     ) -> list[ParkedWrites]:
-        """Waits until no call for `keys` is busy and takes what is parked there; with
-        `putting`, records the put as storing `keys[0]` in the same turn of the lock."""
+        """Waits while `events_pending()` (at most `EVENTS_WAIT`), then until no call for
+        `keys` is busy, and takes what is parked there; with `putting`, records the put as
+        storing `keys[0]` in the same turn of the lock."""
         registry = self._registry
         with self._changed:
+            if events_pending is not None and not self._changed.wait_for(
+                lambda: not events_pending(), EVENTS_WAIT
+            ):
+                _events_not_taken(keys[0])
             if not registry.none_busy(keys):
                 registry.put_waits(keys, +1)
                 try:

@@ -19,9 +19,10 @@ Compared with `PostgresSaver` from langgraph-checkpoint-postgres, on the same ta
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -542,6 +543,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         keys = [own]
         if row["parent_checkpoint_id"]:
             keys.append((own[0], own[1], row["parent_checkpoint_id"]))
+        events_pending: Callable[[], bool] | None = None
         if _langgraph.durability_of(config) == "exit":
             # At exit LangGraph submits the final checkpoint and then its pending writes.
             # Letting the writes that already started go first (they are waited for, or
@@ -556,31 +558,32 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 # run has none and does not pay for the yield: in the sync saver giving
                 # up the GIL cost 0.2 ms alone, more when LangGraph's thread took it.
                 time.sleep(0)
-            events = self._events.take_for_exit(*own, fence_token=row["fence_token"])
-        elif len(keys) > 1 and metadata.get("source") == "loop":
-            # Events of the parent's tasks whose `put_writes` has not started: this
-            # checkpoint holds their results, so it commits their events (I7). Taken
-            # before waiting for busy writes (`_events.py` says why that order). Only a
-            # step's checkpoint: an input checkpoint moves past tasks that did not run
-            # (a run cancelled mid-task leaves its events parked, never to commit).
-            events = self._events.take_for_checkpoint(
-                own[0], keys[1][2], fence_token=row["fence_token"]
-            )
+            exit_events = self._events.take_for_exit(*own, fence_token=row["fence_token"])
         else:
-            events = []
-        try:
-            with self._parking.carried_by_put(keys, fence_token=row["fence_token"]) as taken:
-                params.update(_core.parked_write_params(entry.params for entry in taken))
-                if events:
-                    for name, values in event_params(events).items():
-                        params[name] = params[name] + values
-                self._store_checkpoint(params)
-                for _ in taken:  # each task's writes committed with the checkpoint
-                    _crashpoints.reached("put_writes:after_commit")
-        except BaseException:
-            if events:
-                self._events.restore(events)
-            raise
+            exit_events = []
+            if (
+                len(keys) > 1
+                and metadata.get("source") == "loop"
+                and self._events.has_for_checkpoint(own[0], keys[1][2], row["fence_token"])
+            ):
+                # A task of the step has outbox events its `put_writes`, submitted before
+                # this put but not started yet, has not taken: this checkpoint holds the
+                # task's result, so it waits for them (I7). Only a step's checkpoint: an
+                # input checkpoint moves past tasks that did not all finish (a run
+                # cancelled mid-task leaves events parked that must never commit).
+                events_pending = functools.partial(
+                    self._events.has_for_checkpoint, own[0], keys[1][2], row["fence_token"]
+                )
+        with self._parking.carried_by_put(
+            keys, fence_token=row["fence_token"], events_pending=events_pending
+        ) as taken:
+            params.update(_core.parked_write_params(entry.params for entry in taken))
+            if exit_events:
+                for name, values in event_params(exit_events).items():
+                    params[name] = params[name] + values
+            self._store_checkpoint(params)
+            for _ in taken:  # each task's writes committed with the checkpoint
+                _crashpoints.reached("put_writes:after_commit")
         self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
@@ -628,9 +631,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         key = _core.write_key(config)
         if any(channel == INTERRUPT for channel, _ in writes):
             _guard.interrupt_written(task_id)
-        if not writes:
-            return
+        if not writes and not self._events.has_for_checkpoint(
+            key[0], key[2], fence_token_of(config)
+        ):
+            return  # nothing to store (a task that wrote only untracked channels)
         if key[:2] in self._rejected:
+            # Not stored: the task's events go too (a put past its checkpoint would wait).
+            self._events.take_for_task(key[0], key[2], task_id, fence_token=fence_token_of(config))
             rejected = self._rejected[key[:2]]
             raise type(rejected)(
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "

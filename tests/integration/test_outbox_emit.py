@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import operator
 import threading
 import uuid
@@ -18,6 +19,7 @@ from typing import Annotated, Any
 import psycopg
 import pytest
 from _pg import leased_config
+from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Durability, RetryPolicy, interrupt
@@ -93,31 +95,36 @@ def graph() -> StateGraph[State, None, State, State]:
     return builder
 
 
+def holds_a(checkpoint: Any) -> bool:
+    return "a" in (checkpoint["channel_values"].get("log") or [])
+
+
 class LateWriter(DurablePostgresSaver):
     """A saver whose `put_writes` for node a's task starts late, as when the executor
     thread LangGraph submitted it to is not scheduled before the thread of the next `put`:
-    it waits (at most 5 s) until a checkpoint holding a's result has committed, and
-    records which events were committed at that moment."""
+    it waits (at most 5 s) until the put of a checkpoint holding a's result has started,
+    and that put records which events were committed when it had."""
 
     dsn = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.thread = ""
-        self.a_in_a_checkpoint = threading.Event()
+        self.a_put_started = threading.Event()
         self.events_then: list[str] | None = None
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         if ("log", ["a"]) in [tuple(w) for w in writes]:
-            self.a_in_a_checkpoint.wait(5)
+            self.a_put_started.wait(5)
         super().put_writes(config, writes, task_id, task_path)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        first = holds_a(checkpoint) and not self.a_put_started.is_set()
+        if first:
+            self.a_put_started.set()
         stored_config = super().put(config, checkpoint, metadata, new_versions)
-        holds_a = "a" in (checkpoint["channel_values"].get("log") or [])
-        if holds_a and self.events_then is None:
+        if first:
             self.events_then = [row["event_type"] for row in stored(self.dsn, self.thread)]
-            self.a_in_a_checkpoint.set()
         return stored_config
 
 
@@ -137,14 +144,15 @@ def test_events_commit_no_later_than_the_checkpoint_holding_their_result(
 
 class AsyncLateWriter(AsyncDurablePostgresSaver):
     """`LateWriter` for the async saver: `aput_writes` for a's task waits (at most 5 s)
-    until a checkpoint holding a's result has committed, as a task scheduled late would."""
+    until the put of a checkpoint holding a's result has started, as a task scheduled
+    late would."""
 
     dsn = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.thread = ""
-        self.a_in_a_checkpoint = asyncio.Event()
+        self.a_put_started = asyncio.Event()
         self.events_then: list[str] | None = None
 
     async def aput_writes(
@@ -152,16 +160,17 @@ class AsyncLateWriter(AsyncDurablePostgresSaver):
     ) -> None:
         if ("log", ["a"]) in [tuple(w) for w in writes]:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.a_in_a_checkpoint.wait(), 5)
+                await asyncio.wait_for(self.a_put_started.wait(), 5)
         await super().aput_writes(config, writes, task_id, task_path)
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        first = holds_a(checkpoint) and not self.a_put_started.is_set()
+        if first:
+            self.a_put_started.set()
         stored_config = await super().aput(config, checkpoint, metadata, new_versions)
-        holds_a = "a" in (checkpoint["channel_values"].get("log") or [])
-        if holds_a and self.events_then is None:
+        if first:
             rows = await asyncio.to_thread(stored, self.dsn, self.thread)
             self.events_then = [row["event_type"] for row in rows]
-            self.a_in_a_checkpoint.set()
         return stored_config
 
 
@@ -186,9 +195,12 @@ async def test_async_saver_commits_events_no_later_than_the_checkpoint_holding_t
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_events_of_a_task_cancelled_mid_run_never_commit(dsn: str, mode: Durability) -> None:
+async def test_events_of_a_task_cancelled_mid_run_never_commit(
+    dsn: str, mode: Durability, caplog: pytest.LogCaptureFixture
+) -> None:
     """A run cancelled after its task emitted leaves the event parked; the next run on the
-    thread starts from new input, and none of its checkpoints may carry that event."""
+    thread starts from new input: none of its checkpoints carries that event, and its input
+    checkpoint does not wait for the cancelled task's writes, which will never come."""
     thread = f"emit-cancelled-{uuid.uuid4()}"
     emitted = asyncio.Event()
     runs: list[int] = []
@@ -213,8 +225,35 @@ async def test_events_of_a_task_cancelled_mid_run_never_commit(dsn: str, mode: D
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-        await app.ainvoke({"log": []}, config, durability=mode)
+        with caplog.at_level(logging.WARNING, logger="langgraph_durable.checkpoint"):
+            await app.ainvoke({"log": []}, config, durability=mode)
     assert [r["event_type"] for r in stored(dsn, thread)] == ["a.done"]
+    assert "outbox events" not in caplog.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_task_that_writes_only_untracked_channels_still_commits_its_events(
+    dsn: str, mode: Durability
+) -> None:
+    """LangGraph stores no write for an `UntrackedValue` channel, so such a task's
+    `put_writes` gets none: its events are stored with an empty set of writes."""
+
+    class Scratch(TypedDict, total=False):
+        log: list[str]
+        scratch: Annotated[str, UntrackedValue(str)]
+
+    def a(state: Scratch) -> Scratch:
+        emit("a.untracked", {})
+        return {"scratch": "not stored"}
+
+    builder = StateGraph(Scratch)
+    builder.add_node("a", a)
+    builder.add_edge(START, "a")
+    thread = f"emit-untracked-{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert [r["event_type"] for r in stored(dsn, thread)] == ["a.untracked"]
 
 
 @pytest.mark.parametrize("mode", MODES)

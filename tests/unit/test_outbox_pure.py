@@ -59,31 +59,27 @@ def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> N
     assert len(parking.take_for_task("th", "c3", "p", fence_token=None)) == 1
 
 
-def test_a_step_s_checkpoint_carries_the_events_its_tasks_have_not_taken() -> None:
-    """A put can start before the `put_writes` of a task of the step it records: it takes
-    that checkpoint's events (of its own fence), and the late `put_writes` finds none."""
+def test_a_checkpoint_has_events_until_every_task_of_it_took_its_own() -> None:
+    """The `put` moving past a checkpoint waits while a task that ran on it (behind the
+    put's fence) has events its `put_writes` has not taken."""
     parking = EventParking()
-    parking.park(event("a", "c1", n=1))
-    parking.park(event("b", "c1", n=2))
-    parking.park(event("b", "c1", n=3, token=7))  # another holder's run
-    parking.park(event("c", "c2", n=4))  # a task of the next step
-    taken = parking.take_for_checkpoint("th", "c1", fence_token=None)
-    assert [json.loads(e.payload)["n"] for e in taken] == [1, 2]
-    assert parking.take_for_task("th", "c1", "a", fence_token=None) == []
-    assert len(parking.take_for_task("th", "c1", "b", fence_token=7)) == 1
-    assert len(parking.take_for_task("th", "c2", "c", fence_token=None)) == 1
-    assert parking.take_for_checkpoint("th", "c1", fence_token=None) == []
-
-
-def test_events_of_a_failed_put_are_parked_again_ahead_of_later_ones() -> None:
-    parking = EventParking()
+    assert not parking.has_for_checkpoint("th", "c1", None)
     parking.park(event("a", "c1", n=1))
     parking.park(event("a", "c1", n=2))
-    taken = parking.take_for_checkpoint("th", "c1", fence_token=None)
-    parking.park(event("a", "c1", n=3))
-    parking.restore(taken)
-    again = parking.take_for_task("th", "c1", "a", fence_token=None)
-    assert [json.loads(e.payload)["n"] for e in again] == [1, 2, 3]
+    parking.park(event("b", "c1", n=3))
+    parking.park(event("b", "c1", n=4, token=7))  # another holder's run
+    parking.park(event("c", "c2", n=5))  # a task of the next step
+    assert parking.has_for_checkpoint("th", "c1", None)
+    assert len(parking.take_for_task("th", "c1", "a", fence_token=None)) == 2
+    assert parking.has_for_checkpoint("th", "c1", None)
+    assert len(parking.take_for_task("th", "c1", "b", fence_token=None)) == 1
+    assert not parking.has_for_checkpoint("th", "c1", None)
+    assert parking.has_for_checkpoint("th", "c1", 7)
+    assert parking.has_for_checkpoint("th", "c2", None)
+    assert not parking.has_for_checkpoint("other", "c2", None)
+    parking.take_for_exit("th", "", "c9", fence_token=None)
+    assert not parking.has_for_checkpoint("th", "c2", None)
+    assert parking.take_for_task("th", "c1", "a", fence_token=None) == []
 
 
 def test_events_are_carried_only_behind_the_fence_of_the_run_that_emitted_them() -> None:

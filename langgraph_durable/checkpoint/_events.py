@@ -17,9 +17,11 @@ when the task's result does (invariant I7):
 - under "exit", LangGraph stores nothing until the run ends; the final `put` carries the
   events of every task of the run except those of its own pending tasks, whose
   `put_writes` follow it (and carry or drop them as above);
-- under a retry policy, a task's first event of a new attempt voids the events of the
-  attempts before it. An attempt that emits nothing leaves them (LangGraph tells neither
-  the node nor the saver that an attempt failed), so they commit with its writes: a gap.
+- a task's first event of a new attempt (a retry policy) or of a new execution (the
+  task run again on the same checkpoint after a run that did not finish it: cancelled, or
+  stopped by a subgraph's static interrupt) voids the events of the ones before it. An
+  execution that emits nothing leaves them (LangGraph tells neither the node nor the saver
+  that an attempt failed), so they commit with its writes: a gap.
 
 Pure bookkeeping behind one lock: calls come from worker threads (sync) or one loop.
 """
@@ -31,7 +33,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["EMPTY_EVENT_PARAMS", "EventParking", "ParkedEvent", "event_params", "new_event"]
@@ -68,6 +70,11 @@ class ParkedEvent:
     fence_token: int | None = None
     """The fencing token of the run that emitted it (None without a lease): only a statement
     behind the same fence carries it."""
+    execution: object = field(default=None, compare=False, repr=False)
+    """The execution of the task that emitted it (its scratchpad, compared by identity;
+    None if unknown): a task run again on the same checkpoint, after a run that did not
+    finish it, is another execution. Held, not numbered: a bounded map of numbers could
+    forget a long-running execution and take its later events for another's."""
 
 
 def new_event(
@@ -82,6 +89,7 @@ def new_event(
     attempt: int = 1,
     event_id: str | None = None,
     fence_token: int | None = None,
+    execution: object = None,
 ) -> ParkedEvent:
     """Checks an event and gives it `event_id` or a new one; ValueError or TypeError if bad."""
     if not isinstance(event_type, str) or not event_type or "\x00" in event_type:
@@ -102,6 +110,7 @@ def new_event(
         task_id,
         attempt,
         fence_token,
+        execution,
     )
 
 
@@ -148,8 +157,13 @@ class EventParking:
                 events = self._parked[key] = []
                 where = (key[0], key[1], key[3])
                 self._tasks[where] = self._tasks.get(where, 0) + 1
-            elif events[-1].attempt < event.attempt:
-                # A new attempt of the task: the failed attempt's events are void.
+            elif events[-1].execution is not event.execution or (
+                events[-1].attempt != event.attempt
+            ):
+                # Another execution of the task (a run after one that did not finish it) or
+                # a new attempt (a retry): the earlier one's events are void. Left parked,
+                # they would commit with this one's writes, and take the place of this
+                # one's events under the same ids.
                 self._count -= len(events)
                 events.clear()
             events.append(event)

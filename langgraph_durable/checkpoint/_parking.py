@@ -1052,10 +1052,9 @@ class WriteParking:
         storing `keys[0]` in the same turn of the lock."""
         registry = self._registry
         with self._changed:
-            if events_pending is not None and not self._changed.wait_for(
+            gave_up = events_pending is not None and not self._changed.wait_for(
                 lambda: not events_pending(), EVENTS_WAIT
-            ):
-                _events_not_taken(keys[0])
+            )
             if not registry.none_busy(keys):
                 registry.put_waits(keys, +1)
                 try:
@@ -1065,7 +1064,9 @@ class WriteParking:
             taken = registry.take(keys, fence_token)
             if putting is not None:
                 self._putting[keys[0]] = putting
-            return taken
+        if gave_up:  # logged outside the lock
+            _events_not_taken(keys[0])
+        return taken
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._changed:

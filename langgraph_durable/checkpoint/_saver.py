@@ -256,10 +256,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         self._delta_channels: set[str] = set()
         # Final checkpoints of runs under durability="exit": writes for them come after.
         self._exit_checkpoints: set[WriteKey] = set()
-        # (thread, namespace) whose last put was rejected: under durability="async"
-        # LangGraph runs the next tasks anyway, and their writes must not land against
-        # checkpoints that will never exist. Cleared by the next accepted put there.
-        self._rejected: dict[tuple[str, str], InvalidInputError] = {}
+        # (thread, namespace) whose last put was rejected, with that checkpoint's id: under
+        # durability="async" LangGraph runs the next tasks anyway, and their writes must
+        # not land against it or the checkpoints after it, which will never exist. Writes
+        # against older checkpoints are stored (a later run resumed from one of them).
+        # Cleared when a put of a newer checkpoint starts: LangGraph puts nothing more in
+        # the run whose put failed, so that put is another run's.
+        self._rejected: dict[tuple[str, str], tuple[str, InvalidInputError]] = {}
         # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
@@ -536,8 +539,12 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             if key is not None:
                 if len(self._rejected) > 1024:
                     self._rejected.clear()
-                self._rejected[key] = exc
+                self._rejected[key] = (str(checkpoint.get("id", "")), exc)
             raise
+        if self._rejected:
+            rejected = self._rejected.get((row["thread_id"], row["checkpoint_ns"]))
+            if rejected is not None and row["checkpoint_id"] > rejected[0]:
+                del self._rejected[(row["thread_id"], row["checkpoint_ns"])]
         self._delta_channels.update(_core.delta_channel_names(metadata, blob_values))
         own: WriteKey = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
         keys = [own]
@@ -584,7 +591,6 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             self._store_checkpoint(params)
             for _ in taken:  # each task's writes committed with the checkpoint
                 _crashpoints.reached("put_writes:after_commit")
-        self._rejected.pop((row["thread_id"], row["checkpoint_ns"]), None)
         return _core.config_of(row)
 
     def _store_checkpoint(self, params: dict[str, Any]) -> None:
@@ -635,13 +641,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             key[0], key[2], fence_token_of(config)
         ):
             return  # nothing to store (a task that wrote only untracked channels)
-        if key[:2] in self._rejected:
+        rejected = self._rejected.get(key[:2]) if self._rejected else None
+        if rejected is not None and key[2] >= rejected[0]:
             # Not stored: the task's events go too (a put past its checkpoint would wait).
             self._events.take_for_task(key[0], key[2], task_id, fence_token=fence_token_of(config))
-            rejected = self._rejected[key[:2]]
-            raise type(rejected)(
+            raise type(rejected[1])(
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
-                f"({rejected}); these writes were not stored either."
+                f"({rejected[1]}); these writes were not stored either."
             )
         ends_step = any(channel in (ERROR, INTERRUPT) for channel, _ in writes)
 

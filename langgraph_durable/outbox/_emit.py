@@ -134,6 +134,7 @@ def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
         attempt=_langgraph.task_attempt_of(config),
         event_id=derived_event_id(config, thread_id, event_type),
         fence_token=fence_token_of(config),
+        execution=_langgraph.scratchpad_of(config),
     )
     saver.park_event(event)
     return event.event_id

@@ -31,6 +31,7 @@ from langgraph_durable import (
     DurablePostgresSaver,
     InvalidEventError,
     OutboxUnavailableError,
+    UnserializableValueError,
     emit,
     emit_txn,
 )
@@ -92,6 +93,14 @@ def graph() -> StateGraph[State, None, State, State]:
     builder.add_edge(START, "a")
     builder.add_edge("a", "b")
     builder.add_edge("b", END)
+    return builder
+
+
+def one_node(name: str, node: Any, schema: Any = State) -> Any:
+    """A graph of one node, from START."""
+    builder = StateGraph(schema)
+    builder.add_node(name, node)
+    builder.add_edge(START, name)
     return builder
 
 
@@ -214,9 +223,7 @@ async def test_events_of_a_task_cancelled_mid_run_never_commit(
         emit("a.done", {})
         return {"log": ["a"]}
 
-    builder = StateGraph(State)
-    builder.add_node("a", a)
-    builder.add_edge(START, "a")
+    builder = one_node("a", a)
     config: Any = {"configurable": {"thread_id": thread}}
     async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
         app = builder.compile(checkpointer=saver)
@@ -246,9 +253,7 @@ def test_a_task_that_writes_only_untracked_channels_still_commits_its_events(
         emit("a.untracked", {})
         return {"scratch": "not stored"}
 
-    builder = StateGraph(Scratch)
-    builder.add_node("a", a)
-    builder.add_edge(START, "a")
+    builder = one_node("a", a, Scratch)
     thread = f"emit-untracked-{uuid.uuid4()}"
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         app = builder.compile(checkpointer=saver)
@@ -348,9 +353,7 @@ def test_an_interrupted_node_emits_once_when_it_finishes(dsn: str, mode: Durabil
         emit("ask.answered", {"answer": answer})
         return {"log": [answer]}
 
-    builder = StateGraph(State)
-    builder.add_node("ask", ask)
-    builder.add_edge(START, "ask")
+    builder = one_node("ask", ask)
     config: Any = {"configurable": {"thread_id": thread}}
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         app = builder.compile(checkpointer=saver)
@@ -434,9 +437,7 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
         refund("o1")
         return {"log": ["refunded"]}
 
-    builder = StateGraph(State)
-    builder.add_node("pay_back", pay_back)
-    builder.add_edge(START, "pay_back")
+    builder = one_node("pay_back", pay_back)
     query = (
         "SELECT o.event_type, o.key, o.payload, o.xmin::text = e.xmin::text AS same_txn"
         " FROM langgraph_durable_outbox o JOIN langgraph_durable_effects e"
@@ -491,3 +492,69 @@ def test_emit_inside_a_subgraph(dsn: str, mode: Durability) -> None:
         app = builder.compile(checkpointer=saver)
         app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
     assert sorted(r["event_type"] for r in stored(dsn, thread)) == ["inner.done", "outer.done"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])  # "exit" stores nothing to resume
+def test_a_run_resumed_after_a_rejected_put_stores_its_writes_and_events(
+    dsn: str, mode: Durability
+) -> None:
+    """A put rejected in one run (a value that cannot be serialized) refuses the writes
+    against that checkpoint and later ones, not those of the next run, resumed from an
+    older checkpoint: its node's writes and event are stored, and the run succeeds."""
+    thread = f"emit-rejected-{uuid.uuid4()}"
+    calls: list[int] = []
+
+    class Bad(TypedDict, total=False):
+        log: Annotated[list[str], operator.add]
+        value: Any
+
+    def a(state: Bad) -> Bad:
+        calls.append(1)
+        emit("a.done", {"call": len(calls)})
+        return {"log": ["a"], "value": threading.Lock() if len(calls) == 1 else "fine"}
+
+    builder = one_node("a", a, Bad)
+    config: Any = {"configurable": {"thread_id": thread}}
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        with pytest.raises(UnserializableValueError):
+            app.invoke({"log": []}, config, durability=mode)
+        assert app.invoke(None, config, durability=mode) == {"log": ["a"], "value": "fine"}
+    assert [(r["event_type"], r["payload"]) for r in stored(dsn, thread)] == [
+        ("a.done", {"call": 2})
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_task_run_again_after_an_unfinished_run_commits_only_its_own_events(
+    dsn: str, mode: Durability
+) -> None:
+    """A node emits, then its subgraph stops at a static interrupt: LangGraph stores no
+    write for the node, so its events stay parked. Run again on resume, the node emits
+    anew under the same event ids; only the finishing execution's events commit."""
+    thread = f"emit-again-{uuid.uuid4()}"
+    runs: list[int] = []
+    sub = StateGraph(State)
+    sub.add_node("step", lambda state: {"log": ["step"]})
+    sub.add_edge(START, "step")
+    subgraph = sub.compile(interrupt_before=["step"])
+
+    def quote(state: State) -> State:
+        runs.append(1)
+        emit("quote", {"price": 100 * len(runs)})
+        if len(runs) == 1:
+            emit("quote.first_run_only", {})
+        subgraph.invoke({"log": []})
+        return {"log": ["quote"]}
+
+    builder = one_node("quote", quote)
+    config: Any = {"configurable": {"thread_id": thread}}
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, config, durability=mode)
+        assert stored(dsn, thread) == []
+        app.invoke(None, config, durability=mode)
+    assert len(runs) == 2
+    assert [(r["event_type"], r["payload"]) for r in stored(dsn, thread)] == [
+        ("quote", {"price": 200})
+    ]

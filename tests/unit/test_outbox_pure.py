@@ -18,6 +18,7 @@ def event(
     ns: str = "",
     n: int = 0,
     token: int | None = None,
+    execution: object = None,
 ) -> ParkedEvent:
     return new_event(
         "t",
@@ -29,6 +30,7 @@ def event(
         task_id=task,
         attempt=attempt,
         fence_token=token,
+        execution=execution,
     )
 
 
@@ -42,6 +44,19 @@ def test_a_task_takes_only_its_own_events_and_a_new_attempt_voids_the_old() -> N
     ] == [3]
     assert parking.take_for_task("th", "c1", "a", fence_token=None) == []
     assert len(parking.take_for_task("th", "c1", "b", fence_token=None)) == 1
+
+
+def test_a_new_execution_of_a_task_voids_what_an_unfinished_one_left_parked() -> None:
+    """A task run again on the same checkpoint (after a cancelled run, say) is another
+    execution: its first event voids the earlier one's; one execution's events add up."""
+    first, second = object(), object()
+    parking = EventParking()
+    parking.park(event("a", "c1", n=1, execution=first))
+    parking.park(event("a", "c1", n=2, execution=first))
+    parking.park(event("a", "c1", n=3, execution=second))
+    parking.park(event("a", "c1", n=4, execution=second))
+    taken = parking.take_for_task("th", "c1", "a", fence_token=None)
+    assert [json.loads(e.payload)["n"] for e in taken] == [3, 4]
 
 
 def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> None:

@@ -14,6 +14,7 @@ alone. Lingers that a put must beat are `HANG_S` long: a correct run never waits
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from langgraph_durable.checkpoint import _parking
 from langgraph_durable.checkpoint._parking import (
     COLD_PUTS,
     MAX_WAIT_FACTOR,
@@ -805,3 +807,90 @@ async def test_an_error_leaves_writes_handed_over_to_a_waiting_put_for_that_put(
     assert stored == ["error"]
     assert parking._registry.parked[KEY] == [handed]  # still there for its put
     assert handed.state == "parked"
+
+
+PARENT = ("thread", "", "checkpoint-0")
+
+
+def test_a_put_waits_for_the_step_s_writers_to_take_their_outbox_events() -> None:
+    """Invariant I7: a writer that starts after its step's put (LangGraph submitted it
+    first) still gets its writes, which hold its events, into that put."""
+    parking = WriteParking(linger=HANG_S)  # only the put takes them
+    asked = threading.Event()
+    pending = [True]
+    carried: list[list[dict[str, Any]]] = []
+
+    def events_pending() -> bool:
+        asked.set()
+        return pending[0]
+
+    def put() -> None:
+        keys = [KEY, PARENT]
+        with parking.carried_by_put(keys, fence_token=None, events_pending=events_pending) as taken:
+            carried.append([entry.params for entry in taken])
+
+    taker = threading.Thread(target=put, daemon=True)
+    taker.start()
+    assert asked.wait(HANG_S)  # the put is waiting before the writer starts
+
+    def prepare() -> tuple[bool, dict[str, Any]]:
+        pending[0] = False  # the writer takes its events once it counts as busy
+        return True, {"task": "a"}
+
+    assert parking.store(PARENT, prepare, lambda params: carried.append([{"alone": True}]))
+    taker.join(HANG_S)
+    assert carried == [[{"task": "a"}]]
+
+
+async def test_async_put_waits_for_the_step_s_writers_to_take_their_outbox_events() -> None:
+    parking = AsyncWriteParking(linger=HANG_S)
+    asked = asyncio.Event()
+    pending = [True]
+    carried: list[list[dict[str, Any]]] = []
+
+    def events_pending() -> bool:
+        asked.set()
+        return pending[0]
+
+    async def put() -> None:
+        keys = [KEY, PARENT]
+        async with parking.carried_by_put(
+            keys, fence_token=None, events_pending=events_pending
+        ) as taken:
+            carried.append([entry.params for entry in taken])
+
+    taker = asyncio.ensure_future(put())
+    await asyncio.wait_for(asked.wait(), HANG_S)
+
+    def prepare() -> tuple[bool, dict[str, Any]]:
+        pending[0] = False
+        return True, {"task": "a"}
+
+    async def alone(params: dict[str, Any]) -> None:
+        carried.append([{"alone": True}])
+
+    assert await parking.store(PARENT, prepare, alone)
+    await asyncio.wait_for(taker, HANG_S)
+    assert carried == [[{"task": "a"}]]
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+async def test_a_put_whose_events_are_never_taken_goes_on_and_says_so(
+    flavor: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Events whose writes never come (refused, say) hold a put up for `EVENTS_WAIT`, not
+    for ever: it then commits and logs what it did not wait for."""
+    monkeypatch.setattr(_parking, "EVENTS_WAIT", 0.0)
+    keys = [KEY, PARENT]
+    with caplog.at_level(logging.WARNING, logger="langgraph_durable.checkpoint"):
+        if flavor == "sync":
+            with WriteParking(linger=0.002).carried_by_put(
+                keys, fence_token=None, events_pending=lambda: True
+            ) as taken:
+                assert taken == []
+        else:
+            async with AsyncWriteParking(linger=0.002).carried_by_put(
+                keys, fence_token=None, events_pending=lambda: True
+            ) as taken:
+                assert taken == []
+    assert "without waiting longer for outbox events" in caplog.text

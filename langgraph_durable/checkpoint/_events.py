@@ -14,6 +14,9 @@ when the task's result does (invariant I7):
   the events stay with their task's writes, whatever happens to the put;
 - writes that say the task did not finish (an error, an interrupt) drop its events: the
   task runs again and emits them again;
+- a task's writes also take the events its subgraphs' tasks left parked, which no write
+  of the subgraph stored: a node ending with `Command(graph=Command.PARENT)` (its update
+  is the parent task's write), or a subgraph compiled without a checkpointer;
 - under "exit", LangGraph stores nothing until the run ends; the final `put` carries the
   events of every task of the run except those of its own pending tasks, whose
   `put_writes` follow it (and carry or drop them as above);
@@ -28,6 +31,7 @@ Pure bookkeeping behind one lock: calls come from worker threads (sync) or one l
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -41,6 +45,7 @@ __all__ = ["EMPTY_EVENT_PARAMS", "EventParking", "ParkedEvent", "event_params", 
 logger = logging.getLogger("langgraph_durable.outbox")
 
 _MAX_PARKED = 100_000
+_EMITTED = itertools.count()
 
 EMPTY_EVENT_PARAMS: dict[str, list[Any]] = {
     "e_ids": [],
@@ -75,6 +80,9 @@ class ParkedEvent:
     None if unknown): a task run again on the same checkpoint, after a run that did not
     finish it, is another execution. Held, not numbered: a bounded map of numbers could
     forget a long-running execution and take its later events for another's."""
+    seq: int = field(default_factory=lambda: next(_EMITTED), compare=False, repr=False)
+    """Emission order in this process: events of a task and of the subgraph tasks below
+    it, taken together, keep the order they were emitted in."""
 
 
 def new_event(
@@ -124,6 +132,12 @@ def event_params(events: Iterable[ParkedEvent]) -> dict[str, list[Any]]:
         params["e_payloads"].append(event.payload)
         params["e_task_ids"].append(event.task_id or None)
     return params
+
+
+def _ran_in(namespace: str, marker: str) -> bool:
+    """Whether a segment of `namespace` ("node:task_id") ends with `marker` (":task_id"):
+    the loop of the namespace ran inside that task."""
+    return any(part.endswith(marker) for part in namespace.split("|"))
 
 
 def _under(namespace: str, root: str) -> bool:
@@ -186,11 +200,34 @@ class EventParking:
     def take_for_task(
         self, thread_id: str, checkpoint_id: str, task_id: str, *, fence_token: int | None
     ) -> list[ParkedEvent]:
-        """The events of one task, for the statement that stores its writes."""
+        """The events of one task, for the statement that stores its writes, with those
+        still parked by the tasks of subgraphs it ran (namespaces below it).
+
+        A subgraph task's own writes take its events; what is left below a finished task
+        was never stored by a write of the subgraph: a node that ended with
+        `Command(graph=Command.PARENT)`, whose update is this task's write, or a subgraph
+        compiled without a checkpointer.
+        """
         if not self._parked:  # no outbox in use: the common case, without the lock
             return []
         with self._lock:
-            return self._pop((thread_id, checkpoint_id, task_id, fence_token))
+            events = self._pop((thread_id, checkpoint_id, task_id, fence_token))
+            if self._parked:
+                marker = ":" + task_id
+                below = [
+                    key
+                    for key, parked in self._parked.items()
+                    if key[0] == thread_id
+                    and key[3] == fence_token
+                    and parked
+                    and marker in parked[0].namespace
+                    and _ran_in(parked[0].namespace, marker)
+                ]
+                if below:
+                    for key in below:
+                        events += self._pop(key)
+                    events.sort(key=lambda event: event.seq)
+        return events
 
     def has_for_checkpoint(
         self, thread_id: str, checkpoint_id: str, fence_token: int | None

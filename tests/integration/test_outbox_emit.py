@@ -558,3 +558,33 @@ def test_a_task_run_again_after_an_unfinished_run_commits_only_its_own_events(
     assert [(r["event_type"], r["payload"]) for r in stored(dsn, thread)] == [
         ("quote", {"price": 200})
     ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_subgraph_node_that_hands_its_update_to_the_parent_keeps_its_events(
+    dsn: str, mode: Durability
+) -> None:
+    """`Command(graph=Command.PARENT)` makes the node's update the parent task's write, and
+    the subgraph stores no write of that node: its events commit with the parent task's."""
+    thread = f"emit-parent-command-{uuid.uuid4()}"
+
+    def pay(state: State) -> Command[str]:
+        emit("paid", {"n": 1})
+        emit("receipt.sent", {"n": 2})
+        return Command(graph=Command.PARENT, update={"log": ["pay"]}, goto="done")
+
+    sub = StateGraph(State)
+    sub.add_node("pay", pay)
+    sub.add_edge(START, "pay")
+    builder = StateGraph(State)
+    builder.add_node("checkout", sub.compile(), destinations=("done",))
+    builder.add_node("done", lambda state: {"log": ["done"]})
+    builder.add_edge(START, "checkout")
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = builder.compile(checkpointer=saver)
+        result = app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert result == {"log": ["pay", "done"]}
+    assert [(r["event_type"], r["payload"]) for r in stored(dsn, thread)] == [
+        ("paid", {"n": 1}),
+        ("receipt.sent", {"n": 2}),
+    ]

@@ -59,6 +59,21 @@ def test_a_new_execution_of_a_task_voids_what_an_unfinished_one_left_parked() ->
     assert [json.loads(e.payload)["n"] for e in taken] == [3, 4]
 
 
+def test_a_task_s_writes_take_what_its_subgraphs_left_parked_in_emission_order() -> None:
+    """Events of a subgraph's tasks that no write of the subgraph stored (its node handed
+    its update to the parent) go with the writes of the parent task that ran it; a sibling
+    task's subgraph keeps its own."""
+    parking = EventParking()
+    parking.park(event("p", "c1", n=1))
+    parking.park(event("x", "c7", ns="checkout:p", n=2))
+    parking.park(event("y", "c8", ns="checkout:p|inner:x", n=3))
+    parking.park(event("p", "c1", n=4))
+    parking.park(event("z", "c9", ns="checkout:q", n=5))
+    taken = parking.take_for_task("th", "c1", "p", fence_token=None)
+    assert [json.loads(e.payload)["n"] for e in taken] == [1, 2, 3, 4]
+    assert len(parking.take_for_task("th", "c9", "z", fence_token=None)) == 1
+
+
 def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> None:
     parking = EventParking()
     parking.park(event("a", "c1", n=1))

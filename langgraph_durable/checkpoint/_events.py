@@ -156,6 +156,9 @@ class EventParking:
         self._count = 0
         self._tasks: dict[tuple[str, str, int | None], int] = {}
         """Tasks with parked events, per (thread, checkpoint, fencing token)."""
+        self._of_thread: dict[str, dict[tuple[str, str, str, int | None], None]] = {}
+        """The keys of `_parked` per thread, in the order they came: the searches below a
+        task and at exit look at one thread's events, not at every thread's."""
 
     def park(self, event: ParkedEvent) -> None:
         key = (event.thread_id, event.checkpoint_id, event.task_id, event.fence_token)
@@ -165,12 +168,14 @@ class EventParking:
                 logger.warning("dropping %d parked outbox events of unfinished tasks", self._count)
                 self._parked.clear()
                 self._tasks.clear()
+                self._of_thread.clear()
                 self._count = 0
             events = self._parked.get(key)
             if events is None:
                 events = self._parked[key] = []
                 where = (key[0], key[1], key[3])
                 self._tasks[where] = self._tasks.get(where, 0) + 1
+                self._of_thread.setdefault(key[0], {})[key] = None
             elif events[-1].execution is not event.execution or (
                 events[-1].attempt != event.attempt
             ):
@@ -194,6 +199,10 @@ class EventParking:
             self._tasks[where] = left
         else:
             del self._tasks[where]
+        keys = self._of_thread[key[0]]
+        del keys[key]
+        if not keys:
+            del self._of_thread[key[0]]
         self._count -= len(events)
         return events
 
@@ -212,16 +221,15 @@ class EventParking:
             return []
         with self._lock:
             events = self._pop((thread_id, checkpoint_id, task_id, fence_token))
-            if self._parked:
+            if thread_id in self._of_thread:
                 marker = ":" + task_id
                 below = [
                     key
-                    for key, parked in self._parked.items()
-                    if key[0] == thread_id
-                    and key[3] == fence_token
-                    and parked
-                    and marker in parked[0].namespace
-                    and _ran_in(parked[0].namespace, marker)
+                    for key in self._of_thread[thread_id]
+                    if key[3] == fence_token
+                    and self._parked[key]
+                    and marker in self._parked[key][0].namespace
+                    and _ran_in(self._parked[key][0].namespace, marker)
                 ]
                 if below:
                     for key in below:
@@ -249,12 +257,11 @@ class EventParking:
         with self._lock:
             for key in [
                 key
-                for key, events in self._parked.items()
-                if key[0] == thread_id
-                and key[1] != checkpoint_id
+                for key in self._of_thread.get(thread_id, ())
+                if key[1] != checkpoint_id
                 and key[3] == fence_token
-                and events
-                and _under(events[0].namespace, namespace)
+                and self._parked[key]
+                and _under(self._parked[key][0].namespace, namespace)
             ]:
                 taken += self._pop(key)
         # Checkpoint ids sort in time order; the sort is stable, so a task's order stays.

@@ -74,6 +74,22 @@ def test_a_task_s_writes_take_what_its_subgraphs_left_parked_in_emission_order()
     assert len(parking.take_for_task("th", "c9", "z", fence_token=None)) == 1
 
 
+def test_searches_below_a_task_and_at_exit_stay_within_their_thread() -> None:
+    parking = EventParking()
+    other = new_event("t", {"n": 9}, "k", thread_id="other", checkpoint_id="c1", task_id="p")
+    parking.park(other)
+    parking.park(event("x", "c7", ns="checkout:p", n=1))
+    parking.park(
+        new_event("t", {"n": 8}, "k", thread_id="other", namespace="checkout:p", task_id="x")
+    )
+    taken = parking.take_for_task("th", "c1", "p", fence_token=None)
+    assert [json.loads(e.payload)["n"] for e in taken] == [1]
+    assert parking.take_for_exit("th", "", "c9", fence_token=None) == []
+    at_exit = parking.take_for_exit("other", "", "c9", fence_token=None)
+    assert sorted(json.loads(e.payload)["n"] for e in at_exit) == [8, 9]
+    assert not parking.has_for_checkpoint("other", "c1", None)
+
+
 def test_an_exit_checkpoint_carries_completed_steps_of_its_namespace_only() -> None:
     parking = EventParking()
     parking.park(event("a", "c1", n=1))

@@ -95,6 +95,12 @@ SELECT to_regclass('langgraph_durable_migrations') IS NOT NULL AS durable,
 -- name: select_tuple_columns
 -- The columns of a checkpoint tuple: the row, its blobs by the versions it names, and the
 -- pending writes stored against it. Both sub-selects hit primary keys.
+--
+-- A blob over 128 KiB comes as NULL (its size is read from the TOAST pointer, the value is
+-- not touched), and the reader fetches it as a column of its own (`select_large_blobs`):
+-- inside an array the server copies a value three more times and sends it element by
+-- element, which made a 1 MB read 5.7 instead of 3.6 ms with a second statement, and a
+-- 50 MB one 140 ms slower. Stored blobs are never NULL, except upstream's "empty" ones.
 SELECT
     c.thread_id,
     c.checkpoint,
@@ -104,8 +110,10 @@ SELECT
     c.metadata,
     (
         -- convert_to, not ::bytea: a cast reads backslashes in the text as escapes.
-        SELECT array_agg(
-            array[convert_to(bl.channel, 'UTF8'), convert_to(bl.type, 'UTF8'), bl.blob])
+        SELECT array_agg(array[
+            convert_to(bl.channel, 'UTF8'), convert_to(bl.type, 'UTF8'),
+            CASE WHEN octet_length(bl.blob) <= 131072 THEN bl.blob END
+        ])
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
         -- One primary-key probe per version. A plain join lets the planner (which guesses
         -- 100 versions and an average-sized thread) hash-join every blob of the thread.
@@ -180,6 +188,20 @@ ORDER BY c.checkpoint_id DESC
 
 -- name: list_limit
 LIMIT %(limit)s
+
+-- name: select_large_blobs
+-- The blobs `select_tuple_columns` left out for their size, by their keys, each as a
+-- column of its own row.
+SELECT k.i, b.blob
+FROM unnest(
+    %(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(channels)s::text[],
+    %(versions)s::text[]
+) WITH ORDINALITY AS k(thread_id, checkpoint_ns, channel, version, i)
+JOIN checkpoint_blobs b
+    ON b.thread_id = k.thread_id
+    AND b.checkpoint_ns = k.checkpoint_ns
+    AND b.channel = k.channel
+    AND b.version = k.version
 
 -- name: select_pending_sends
 -- Checkpoints older than format v4 kept pending sends as writes of their parent.

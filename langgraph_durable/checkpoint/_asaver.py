@@ -398,11 +398,14 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             self._source.connection("reading a checkpoint (get_tuple)") as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            await cur.execute(query, params)
-            found = await cur.fetchone()
-            if found is None:
-                return None
-            row = _core.tuple_row_of(found)
+            while True:
+                await cur.execute(query, params)
+                found = await cur.fetchone()
+                if found is None:
+                    return None
+                row = _core.tuple_row_of(found)
+                if await self._afetch_large_blobs(cur, [row]):
+                    break
             if _core.needs_sends_migration(row):
                 await self._amigrate_sends(cur, [row])
         return _core.load_tuple(self.serde, row)
@@ -486,11 +489,25 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             self._source.connection("listing checkpoints (list)") as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            await cur.execute(query, params, prepare=None if prepare else False)
-            rows = [_core.tuple_row_of(found) for found in await cur.fetchall()]
+            while True:
+                await cur.execute(query, params, prepare=None if prepare else False)
+                rows = [_core.tuple_row_of(found) for found in await cur.fetchall()]
+                if await self._afetch_large_blobs(cur, rows):
+                    break
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 await self._amigrate_sends(cur, to_migrate)
         return rows
+
+    async def _afetch_large_blobs(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> bool:
+        """Fetch the blobs the read left out of `rows` for their size, on the read's own
+        cursor; False when one is gone: deleted with its checkpoint since the read (by
+        `delete_thread` or `prune`, the only deletes of a blob a checkpoint names), so
+        the caller reads again and sees the thread as it is now."""
+        large = _core.large_blobs(rows)
+        if large is None:
+            return True
+        await cur.execute(QUERIES["select_large_blobs"], large.params)
+        return large.fill(await cur.fetchall())
 
     async def _amigrate_sends(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> None:
         """Fold pending sends of pre-v4 parents into `rows` (old threads only), on the

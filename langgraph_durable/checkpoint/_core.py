@@ -56,6 +56,7 @@ __all__ = [
     "PRUNE_STRATEGIES",
     "TUPLE_COLUMNS",
     "CheckpointRow",
+    "LargeBlobs",
     "assemble_delta_history",
     "blob_params",
     "check_fenced",
@@ -63,6 +64,7 @@ __all__ = [
     "config_of",
     "delta_channel_names",
     "fence_params",
+    "large_blobs",
     "list_limit",
     "load_tuple",
     "metadata_filter",
@@ -536,6 +538,52 @@ def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[A
         params["w_types"] += writes["types"]
         params["w_blobs"] += writes["blobs"]
     return params
+
+
+@dataclass(frozen=True)
+class LargeBlobs:
+    """The blobs a read left out for their size (`select_tuple_columns`): the slots of the
+    rows' `channel_values` to fill, and the parameters of `select_large_blobs`, which
+    fetches them in the same order."""
+
+    slots: list[list[Any]]
+    params: dict[str, TextArray]
+
+    def fill(self, found: Iterable[Sequence[Any]]) -> bool:
+        """Put each fetched `(ordinality, blob)` in its slot; whether every slot got its
+        blob. A missing one was deleted after the read (its checkpoint with it, by
+        `delete_thread` or `prune`): the caller reads again."""
+        filled = 0
+        for i, blob in found:
+            self.slots[i - 1][2] = blob
+            filled += 1
+        return filled == len(self.slots)
+
+
+def large_blobs(rows: Iterable[CheckpointRow]) -> LargeBlobs | None:
+    """The blobs these rows lack for their size, or None: the common case, nothing to do.
+
+    A slot whose blob is NULL and whose type is not upstream's "empty" is one; its key is
+    the row's thread and namespace, and the version its checkpoint names for the channel.
+    """
+    slots: list[list[Any]] = []
+    params: dict[str, TextArray] = {}
+    for row in rows:
+        for slot in row["channel_values"] or ():
+            if slot[2] is not None or slot[1] == b"empty":
+                continue
+            if not params:
+                params = {
+                    name: TextArray()
+                    for name in ("thread_ids", "checkpoint_nss", "channels", "versions")
+                }
+            channel = slot[0].decode()
+            slots.append(slot)
+            params["thread_ids"].append(row["thread_id"])
+            params["checkpoint_nss"].append(row["checkpoint_ns"])
+            params["channels"].append(channel)
+            params["versions"].append(str(row["checkpoint"]["channel_versions"][channel]))
+    return LargeBlobs(slots, params) if slots else None
 
 
 def _load_blobs(

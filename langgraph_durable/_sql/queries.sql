@@ -190,18 +190,28 @@ ORDER BY c.checkpoint_id DESC
 LIMIT %(limit)s
 
 -- name: select_large_blobs
--- The blobs `select_tuple_columns` left out for their size, by their keys, each as a
--- column of its own row.
+-- The blobs `select_tuple_columns` left out for their size, each as a column of its own
+-- row: by checkpoint and channel, at the version the checkpoint names (read from the row
+-- as the first statement read it, so the text matches whatever JSON type it has). No row
+-- for one: the checkpoint or its blob was deleted in between.
 SELECT k.i, b.blob
 FROM unnest(
-    %(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(channels)s::text[],
-    %(versions)s::text[]
-) WITH ORDINALITY AS k(thread_id, checkpoint_ns, channel, version, i)
-JOIN checkpoint_blobs b
-    ON b.thread_id = k.thread_id
-    AND b.checkpoint_ns = k.checkpoint_ns
-    AND b.channel = k.channel
-    AND b.version = k.version
+    %(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[],
+    %(channels)s::text[]
+) WITH ORDINALITY AS k(thread_id, checkpoint_ns, checkpoint_id, channel, i)
+JOIN checkpoints c
+    ON c.thread_id = k.thread_id
+    AND c.checkpoint_ns = k.checkpoint_ns
+    AND c.checkpoint_id = k.checkpoint_id
+CROSS JOIN LATERAL (
+    SELECT b.blob
+    FROM checkpoint_blobs b
+    WHERE b.thread_id = k.thread_id
+        AND b.checkpoint_ns = k.checkpoint_ns
+        AND b.channel = k.channel
+        AND b.version = c.checkpoint -> 'channel_versions' ->> k.channel
+    LIMIT 1
+) AS b
 
 -- name: select_pending_sends
 -- Checkpoints older than format v4 kept pending sends as writes of their parent.

@@ -563,8 +563,9 @@ class LargeBlobs:
 def large_blobs(rows: Iterable[CheckpointRow]) -> LargeBlobs | None:
     """The blobs these rows lack for their size, or None: the common case, nothing to do.
 
-    A slot whose blob is NULL and whose type is not upstream's "empty" is one; its key is
-    the row's thread and namespace, and the version its checkpoint names for the channel.
+    A slot whose blob is NULL and whose type is not upstream's "empty" is one; it is
+    fetched by its checkpoint and channel (the statement reads the version the checkpoint
+    names itself, as the tuple's statement did).
     """
     slots: list[list[Any]] = []
     params: dict[str, TextArray] = {}
@@ -575,14 +576,13 @@ def large_blobs(rows: Iterable[CheckpointRow]) -> LargeBlobs | None:
             if not params:
                 params = {
                     name: TextArray()
-                    for name in ("thread_ids", "checkpoint_nss", "channels", "versions")
+                    for name in ("thread_ids", "checkpoint_nss", "checkpoint_ids", "channels")
                 }
-            channel = slot[0].decode()
             slots.append(slot)
             params["thread_ids"].append(row["thread_id"])
             params["checkpoint_nss"].append(row["checkpoint_ns"])
-            params["channels"].append(channel)
-            params["versions"].append(str(row["checkpoint"]["channel_versions"][channel]))
+            params["checkpoint_ids"].append(row["checkpoint_id"])
+            params["channels"].append(slot[0].decode())
     return LargeBlobs(slots, params) if slots else None
 
 

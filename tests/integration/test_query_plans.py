@@ -723,6 +723,36 @@ def test_blobs_and_writes_are_primary_key_lookups(
             assert node["Index Name"] == f"{table}_pkey", outline(plan)
 
 
+# The second statement of a read whose blob was too large for the tuple's array: two
+# blobs of the big thread, found by key (the checkpoint by its primary key, the blob by
+# its own at the version the checkpoint names), whatever the thread's size.
+LARGE_BLOBS = Sent(
+    QUERIES["select_large_blobs"],
+    {
+        "thread_ids": [BIG, BIG],
+        "checkpoint_nss": ["", ""],
+        "checkpoint_ids": [cid(N_BIG), cid(7)],
+        "channels": ["messages", "messages"],
+    },
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_large_blobs_are_fetched_by_key(admin: psycopg.Connection[DictRow], mode: str) -> None:
+    # Its parameters all go to unnest(), which a JSON plan without VERBOSE does not show:
+    # a generic plan cannot be told from a custom one by its `$n` (as with a LIMIT alone).
+    plan = explain(admin, LARGE_BLOBS, mode, analyze=True, only_a_limit=True)
+    shown = outline(plan)
+    assert_no_seq_scan(plan, f"select_large_blobs ({mode})")
+    indexes = {"checkpoints": CHECKPOINT_INDEXES, "checkpoint_blobs": {"checkpoint_blobs_pkey"}}
+    for node in walk(plan):
+        if node.get("Relation Name") in indexes:
+            assert node["Node Type"] == "Index Scan", shown
+            assert node["Index Name"] in indexes[node["Relation Name"]], shown
+    assert plan["Actual Rows"] == 2, shown
+    assert rows_read(plan) <= 4, shown
+
+
 # Upstream's single-column thread_id indexes are dropped (migration durable_008): every
 # statement by thread alone, as upstream's delete_thread and ours send them, must still find
 # a thread's rows through another index that starts with thread_id.

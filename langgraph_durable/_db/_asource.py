@@ -38,6 +38,7 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRe
 
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
+    IDLE_SINCE,
     RECONNECT_WINDOW,
     SESSION_SETTINGS,
     Timeout,
@@ -247,11 +248,12 @@ class AsyncConnectionSource:
     async def _aborrow(
         self, pool: AsyncConnectionPool[AsyncConnection[DictRow]]
     ) -> AsyncConnection[DictRow]:
-        """A connection of the pool, as `pool.getconn()` gives it, but never one whose
-        session the server has already ended (`ended_by_server`: no round trip). After a
-        restart every idle connection is dead: the first one found makes the pool check
-        the others at once, so this call and the next ones get live connections.
-        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)
+        """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
+        `CHECK_IDLE_AFTER` or longer whose session the server has already ended
+        (`ended_by_server`: no round trip). After a restart every idle connection is dead:
+        the first one found makes the pool check the others at once, so this call and the
+        next ones get live connections. (psycopg_pool's own `check=` would pause 1, 2,
+        4... s between dead connections.)
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
         every connection is lent); the pool's timeout bounds both waits together. Give
@@ -261,7 +263,7 @@ class AsyncConnectionSource:
             timeout = await gate.enter(pool)
             try:
                 conn = await pool.getconn(timeout)
-                if ended_by_server(conn.pgconn):
+                if IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn):
                     await conn.close()
                     await pool.putconn(conn)  # closed: the pool discards it and opens another
                     await self.drop_dead_connections()
@@ -279,6 +281,7 @@ class AsyncConnectionSource:
         self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], conn: AsyncConnection[DictRow]
     ) -> None:
         """Return a connection from `_aborrow` to its pool, and let the next borrower in."""
+        IDLE_SINCE.given_back(conn)
         try:
             await pool.putconn(conn)
         finally:

@@ -40,6 +40,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout, TooManyRequest
 
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
+    IDLE_SINCE,
     RECONNECT_WINDOW,
     SESSION_SETTINGS,
     Timeout,
@@ -246,11 +247,12 @@ class ConnectionSource:
             raise named from exc
 
     def _borrow(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
-        """A connection of the pool, as `pool.getconn()` gives it, but never one whose
-        session the server has already ended (`ended_by_server`: no round trip). After a
-        restart every idle connection is dead: the first one found makes the pool check
-        the others at once, so this call and the next ones get live connections.
-        (psycopg_pool's own `check=` would pause 1, 2, 4... s between dead connections.)
+        """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
+        `CHECK_IDLE_AFTER` or longer whose session the server has already ended
+        (`ended_by_server`: no round trip). After a restart every idle connection is dead:
+        the first one found makes the pool check the others at once, so this call and the
+        next ones get live connections. (psycopg_pool's own `check=` would pause 1, 2,
+        4... s between dead connections.)
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
         every connection is lent); the pool's timeout bounds both waits together. Give
@@ -260,7 +262,7 @@ class ConnectionSource:
             timeout = gate.enter(pool)
             try:
                 conn = pool.getconn(timeout)
-                if ended_by_server(conn.pgconn):
+                if IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn):
                     conn.close()
                     pool.putconn(conn)  # closed: the pool discards it and opens another
                     self.drop_dead_connections()
@@ -278,6 +280,7 @@ class ConnectionSource:
         self, pool: ConnectionPool[Connection[DictRow]], conn: Connection[DictRow]
     ) -> None:
         """Return a connection from `_borrow` to its pool, and let the next borrower in."""
+        IDLE_SINCE.given_back(conn)
         try:
             pool.putconn(conn)
         finally:

@@ -8,6 +8,7 @@ logs, CLI output) is made here, never showing a password.
 from __future__ import annotations
 
 import select
+import time
 import weakref
 from collections.abc import Mapping
 from datetime import timedelta
@@ -29,7 +30,9 @@ from langgraph_durable.errors import (
 )
 
 __all__ = [
+    "CHECK_IDLE_AFTER",
     "CONNECTION_KWARGS",
+    "IDLE_SINCE",
     "RECONNECT_WINDOW",
     "SESSION_SETTINGS",
     "Timeout",
@@ -121,14 +124,42 @@ def single_connection_lost(conn: Any) -> str:
 EOF_WAIT = 0.05
 """Seconds an idle connection with data waiting is watched for the end of file."""
 
+CHECK_IDLE_AFTER = 1.0
+"""Seconds a pooled connection must have been idle before it is checked when lent
+(`ended_by_server`). A connection back in the pool for less than that is lent unchecked:
+the check's `select()` cost a sync step 2.5-2.7% (paired A/Bs on the 10-node graph), and
+a restart takes longer than this, so only a session ended within the last second (a
+`pg_terminate_backend`, a cut connection) is lent dead. Its call fails by name
+(`ConnectionLostError`; idempotent calls retry once) and the pool checks the others."""
+
+
+class IdleSince:
+    """When each connection was last given back to its pool (`time.monotonic()`), for
+    every source and pool in the process; weak, so a closed connection leaves it."""
+
+    def __init__(self) -> None:
+        self._since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def given_back(self, conn: Any) -> None:
+        self._since[conn] = time.monotonic()
+
+    def needs_check(self, conn: Any) -> bool:
+        """Whether `conn` was given back long enough ago (or never by us) to be checked."""
+        since = self._since.get(conn)
+        return since is None or time.monotonic() - since >= CHECK_IDLE_AFTER
+
+
+IDLE_SINCE = IdleSince()
+
 
 def ended_by_server(pgconn: Any) -> bool:
     """Whether the server has ended an idle session, seen without a round trip.
 
     A server that restarts, a `pg_terminate_backend` or a cut connection leaves an idle
-    session's socket readable (the server's last message, then end of file). Pools we open
-    ask this when they lend a connection (`check=`): one `select()`, so a pool whose idle
-    connections all died lends live ones instead of failing one call per dead connection.
+    session's socket readable (the server's last message, then end of file). Sources ask
+    this when they lend a connection idle for `CHECK_IDLE_AFTER` or longer: one
+    `select()`, so a pool whose idle connections all died lends live ones instead of
+    failing one call per dead connection.
     Data on an idle connection is rare (a late notification) and waits up to `EOF_WAIT`
     for the end of file that follows a server's last message. A silent network partition
     is not seen here; the call then fails by name (`ConnectionLostError`).

@@ -47,7 +47,7 @@ from langgraph_durable import (
     TransactionConflictError,
     Worker,
 )
-from langgraph_durable._db import source_of
+from langgraph_durable._db import connections, source_of
 from langgraph_durable.errors import translate_driver_error
 from langgraph_durable.runs._model import is_outage, outcome_of
 
@@ -115,26 +115,57 @@ def test_only_errors_on_our_connections_count_as_an_outage(
     assert is_outage(ours)
 
 
-def test_idle_connections_the_server_ended_are_not_lent(
-    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
-) -> None:
-    """The server ends every idle session of the pool (what a restart does to them): the
-    pool's check sees it when lending and lends a live connection instead. Before, the
-    call that drew a dead one got a raw psycopg AdminShutdown (found by the crash matrix)."""
-    graph = one_node(saver, lambda state: {"log": ["ran"]})
-    runs.create(graph, {"log": []})  # pooled connections have been used, and are idle now
+def _terminate(db_dsn: str, pids: str = "") -> None:
+    """End the database's client sessions (all but the admin's, or `pids`) and wait until
+    they are gone (database state)."""
     name = psycopg.conninfo.conninfo_to_dict(db_dsn)["dbname"]
     with psycopg.connect(db_dsn, autocommit=True) as admin:
         others = (
             "FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
             " AND backend_type = 'client backend'"
         )
+        if pids:
+            others += f" AND pid IN ({pids})"
         admin.execute(f"SELECT pg_terminate_backend(pid) {others}", (name,))
         while admin.execute(f"SELECT count(*) {others}", (name,)).fetchone() != (0,):
             time.sleep(0.01)  # waits for the sessions to be gone (database state)
+
+
+def test_idle_connections_the_server_ended_are_not_lent(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends every idle session of the pool (what a restart does to them): the
+    pool's check sees it when lending and lends a live connection instead. Before, the
+    call that drew a dead one got a raw psycopg AdminShutdown (found by the crash matrix).
+    A restart takes longer than `CHECK_IDLE_AFTER`; here the sessions end at once, so every
+    connection counts as idle long enough (0 s)."""
+    monkeypatch.setattr(connections, "CHECK_IDLE_AFTER", 0.0)
+    graph = one_node(saver, lambda state: {"log": ["ran"]})
+    runs.create(graph, {"log": []})  # pooled connections have been used, and are idle now
+    _terminate(db_dsn)
     run = runs.create(graph, {"log": []})
     assert runs.get(run.run_id).status is RunStatus.PENDING
     assert saver.get_tuple({"configurable": {"thread_id": run.thread_id}}) is None
+
+
+def test_a_connection_given_back_within_the_idle_limit_is_lent_unchecked(db_dsn: str) -> None:
+    """A session ended within `CHECK_IDLE_AFTER` of its connection's last call is lent
+    without the check (its `select()` cost each sync step 2.5-4%): that call fails by name,
+    the pool checks its other connections, and the next call gets a live one."""
+    with DurablePostgresSaver.from_conn_string(db_dsn, max_connections=1) as saver:
+        source = source_of(saver)
+        assert source is not None
+        with source.connection("a test") as conn:
+            pid = conn.info.backend_pid
+        _terminate(db_dsn, str(int(pid)))
+        with (
+            pytest.raises(ConnectionLostError, match="a second test"),
+            source.connection("a second test") as conn,
+        ):
+            conn.execute("SELECT 1")
+        with source.connection("a third test") as conn:
+            assert conn.execute("SELECT 1").fetchone() is not None
+        assert saver.get_tuple({"configurable": {"thread_id": "unchecked"}}) is None
 
 
 def test_a_node_whose_own_database_fails_uses_its_attempts_up(

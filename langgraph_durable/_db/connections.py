@@ -124,13 +124,15 @@ def single_connection_lost(conn: Any) -> str:
 EOF_WAIT = 0.05
 """Seconds an idle connection with data waiting is watched for the end of file."""
 
-CHECK_IDLE_AFTER = 1.0
+CHECK_IDLE_AFTER = 0.05
 """Seconds a pooled connection must have been idle before it is checked when lent
-(`ended_by_server`). A connection back in the pool for less than that is lent unchecked:
-the check's `select()` cost a sync step 2.5-2.7% (paired A/Bs on the 10-node graph), and
-a restart takes longer than this, so only a session ended within the last second (a
-`pg_terminate_backend`, a cut connection) is lent dead. Its call fails by name
-(`ConnectionLostError`; idempotent calls retry once) and the pool checks the others."""
+(`ended_by_server`). Under load every connection is back in the pool within milliseconds
+and is lent unchecked: the check's `select()` on every lend cost a sync step 2.5-4%
+(paired A/Bs on the 10-node graph). A restart takes longer than this (0.2 s for the
+fastest `pg_ctl restart -m fast` seen), so what is lent dead is a session ended within
+50 ms of its connection's last call (a `pg_terminate_backend`, a cut connection): that
+call fails by name (`ConnectionLostError`; idempotent calls retry once) and the pool
+checks the others."""
 
 
 class IdleSince:
@@ -157,7 +159,7 @@ def ended_by_server(pgconn: Any) -> bool:
 
     A server that restarts, a `pg_terminate_backend` or a cut connection leaves an idle
     session's socket readable (the server's last message, then end of file). Sources ask
-    this when they lend a connection idle for `CHECK_IDLE_AFTER` or longer: one
+    this when they lend a connection idle for `CHECK_IDLE_AFTER` (50 ms) or longer: one
     `select()`, so a pool whose idle connections all died lends live ones instead of
     failing one call per dead connection.
     Data on an idle connection is rare (a late notification) and waits up to `EOF_WAIT`

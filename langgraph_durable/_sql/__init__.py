@@ -392,5 +392,21 @@ QUERIES["effect_complete"] = complete_effect(events=True)
 # `get_tuple`'s two statements, joined once rather than on every call.
 QUERIES["select_tuple_exact"] = QUERIES["select_tuple_columns"] + "\n" + QUERIES["where_exact"]
 QUERIES["select_tuple_latest"] = QUERIES["select_tuple_columns"] + "\n" + QUERIES["where_latest"]
+
+
+def _whole_blobs(query: LiteralString) -> LiteralString:
+    """`query` with every blob inside the tuple's array, none left out for its size: one
+    statement, one snapshot, for the read again after a large blob went missing."""
+    whole = query.replace("octet_length(bl.blob) <= 131072", "true").replace(
+        "octet_length(bl.blob) > 131072", "false"
+    )
+    if whole.count("true") - query.count("true") != 1 or whole == query:
+        raise AssertionError("select_tuple_columns no longer tests a blob's size")
+    return whole
+
+
+QUERIES["select_tuple_columns_whole"] = _whole_blobs(QUERIES["select_tuple_columns"])
+QUERIES["select_tuple_exact_whole"] = _whole_blobs(QUERIES["select_tuple_exact"])
+QUERIES["select_tuple_latest_whole"] = _whole_blobs(QUERIES["select_tuple_latest"])
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()
 SCHEMA: LiteralString = resources.files(__name__).joinpath("schema.sql").read_text(encoding="utf-8")

@@ -96,11 +96,14 @@ SELECT to_regclass('langgraph_durable_migrations') IS NOT NULL AS durable,
 -- The columns of a checkpoint tuple: the row, its blobs by the versions it names, and the
 -- pending writes stored against it. Both sub-selects hit primary keys.
 --
--- A blob over 128 KiB comes as NULL (its size is read from the TOAST pointer, the value is
--- not touched), and the reader fetches it as a column of its own (`select_large_blobs`):
--- inside an array the server copies a value three more times and sends it element by
--- element, which made a 1 MB read 5.7 instead of 3.6 ms with a second statement, and a
--- 50 MB one 140 ms slower. Stored blobs are never NULL, except upstream's "empty" ones.
+-- A blob over 128 KiB comes as NULL with its version as a fourth element (its size is read
+-- from the TOAST pointer, the value is not touched), and the reader fetches it by that key
+-- as a column of its own (`select_large_blobs`): inside an array the server copies a
+-- value three more times and sends it element by element, which made a 1 MB read 5.7
+-- instead of 3.6 ms with a second statement, and a 50 MB one 140 ms slower. A blob's key
+-- is never written twice (`ON CONFLICT DO NOTHING`), so the second statement finds the
+-- same value or none. `select_tuple_columns_whole` (`_sql/__init__.py`) is this statement
+-- with every blob inside the array, for the read again after a blob went missing.
 SELECT
     c.thread_id,
     c.checkpoint,
@@ -112,7 +115,8 @@ SELECT
         -- convert_to, not ::bytea: a cast reads backslashes in the text as escapes.
         SELECT array_agg(array[
             convert_to(bl.channel, 'UTF8'), convert_to(bl.type, 'UTF8'),
-            CASE WHEN octet_length(bl.blob) <= 131072 THEN bl.blob END
+            CASE WHEN octet_length(bl.blob) <= 131072 THEN bl.blob END,
+            CASE WHEN octet_length(bl.blob) > 131072 THEN convert_to(v.value, 'UTF8') END
         ])
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
         -- One primary-key probe per version. A plain join lets the planner (which guesses
@@ -191,27 +195,18 @@ LIMIT %(limit)s
 
 -- name: select_large_blobs
 -- The blobs `select_tuple_columns` left out for their size, each as a column of its own
--- row: by checkpoint and channel, at the version the checkpoint names (read from the row
--- as the first statement read it, so the text matches whatever JSON type it has). No row
--- for one: the checkpoint or its blob was deleted in between.
+-- row, by the keys it gave. No row for one: it was deleted since, with the checkpoint
+-- that named it (`delete_thread`, `delete_for_runs`, `prune`).
 SELECT k.i, b.blob
 FROM unnest(
-    %(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(checkpoint_ids)s::text[],
-    %(channels)s::text[]
-) WITH ORDINALITY AS k(thread_id, checkpoint_ns, checkpoint_id, channel, i)
-JOIN checkpoints c
-    ON c.thread_id = k.thread_id
-    AND c.checkpoint_ns = k.checkpoint_ns
-    AND c.checkpoint_id = k.checkpoint_id
-CROSS JOIN LATERAL (
-    SELECT b.blob
-    FROM checkpoint_blobs b
-    WHERE b.thread_id = k.thread_id
-        AND b.checkpoint_ns = k.checkpoint_ns
-        AND b.channel = k.channel
-        AND b.version = c.checkpoint -> 'channel_versions' ->> k.channel
-    LIMIT 1
-) AS b
+    %(thread_ids)s::text[], %(checkpoint_nss)s::text[], %(channels)s::text[],
+    %(versions)s::text[]
+) WITH ORDINALITY AS k(thread_id, checkpoint_ns, channel, version, i)
+JOIN checkpoint_blobs b
+    ON b.thread_id = k.thread_id
+    AND b.checkpoint_ns = k.checkpoint_ns
+    AND b.channel = k.channel
+    AND b.version = k.version
 
 -- name: select_pending_sends
 -- Checkpoints older than format v4 kept pending sends as writes of their parent.

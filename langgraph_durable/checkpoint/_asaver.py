@@ -388,7 +388,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
         await self._parking.flush_thread(thread_id, checkpoint_ns)
-        query = QUERIES["select_tuple_exact" if checkpoint_id else "select_tuple_latest"]
+        query = "select_tuple_exact" if checkpoint_id else "select_tuple_latest"
         params = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
@@ -398,14 +398,16 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             self._source.connection("reading a checkpoint (get_tuple)") as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            while True:
-                await cur.execute(query, params)
+            await cur.execute(QUERIES[query], params)
+            found = await cur.fetchone()
+            if found is not None and not await self._afetch_large_blobs(
+                cur, [_core.tuple_row_of(found)]
+            ):
+                await cur.execute(QUERIES[f"{query}_whole"], params)
                 found = await cur.fetchone()
-                if found is None:
-                    return None
-                row = _core.tuple_row_of(found)
-                if await self._afetch_large_blobs(cur, [row]):
-                    break
+            if found is None:
+                return None
+            row = _core.tuple_row_of(found)
             if _core.needs_sends_migration(row):
                 await self._amigrate_sends(cur, [row])
         return _core.load_tuple(self.serde, row)
@@ -458,24 +460,33 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             if before_id:
                 params["before"] = _core.thread_id_of(before_id, "before's checkpoint_id")
                 wheres.append(QUERIES["list_before"])
-        query = QUERIES["select_tuple_columns"]
+        tail: LiteralString = ""
         if wheres:
-            query = query + "\nWHERE " + "\n    AND ".join(wheres)
-        query = query + "\n" + order
+            tail = "\nWHERE " + "\n    AND ".join(wheres)
+        tail = tail + "\n" + order
         checked_limit = _core.list_limit(limit)
         if checked_limit is not None:
             params["limit"] = checked_limit
-            query = query + "\n" + QUERIES["list_limit"]
+            tail = tail + "\n" + QUERIES["list_limit"]
+        queries = (
+            QUERIES["select_tuple_columns"] + tail,
+            QUERIES["select_tuple_columns_whole"] + tail,
+        )
         # Prepared unless filtered by metadata (see `_afetch_rows`).
-        for row in await self._afetch_rows(query, params, prepare=not filter):
+        for row in await self._afetch_rows(queries, params, prepare=not filter):
             yield _core.load_tuple(self.serde, row)
 
     @aretry_on_disconnect
     async def _afetch_rows(
-        self, query: LiteralString, params: dict[str, Any], *, prepare: bool
+        self,
+        queries: tuple[LiteralString, LiteralString],
+        params: dict[str, Any],
+        *,
+        prepare: bool,
     ) -> builtins.list[_core.CheckpointRow]:
-        """The rows of a `list` statement; `prepare` False for one the server must plan
-        for its values every time.
+        """The rows of a `list` statement (the statement, and the same with every blob
+        inside its array: read again with it if a large blob went missing); `prepare`
+        False for one the server must plan for its values every time.
 
         A generic plan knows only the average thread. With a metadata filter it sorts a
         whole huge thread instead of walking its index, so those lists are never prepared.
@@ -489,11 +500,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             self._source.connection("listing checkpoints (list)") as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as cur,
         ):
-            while True:
-                await cur.execute(query, params, prepare=None if prepare else False)
+            await cur.execute(queries[0], params, prepare=None if prepare else False)
+            rows = [_core.tuple_row_of(found) for found in await cur.fetchall()]
+            if not await self._afetch_large_blobs(cur, rows):
+                await cur.execute(queries[1], params, prepare=None if prepare else False)
                 rows = [_core.tuple_row_of(found) for found in await cur.fetchall()]
-                if await self._afetch_large_blobs(cur, rows):
-                    break
             if to_migrate := [r for r in rows if _core.needs_sends_migration(r)]:
                 await self._amigrate_sends(cur, to_migrate)
         return rows
@@ -501,8 +512,11 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     async def _afetch_large_blobs(self, cur: Any, rows: Sequence[_core.CheckpointRow]) -> bool:
         """Fetch the blobs the read left out of `rows` for their size, on the read's own
         cursor; False when one is gone: deleted with its checkpoint since the read (by
-        `delete_thread` or `prune`, the only deletes of a blob a checkpoint names), so
-        the caller reads again and sees the thread as it is now."""
+        `delete_thread`, `delete_for_runs` or `prune`: a blob goes only with the last
+        checkpoint naming it). The caller then reads again in one statement with every
+        blob inside the array (`*_whole`), which cannot miss one: a bounded retry that
+        sees the thread as it is now, where reading the same way again could miss again
+        for as long as another client keeps deleting."""
         large = _core.large_blobs(rows)
         if large is None:
             return True

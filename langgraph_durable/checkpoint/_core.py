@@ -544,15 +544,15 @@ def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[A
 class LargeBlobs:
     """The blobs a read left out for their size (`select_tuple_columns`): the slots of the
     rows' `channel_values` to fill, and the parameters of `select_large_blobs`, which
-    fetches them in the same order."""
+    fetches them by key, numbered in the same order."""
 
     slots: list[list[Any]]
     params: dict[str, TextArray]
 
     def fill(self, found: Iterable[Sequence[Any]]) -> bool:
         """Put each fetched `(ordinality, blob)` in its slot; whether every slot got its
-        blob. A missing one was deleted after the read (its checkpoint with it, by
-        `delete_thread` or `prune`): the caller reads again."""
+        blob. A missing one was deleted after the read, with the checkpoint that named it
+        (`delete_thread`, `delete_for_runs`, `prune`): the caller reads again."""
         filled = 0
         for i, blob in found:
             self.slots[i - 1][2] = blob
@@ -563,36 +563,37 @@ class LargeBlobs:
 def large_blobs(rows: Iterable[CheckpointRow]) -> LargeBlobs | None:
     """The blobs these rows lack for their size, or None: the common case, nothing to do.
 
-    A slot whose blob is NULL and whose type is not upstream's "empty" is one; it is
-    fetched by its checkpoint and channel (the statement reads the version the checkpoint
-    names itself, as the tuple's statement did).
+    Such a slot holds no blob and, as a fourth element, the version the checkpoint names
+    (as `select_tuple_columns` read it): the blob's key with the row's thread and
+    namespace, never written twice, so the fetch finds this very value or nothing.
     """
     slots: list[list[Any]] = []
     params: dict[str, TextArray] = {}
     for row in rows:
         for slot in row["channel_values"] or ():
-            if slot[2] is not None or slot[1] == b"empty":
+            if len(slot) < 4 or slot[3] is None:
                 continue
             if not params:
                 params = {
                     name: TextArray()
-                    for name in ("thread_ids", "checkpoint_nss", "checkpoint_ids", "channels")
+                    for name in ("thread_ids", "checkpoint_nss", "channels", "versions")
                 }
             slots.append(slot)
             params["thread_ids"].append(row["thread_id"])
             params["checkpoint_nss"].append(row["checkpoint_ns"])
-            params["checkpoint_ids"].append(row["checkpoint_id"])
             params["channels"].append(slot[0].decode())
+            params["versions"].append(slot[3].decode())
     return LargeBlobs(slots, params) if slots else None
 
 
 def _load_blobs(
     serde: SerializerProtocol, blobs: Iterable[Sequence[bytes]] | None
 ) -> dict[str, Any]:
+    # (channel, type, blob), and from `select_tuple_columns` the large blob's version.
     return {
-        channel.decode(): serde.loads_typed((type_.decode(), blob))
-        for channel, type_, blob in (blobs or ())
-        if type_.decode() != "empty"
+        slot[0].decode(): serde.loads_typed((slot[1].decode(), slot[2]))
+        for slot in (blobs or ())
+        if slot[1].decode() != "empty"
     }
 
 

@@ -137,8 +137,8 @@ def test_idle_connections_the_server_ended_are_not_lent(
     """The server ends every idle session of the pool (what a restart does to them): the
     pool's check sees it when lending and lends a live connection instead. Before, the
     call that drew a dead one got a raw psycopg AdminShutdown (found by the crash matrix).
-    A restart takes longer than `CHECK_IDLE_AFTER`; here the sessions end at once, so every
-    connection counts as idle long enough (0 s)."""
+    A restart takes longer than `CHECK_IDLE_AFTER` (50 ms); here the sessions end at once,
+    so every connection counts as idle long enough (0 s)."""
     monkeypatch.setattr(connections, "CHECK_IDLE_AFTER", 0.0)
     graph = one_node(saver, lambda state: {"log": ["ran"]})
     runs.create(graph, {"log": []})  # pooled connections have been used, and are idle now
@@ -148,10 +148,14 @@ def test_idle_connections_the_server_ended_are_not_lent(
     assert saver.get_tuple({"configurable": {"thread_id": run.thread_id}}) is None
 
 
-def test_a_connection_given_back_within_the_idle_limit_is_lent_unchecked(db_dsn: str) -> None:
+def test_a_connection_given_back_within_the_idle_limit_is_lent_unchecked(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A session ended within `CHECK_IDLE_AFTER` of its connection's last call is lent
     without the check (its `select()` cost each sync step 2.5-4%): that call fails by name,
-    the pool checks its other connections, and the next call gets a live one."""
+    the pool checks its other connections, and the next call gets a live one. The limit
+    is raised for the test (50 ms by default), which must not depend on its own speed."""
+    monkeypatch.setattr(connections, "CHECK_IDLE_AFTER", 3600.0)
     with DurablePostgresSaver.from_conn_string(db_dsn, max_connections=1) as saver:
         source = source_of(saver)
         assert source is not None

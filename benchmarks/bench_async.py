@@ -1,6 +1,7 @@
 """Async concurrency on one event loop: many `ainvoke` runs in flight, as in an agent server.
 
     python benchmarks/bench_async.py [--dsn DSN] [--levels 16,64,256] [--seconds 3]
+        [--gc 50000,50,100]
 
 N coroutines on one loop each run the 10-node graph of `durability_modes.py` back to back,
 every run on a thread id of its own (`astream(stream_mode="updates")`, which is `ainvoke`
@@ -13,7 +14,9 @@ loop). Measured: completed steps per second over a fixed window after a ramp-up 
 every runner finished one run), and the 99th percentile of step latency (time from the
 previous step of the same run, or from its start, to a step's update) over every step of
 each runner's runs after its first that started before the window closed. Savers
-alternate within each round; medians over rounds.
+alternate within each round; medians over rounds. `--gc 50000,50,100` measures with the
+collector's thresholds set so (`SERVER_GC_THRESHOLDS`, the README's setting for many runs
+on one loop).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from bench_common import POOL_SIZE, UPSTREAM_KWARGS, Stats, scratch_database
+from bench_common import POOL_SIZE, UPSTREAM_KWARGS, Stats, gc_thresholds, scratch_database
 from bench_steps import NoopSaver
 from durability_modes import graph_builder
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -205,17 +208,20 @@ def async_concurrency(
     seconds: float,
     rounds: int,
     mode: str = "sync",
+    gc_setting: tuple[int, int, int] | None = None,
 ) -> dict[tuple[str, int], AsyncResult]:
     """Results keyed by (saver, concurrent runs); savers "ours", "upstream_pool",
     "upstream_single" (the two share `upstream_dsn`) and "noop" (`NoopSaver`: stores
-    nothing, the ceiling for any saver on one loop)."""
+    nothing, the ceiling for any saver on one loop). `gc_setting`: the collector's
+    thresholds while measuring (None: as the process has them)."""
     dsns = {
         "ours": ours_dsn,
         "upstream_pool": upstream_dsn,
         "upstream_single": upstream_dsn,
         "noop": "",
     }
-    return asyncio.run(_measure(dsns, levels, seconds, rounds, mode))
+    with gc_thresholds(gc_setting):
+        return asyncio.run(_measure(dsns, levels, seconds, rounds, mode))
 
 
 def _main() -> None:
@@ -228,8 +234,22 @@ def _main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", default="sync")
     parser.add_argument("--only", default=",".join(SAVERS), help="savers to run")
+    parser.add_argument(
+        "--gc",
+        help="the collector's thresholds while measuring, as for gc.set_threshold: "
+        "50000,50,100 (default: Python's)",
+    )
     args = parser.parse_args()
     levels = tuple(int(x) for x in args.levels.split(","))
+    thresholds = None
+    if args.gc:
+        try:
+            parts = tuple(int(x) for x in args.gc.split(","))
+        except ValueError:
+            parts = ()
+        if len(parts) != 3 or min(parts) < 0:
+            parser.error("--gc takes three whole numbers, as 50000,50,100")
+        thresholds = (parts[0], parts[1], parts[2])
     dsn, embedded = resolve_dsn(args.dsn)
     chosen = args.only.split(",")
     try:
@@ -244,14 +264,18 @@ def _main() -> None:
             }
             if "upstream_single" in dsns and "upstream_pool" not in dsns:
                 dsns = {"upstream_pool": upstream_dsn, **dsns}
-            found = asyncio.run(_measure(dsns, levels, args.seconds, args.rounds, args.mode))
+            with gc_thresholds(thresholds):
+                found = asyncio.run(_measure(dsns, levels, args.seconds, args.rounds, args.mode))
     finally:
         if embedded is not None:
             embedded.stop()
     show: Callable[[list[float]], str] = lambda v: (  # noqa: E731
         f"{statistics.median(v):,.0f} ({min(v):,.0f}-{max(v):,.0f})"
     )
-    print(f"durability={args.mode}, pool {POOL_SIZE}, {args.rounds} rounds of {args.seconds} s")
+    print(
+        f"durability={args.mode}, pool {POOL_SIZE}, {args.rounds} rounds of {args.seconds} s, "
+        f"GC thresholds {thresholds or 'Python default'}"
+    )
     for (name, level), result in found.items():
         print(
             f"{name:16s} {level:4d} runs: steps/s {show(result.steps_per_s)}, "

@@ -11,6 +11,7 @@ with a pool of the size the scenario asks for.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import secrets
@@ -43,6 +44,29 @@ default size. More only add contention on a small server: on this 2-core machine
 worker processes of 16 threads each, ours gave 985-1,044 steps/s on pools of 4 against
 686-778 on pools of 16 in the same rounds, and 1 process or one event loop ran as fast on 4
 as on 16 (docs/benchmarks.md, "Pool size")."""
+
+SERVER_GC_THRESHOLDS = (50_000, 50, 100)
+"""`gc.set_threshold` for a process that keeps many graph runs in flight on one event loop:
+the README's setting ("Many runs on one event loop"), measured by `run.py`'s `async_gc`
+scenario. Under Python's default (700, 10, 10) the full collections, which walk every live
+object, come more often as more runs are in flight, and LangGraph's own CPU per step rises
+with them."""
+
+
+@contextmanager
+def gc_thresholds(thresholds: tuple[int, int, int] | None) -> Iterator[None]:
+    """Python's collector set to `thresholds` for the block (None: left as it is), and set
+    back afterwards."""
+    if thresholds is None:
+        yield
+        return
+    before = gc.get_threshold()
+    gc.set_threshold(*thresholds)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
 
 UPSTREAM_KWARGS: dict[str, Any] = {
     "autocommit": True,

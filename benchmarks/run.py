@@ -11,6 +11,8 @@ Scenarios (see each module's docstring for the method):
 - throughput: steps/s with 1, 4 and 16 concurrent threads, sync savers, pools of 4;
 - async:      steps/s and p99 step latency with 16, 64 and 256 concurrent runs on one
               event loop, async savers with 4 connections (`bench_async.py`);
+- async_gc:   the same with the collector's thresholds at the README's setting for many
+              runs on one loop (`SERVER_GC_THRESHOLDS`), every saver alike;
 - large:      `put` and `get_tuple` of a 1 KB, 1 MB and 50 MB channel value
               (`bench_large.py`);
 - reads:      latest `get_tuple` and `list(limit=10)` on threads of 100, 10,000 and 100,000
@@ -58,7 +60,14 @@ from pathlib import Path
 from typing import Any
 
 from bench_async import AsyncResult, async_concurrency
-from bench_common import POOL_SIZE, ROOT, Stats, machine, scratch_database
+from bench_common import (
+    POOL_SIZE,
+    ROOT,
+    SERVER_GC_THRESHOLDS,
+    Stats,
+    machine,
+    scratch_database,
+)
 from bench_data import ReadResults, StorageResult, reads, storage
 from bench_effects import effects
 from bench_large import large_values
@@ -73,6 +82,7 @@ SCENARIOS = (
     "steps",
     "throughput",
     "async",
+    "async_gc",
     "large",
     "reads",
     "storage",
@@ -90,6 +100,8 @@ FULL: dict[str, Any] = {
     "async_levels": (16, 64, 256),
     "async_seconds": 3.0,
     "async_rounds": 3,
+    "async_gc_rounds": 2,
+    "async_gc_thresholds": SERVER_GC_THRESHOLDS,
     "large_sizes": (1_000, 1_000_000, 50_000_000),
     # 5, not 3: the 50 MB put read 1.20x from three samples in one run and 1.00x from five
     # interleaved samples right after; a median of three moves with two slow samples.
@@ -123,6 +135,8 @@ QUICK: dict[str, Any] = {
     "async_levels": (2, 8),
     "async_seconds": 0.3,
     "async_rounds": 1,
+    "async_gc_rounds": 1,
+    "async_gc_thresholds": SERVER_GC_THRESHOLDS,
     "large_sizes": (1_000, 100_000),
     "large_reps": 1,
     "read_sizes": (100, 1_000),
@@ -186,6 +200,9 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   completed steps per second over a window after a ramp-up, and the 99th percentile of the
   time between a run's consecutive steps; median over rounds, savers alternating. A no-op
   saver on the same loop is the ceiling for any saver there.
+- async_gc: the async scenario again (fewer rounds), with Python's collector thresholds set
+  to `gc.set_threshold(50_000, 50, 100)`, the README's setting for many runs on one loop;
+  every saver runs under it alike.
 - large: one checkpoint holding a dict with 1 KB, 1 MB or 50 MB of seeded text (stored as
   a blob) is `put` on a new thread and read back with `get_tuple`; interleaved.
 - reads: three threads plus 2,000 short ones, bulk-loaded with COPY in the savers' shared
@@ -275,6 +292,16 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
                     s["async_seconds"],
                     s["async_rounds"],
                 )
+        elif scenario == "async_gc":
+            with _two_databases(server_dsn, "async_gc") as (upstream_dsn, ours_dsn):
+                results.async_gc = async_concurrency(
+                    upstream_dsn,
+                    ours_dsn,
+                    tuple(s["async_levels"]),
+                    s["async_seconds"],
+                    s["async_gc_rounds"],
+                    gc_setting=tuple(s["async_gc_thresholds"]),
+                )
         elif scenario == "large":
             with _two_databases(server_dsn, "large") as (upstream_dsn, ours_dsn):
                 results.large = large_values(
@@ -338,6 +365,9 @@ def _to_json(results: Results) -> dict[str, Any]:
         "async": None
         if results.async_runs is None
         else {_key(k): asdict(v) for k, v in results.async_runs.items()},
+        "async_gc": None
+        if results.async_gc is None
+        else {_key(k): asdict(v) for k, v in results.async_gc.items()},
         "large": _stats(results.large),
         "reads": None
         if results.reads is None
@@ -368,10 +398,12 @@ def _restore(previous: dict[str, Any], results: Results, scenario: str) -> None:
         results.steps = stats(data, lambda p: (p[0], p[1]))
     elif scenario == "throughput":
         results.throughput = stats(data, lambda p: (p[0], int(p[1])))
-    elif scenario == "async":
-        results.async_runs = {
-            (k.split("|")[0], int(k.split("|")[1])): AsyncResult(**v) for k, v in data.items()
-        }
+    elif scenario in ("async", "async_gc"):
+        found = {(k.split("|")[0], int(k.split("|")[1])): AsyncResult(**v) for k, v in data.items()}
+        if scenario == "async":
+            results.async_runs = found
+        else:
+            results.async_gc = found
     elif scenario == "large":
         results.large = stats(data, lambda p: (p[0], p[1], int(p[2])))
     elif scenario == "reads":
@@ -451,7 +483,8 @@ def main() -> None:
 
 def _report(results: Results, out: Path) -> None:
     """Prints the table and targets; writes benchmarks.md and the plot into `out`."""
-    order = [*SCENARIOS[:5], "of which bulk load", *SCENARIOS[5:]]
+    after_reads = SCENARIOS.index("reads") + 1
+    order = [*SCENARIOS[:after_reads], "of which bulk load", *SCENARIOS[after_reads:]]
     results.seconds = {k: results.seconds[k] for k in order if k in results.seconds}
     body = markdown(results)
     print(body)

@@ -12,13 +12,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from async_cpu_by_level import Sample, table
 from bench_async import AsyncResult
-from bench_common import Cost, Stats
+from bench_common import SERVER_GC_THRESHOLDS, Cost, Stats, gc_thresholds
 from bench_processes import ProcessesResult
 from bench_report import (
     Results,
     _cpu_split,
     async_flat_why,
     async_rate_why,
+    gc_label,
+    gc_note,
     effect_why,
     large_why,
     markdown,
@@ -184,6 +186,64 @@ def test_the_flatness_reason_sets_ours_against_langgraph_alone() -> None:
     # (0.8, 0.8, 0.9); the medians' differences would say 0.7 and 0.8.
     assert "changes by +0.00 ms" in why
     assert why.endswith("`python benchmarks/async_cpu_by_level.py --levels 16,256`.")
+
+
+def test_the_gc_note_gives_the_tuned_rates_against_upstreams_best_at_each_level() -> None:
+    tuned = {
+        ("ours", 16): AsyncResult([1200.0, 1100.0], [0.0] * 2, [0.8] * 2),
+        ("ours", 256): AsyncResult([1800.0, 1600.0], [0.0] * 2, [0.6] * 2),
+        ("upstream_single", 16): AsyncResult([600.0] * 2, [0.0] * 2, [1.6] * 2),
+        ("upstream_pool", 16): AsyncResult([500.0] * 2, [0.0] * 2, [1.7] * 2),
+        ("upstream_single", 256): AsyncResult([400.0] * 2, [0.0] * 2, [2.0] * 2),
+        ("upstream_pool", 256): AsyncResult([425.0] * 2, [0.0] * 2, [2.0] * 2),
+        ("noop", 16): AsyncResult([2000.0] * 2, [0.0] * 2, [0.4] * 2),
+        ("noop", 256): AsyncResult([2200.0] * 2, [0.0] * 2, [0.4] * 2),
+    }
+    setting = gc_label({"async_gc_thresholds": (50000, 50, 100)})
+    assert setting == "GC thresholds 50,000/50/100"
+    note = gc_note(tuned, setting)
+    # Medians: ours 1,150 and 1,700; upstream's best 600 (one connection) at 16 runs and
+    # 425 (its pool) at 256.
+    assert note.startswith(" Under GC thresholds 50,000/50/100 (the README's setting")
+    assert "ours made 16 runs 1,150 steps/s (1.92x), 256 runs 1,700 steps/s (4.00x)" in note
+    assert "its rate at 256 runs is 1.48x its rate at 16, the no-op saver's 1.10x." in note
+    assert gc_note(None, setting) == ""
+    del tuned[("upstream_pool", 256)], tuned[("upstream_single", 256)]
+    assert gc_note(tuned, setting) == ""  # a level without upstream: no note, no error
+
+
+def test_gc_thresholds_are_set_for_the_block_and_set_back() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    with gc_thresholds(SERVER_GC_THRESHOLDS):
+        assert gc.get_threshold() == SERVER_GC_THRESHOLDS
+    assert gc.get_threshold() == before
+    with gc_thresholds(None):
+        assert gc.get_threshold() == before
+
+
+def test_the_tuned_async_targets_are_reported_beside_the_default_ones() -> None:
+    saved = json.loads((ROOT / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    saved["settings"]["async_gc_thresholds"] = [50000, 50, 100]
+    saved["async_gc"] = saved["async"]  # the same numbers, as if measured under the setting
+    results = load_results(saved)
+    assert results.async_gc == results.async_runs
+    by_name = {t.name: t for t in targets(results)}
+    default = by_name["async: ours at 256 concurrent runs vs ours at 16"]
+    tuned = by_name["async, recommended GC setting: ours at 256 concurrent runs vs ours at 16"]
+    assert tuned.measured == default.measured
+    mid = "async, 64 concurrent runs on one loop"
+    assert by_name[f"{mid}, recommended GC setting: steps/s vs upstream's best"].measured == (
+        by_name[f"{mid}: steps/s vs upstream's best"].measured
+    )
+    if default.passed is False:
+        assert "Under GC thresholds 50,000/50/100" in default.why
+    text = markdown(results)
+    assert "| async, 64 concurrent runs on one event loop, GC thresholds 50,000/50/100 |" in text
+    del saved["async_gc"]
+    by_name = {t.name: t for t in targets(load_results(saved))}
+    assert by_name[f"{mid}, recommended GC setting: steps/s vs upstream's best"].measured is None
 
 
 def test_the_processes_reason_compares_ours_with_upstreams_faster_setup() -> None:

@@ -364,7 +364,9 @@ def _process_rows(
 
 def gc_label(settings: dict[str, Any]) -> str:
     """The `async_gc` scenario's collector setting, as rows name it."""
-    thresholds = settings.get("async_gc_thresholds", ())
+    thresholds = settings.get("async_gc_thresholds")
+    if not thresholds:
+        return "GC thresholds not recorded"
     return "GC thresholds " + "/".join(f"{int(t):,}" for t in thresholds)
 
 
@@ -678,24 +680,25 @@ def gc_note(tuned: dict[tuple[str, int], AsyncResult] | None, setting: str) -> s
     scenario did not run, or lacks a number)."""
     if tuned is None:
         return ""
-    try:
-        rates = {key: r.rate() for key, r in tuned.items()}
-        levels = sorted(lv for name, lv in tuned if name == "ours")
-        low, high = levels[0], levels[-1]
-        parts = []
-        for level in levels:
-            mine = rates[("ours", level)].median
-            best, _ = best_upstream(rates, level, higher_is_better=True)
-            parts.append(f"{level} runs {mine:,.0f} steps/s ({_ratio(mine, best.median)})")
-        text = (
-            f" Under {setting} (the README's setting for many runs on one loop; the "
-            f"`async_gc` rows), ours made {', '.join(parts)} of upstream's best; its rate "
-            f"at {high} runs is {async_flat(tuned, 'ours'):.2f}x its rate at {low}"
-        )
-        if ("noop", low) in tuned and ("noop", high) in tuned:
-            text += f", the no-op saver's {async_flat(tuned, 'noop'):.2f}x"
-    except (KeyError, IndexError, ZeroDivisionError, statistics.StatisticsError):
+    levels = sorted(lv for name, lv in tuned if name == "ours")
+    if not levels:
         return ""
+    low, high = levels[0], levels[-1]
+    rates = {key: r.rate() for key, r in tuned.items()}
+    parts = []
+    for level in levels:
+        mine = rates[("ours", level)].median
+        try:
+            best, _ = best_upstream(rates, level, higher_is_better=True)
+        except KeyError:  # upstream not measured at this level: the level is left out
+            continue
+        parts.append(f"{level} runs {mine:,.0f} steps/s ({_ratio(mine, best.median)})")
+    text = f" Under {setting} (the README's setting for many runs on one loop; the `async_gc` rows)"
+    if parts:
+        text += f", ours made {', '.join(parts)} of upstream's best;"
+    text += f" its rate at {high} runs is {async_flat(tuned, 'ours'):.2f}x its rate at {low}"
+    if ("noop", low) in tuned and ("noop", high) in tuned:
+        text += f", the no-op saver's {async_flat(tuned, 'noop'):.2f}x"
     return text + "."
 
 

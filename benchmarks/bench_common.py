@@ -48,9 +48,9 @@ as on 16 (docs/benchmarks.md, "Pool size")."""
 SERVER_GC_THRESHOLDS = (50_000, 50, 100)
 """`gc.set_threshold` for a process that keeps many graph runs in flight on one event loop:
 the README's setting ("Many runs on one event loop"), measured by `run.py`'s `async_gc`
-scenario. Under Python's default (700, 10, 10) the full collections, which walk every live
-object, come more often as more runs are in flight, and LangGraph's own CPU per step rises
-with them."""
+scenario. Under CPython 3.10-3.13's default (700, 10, 10) the full collections, which walk
+every object the collector tracks, come more often as more runs are in flight, and
+LangGraph's own CPU per step rises with them."""
 
 
 @contextmanager

@@ -284,25 +284,21 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
                     s["throughput_seconds"],
                     s["throughput_rounds"],
                 )
-        elif scenario == "async":
-            with _two_databases(server_dsn, "async") as (upstream_dsn, ours_dsn):
-                results.async_runs = async_concurrency(
+        elif scenario in ("async", "async_gc"):
+            tuned = scenario == "async_gc"  # the README's collector setting, else the process's
+            with _two_databases(server_dsn, scenario) as (upstream_dsn, ours_dsn):
+                found = async_concurrency(
                     upstream_dsn,
                     ours_dsn,
                     tuple(s["async_levels"]),
                     s["async_seconds"],
-                    s["async_rounds"],
+                    s["async_gc_rounds" if tuned else "async_rounds"],
+                    gc_setting=tuple(s["async_gc_thresholds"]) if tuned else None,
                 )
-        elif scenario == "async_gc":
-            with _two_databases(server_dsn, "async_gc") as (upstream_dsn, ours_dsn):
-                results.async_gc = async_concurrency(
-                    upstream_dsn,
-                    ours_dsn,
-                    tuple(s["async_levels"]),
-                    s["async_seconds"],
-                    s["async_gc_rounds"],
-                    gc_setting=tuple(s["async_gc_thresholds"]),
-                )
+            if tuned:
+                results.async_gc = found
+            else:
+                results.async_runs = found
         elif scenario == "large":
             with _two_databases(server_dsn, "large") as (upstream_dsn, ours_dsn):
                 results.large = large_values(

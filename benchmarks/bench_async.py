@@ -60,7 +60,9 @@ class AsyncResult:
 
 
 @asynccontextmanager
-async def _saver(name: str, dsn: str, setup: bool) -> AsyncIterator[Any]:
+async def async_saver(name: str, dsn: str, setup: bool) -> AsyncIterator[Any]:
+    """The async saver `name` ("ours", "upstream_single", "upstream_pool", "noop"), each
+    with `POOL_SIZE` connections but upstream's `from_conn_string` (one)."""
     if name == "noop":
         yield NoopSaver()
     elif name == "ours":
@@ -186,7 +188,7 @@ async def _measure(
         graphs = {}
         for name, dsn in dsns.items():
             setup = name not in ("upstream_single", "noop")  # shares upstream_pool's database
-            saver = await stack.enter_async_context(_saver(name, dsn, setup))
+            saver = await stack.enter_async_context(async_saver(name, dsn, setup))
             graphs[name] = graph_builder().compile(checkpointer=saver)
         for graph in graphs.values():  # warm up: pools, prepared statements
             await _round(graph, max(levels), min(1.0, seconds), mode)

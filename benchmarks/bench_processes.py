@@ -1,26 +1,31 @@
 """Several worker processes on one Postgres: total steps/s and the server's CPU share.
 
     python benchmarks/bench_processes.py [--dsn DSN] [--processes 1,2,4] [--seconds 5]
-        [--pools 16,8,2]
+        [--mode threads|async] [--pools 16,8,2]
 
-Each worker process runs 16 Python threads invoking the 10-node graph of
-`durability_modes.py` back to back (`durability="sync"`, each run on a thread id of its
-own) with one saver: ours (`from_conn_string`, a pool of `POOL_SIZE`: 4) or upstream's
-`PostgresSaver` on one connection (`from_conn_string`) or on a pool of 4, or a no-op saver
-that stores nothing (the ceiling: LangGraph's own work in that many processes on this
-machine). The processes start, warm up, then count completed steps over the same window;
-the total is their sum. The server's CPU share is the CPU time of the local `postgres`
+Each worker process invokes the 10-node graph of `durability_modes.py` back to back
+(`durability="sync"`, each run on a thread id of its own) with one saver, in one of two
+shapes (`--mode`): 16 Python threads (`--threads`), or 64 concurrent `ainvoke` runs on one
+event loop (`--runs`), as an async agent server runs them. The savers: ours
+(`from_conn_string`, a pool of `POOL_SIZE`: 4), upstream's `PostgresSaver` (or
+`AsyncPostgresSaver`) on one connection (`from_conn_string`) or on a pool of 4, or a no-op
+saver that stores nothing (the ceiling: LangGraph's own work in that many processes on
+this machine). The processes start, warm up, then count the steps of the runs they
+complete over the same window; the total is their sum. A run that fails stops the
+benchmark with its error. The server's CPU share is the CPU time of the local `postgres`
 processes over the window (from /proc, so only for a server on this machine) divided by
 the window and the number of cores.
-Savers alternate within each round. `benchmarks/run.py` runs it as the `processes` scenario;
-this command runs it alone, and `--pools` adds ours on pools of other sizes (`ours:16`: the
-sweep behind `POOL_SIZE`). Also counted: the machine's context switches per completed step
-(from /proc/stat), which fall with the pool size.
+Savers alternate within each round. `benchmarks/run.py` runs it as the `processes`
+(threads) and `processes_async` scenarios; this command runs it alone, and `--pools` adds
+ours on pools of other sizes (`ours:16`: the sweep behind `POOL_SIZE`; threads only). Also
+counted: the machine's context switches per completed step (from /proc/stat), which fall
+with the pool size.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
 import os
 import statistics
@@ -31,11 +36,16 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench_async import async_saver
 from bench_common import POOL_SIZE, Stats, ours, scratch_database, upstream, upstream_single
 from bench_steps import NoopSaver
 from durability_modes import NODES, graph_builder
 
 SAVERS = ("ours", "upstream_single", "upstream_pool", "noop")
+MODES = ("threads", "async")
+"""How a worker process runs its graphs: on Python threads, or as runs on one event loop."""
+WARM_UP_SECONDS = 1.0
+"""How long a worker process runs before it reports ready: every run is mid-invoke."""
 
 
 @dataclass
@@ -97,7 +107,24 @@ def _used(before: dict[str, float], after: dict[str, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
-def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any, out: Any) -> None:
+def _worker(
+    name: str, dsn: str, mode: str, each: int, ready: Any, start: Any, stop: Any, out: Any
+) -> None:
+    """One worker process: `each` threads or async runs, the steps they completed while
+    counting put on `out` (or the text of the first error, which the caller raises)."""
+    try:
+        if mode == "async":
+            steps = asyncio.run(_async_runs(name, dsn, each, ready, start, stop))
+        else:
+            steps = _thread_runs(name, dsn, each, ready, start, stop)
+    except BaseException as exc:  # the parent waits on `out`: it must hear of it
+        ready.put(True)
+        out.put(f"{name} worker process ({mode}): {type(exc).__name__}: {exc}")
+        raise
+    out.put(steps)
+
+
+def _thread_runs(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any) -> int:
     with ExitStack() as stack:
         if name == "noop":
             saver: Any = NoopSaver()
@@ -109,40 +136,75 @@ def _worker(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any
             saver = stack.enter_context(upstream(dsn, POOL_SIZE, setup=False))
         graph = graph_builder().compile(checkpointer=saver)
         counts = [0] * threads
+        failed: list[BaseException] = []
         counting = threading.Event()
         done = threading.Event()
 
         def run(i: int) -> None:
-            while not done.is_set():
-                config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
-                graph.invoke({}, config, durability="sync")
-                if counting.is_set():
-                    counts[i] += 1
+            try:
+                while not done.is_set():
+                    config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+                    graph.invoke({}, config, durability="sync")
+                    if counting.is_set():
+                        counts[i] += 1
+            except BaseException as exc:
+                failed.append(exc)
 
         pool = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
         for t in pool:
             t.start()
-        time.sleep(1.0)  # every thread mid-invoke
+        time.sleep(WARM_UP_SECONDS)
         ready.put(True)
         start.wait()
         counting.set()
         stop.wait()
         counting.clear()
-        out.put(sum(counts) * NODES)
         done.set()
         for t in pool:
             t.join()
+        if failed:
+            raise failed[0]
+        return sum(counts) * NODES
+
+
+async def _async_runs(name: str, dsn: str, runs: int, ready: Any, start: Any, stop: Any) -> int:
+    if name not in SAVERS:
+        raise ValueError(f"{name}: other pool sizes are for the threads mode only")
+    async with async_saver(name, dsn, setup=False) as saver:
+        graph = graph_builder().compile(checkpointer=saver)
+        counting = done = False
+        invokes = 0
+
+        async def run() -> None:
+            nonlocal invokes
+            while not done:
+                config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+                await graph.ainvoke({}, config, durability="sync")
+                if counting:
+                    invokes += 1
+
+        tasks = [asyncio.create_task(run()) for _ in range(runs)]
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(WARM_UP_SECONDS)
+        ready.put(True)
+        # The runs go on while this waits: the process's events block in a thread.
+        await loop.run_in_executor(None, start.wait)
+        counting = True
+        await loop.run_in_executor(None, stop.wait)
+        counting, done = False, True
+        await asyncio.gather(*tasks)  # raises the first failed run's error
+        return invokes * NODES
 
 
 def _round(
-    name: str, dsn: str, processes: int, threads: int, seconds: float
+    name: str, dsn: str, processes: int, each: int, seconds: float, mode: str
 ) -> tuple[float, float, float]:
     """(total steps/s, the server's CPU share of the machine, the machine's context switches
-    per step) for one saver."""
+    per step) for one saver, `each` threads or async runs per process."""
     ctx = multiprocessing.get_context("spawn")
     ready, start, stop, out = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
     workers = [
-        ctx.Process(target=_worker, args=(name, dsn, threads, ready, start, stop, out))
+        ctx.Process(target=_worker, args=(name, dsn, mode, each, ready, start, stop, out))
         for _ in range(processes)
     ]
     for w in workers:
@@ -157,9 +219,13 @@ def _round(
     elapsed = time.perf_counter() - began
     server = _used(server_before, _postgres_cpu_seconds())
     switches = _context_switches() - switches_before
-    steps = sum(out.get(timeout=60) for _ in workers)
+    reported = [out.get(timeout=60) for _ in workers]
     for w in workers:
         w.join(60)
+    errors = [r for r in reported if isinstance(r, str)]
+    if errors:
+        raise RuntimeError(errors[0])
+    steps = sum(reported)
     return steps / elapsed, server / elapsed / (os.cpu_count() or 1), switches / max(steps, 1)
 
 
@@ -167,14 +233,18 @@ def processes_benchmark(
     upstream_dsn: str,
     ours_dsn: str,
     levels: tuple[int, ...],
-    threads: int,
+    each: int,
     seconds: float,
     rounds: int,
     savers: tuple[str, ...] = SAVERS,
+    mode: str = "threads",
 ) -> dict[tuple[str, int], ProcessesResult]:
     """Results keyed by (saver, number of processes); savers alternate within each round.
+    Each process runs `each` threads (`mode` "threads") or async runs on one loop ("async").
 
-    `savers` may add ours on other pool sizes, named "ours:N"."""
+    `savers` may add ours on other pool sizes, named "ours:N" (threads only)."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: pick one of {MODES}")
     with ours(ours_dsn, 1), upstream(upstream_dsn, 1):
         pass  # setup() once, before any worker starts
     found: dict[tuple[str, int], ProcessesResult] = {}
@@ -183,7 +253,7 @@ def processes_benchmark(
             names = savers if round_ % 2 == 0 else tuple(reversed(savers))
             for name in names:
                 target = ours_dsn if name.startswith("ours") else upstream_dsn
-                rate, share, switches = _round(name, target, level, threads, seconds)
+                rate, share, switches = _round(name, target, level, each, seconds, mode)
                 result = found.setdefault((name, level), ProcessesResult([], []))
                 result.steps_per_s.append(rate)
                 result.server_share.append(share)
@@ -197,7 +267,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dsn")
     parser.add_argument("--processes", default="1,2,4")
-    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--mode", choices=MODES, default="threads")
+    parser.add_argument("--threads", type=int, default=16, help="per process (threads mode)")
+    parser.add_argument("--runs", type=int, default=64, help="per process (async mode)")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
@@ -216,10 +288,11 @@ def main() -> None:
                 upstream_dsn,
                 ours_dsn,
                 levels,
-                args.threads,
+                args.runs if args.mode == "async" else args.threads,
                 args.seconds,
                 args.rounds,
                 (*SAVERS, *extra),
+                mode=args.mode,
             )
     finally:
         if embedded is not None:

@@ -37,6 +37,8 @@ class Results:
     storage: dict[str, StorageResult] | None = None
     effects: dict[str, Stats] | None = None
     processes: dict[tuple[str, int], ProcessesResult] | None = None
+    processes_async: dict[tuple[str, int], ProcessesResult] | None = None
+    """Worker processes each running async runs on one event loop (`processes` uses threads)."""
     runs: RunsResults | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -293,6 +295,7 @@ def rows(results: Results) -> list[Row]:
             )
         )
     out += _process_rows(results.processes, results.settings, pool_size)
+    out += _process_rows(results.processes_async, results.settings, pool_size, mode="async")
     out += _runs_rows(results.runs)
     return out
 
@@ -334,18 +337,30 @@ def _rate_row(scenario: str, rates: dict[tuple[str, int], Stats], level: int, no
     )
 
 
+def process_shape(settings: dict[str, Any], mode: str) -> str:
+    """What each worker process of the `processes` (threads) or `processes_async` rows ran."""
+    if mode == "async":
+        return f"{settings.get('process_async_runs', 64)} async runs on one event loop"
+    return f"{settings.get('process_threads', 16)} threads"
+
+
 def _process_rows(
-    found: dict[tuple[str, int], ProcessesResult] | None, settings: dict[str, Any], pool_size: int
+    found: dict[tuple[str, int], ProcessesResult] | None,
+    settings: dict[str, Any],
+    pool_size: int,
+    *,
+    mode: str = "threads",
 ) -> list[Row]:
     if found is None:
         return []
     out: list[Row] = []
     rates = {key: r.rate() for key, r in found.items()}
-    threads = settings.get("process_threads", 16)
+    shape = process_shape(settings, mode)
+    each = f", {shape} each" if mode == "async" else ""
     for level in sorted({lv for _, lv in found}):
         mine, base = found[("ours", level)], found[(_best_setup(rates, level), level)]
         notes = (
-            f"{threads} threads per process, pools of {pool_size}, "
+            f"{shape} per process, pools of {pool_size}, "
             f"durability=sync; range ours "
             f"{_spread(mine.steps_per_s, 0)}, upstream {_spread(base.steps_per_s, 0)}; "
             f"server CPU share ours {statistics.median(mine.server_share):.0%}, upstream "
@@ -353,7 +368,7 @@ def _process_rows(
         )
         out.append(
             _rate_row(
-                f"{level} worker process{'es' if level > 1 else ''} on one Postgres, total",
+                f"{level} worker process{'es' if level > 1 else ''} on one Postgres{each}, total",
                 rates,
                 level,
                 notes,
@@ -736,7 +751,9 @@ def async_flat_why(found: dict[tuple[str, int], AsyncResult]) -> str:
     )
 
 
-def processes_why(found: dict[tuple[str, int], ProcessesResult], level: int, goal: float) -> str:
+def processes_why(
+    found: dict[tuple[str, int], ProcessesResult], level: int, goal: float, mode: str = "threads"
+) -> str:
     """Processes: the rates, the server's CPU share and the context switches of both."""
     rates = {key: r.rate() for key, r in found.items()}
     best, setup = best_upstream(rates, level, higher_is_better=True)
@@ -755,10 +772,16 @@ def processes_why(found: dict[tuple[str, int], ProcessesResult], level: int, goa
         )
     return text + (
         f"; the no-op checkpointer reaches {rates[('noop', level)].median:,.0f} in as many "
-        f"processes. Profile: `python benchmarks/bench_processes.py --processes {level}` "
-        "(each saver's rate, server share and context switches; `--pools` adds ours on "
-        "other pool sizes) and `python benchmarks/profile_step.py` (the saver's CPU per "
-        "step in one process)."
+        f"processes. Profile: `python benchmarks/bench_processes.py --processes {level}"
+        + (" --mode async" if mode == "async" else "")
+        + "` (each saver's rate, server share and context switches"
+        + ("" if mode == "async" else "; `--pools` adds ours on other pool sizes")
+        + ") and `python benchmarks/"
+        + (
+            "async_cpu_by_level.py` (the async saver's CPU per step on one loop)."
+            if mode == "async"
+            else "profile_step.py` (the saver's CPU per step in one process)."
+        )
     )
 
 
@@ -806,8 +829,10 @@ def targets(results: Results) -> list[Target]:
     """The targets of issue 16 (and those of issue 6 that still hold), each a ratio measured
     in this run against the faster of upstream's two setups."""
     steps, tput, fx = results.steps, results.throughput, results.effects
-    processes = results.processes
+    processes, processes_async = results.processes, results.processes_async
     most = max((level for _, level in processes), default=4) if processes else 4
+    most_async = max((lv for _, lv in processes_async), default=4) if processes_async else 4
+    async_shape = process_shape(results.settings, "async")
     found_async, found_gc, large = results.async_runs, results.async_gc, results.large
     setting = gc_label(results.settings)
     recovery = results.runs.recovery if results.runs is not None else None
@@ -829,12 +854,13 @@ def targets(results: Results) -> list[Target]:
         best, _ = best_upstream(tput, top, higher_is_better=True)
         return tput[(saver, top)].median / best.median
 
-    def processes_ratio(saver: str = "ours") -> float:
-        if processes is None:
-            raise KeyError("processes")
-        rates = {key: r.rate() for key, r in processes.items()}
-        best, _ = best_upstream(rates, most, higher_is_better=True)
-        return rates[(saver, most)].median / best.median
+    def processes_ratio(saver: str = "ours", *, mode: str = "threads") -> float:
+        scenario = "processes_async" if mode == "async" else "processes"
+        found = _measured(processes_async if mode == "async" else processes, scenario)
+        level = most_async if mode == "async" else most
+        rates = {key: r.rate() for key, r in found.items()}
+        best, _ = best_upstream(rates, level, higher_is_better=True)
+        return rates[(saver, level)].median / best.median
 
     def async_ratio(level: int, saver: str = "ours", *, tuned: bool = False) -> float:
         found = _measured(found_gc if tuned else found_async, "async")
@@ -940,6 +966,19 @@ def targets(results: Results) -> list[Target]:
             at_most=False,
             bound=_get(lambda: processes_ratio("noop")),
             why=_explain(lambda: processes_why(_measured(processes, "processes"), most, 1.3)),
+        ),
+        Target(
+            f"{most_async} worker process{'es' if most_async > 1 else ''} on one Postgres, "
+            f"{async_shape} each: total steps/s vs upstream's best",
+            _get(lambda: processes_ratio(mode="async")),
+            1.3,
+            at_most=False,
+            bound=_get(lambda: processes_ratio("noop", mode="async")),
+            why=_explain(
+                lambda: processes_why(
+                    _measured(processes_async, "processes_async"), most_async, 1.3, "async"
+                )
+            ),
         ),
         Target(
             "large values: worst of put and get_tuple at every size vs upstream's best",

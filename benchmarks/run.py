@@ -22,6 +22,8 @@ Scenarios (see each module's docstring for the method):
               raw one-commit floor (`bench_effects.py`);
 - processes:  total steps/s of 1, 2 and 4 worker processes with 16 threads each on one
               Postgres, and the server's CPU share (`bench_processes.py`);
+- processes_async: the same with 64 concurrent async runs on one event loop per process,
+              async savers;
 - runs:       the run registry with worker processes: time from a SIGKILL to the run's next
               checkpoint in another worker, against the lease; commits and ms per run with
               1, 4 and 16 workers against direct invokes (`bench_runs.py`).
@@ -89,6 +91,7 @@ SCENARIOS = (
     "storage",
     "effects",
     "processes",
+    "processes_async",
     "runs",
 )
 
@@ -118,6 +121,7 @@ FULL: dict[str, Any] = {
     "process_threads": 16,
     "process_seconds": 5.0,
     "process_rounds": 2,
+    "process_async_runs": 64,
     "pool_size": POOL_SIZE,
     "recovery_plan": ((2.0, 12), (5.0, 4)),
     "recovery_workers": 3,
@@ -151,6 +155,7 @@ QUICK: dict[str, Any] = {
     "process_threads": 2,
     "process_seconds": 0.5,
     "process_rounds": 1,
+    "process_async_runs": 4,
     "pool_size": POOL_SIZE,
     "recovery_plan": ((1.0, 1),),
     "recovery_workers": 2,
@@ -172,7 +177,7 @@ Ours (`DurablePostgresSaver`, `AsyncDurablePostgresSaver`) against upstream's `P
 and `AsyncPostgresSaver` (langgraph-checkpoint-postgres) in both of its setups, one connection
 (`from_conn_string`, as its README shows) and a pool, measured in the same process and run;
 every ratio is against the faster of the two for that row, and the table names which one
-won. Reproduce with one command (about 14 minutes on 2 cores; `--quick` takes a minute and
+won. Reproduce with one command (about 25 minutes on 2 cores; `--quick` takes a minute and
 only checks that it all runs):
 
 ```bash
@@ -230,6 +235,9 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   rounds, savers alternating; the server's CPU share is the local `postgres` processes' CPU
   time over the window / (window x cores). A no-op saver in as many processes is the
   ceiling on this machine.
+- processes_async: the same, each process running 64 `ainvoke` runs back to back on one
+  event loop (as an async agent server does) with the async savers of the async scenario,
+  under Python's default collector thresholds.
 - runs: worker processes (`Worker`, default `idle_wait`) take runs of a linear graph whose
   nodes sleep; the busy one is SIGKILLed a few steps in, and the run's row is read every
   5 ms until another worker has claimed it and committed its next checkpoint. Cost: N runs
@@ -313,16 +321,22 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
         elif scenario == "effects":
             with scratch_database(server_dsn, "effects") as dsn:
                 results.effects = effects(dsn, s["effect_reps"], s["effect_warmup"])
-        elif scenario == "processes":
-            with _two_databases(server_dsn, "procs") as (upstream_dsn, ours_dsn):
-                results.processes = processes_benchmark(
+        elif scenario in ("processes", "processes_async"):
+            mode = "async" if scenario == "processes_async" else "threads"
+            with _two_databases(server_dsn, scenario) as (upstream_dsn, ours_dsn):
+                found_processes = processes_benchmark(
                     upstream_dsn,
                     ours_dsn,
                     tuple(s["process_levels"]),
-                    s["process_threads"],
+                    s["process_async_runs" if mode == "async" else "process_threads"],
                     s["process_seconds"],
                     s["process_rounds"],
+                    mode=mode,
                 )
+            if mode == "async":
+                results.processes_async = found_processes
+            else:
+                results.processes = found_processes
         elif scenario == "runs":
             results.runs = runs_benchmark(
                 server_dsn,
@@ -376,6 +390,9 @@ def _to_json(results: Results) -> dict[str, Any]:
         "processes": None
         if results.processes is None
         else {_key(k): asdict(v) for k, v in results.processes.items()},
+        "processes_async": None
+        if results.processes_async is None
+        else {_key(k): asdict(v) for k, v in results.processes_async.items()},
         "runs": None if results.runs is None else asdict(results.runs),
     }
 
@@ -411,10 +428,14 @@ def _restore(previous: dict[str, Any], results: Results, scenario: str) -> None:
         results.storage = {k: StorageResult(**v) for k, v in data.items()}
     elif scenario == "effects":
         results.effects = stats(data)
-    elif scenario == "processes":
-        results.processes = {
+    elif scenario in ("processes", "processes_async"):
+        found_processes = {
             (k.split("|")[0], int(k.split("|")[1])): ProcessesResult(**v) for k, v in data.items()
         }
+        if scenario == "processes":
+            results.processes = found_processes
+        else:
+            results.processes_async = found_processes
     elif scenario == "runs":
         results.runs = RunsResults(**data)
     if scenario in previous.get("seconds", {}):

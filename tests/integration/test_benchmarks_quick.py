@@ -36,6 +36,7 @@ ROWS = (
     "| @effect call (claim + complete) vs two INSERT+commit |",
     "| raw floor: one single-row INSERT+commit |",
     "| 1 worker process on one Postgres, total | steps/s |",
+    "| 1 worker process on one Postgres, 4 async runs on one event loop each, total | steps/s |",
     "| recovery after a SIGKILL, lease 1 s: kill to the next checkpoint | s |",
     "| run registry commits per run, 1 worker process | commits/run |",
     "| run registry wall time per run, 1 worker process | ms/run |",
@@ -52,6 +53,8 @@ TARGETS = (
     "| storage per step vs upstream, recommended setting (messages in a DeltaChannel) |",
     "| @effect overhead vs the two-commit floor |",
     "| 1 worker process on one Postgres: total steps/s vs upstream's best |",
+    "| 1 worker process on one Postgres, 4 async runs on one event loop each: total steps/s "
+    "vs upstream's best |",
     "| recovery after a SIGKILL: worst kill to next checkpoint vs lease + 1 s |",
 )
 

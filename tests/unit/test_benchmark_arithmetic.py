@@ -264,6 +264,44 @@ def test_the_processes_reason_compares_ours_with_upstreams_faster_setup() -> Non
     assert "the no-op checkpointer reaches 4,100" in why
 
 
+def test_async_worker_processes_get_rows_a_target_and_a_reason_of_their_own() -> None:
+    saved = json.loads((ROOT / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    saved["settings"]["process_async_runs"] = 64
+    saved["processes_async"] = {
+        f"{name}|{level}": {"steps_per_s": [rate * level], "server_share": [0.2]}
+        for level in (1, 4)
+        for name, rate in (
+            ("ours", 1200.0),
+            ("upstream_single", 500.0),
+            ("upstream_pool", 400.0),
+            ("noop", 3000.0),
+        )
+    }
+    results = load_results(saved)
+    text = markdown(results)
+    assert (
+        "| 4 worker processes on one Postgres, 64 async runs on one event loop each, total "
+        "| steps/s | 4,800 | 2,000 | one connection (from_conn_string) | 2.40x |"
+    ) in text
+    assert "64 async runs on one event loop per process, pools of 4" in text
+    name = (
+        "4 worker processes on one Postgres, 64 async runs on one event loop each: total "
+        "steps/s vs upstream's best"
+    )
+    by_name = {t.name: t for t in targets(results)}
+    assert by_name[name].measured == 2.4
+    assert by_name[name].passed is True
+    # The threads target is still the `processes` scenario's, not this one's.
+    threads = by_name["4 worker processes on one Postgres: total steps/s vs upstream's best"]
+    assert threads.measured != 2.4
+    why = processes_why(results.processes_async or {}, 4, 1.3, "async")
+    assert "--processes 4 --mode async`" in why
+    assert "--pools" not in why
+    assert "async_cpu_by_level.py" in why
+    del saved["processes_async"]
+    assert {t.name: t for t in targets(load_results(saved))}[name].measured is None
+
+
 def test_the_effect_reason_leaves_the_python_what_the_statements_do_not_use() -> None:
     fx = {
         "effect": _one(0.9),

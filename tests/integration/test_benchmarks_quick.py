@@ -45,6 +45,8 @@ ROWS = (
 TARGETS = (
     "| sync per-step time vs upstream's best |",
     "| async per-step time vs upstream's best |",
+    "| sync per-step time vs the drop-in floor (our put statement alone) |",
+    "| async per-step time vs the drop-in floor (our put statement alone) |",
     "| exit per-step time vs upstream's best |",
     "| throughput with 16 threads vs upstream's best |",
     "| async, recommended GC setting: ours at 8 concurrent runs vs ours at 2 |",

@@ -20,6 +20,7 @@ from bench_report import (
     async_flat_why,
     async_rate_why,
     effect_why,
+    floor_why,
     gc_label,
     gc_note,
     large_why,
@@ -262,6 +263,27 @@ def test_the_processes_reason_compares_ours_with_upstreams_faster_setup() -> Non
     assert "23% of the machine's CPU with ours, 18% with upstream's" in why
     assert "39 times per step with ours, 35 with upstream's" in why
     assert "the no-op checkpointer reaches 4,100" in why
+
+
+def test_per_step_targets_against_the_drop_in_floor_say_what_the_goal_leaves() -> None:
+    steps = {
+        ("ours", "sync"): _one(1.2),
+        ("statement_only", "sync"): _one(1.0),
+        ("upstream_single", "sync"): _one(1.6),
+    }
+    why = floor_why(steps, "sync", 1.05)
+    assert why.startswith("ours 1.200 ms per step against 1.000 for a saver that only sends")
+    assert "the goal is at most 1.050 ms, which leaves 0.050 ms per step" in why
+    assert "ours takes 0.200" in why
+    assert "profile_step.py --durability sync" in why
+    saved = json.loads((ROOT / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    by_name = {t.name: t for t in targets(load_results(saved))}
+    for mode in ("sync", "async"):
+        target = by_name[f"{mode} per-step time vs the drop-in floor (our put statement alone)"]
+        ours, floor = (saved["steps"][f"{name}|{mode}"] for name in ("ours", "statement_only"))
+        assert target.measured == ours["median"] / floor["median"]
+        assert target.goal == 1.05
+        assert target.at_most
 
 
 def test_async_worker_processes_get_rows_a_target_and_a_reason_of_their_own() -> None:

@@ -108,11 +108,15 @@ def has_work_left(channel_values: Mapping[str, Any]) -> bool:
     Under `durability="exit"` the final checkpoint of a run that ended at an interrupt or an
     error holds one, and only such a run sends pending writes after that checkpoint. A
     graph built on other channel names reads as finished (the saver then stores those
-    writes after the checkpoint, as upstream does).
+    writes after the checkpoint, as upstream does). The tasks channel stays in every later
+    checkpoint of a run that sent once, as an empty list after its sends ran: only sends
+    still in it are work left.
     """
     return any(
-        name in (_START_CHANNEL, TASKS) or name.startswith(_TRIGGER_PREFIX)
-        for name in channel_values
+        (name == TASKS and bool(value))
+        or name == _START_CHANNEL
+        or name.startswith(_TRIGGER_PREFIX)
+        for name, value in channel_values.items()
     )
 
 

@@ -16,9 +16,10 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.types import TASKS
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_durable import _langgraph
@@ -230,6 +231,41 @@ def test_a_final_checkpoint_shows_whether_the_run_stopped_early() -> None:
     assert _langgraph.has_work_left(
         _final_checkpoint_under_exit({"a": ok, "b": ok}, interrupt_before=["b"])
     )
+
+
+class Fan(TypedDict):
+    items: list[int]
+    log: Annotated[list[str], operator.add]
+
+
+def test_a_finished_map_reduce_run_reads_as_finished_though_its_tasks_channel_stays() -> None:
+    def fan_out(state: Fan) -> list[Send]:
+        return [Send("work", {"items": [i], "log": []}) for i in state["items"]]
+
+    def work(state: Fan) -> dict[str, Any]:
+        return {"log": [f"did {state['items'][0]}"]}
+
+    def asks(state: Fan) -> dict[str, Any]:
+        interrupt("?")
+        return work(state)
+
+    def final_channels(node: Any) -> dict[str, Any]:
+        builder: StateGraph[Any, Any, Any, Any] = StateGraph(Fan)
+        builder.add_node("work", node)
+        builder.add_conditional_edges(START, fan_out, ["work"])
+        builder.add_edge("work", END)
+        saver = _FinalCheckpoints()
+        graph = builder.compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "t"}}
+        graph.invoke({"items": [1, 2], "log": []}, config, durability="exit")
+        return saver.puts[-1]
+
+    finished = final_channels(work)
+    assert finished[TASKS] == []  # LangGraph keeps the drained channel: the case fixed here
+    assert not _langgraph.has_work_left(finished)
+    stopped = final_channels(asks)
+    assert stopped[TASKS]  # the sends that did not finish
+    assert _langgraph.has_work_left(stopped)
 
 
 def test_a_functional_run_that_stopped_early_keeps_its_start_trigger() -> None:

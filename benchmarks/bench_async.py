@@ -148,7 +148,7 @@ async def _round(
     tasks = [asyncio.create_task(runner()) for _ in range(concurrency)]
     await warmed.wait()
     if any(task.done() for task in tasks):  # a runner failed
-        await _all_or_none(tasks)
+        await all_or_none(tasks)
     counting = True
     began, cpu = time.perf_counter(), time.process_time()
     await asyncio.sleep(seconds)
@@ -156,9 +156,9 @@ async def _round(
     elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
     counted_steps = steps
     if in_flight:
-        await drained.wait()  # or a runner failed: `_all_or_none` raises it
+        await drained.wait()  # or a runner failed: `all_or_none` raises it
     stop = True
-    await _all_or_none(tasks)
+    await all_or_none(tasks)
     if not latencies:
         return 0.0, 0.0, 0.0
     ordered = sorted(latencies)
@@ -166,7 +166,7 @@ async def _round(
     return counted_steps / elapsed, p99, cpu * 1000 / max(1, counted_steps)
 
 
-async def _all_or_none(tasks: list[asyncio.Task[None]]) -> None:
+async def all_or_none(tasks: list[asyncio.Task[None]]) -> None:
     """Waits for every runner; if one failed, cancels the others (their saver is about to
     be closed under them) and raises its error."""
     try:

@@ -10,9 +10,11 @@ event loop (`--runs`), as an async agent server runs them. The savers: ours
 (`from_conn_string`, a pool of `POOL_SIZE`: 4), upstream's `PostgresSaver` (or
 `AsyncPostgresSaver`) on one connection (`from_conn_string`) or on a pool of 4, or a no-op
 saver that stores nothing (the ceiling: LangGraph's own work in that many processes on
-this machine). The processes start, warm up, then count the steps of the runs they
-complete over the same window; the total is their sum. A run that fails stops the
-benchmark with its error. The server's CPU share is the CPU time of the local `postgres`
+this machine). The processes start and warm up until each of their runs has finished one
+invoke, then count the steps finished over the same window (steps, not invokes: the runs
+of upstream's savers queue behind one lock and finish their invokes in bursts); the total
+is their sum. A run that fails stops the benchmark with its error, and a worker process
+that dies stops it too. The server's CPU share is the CPU time of the local `postgres`
 processes over the window (from /proc, so only for a server on this machine) divided by
 the window and the number of cores.
 Savers alternate within each round. `benchmarks/run.py` runs it as the `processes`
@@ -26,26 +28,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import statistics
 import threading
 import time
+import traceback
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_async import async_saver
+from bench_async import all_or_none, async_saver
 from bench_common import POOL_SIZE, Stats, ours, scratch_database, upstream, upstream_single
 from bench_steps import NoopSaver
-from durability_modes import NODES, graph_builder
+from durability_modes import graph_builder
 
 SAVERS = ("ours", "upstream_single", "upstream_pool", "noop")
 MODES = ("threads", "async")
 """How a worker process runs its graphs: on Python threads, or as runs on one event loop."""
-WARM_UP_SECONDS = 1.0
-"""How long a worker process runs before it reports ready: every run is mid-invoke."""
 
 
 @dataclass
@@ -107,24 +111,42 @@ def _used(before: dict[str, float], after: dict[str, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
-def _worker(
-    name: str, dsn: str, mode: str, each: int, ready: Any, start: Any, stop: Any, out: Any
-) -> None:
-    """One worker process: `each` threads or async runs, the steps they completed while
-    counting put on `out` (or the text of the first error, which the caller raises)."""
+def _worker(name: str, dsn: str, mode: str, each: int, parent: Any) -> None:
+    """One worker process: `each` threads or async runs, talking to the parent over its own
+    pipe (`parent`). Sends True once every run has finished one invoke, waits for "start"
+    and "stop", then sends the steps finished in between; a failure is sent as text
+    instead (the parent raises it). A pipe per process, not shared events: a process killed
+    while waiting on a `multiprocessing.Event` would make the parent's `set()` wait for it
+    forever."""
+
+    def warmed() -> None:
+        parent.send(True)
+
+    def wait_for(word: str) -> None:
+        got = parent.recv()
+        if got != word:
+            raise RuntimeError(f"expected {word!r} from the parent process, got {got!r}")
+
     try:
         if mode == "async":
-            steps = asyncio.run(_async_runs(name, dsn, each, ready, start, stop))
+            result: int | str = asyncio.run(_async_runs(name, dsn, each, warmed, wait_for))
         else:
-            steps = _thread_runs(name, dsn, each, ready, start, stop)
-    except BaseException as exc:  # the parent waits on `out`: it must hear of it
-        ready.put(True)
-        out.put(f"{name} worker process ({mode}): {type(exc).__name__}: {exc}")
-        raise
-    out.put(steps)
+            result = _thread_runs(name, dsn, each, warmed, wait_for)
+    except BaseException as exc:
+        traceback.print_exc()
+        result = f"{name} worker process ({mode}): {type(exc).__name__}: {exc}"
+    with contextlib.suppress(OSError):  # the parent gave up on this round
+        parent.send(result)
+    parent.close()
 
 
-def _thread_runs(name: str, dsn: str, threads: int, ready: Any, start: Any, stop: Any) -> int:
+def _thread_runs(
+    name: str,
+    dsn: str,
+    threads: int,
+    warmed: Callable[[], None],
+    wait_for: Callable[[str], None],
+) -> int:
     with ExitStack() as stack:
         if name == "noop":
             saver: Any = NoopSaver()
@@ -137,95 +159,174 @@ def _thread_runs(name: str, dsn: str, threads: int, ready: Any, start: Any, stop
         graph = graph_builder().compile(checkpointer=saver)
         counts = [0] * threads
         failed: list[BaseException] = []
-        counting = threading.Event()
-        done = threading.Event()
+        counting, done, all_warm = threading.Event(), threading.Event(), threading.Event()
+        lock = threading.Lock()
+        cold = threads
 
         def run(i: int) -> None:
+            nonlocal cold
+            first = True
             try:
                 while not done.is_set():
                     config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
-                    graph.invoke({}, config, durability="sync")
-                    if counting.is_set():
-                        counts[i] += 1
+                    # Steps, not invokes: whole invokes finished in a window would count
+                    # runs that move in lockstep (one lock for all) in bursts.
+                    for _ in graph.stream({}, config, durability="sync", stream_mode="updates"):
+                        if counting.is_set():
+                            counts[i] += 1
+                    if first:
+                        first = False
+                        with lock:
+                            cold -= 1
+                            if not cold:
+                                all_warm.set()
             except BaseException as exc:
                 failed.append(exc)
+                all_warm.set()
 
         pool = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
-        for t in pool:
-            t.start()
-        time.sleep(WARM_UP_SECONDS)
-        ready.put(True)
-        start.wait()
-        counting.set()
-        stop.wait()
-        counting.clear()
-        done.set()
-        for t in pool:
-            t.join()
+        try:
+            for t in pool:
+                t.start()
+            all_warm.wait()  # every thread has finished one invoke (or one failed)
+            if failed:
+                raise failed[0]
+            warmed()
+            wait_for("start")
+            counting.set()
+            wait_for("stop")
+            counting.clear()
+        finally:
+            done.set()
+            for t in pool:
+                t.join()
         if failed:
             raise failed[0]
-        return sum(counts) * NODES
+        return sum(counts)
 
 
-async def _async_runs(name: str, dsn: str, runs: int, ready: Any, start: Any, stop: Any) -> int:
-    if name not in SAVERS:
-        raise ValueError(f"{name}: other pool sizes are for the threads mode only")
+async def _async_runs(
+    name: str,
+    dsn: str,
+    runs: int,
+    warmed: Callable[[], None],
+    wait_for: Callable[[str], None],
+) -> int:
     async with async_saver(name, dsn, setup=False) as saver:
         graph = graph_builder().compile(checkpointer=saver)
         counting = done = False
-        invokes = 0
+        steps, cold = 0, runs
+        all_warm = asyncio.Event()
 
         async def run() -> None:
-            nonlocal invokes
-            while not done:
-                config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
-                await graph.ainvoke({}, config, durability="sync")
-                if counting:
-                    invokes += 1
+            nonlocal steps, cold
+            first = True
+            try:
+                while not done:
+                    config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+                    # Steps, not invokes (see `_thread_runs`): upstream's runs on one loop
+                    # queue behind one lock and finish their invokes together.
+                    async for _ in graph.astream(
+                        {}, config, durability="sync", stream_mode="updates"
+                    ):
+                        if counting:
+                            steps += 1
+                    if first:
+                        first, cold = False, cold - 1
+                        if not cold:
+                            all_warm.set()
+            except BaseException:
+                all_warm.set()
+                raise
 
         tasks = [asyncio.create_task(run()) for _ in range(runs)]
         loop = asyncio.get_running_loop()
-        await asyncio.sleep(WARM_UP_SECONDS)
-        ready.put(True)
-        # The runs go on while this waits: the process's events block in a thread.
-        await loop.run_in_executor(None, start.wait)
+        await all_warm.wait()  # every run has finished one invoke (or one failed)
+        if any(task.done() for task in tasks):
+            await all_or_none(tasks)  # raises the failed run's error
+        warmed()
+        # The runs go on while this waits: reading the pipe blocks, in a thread.
+        await loop.run_in_executor(None, wait_for, "start")
         counting = True
-        await loop.run_in_executor(None, stop.wait)
+        await loop.run_in_executor(None, wait_for, "stop")
         counting, done = False, True
-        await asyncio.gather(*tasks)  # raises the first failed run's error
-        return invokes * NODES
+        await all_or_none(tasks)
+        return steps
+
+
+READY_SECONDS = 300.0
+"""How long a worker process may take to start, connect and finish its warm-up runs."""
+DONE_SECONDS = 120.0
+"""How long the workers may take to report their counts once the window has closed."""
+
+
+def _one_from_each(pipes: list[Any], seconds: float, what: str) -> list[Any]:
+    """One message from each worker's pipe. Raises RuntimeError for an error a worker sent,
+    for a worker process that ended without sending (killed, crashed), or after `seconds`."""
+    items: dict[int, Any] = {}
+    deadline = time.monotonic() + seconds
+    while len(items) < len(pipes):
+        waiting = [pipe for i, pipe in enumerate(pipes) if i not in items]
+        left = deadline - time.monotonic()
+        arrived = multiprocessing.connection.wait(waiting, timeout=max(left, 0))
+        if not arrived:
+            raise RuntimeError(f"worker processes not {what} after {seconds:.0f} s")
+        for pipe in arrived:
+            try:
+                item = pipe.recv()
+            except EOFError:
+                raise RuntimeError(
+                    f"a worker process ended (killed or crashed) before it was {what}"
+                ) from None
+            if isinstance(item, str):
+                raise RuntimeError(item)
+            items[pipes.index(pipe)] = item
+    return [items[i] for i in range(len(pipes))]
 
 
 def _round(
     name: str, dsn: str, processes: int, each: int, seconds: float, mode: str
 ) -> tuple[float, float, float]:
     """(total steps/s, the server's CPU share of the machine, the machine's context switches
-    per step) for one saver, `each` threads or async runs per process."""
+    per step) for one saver, `each` threads or async runs per process. Whatever happens,
+    no worker process outlives the round."""
     ctx = multiprocessing.get_context("spawn")
-    ready, start, stop, out = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
-    workers = [
-        ctx.Process(target=_worker, args=(name, dsn, mode, each, ready, start, stop, out))
-        for _ in range(processes)
-    ]
-    for w in workers:
-        w.start()
-    for _ in workers:  # imports, connections, warm-up runs: all of them are running
-        ready.get(timeout=300)
-    began, server_before = time.perf_counter(), _postgres_cpu_seconds()
-    switches_before = _context_switches()
-    start.set()
-    time.sleep(seconds)
-    stop.set()
-    elapsed = time.perf_counter() - began
-    server = _used(server_before, _postgres_cpu_seconds())
-    switches = _context_switches() - switches_before
-    reported = [out.get(timeout=60) for _ in workers]
-    for w in workers:
-        w.join(60)
-    errors = [r for r in reported if isinstance(r, str)]
-    if errors:
-        raise RuntimeError(errors[0])
-    steps = sum(reported)
+    pipes: list[Any] = []
+    workers: list[Any] = []
+
+    def tell_all(word: str) -> None:
+        for pipe in pipes:
+            with contextlib.suppress(OSError):  # a worker that is gone already
+                pipe.send(word)
+
+    try:
+        for _ in range(processes):
+            mine, theirs = ctx.Pipe()
+            worker = ctx.Process(target=_worker, args=(name, dsn, mode, each, theirs))
+            worker.start()
+            theirs.close()  # only the worker holds its end: its death reads as EOF here
+            pipes.append(mine)
+            workers.append(worker)
+        # imports, connections, a finished run on every thread or task of every process
+        _one_from_each(pipes, READY_SECONDS, "ready")
+        began, server_before = time.perf_counter(), _postgres_cpu_seconds()
+        switches_before = _context_switches()
+        tell_all("start")
+        time.sleep(seconds)
+        tell_all("stop")
+        elapsed = time.perf_counter() - began
+        server = _used(server_before, _postgres_cpu_seconds())
+        switches = _context_switches() - switches_before
+        steps = sum(_one_from_each(pipes, DONE_SECONDS, "done"))
+    finally:
+        tell_all("stop")  # a worker still waiting for "start" takes this and stops
+        for worker in workers:
+            worker.join(30)
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(5)
+        for pipe in pipes:
+            pipe.close()
     return steps / elapsed, server / elapsed / (os.cpu_count() or 1), switches / max(steps, 1)
 
 
@@ -245,6 +346,8 @@ def processes_benchmark(
     `savers` may add ours on other pool sizes, named "ours:N" (threads only)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: pick one of {MODES}")
+    if mode == "async" and set(savers) - set(SAVERS):
+        raise ValueError("other pool sizes for ours (--pools) are for the threads mode only")
     with ours(ours_dsn, 1), upstream(upstream_dsn, 1):
         pass  # setup() once, before any worker starts
     found: dict[tuple[str, int], ProcessesResult] = {}

@@ -105,6 +105,9 @@ def test_run_quick_reports_every_scenario(db_dsn: str, tmp_path: Path) -> None:
     assert results["settings"]["quick"] is True
     for scenario in _scenarios():
         assert results[scenario], f"{scenario} has no results"
+    for scenario in ("processes", "processes_async"):
+        for key, found in results[scenario].items():
+            assert min(found["steps_per_s"]) > 0, f"{scenario} {key} counted no steps"
     try:
         import matplotlib  # noqa: F401
     except ImportError:  # the plot needs the `bench` extra

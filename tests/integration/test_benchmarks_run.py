@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from psycopg.conninfo import make_conninfo
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -99,3 +101,28 @@ def test_processes_runs_ours_on_other_pool_sizes_and_counts_context_switches(
     names = {line.split()[2] for line in rows}
     assert names == {"ours", "ours:2", "upstream_single", "upstream_pool", "noop"}, out
     assert all("context switches per step" in line for line in rows), out
+
+
+def test_a_failing_worker_process_stops_the_processes_benchmark_with_its_error(
+    db_dsn: str,
+) -> None:
+    """In both modes, the error of a run in a worker process reaches the caller (it used to
+    leave a short count, or the parent waiting on a process that was gone)."""
+    missing = make_conninfo(db_dsn, dbname="lgd_no_such_database")
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "from bench_processes import _round\n"
+        "if __name__ == '__main__':\n"
+        "    for mode in ('async', 'threads'):\n"
+        "        try:\n"
+        f"            _round('ours', {missing!r}, 2, 2, 0.1, mode)\n"
+        "        except RuntimeError as exc:\n"
+        "            print('raised:', exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for mode in ("async", "threads"):
+        assert f"raised: ours worker process ({mode}): DatabaseUnreachableError" in done.stdout

@@ -230,11 +230,12 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   the floor for any `@effect` on this journal.
 - processes: P worker processes, each with 16 threads invoking the 10-node graph back to
   back (`durability="sync"`), one saver at a time (ours and upstream's pool with 4
-  connections per process, upstream's `from_conn_string` with one); completed steps per
-  second of all processes over the same window after every process is running, median of
-  rounds, savers alternating; the server's CPU share is the local `postgres` processes' CPU
-  time over the window / (window x cores). A no-op saver in as many processes is the
-  ceiling on this machine.
+  connections per process, upstream's `from_conn_string` with one); steps finished per
+  second by all processes over the same window (each step counted as its update streams
+  in), once every thread of every process has finished one run, median of rounds, savers
+  alternating; the server's CPU share is the local `postgres` processes' CPU time over the
+  window / (window x cores). A no-op saver in as many processes is the ceiling on this
+  machine.
 - processes_async: the same, each process running 64 `ainvoke` runs back to back on one
   event loop (as an async agent server does) with the async savers of the async scenario,
   under Python's default collector thresholds.

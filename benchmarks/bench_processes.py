@@ -47,6 +47,8 @@ from bench_common import POOL_SIZE, Stats, ours, scratch_database, upstream, ups
 from bench_steps import NoopSaver
 from durability_modes import graph_builder
 
+from langgraph_durable import _crashpoints
+
 SAVERS = ("ours", "upstream_single", "upstream_pool", "noop")
 MODES = ("threads", "async")
 """How a worker process runs its graphs: on Python threads, or as runs on one event loop."""
@@ -111,6 +113,10 @@ def _used(before: dict[str, float], after: dict[str, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
+class _RoundAborted(Exception):
+    """The parent stopped the round before this worker's window (another one failed)."""
+
+
 def _worker(name: str, dsn: str, mode: str, each: int, parent: Any) -> None:
     """One worker process: `each` threads or async runs, talking to the parent over its own
     pipe (`parent`). Sends True once every run has finished one invoke, waits for "start"
@@ -121,17 +127,23 @@ def _worker(name: str, dsn: str, mode: str, each: int, parent: Any) -> None:
 
     def warmed() -> None:
         parent.send(True)
+        _crashpoints.reached("bench_processes:ready")  # the parent's test of a killed worker
 
     def wait_for(word: str) -> None:
-        got = parent.recv()
-        if got != word:
-            raise RuntimeError(f"expected {word!r} from the parent process, got {got!r}")
+        try:
+            got = parent.recv()
+        except (EOFError, OSError):
+            got = None
+        if got != word:  # the parent stopped the round early (another worker failed)
+            raise _RoundAborted(f"expected {word!r} from the parent process, got {got!r}")
 
     try:
         if mode == "async":
             result: int | str = asyncio.run(_async_runs(name, dsn, each, warmed, wait_for))
         else:
             result = _thread_runs(name, dsn, each, warmed, wait_for)
+    except _RoundAborted as exc:
+        result = str(exc)  # not this worker's failure: no traceback of its own
     except BaseException as exc:
         traceback.print_exc()
         result = f"{name} worker process ({mode}): {type(exc).__name__}: {exc}"
@@ -241,16 +253,21 @@ async def _async_runs(
 
         tasks = [asyncio.create_task(run()) for _ in range(runs)]
         loop = asyncio.get_running_loop()
-        await all_warm.wait()  # every run has finished one invoke (or one failed)
-        if any(task.done() for task in tasks):
-            await all_or_none(tasks)  # raises the failed run's error
-        warmed()
-        # The runs go on while this waits: reading the pipe blocks, in a thread.
-        await loop.run_in_executor(None, wait_for, "start")
-        counting = True
-        await loop.run_in_executor(None, wait_for, "stop")
-        counting, done = False, True
-        await all_or_none(tasks)
+        try:
+            await all_warm.wait()  # every run has finished one invoke (or one failed)
+            if any(task.done() for task in tasks):
+                await all_or_none(tasks)  # raises the failed run's error
+            warmed()
+            # The runs go on while this waits: reading the pipe blocks, in a thread.
+            await loop.run_in_executor(None, wait_for, "start")
+            counting = True
+            await loop.run_in_executor(None, wait_for, "stop")
+            counting, done = False, True
+            await all_or_none(tasks)
+        finally:  # an early end: no run left in flight when the saver closes
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return steps
 
 
@@ -274,7 +291,7 @@ def _one_from_each(pipes: list[Any], seconds: float, what: str) -> list[Any]:
         for pipe in arrived:
             try:
                 item = pipe.recv()
-            except EOFError:
+            except (EOFError, OSError):  # OSError: reset, when it died with words unread
                 raise RuntimeError(
                     f"a worker process ended (killed or crashed) before it was {what}"
                 ) from None
@@ -325,6 +342,9 @@ def _round(
             if worker.is_alive():
                 worker.terminate()
                 worker.join(5)
+            if worker.is_alive():
+                worker.kill()
+                worker.join()
         for pipe in pipes:
             pipe.close()
     return steps / elapsed, server / elapsed / (os.cpu_count() or 1), switches / max(steps, 1)

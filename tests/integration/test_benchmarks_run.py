@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,21 @@ def _run(script: str, *args: str) -> str:
         text=True,
         timeout=300,
         check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _python(code: str, **env: str) -> str:
+    """Runs `code` in a new Python process (with `env` added to the environment); its
+    output, after checking it succeeded."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **env},
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -120,9 +136,27 @@ def test_a_failing_worker_process_stops_the_processes_benchmark_with_its_error(
         "        except RuntimeError as exc:\n"
         "            print('raised:', exc)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    out = _python(code)
     for mode in ("async", "threads"):
-        assert f"raised: ours worker process ({mode}): DatabaseUnreachableError" in done.stdout
+        assert f"raised: ours worker process ({mode}): DatabaseUnreachableError" in out
+
+
+def test_a_worker_process_killed_mid_round_stops_it_and_none_is_left() -> None:
+    """Every worker SIGKILLs itself once it has reported ready (a crash point): the round
+    raises, in both modes, instead of waiting on them, and no worker process outlives it."""
+    code = (
+        "import multiprocessing, sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "from bench_processes import _round\n"
+        "if __name__ == '__main__':\n"
+        "    for mode in ('async', 'threads'):\n"
+        "        try:\n"
+        "            _round('noop', '', 2, 2, 0.1, mode)\n"
+        "        except RuntimeError as exc:\n"
+        "            print(mode, 'raised:', exc)\n"
+        "        print(mode, 'left:', len(multiprocessing.active_children()))\n"
+    )
+    out = _python(code, LANGGRAPH_DURABLE_CRASH_AT="bench_processes:ready")
+    for mode in ("async", "threads"):
+        assert f"{mode} raised: a worker process ended (killed or crashed)" in out
+        assert f"{mode} left: 0" in out

@@ -1,7 +1,9 @@
 """Large channel values: `put` and `get_tuple` of one checkpoint holding a 1 KB, 1 MB or
-50 MB value, ours against upstream's `PostgresSaver` in both setups, interleaved.
+50 MB value, or a chat's message list, ours against upstream's `PostgresSaver` in both
+setups, interleaved.
 
-    python benchmarks/bench_large.py [--dsn DSN] [--sizes 1e3,1e6,5e7] [--reps 5]
+    python benchmarks/bench_large.py [--dsn DSN] [--sizes 1e3,1e6,5e7] [--messages 400]
+        [--reps 5]
     python benchmarks/bench_large.py [--dsn DSN] --sizes 1e3 --profile [--calls 5000]
 
 The value is a dict holding seeded text of random words (`{"doc": text}`), so it is stored
@@ -9,6 +11,11 @@ as a blob (msgpack) and Postgres compresses it as it would a real document; ever
 goes to a new thread, and the read is the thread's latest checkpoint (what a resumed run
 loads), checked against the value written. Each saver writes to a database of its own
 schema; upstream's two setups share one.
+
+The message list (`chat`: alternating human and AI messages with ids, response metadata
+and token usage, as a chat model returns them) is what a chat agent's `messages` channel
+holds: every turn starts by reading it back, and each message is a custom value the
+reader must build (our savers check each one's class first, `serde.py`).
 
 `--profile` splits the calls of the first size into wall time, this process's CPU and the
 server's CPU per call, for each saver (`profile`), next to each saver's statements alone on
@@ -37,6 +44,7 @@ from bench_common import (
     upstream,
     upstream_single,
 )
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import tuple_row
@@ -60,6 +68,35 @@ def document(size: int, seed: int = 1) -> dict[str, str]:
     while len(text) < size:
         text += " " + text
     return {"doc": text[:size]}
+
+
+def chat(count: int, seed: int = 1) -> list[AnyMessage]:
+    """`count` messages of a seeded chat: questions of 30-60 words, answers of 60-150, each
+    answer with the response metadata and token usage a chat model returns."""
+    rng = random.Random(seed)
+    words = document(20_000, seed)["doc"].split()
+
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choices(words, k=rng.randint(low, high)))
+
+    messages: list[AnyMessage] = []
+    for turn in range(count // 2 + 1):
+        messages.append(HumanMessage(content=text(30, 60), id=f"human-{turn}"))
+        answer = text(60, 150)
+        used = len(answer) // 4
+        messages.append(
+            AIMessage(
+                content=answer,
+                id=f"ai-{turn}",
+                response_metadata={"model_name": "chat-model", "finish_reason": "stop"},
+                usage_metadata={
+                    "input_tokens": 40 * turn + 50,
+                    "output_tokens": used,
+                    "total_tokens": 40 * turn + 50 + used,
+                },
+            )
+        )
+    return messages[:count]
 
 
 def _put(saver: BaseCheckpointSaver[Any], value: Any) -> str:
@@ -91,21 +128,39 @@ def _write_and_read(saver: BaseCheckpointSaver[Any], value: Any) -> tuple[float,
     return (wrote - began) * 1000, (read - wrote) * 1000
 
 
+CHAT_OPS = ("chat_write", "chat_read")
+"""The ops of a message list's rows; "write" and "read" are a document's."""
+
+
 def large_values(
-    upstream_dsn: str, ours_dsn: str, sizes: tuple[int, ...], reps: int
+    upstream_dsn: str,
+    ours_dsn: str,
+    sizes: tuple[int, ...],
+    reps: int,
+    message_counts: tuple[int, ...] = (),
 ) -> dict[tuple[str, str, int], Stats]:
-    """ms keyed by (saver, "write" | "read", size in bytes); savers interleaved."""
+    """ms keyed by (saver, "write" | "read", size in bytes) for a document and by (saver,
+    "chat_write" | "chat_read", messages) for a message list; savers interleaved."""
     samples: dict[tuple[str, str, int], list[float]] = {}
+    values: list[tuple[str, str, int, Any, int]] = [
+        # Small values are cheap: take more samples of them.
+        (
+            "write",
+            "read",
+            size,
+            document(size),
+            reps if size >= 10_000_000 else reps * (20 if size >= 100_000 else 200),
+        )
+        for size in sizes
+    ]
+    values += [(*CHAT_OPS, count, chat(count), reps * 20) for count in message_counts]
     with ExitStack() as stack:
         savers: dict[str, BaseCheckpointSaver[Any]] = {
             "ours": stack.enter_context(ours(ours_dsn, 4)),
             "upstream_single": stack.enter_context(upstream_single(upstream_dsn)),
             "upstream_pool": stack.enter_context(upstream(upstream_dsn, 4, setup=False)),
         }
-        for size in sizes:
-            value = document(size)
-            # Small values are cheap: take more samples of them.
-            count = reps if size >= 10_000_000 else reps * (20 if size >= 100_000 else 200)
+        for write, read, size, value, count in values:
             for saver in savers.values():  # warm up: prepared statements, connections
                 _write_and_read(saver, value)
             order = list(savers)
@@ -113,9 +168,9 @@ def large_values(
             for _ in range(count):
                 shuffler.shuffle(order)
                 for name in order:
-                    wrote, read = _write_and_read(savers[name], value)
-                    samples.setdefault((name, "write", size), []).append(wrote)
-                    samples.setdefault((name, "read", size), []).append(read)
+                    wrote, took = _write_and_read(savers[name], value)
+                    samples.setdefault((name, write, size), []).append(wrote)
+                    samples.setdefault((name, read, size), []).append(took)
     return {key: Stats.of(values) for key, values in samples.items()}
 
 
@@ -252,6 +307,7 @@ def _main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--dsn")
     parser.add_argument("--sizes", default="1e3,1e6,5e7")
+    parser.add_argument("--messages", default="400", help="message counts of chats ('': none)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument(
         "--profile",
@@ -260,7 +316,8 @@ def _main() -> None:
     )
     parser.add_argument("--calls", type=int, default=5000, help="calls of each with --profile")
     args = parser.parse_args()
-    sizes = tuple(int(float(x)) for x in args.sizes.split(","))
+    sizes = tuple(int(float(x)) for x in args.sizes.split(",") if x)
+    counts = tuple(int(x) for x in args.messages.split(",") if x)
     if args.calls < 1 or args.reps < 1:
         parser.error("--calls and --reps must be positive")
     dsn, embedded = resolve_dsn(args.dsn)
@@ -272,7 +329,7 @@ def _main() -> None:
             if args.profile:
                 print(profile(upstream_dsn, ours_dsn, sizes[0], args.calls))
                 return
-            found = large_values(upstream_dsn, ours_dsn, sizes, args.reps)
+            found = large_values(upstream_dsn, ours_dsn, sizes, args.reps, counts)
     finally:
         if embedded is not None:
             embedded.stop()

@@ -13,8 +13,8 @@ Scenarios (see each module's docstring for the method):
               event loop, async savers with 4 connections (`bench_async.py`);
 - async_gc:   the same with the collector's thresholds at the README's setting for many
               runs on one loop (`SERVER_GC_THRESHOLDS`), every saver alike;
-- large:      `put` and `get_tuple` of a 1 KB, 1 MB and 50 MB channel value
-              (`bench_large.py`);
+- large:      `put` and `get_tuple` of a 1 KB, 1 MB and 50 MB channel value, and of a
+              400-message chat (`bench_large.py`);
 - reads:      latest `get_tuple` and `list(limit=10)` on threads of 100, 10,000 and 100,000
               bulk-loaded checkpoints next to 2,000 short threads (`bench_data.py`);
 - storage:    table bytes per step of a 200-turn chat, each saver in its own database;
@@ -107,6 +107,7 @@ FULL: dict[str, Any] = {
     "async_gc_rounds": 3,
     "async_gc_thresholds": SERVER_GC_THRESHOLDS,
     "large_sizes": (1_000, 1_000_000, 50_000_000),
+    "large_messages": (400,),
     # 5, not 3: the 50 MB put read 1.20x from three samples in one run and 1.00x from five
     # interleaved samples right after; a median of three moves with two slow samples.
     "large_reps": 5,
@@ -143,6 +144,7 @@ QUICK: dict[str, Any] = {
     "async_gc_rounds": 1,
     "async_gc_thresholds": SERVER_GC_THRESHOLDS,
     "large_sizes": (1_000, 100_000),
+    "large_messages": (20,),
     "large_reps": 1,
     "read_sizes": (100, 1_000),
     "read_background": (200, 5),
@@ -210,7 +212,10 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   to `gc.set_threshold(50_000, 50, 100)`, the README's setting for many runs on one loop;
   every saver runs under it alike.
 - large: one checkpoint holding a dict with 1 KB, 1 MB or 50 MB of seeded text (stored as
-  a blob) is `put` on a new thread and read back with `get_tuple`; interleaved.
+  a blob) is `put` on a new thread and read back with `get_tuple`; interleaved. The same
+  for a list of 400 chat messages (human and AI, with ids, response metadata and token
+  usage, `bench_large.chat`): what a chat agent's every turn reads back, each message a
+  custom value to build.
 - reads: three threads plus 2,000 short ones, bulk-loaded with COPY in the savers' shared
   row format (a chat loop: a `messages` blob per checkpoint and the next task's writes), so
   the tables are dominated by the biggest thread while the average thread is small;
@@ -311,7 +316,11 @@ def _run(results: Results, server_dsn: str, chosen: tuple[str, ...]) -> None:
         elif scenario == "large":
             with _two_databases(server_dsn, "large") as (upstream_dsn, ours_dsn):
                 results.large = large_values(
-                    upstream_dsn, ours_dsn, tuple(s["large_sizes"]), s["large_reps"]
+                    upstream_dsn,
+                    ours_dsn,
+                    tuple(s["large_sizes"]),
+                    s["large_reps"],
+                    tuple(s.get("large_messages", ())),
                 )
         elif scenario == "reads":
             results.reads = reads(

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from async_cpu_by_level import Sample, table
@@ -356,6 +358,34 @@ def test_the_large_value_reason_names_the_worst_call() -> None:
     )
     assert "90 us more per call" in why
     assert "`python benchmarks/bench_large.py --sizes 1000 --profile`" in why
+
+
+def test_a_chats_rows_are_shown_beside_the_large_values_outside_their_target() -> None:
+    large = {
+        (saver, op, size): _one(value)
+        for saver, op, size, value in [
+            ("ours", "write", 1000, 0.46),
+            ("upstream_single", "write", 1000, 0.40),
+            ("upstream_pool", "write", 1000, 0.45),
+            ("ours", "read", 1000, 0.30),
+            ("upstream_single", "read", 1000, 0.31),
+            ("upstream_pool", "read", 1000, 0.35),
+            ("ours", "chat_write", 400, 4.0),
+            ("upstream_single", "chat_write", 400, 8.0),
+            ("upstream_pool", "chat_write", 400, 8.5),
+            ("ours", "chat_read", 400, 9.0),
+            ("upstream_single", "chat_read", 400, 6.0),
+            ("upstream_pool", "chat_read", 400, 7.0),
+        ]
+    }
+    text = markdown(Results(machine={}, settings={"read_sizes": (100,)}, large=large))
+    assert "| chat of 400 messages: put | ms | 4.000 " in text
+    assert "| chat of 400 messages: get_tuple | ms | 9.000 " in text
+    assert "| 1.50x |" in text  # the chat's read: shown, though the target leaves it out
+    found = targets(Results(machine={}, settings={"read_sizes": (100,)}, large=large))
+    [target] = [t for t in found if t.name.startswith("large values")]
+    assert target.measured == pytest.approx(0.46 / 0.40)
+    assert large_why(large).startswith("the worst is the 1 KB put")
 
 
 def test_the_report_explains_failing_targets_only() -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import (
@@ -56,6 +56,7 @@ __all__ = [
     "TaskAnswers",
     "answers_of_task",
     "as_safe_serializer",
+    "checking_ext_hook",
     "checkpointer_of",
     "copy_serializer",
     "drop_plain_resume",
@@ -315,6 +316,16 @@ def strict_ext_hook(allowed: frozenset[tuple[str, ...]]) -> Any:
     same few sets, and making the builder took a sixth of what checking a message costs.
     The builder holds nothing but its allow-list."""
     return jsonplus._create_msgpack_ext_hook(set(allowed))
+
+
+def checking_ext_hook(allowed: Container[tuple[str, str]]) -> Any:
+    """JsonPlusSerializer's builder of custom msgpack values (private
+    `_create_msgpack_ext_hook`) that asks `(module, name) in allowed` for every class
+    beyond LangGraph's safe types, after decoding the value's fields and before importing
+    or calling anything; for a class it refuses it returns the stored fields, unbuilt. A
+    method call is allowed only if LangGraph's safe methods list it. (Its signature says
+    a set: it only ever tests membership.)"""
+    return jsonplus._create_msgpack_ext_hook(cast(Any, allowed))
 
 
 def loads_anything(serde: jsonplus.JsonPlusSerializer) -> bool:

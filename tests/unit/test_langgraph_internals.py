@@ -8,14 +8,18 @@ loudly when an upgrade renames or reshapes one of them: that is the signal to au
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import operator
 import re
 from importlib import metadata
 from typing import Annotated, Any
 
+import ormsgpack
 import pytest
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import TASKS
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
@@ -285,3 +289,35 @@ def test_a_functional_run_that_stopped_early_keeps_its_start_trigger() -> None:
     asks.invoke(1, {"configurable": {"thread_id": "t"}}, durability="exit")
     assert not _langgraph.has_work_left(finished.puts[-1])
     assert _langgraph.has_work_left(stopped.puts[-1])
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Asked:
+    """An allow-list that answers every question the same way and keeps them."""
+
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.questions: list[object] = []
+
+    def __contains__(self, key: object) -> bool:
+        self.questions.append(key)
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_the_checking_builder_asks_about_each_class_beyond_langgraphs_safe_types(
+    answer: bool,
+) -> None:
+    allow = Asked(answer)
+    build = _langgraph.checking_ext_hook(allow)
+    row = JsonPlusSerializer().dumps_typed([Point(1, 2), HumanMessage(content="hi", id="1")])[1]
+    point, message = ormsgpack.unpackb(row, ext_hook=build, option=ormsgpack.OPT_NON_STR_KEYS)
+    assert allow.questions == [(__name__, "Point")]  # never about the message: a safe type
+    assert message == HumanMessage(content="hi", id="1")
+    # refused: the stored fields, nothing built
+    assert point == (Point(1, 2) if answer else {"x": 1, "y": 2})

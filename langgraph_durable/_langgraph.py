@@ -50,6 +50,7 @@ __all__ = [
     "ERROR_SOURCE_NODE",
     "MSGPACK_METHOD_CODE",
     "MSGPACK_NESTED_CODES",
+    "MSGPACK_NUMPY_CODE",
     "MSGPACK_REFERENCE_CODES",
     "SAFE_MSGPACK_METHODS",
     "SAFE_MSGPACK_TYPES",
@@ -296,6 +297,7 @@ MSGPACK_REFERENCE_CODES = frozenset(
     }
 )
 MSGPACK_METHOD_CODE = jsonplus.EXT_METHOD_SINGLE_ARG
+MSGPACK_NUMPY_CODE = jsonplus.EXT_NUMPY_ARRAY  # built by `import numpy` in LangGraph's builder
 MSGPACK_NESTED_CODES = frozenset({jsonplus.EXT_DELTA_SNAPSHOT})
 
 S = TypeVar("S", bound=jsonplus.JsonPlusSerializer)

@@ -193,8 +193,13 @@ def test_a_plain_class_loads_only_when_registered(db_dsn: str) -> None:
         tamper_blobs(db_dsn, thread, "msgpack", opaque_blob(7))
         with pytest.raises(UnsafeRowError, match="Opaque"):
             saver.get_tuple(config)
-    for allow in ([Opaque], [(__name__, "Opaque")], [__name__]):
-        registered = SafeSerializer(allow=allow)
+    for registered in (
+        SafeSerializer(allow=[Opaque]),
+        SafeSerializer(allow=[(__name__, "Opaque")]),
+        SafeSerializer(allow=[__name__]),
+        # LangGraph's own keyword, which its log names when it blocks a class
+        SafeSerializer(allowed_msgpack_modules=[(__name__, "Opaque")]),
+    ):
         with DurablePostgresSaver.from_conn_string(db_dsn, serde=registered) as saver:
             found = saver.get_tuple(config)
         assert found is not None

@@ -3,13 +3,16 @@ one decoding that builds it.
 
 A value that holds no other custom value names one class, which LangGraph's builder asks
 about before it imports or calls anything. The shortcut must say so only when that is
-true: a nested value would otherwise reach LangGraph unchecked by our rules.
+true: a nested method call, numpy array or kind of value LangGraph does not know would
+otherwise load without our refusal (LangGraph leaves them unbuilt, or imports numpy).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import sys
+import types
 from typing import Any
 
 import ormsgpack
@@ -141,3 +144,57 @@ def test_a_method_call_inside_an_allowed_message_is_refused() -> None:
     )
     with pytest.raises(UnsafeRowError, match=r"os\.popen\.read"):
         load([ormsgpack.Ext(EXT_PYDANTIC_V2, message)])
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 3, 300, 70_000])
+def test_every_form_of_a_nested_custom_value_is_seen(size: int) -> None:
+    # fixext 1/2/4/8/16 (d4-d8), ext 8/16/32 (c7-c9)
+    inner = ormsgpack.Ext(EXT_METHOD_SINGLE_ARG, b"a" * size)
+    payload = ormsgpack.packb(["module", "Name", {"x": inner}])
+    assert not holds_no_other(EXT_CONSTRUCTOR_KW_ARGS, payload)
+
+
+def test_a_numpy_array_is_refused_until_numpy_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    array = ormsgpack.Ext(6, ormsgpack.packb(["<f8", [1], "C", b"\x00" * 8]))
+    monkeypatch.delitem(sys.modules, "numpy", raising=False)
+    imports: list[str] = []
+    monkeypatch.setattr(
+        "builtins.__import__",
+        lambda name, *a, _real=__import__, **k: imports.append(name) or _real(name, *a, **k),
+    )
+    with pytest.raises(UnsafeRowError, match=r"numpy\.ndarray"):
+        load([array])
+    assert "numpy" not in imports
+    with pytest.raises(UnsafeRowError, match=r"numpy\.ndarray"):  # inside a message, too
+        load([ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, ormsgpack.packb(["m", "N", {"a": array}]))])
+
+
+def test_a_modules_lazy_attributes_are_not_looked_up_for_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+    lazy = types.ModuleType("lgd_lazy_module")
+
+    def lazy_getattr(name: str) -> object:
+        asked.append(name)  # a package that imports a submodule on first use
+        raise AttributeError(name)
+
+    lazy.__getattr__ = lazy_getattr  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "lgd_lazy_module", lazy)
+    row = [ormsgpack.Ext(EXT_PYDANTIC_V2, ormsgpack.packb(["lgd_lazy_module", "Model", {}]))]
+    assert load(row) == [{}]  # no such class held by the module: its stored fields
+    assert asked == []
+
+
+def test_a_class_that_fails_to_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = types.ModuleType("lgd_broken_module")
+    broken.Thing = type("Thing", (), {"__module__": "lgd_broken_module"})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lgd_broken_module", broken)
+
+    def fails(cls: object) -> bool:
+        raise RuntimeError("cannot tell")
+
+    monkeypatch.setattr(dataclasses, "is_dataclass", fails)
+    row = [ormsgpack.Ext(EXT_PYDANTIC_V2, ormsgpack.packb(["lgd_broken_module", "Thing", {}]))]
+    with pytest.raises(UnsafeRowError, match=r"lgd_broken_module\.Thing"):
+        load(row)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.abc
 import operator
 import re
+import sys
 from importlib import metadata
 from typing import Annotated, Any
 
@@ -19,7 +21,14 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_PYDANTIC_V1,
+    EXT_PYDANTIC_V2,
+    JsonPlusSerializer,
+)
 from langgraph.checkpoint.serde.types import TASKS
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
@@ -321,3 +330,58 @@ def test_the_checking_builder_asks_about_each_class_beyond_langgraphs_safe_types
     assert message == HumanMessage(content="hi", id="1")
     # refused: the stored fields, nothing built
     assert point == (Point(1, 2) if answer else {"x": 1, "y": 2})
+
+
+CALLS: list[object] = []
+
+
+def record(*args: object, **kwargs: object) -> str:
+    """Stands for any callable a row could name: records that it was called."""
+    CALLS.append((args, kwargs))
+    return "built"
+
+
+ARGS_BY_CODE = {
+    EXT_CONSTRUCTOR_SINGLE_ARG: "x",
+    EXT_CONSTRUCTOR_POS_ARGS: ["x"],
+    EXT_CONSTRUCTOR_KW_ARGS: {"a": "x"},
+    EXT_PYDANTIC_V1: {"a": "x"},
+    EXT_PYDANTIC_V2: {"a": "x"},
+}
+
+
+class ImportsSeen(importlib.abc.MetaPathFinder):
+    """Records every module the interpreter is asked to find."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        self.names.append(fullname)
+
+
+@pytest.mark.parametrize("code", list(ARGS_BY_CODE))
+@pytest.mark.parametrize("answer", [True, False])
+def test_every_constructor_code_asks_before_it_imports_or_calls(code: int, answer: bool) -> None:
+    """The builder's question is the only check on a custom value that holds no other
+    (`serde.holds_no_other`): every constructor code must ask it first."""
+    build = _langgraph.checking_ext_hook(allow := Asked(answer))
+    called = ormsgpack.packb(
+        ormsgpack.Ext(code, ormsgpack.packb([__name__, "record", ARGS_BY_CODE[code]]))
+    )
+    CALLS.clear()
+    result = ormsgpack.unpackb(called, ext_hook=build, option=ormsgpack.OPT_NON_STR_KEYS)
+    assert allow.questions == [(__name__, "record")]
+    assert (CALLS != []) is answer
+    assert (result == "built") is answer
+    # a module nobody imported: refused, it is not even looked for
+    seen = ImportsSeen()
+    sys.meta_path.insert(0, seen)
+    try:
+        missing = ormsgpack.packb(
+            ormsgpack.Ext(code, ormsgpack.packb(["lgd_no_such_module", "Name", ARGS_BY_CODE[code]]))
+        )
+        ormsgpack.unpackb(missing, ext_hook=_langgraph.checking_ext_hook(Asked(False)))
+    finally:
+        sys.meta_path.remove(seen)
+    assert "lgd_no_such_module" not in seen.names

@@ -78,19 +78,21 @@ def test_a_message_holds_no_other() -> None:
 def test_anything_else_is_decoded_first(code: int, parts: Any) -> None:
     assert not holds_no_other(code, ormsgpack.packb(parts))
     assert not holds_no_other(EXT_CONSTRUCTOR_POS_ARGS, b"")
+    # a fixext byte with its type cut off: left to decoding
+    assert not holds_no_other(EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(["m", "N", []]) + b"\xd4")
 
 
 def test_it_never_says_so_of_a_value_holding_another() -> None:
     rng = random.Random(7)
-    inner = ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(["os", "system", ["x"]]))
+    plain = ["abc", "é", "\u4e2d", "\u05d0\u0627\u0561", 212, 70_000, -3, 2.5, b"\xd4", None]
     said = 0
     seen: list[int] = []
-    for _ in range(3000):
-        fields: list[Any] = [
-            rng.choice(["abc", "é", "\u4e2d", 212, 70_000, -3, 2.5, b"\xd4", None, [1, {"k": 2}]])
-            for _ in range(rng.randint(0, 6))
-        ]
+    for _ in range(5000):
+        fields: list[Any] = [rng.choice([*plain, [1, {"k": 2}]]) for _ in range(rng.randint(0, 6))]
         if rng.random() < 0.3:
+            # any type LangGraph builds from, any size: fixext 1-16 and ext 8/16
+            size = rng.choice([0, 1, 2, 3, 4, 8, 15, 16, 17, 200, 300])
+            inner = ormsgpack.Ext(rng.randint(0, 7), rng.randbytes(size))
             fields.insert(rng.randint(0, len(fields)), inner)
         payload = ormsgpack.packb(["module", "Name", fields])
         if holds_no_other(EXT_CONSTRUCTOR_POS_ARGS, payload):
@@ -98,6 +100,32 @@ def test_it_never_says_so_of_a_value_holding_another() -> None:
             ormsgpack.unpackb(payload, ext_hook=lambda code, data: seen.append(code))
     assert seen == []
     assert said > 300
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u05e9\u05dc\u05d5\u05dd",
+        "\u0645\u0631\u062d\u0628\u0627",
+        "\u0562\u0561\u0580\u0565\u0582",
+    ],
+    ids=["hebrew", "arabic", "armenian"],
+)
+def test_text_whose_bytes_look_like_a_custom_value_is_still_plain(text: str) -> None:
+    # UTF-8 lead bytes d4-d8 are fixext bytes in msgpack; a continuation byte follows them
+    [(code, payload)] = ext_payloads(HumanMessage(content=text * 9, id="1"))
+    assert holds_no_other(code, payload)
+    assert SafeSerializer().loads_typed(JsonPlusSerializer().dumps_typed([text]))
+
+
+def test_a_value_of_a_negative_type_inside_a_message_is_left_unbuilt() -> None:
+    # "extra" holds a fixext of type -5 (type byte 0xfb), which LangGraph builds nothing from
+    fields = ["langchain_core.messages.human", "HumanMessage", {"content": "hi", "extra": None}]
+    payload = ormsgpack.packb(fields).replace(b"\xa5extra\xc0", b"\xa5extra\xd5\xfbab")
+    assert holds_no_other(EXT_PYDANTIC_V2, payload)
+    [message] = load([ormsgpack.Ext(EXT_PYDANTIC_V2, payload)])
+    assert message.content == "hi"
+    assert getattr(message, "extra", None) is None  # nothing built in its place
 
 
 def test_messages_load_as_upstream_loads_them() -> None:

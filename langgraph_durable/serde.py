@@ -176,6 +176,9 @@ _BYTE_KINDS = bytes(_byte_kind(byte) for byte in range(256))
 """Each byte as its kind for `holds_no_other`: "e" starts an ext 8/16/32 value, "f" a
 fixext 1-16 value (its next byte is the type), "a" is below 0x80, "z" anything else."""
 
+_EXT_BYTES = bytes(byte for byte in range(256) if _BYTE_KINDS[byte] in b"ef")
+"""The bytes that may start a custom value (kinds "e" and "f")."""
+
 _CONSTRUCTOR_CODES = _langgraph.MSGPACK_REFERENCE_CODES - {_langgraph.MSGPACK_METHOD_CODE}
 
 
@@ -206,9 +209,6 @@ def holds_no_other(code: int, payload: bytes) -> bool:
         return True
     kinds = payload.translate(_BYTE_KINDS)
     return b"e" not in kinds and b"fa" not in kinds and not kinds.endswith(b"f")
-
-
-_EXT_BYTES = bytes([0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8])
 
 
 class _Verdicts:

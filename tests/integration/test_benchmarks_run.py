@@ -160,3 +160,9 @@ def test_a_worker_process_killed_mid_round_stops_it_and_none_is_left() -> None:
     for mode in ("async", "threads"):
         assert f"{mode} raised: a worker process ended (killed or crashed)" in out
         assert f"{mode} left: 0" in out
+
+
+def test_profile_loading_compares_both_loads() -> None:
+    out = _run("profile_loading.py", "--messages", "20", "--rounds", "1", "--calls", "1")
+    assert "| 20-message chat, Arabic script |" in out
+    assert "| 50 short messages |" in out

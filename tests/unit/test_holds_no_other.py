@@ -84,7 +84,7 @@ def test_anything_else_is_decoded_first(code: int, parts: Any) -> None:
 
 def test_it_never_says_so_of_a_value_holding_another() -> None:
     rng = random.Random(7)
-    plain = ["abc", "é", "\u4e2d", "\u05d0\u0627\u0561", 212, 70_000, -3, 2.5, b"\xd4", None]
+    plain = ["abc", "é", "\u4e2d", "\u05d0", "a" * 150, 212, 70_000, -3, 2.5, b"\xd4", None]
     said = 0
     seen: list[int] = []
     for _ in range(5000):
@@ -111,21 +111,21 @@ def test_it_never_says_so_of_a_value_holding_another() -> None:
     ],
     ids=["hebrew", "arabic", "armenian"],
 )
-def test_text_whose_bytes_look_like_a_custom_value_is_still_plain(text: str) -> None:
-    # UTF-8 lead bytes d4-d8 are fixext bytes in msgpack; a continuation byte follows them
+def test_text_whose_bytes_look_like_a_custom_value_takes_the_full_check(text: str) -> None:
+    # UTF-8 lead bytes d4-d8 are fixext bytes in msgpack: seen in the first 128 bytes
     [(code, payload)] = ext_payloads(HumanMessage(content=text * 9, id="1"))
-    assert holds_no_other(code, payload)
-    assert SafeSerializer().loads_typed(JsonPlusSerializer().dumps_typed([text]))
+    assert not holds_no_other(code, payload)
+    value = [HumanMessage(content=text * 9, id="1"), AIMessage(content=text, id="2")]
+    dumped = JsonPlusSerializer().dumps_typed(value)
+    assert SafeSerializer().loads_typed(dumped) == JsonPlusSerializer().loads_typed(dumped)
 
 
-def test_a_value_of_a_negative_type_inside_a_message_is_left_unbuilt() -> None:
-    # "extra" holds a fixext of type -5 (type byte 0xfb), which LangGraph builds nothing from
-    fields = ["langchain_core.messages.human", "HumanMessage", {"content": "hi", "extra": None}]
-    payload = ormsgpack.packb(fields).replace(b"\xa5extra\xc0", b"\xa5extra\xd5\xfbab")
-    assert holds_no_other(EXT_PYDANTIC_V2, payload)
-    [message] = load([ormsgpack.Ext(EXT_PYDANTIC_V2, payload)])
-    assert message.content == "hi"
-    assert getattr(message, "extra", None) is None  # nothing built in its place
+def test_a_custom_value_past_the_first_128_bytes_is_seen() -> None:
+    inner = ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(["os", "system", ["x"]]))
+    payload = ormsgpack.packb(["module", "Name", {"text": "a" * 300, "x": inner}])
+    assert payload.index(b"\xc7") > 128
+    assert not holds_no_other(EXT_CONSTRUCTOR_KW_ARGS, payload)
+    assert holds_no_other(EXT_CONSTRUCTOR_KW_ARGS, ormsgpack.packb(["module", "Name", "a" * 300]))
 
 
 def test_messages_load_as_upstream_loads_them() -> None:

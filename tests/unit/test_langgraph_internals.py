@@ -385,15 +385,3 @@ def test_every_constructor_code_asks_before_it_imports_or_calls(code: int, answe
     finally:
         sys.meta_path.remove(seen)
     assert "lgd_no_such_module" not in seen.names
-
-
-def test_the_builder_builds_nothing_from_a_type_outside_0_to_7() -> None:
-    """`serde.holds_no_other` lets a value through when the only custom values inside are
-    of a negative type: LangGraph must leave those (and any type but 0-7) unbuilt."""
-    build = _langgraph.checking_ext_hook(allow := Asked(True))
-    payload = ormsgpack.packb([__name__, "record", ["x"]])
-    CALLS.clear()
-    for code in [*range(-128, 0), *range(8, 128)]:
-        assert build(code, payload) is None
-    assert CALLS == []
-    assert allow.questions == []

@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 __all__ = ["AsyncHeartbeat", "Heartbeat"]
 
@@ -135,13 +135,16 @@ class Heartbeat:
         except Exception as exc:
             logger.warning("could not extend the lease of %s: %s", self._what, exc)
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
+    def running(self) -> Heartbeat:
+        """Beats while the `with` block runs (this object is the context manager: no
+        generator per call)."""
+        return self
+
+    def __enter__(self) -> None:
         _BEATS.schedule(self, self.interval)
-        try:
-            yield
-        finally:
-            # A beat under way finishes; it only ever extends this attempt's own lease,
-            # and not once the attempt has ended.
-            self.stopped = True
-            _BEATS.stopped()
+
+    def __exit__(self, *exc_info: object) -> None:
+        # A beat under way finishes; it only ever extends this attempt's own lease, and
+        # not once the attempt has ended.
+        self.stopped = True
+        _BEATS.stopped()

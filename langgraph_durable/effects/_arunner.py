@@ -74,18 +74,26 @@ async def _maybe_await(value: Any) -> Any:
 
 async def arun_effect(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     """Run `call` at most once per key, by the journal's rules; returns the result."""
-    with _telemetry.span("langgraph_durable.effect", effect_span_attributes(call)):
-        try:
-            result = await _arun(journal, call)
-        except GraphBubbleUp:
-            raise  # an interrupt: the node runs again and calls again
-        except Exception as exc:
-            record_outcome(call, error_outcome(exc))
-            raise
+    if not _telemetry.tracing():  # no span to make: not even its attributes
+        result = await _arun_recorded(journal, call)
+    else:
+        with _telemetry.span("langgraph_durable.effect", effect_span_attributes(call)):
+            result = await _arun_recorded(journal, call)
     if call.where is not None and call.guarded:
         # Done (or replayed): an interrupt() later in this task comes after an effect.
         _guard.effect_performed(call.where.task_id, call.where.node, call.name, call.call_site)
     return result
+
+
+async def _arun_recorded(journal: AsyncEffectJournal, call: EffectCall) -> Any:
+    """`_arun`, with the outcome of a call that raised recorded."""
+    try:
+        return await _arun(journal, call)
+    except GraphBubbleUp:
+        raise  # an interrupt: the node runs again and calls again
+    except Exception as exc:
+        record_outcome(call, error_outcome(exc))
+        raise
 
 
 async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
+import os
+import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +29,25 @@ __all__ = [
     "refuse_awaitable",
     "unknown_message",
 ]
+
+
+_call_prefix = secrets.token_hex(4)
+_call_numbers = itertools.count()
+
+
+def next_call_token() -> str:
+    """A token no other call of this process had: a random prefix drawn once per process
+    (again in a forked child, which keeps its parent's journal and so its lease owner),
+    then a counter. A `uuid4` per call read the OS's random source on every effect call."""
+    return f"{_call_prefix}{next(_call_numbers):x}"
+
+
+def _new_prefix_in_child() -> None:
+    global _call_prefix
+    _call_prefix = secrets.token_hex(4)
+
+
+os.register_at_fork(after_in_child=_new_prefix_in_child)
 
 
 @dataclass(frozen=True)
@@ -58,7 +80,7 @@ class EffectCall:
     cost_only: bool = False
     completion_event: str | None = None
     """An outbox event type stored with the completion (`@effect(event=...)`)."""
-    token: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    token: str = field(default_factory=next_call_token)
     """This call among others of this process, in the lease owner (`owner#token`)."""
 
 

@@ -227,6 +227,7 @@ class EffectSpec:
         self.cost_only = cost_only
         self.signature = inspect.signature(fn)
         self.wants_key = KEY_PARAMETER in self.signature.parameters
+        self.positional_names = _positional_names(self.signature)
         if lease_ttl <= 0 or wait_timeout < 0:
             raise InvalidInputError("lease_ttl must be positive and wait_timeout not negative.")
 
@@ -244,13 +245,7 @@ class EffectSpec:
         where = task_context(config)
         saver = where.checkpointer if where else None
         journal = _find_journal(self.journal, saver)
-        try:
-            bound = self.signature.bind_partial(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidInputError(f"effect {self.name!r}: {exc}") from exc
-        bound.apply_defaults()
-        arguments = {k: v for k, v in bound.arguments.items() if k != KEY_PARAMETER}
-        digest = input_hash(journal.serde, self.name, arguments)
+        digest = input_hash(journal.serde, self.name, self.arguments(args, kwargs))
         key = self._key(args, kwargs, where)
 
         def invoke(idempotency_key: str) -> Any:
@@ -284,6 +279,24 @@ class EffectSpec:
         )
         return call, (journal, saver)
 
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by name, defaults filled in, without the key parameter:
+        what the input hash covers."""
+        names = self.positional_names
+        if names is not None and not kwargs and len(args) == len(names):
+            # Every parameter given by position (the usual call): what binding gives, at
+            # a tenth of its cost.
+            arguments = dict(zip(names, args, strict=True))
+        else:
+            try:
+                bound = self.signature.bind_partial(*args, **kwargs)
+            except TypeError as exc:
+                raise InvalidInputError(f"effect {self.name!r}: {exc}") from exc
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+        arguments.pop(KEY_PARAMETER, None)
+        return arguments
+
     def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any], where: Any) -> str:
         if isinstance(self.key, str):
             return self.key
@@ -297,6 +310,15 @@ class EffectSpec:
                 "arguments)."
             )
         return default_key(where, self.name, next_ordinal(where, self.name))
+
+
+def _positional_names(signature: inspect.Signature) -> tuple[str, ...] | None:
+    """The parameters' names when every one can be given by position (no `*args`,
+    `**kwargs` or keyword-only parameter); None otherwise."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if all(p.kind in kinds for p in signature.parameters.values()):
+        return tuple(signature.parameters)
+    return None
 
 
 def journaled(fn: Callable[P, R], spec: EffectSpec) -> Callable[P, R]:

@@ -76,18 +76,26 @@ def _maybe_await(value: Any) -> Any:
 
 def run_effect(journal: EffectJournal, call: EffectCall) -> Any:
     """Run `call` at most once per key, by the journal's rules; returns the result."""
-    with _telemetry.span("langgraph_durable.effect", effect_span_attributes(call)):
-        try:
-            result = _run(journal, call)
-        except GraphBubbleUp:
-            raise  # an interrupt: the node runs again and calls again
-        except Exception as exc:
-            record_outcome(call, error_outcome(exc))
-            raise
+    if not _telemetry.tracing():  # no span to make: not even its attributes
+        result = _run_recorded(journal, call)
+    else:
+        with _telemetry.span("langgraph_durable.effect", effect_span_attributes(call)):
+            result = _run_recorded(journal, call)
     if call.where is not None and call.guarded:
         # Done (or replayed): an interrupt() later in this task comes after an effect.
         _guard.effect_performed(call.where.task_id, call.where.node, call.name, call.call_site)
     return result
+
+
+def _run_recorded(journal: EffectJournal, call: EffectCall) -> Any:
+    """`_run`, with the outcome of a call that raised recorded."""
+    try:
+        return _run(journal, call)
+    except GraphBubbleUp:
+        raise  # an interrupt: the node runs again and calls again
+    except Exception as exc:
+        record_outcome(call, error_outcome(exc))
+        raise
 
 
 def _run(journal: EffectJournal, call: EffectCall) -> Any:

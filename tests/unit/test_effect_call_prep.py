@@ -1,0 +1,131 @@
+"""Preparing an effect call: the arguments its input hash covers, and its lease token.
+
+Both run on every `@effect` call, so each has a fast path; these tests pin the fast paths
+to what the general ones give.
+"""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from langgraph_durable import effect
+from langgraph_durable.effects._call import next_call_token
+from langgraph_durable.effects._effect import EffectSpec
+from langgraph_durable.effects._memory import MemoryEffectJournal
+from langgraph_durable.errors import InvalidInputError
+
+
+def spec_of(fn: Callable[..., Any]) -> EffectSpec:
+    wrapped = effect(fn, key="k", journal=MemoryEffectJournal(), name="prep")
+    found = wrapped.__effect__  # type: ignore[attr-defined]
+    assert isinstance(found, EffectSpec)
+    return found
+
+
+def bound(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What binding the call gives, defaults filled in, without the key parameter."""
+    found = inspect.signature(fn).bind_partial(*args, **kwargs)
+    found.apply_defaults()
+    return {k: v for k, v in found.arguments.items() if k != "idempotency_key"}
+
+
+def two(a: int, b: int = 2) -> None: ...
+
+
+def with_key(a: int, idempotency_key: str = "") -> None: ...
+
+
+def positional_only(a: int, /, b: int) -> None: ...
+
+
+def star(a: int, *rest: int) -> None: ...
+
+
+def keyword_only(a: int, *, b: int = 1) -> None: ...
+
+
+def nothing() -> None: ...
+
+
+class Mailer:
+    def send(self, to: str, body: str = "hi") -> None: ...
+
+
+CALLS: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = [
+    (two, (1, 3), {}),  # every parameter by position: the fast path
+    (two, (1,), {}),  # a default left out
+    (two, (), {"a": 1, "b": 3}),  # by keyword
+    (two, (1,), {"b": 3}),
+    (with_key, (1, "key-given-by-position"), {}),
+    (with_key, (1,), {"idempotency_key": "k"}),
+    (positional_only, (1, 2), {}),
+    (star, (1, 2), {}),  # as many values as names, one of them `*rest`
+    (star, (1, 2, 3), {}),
+    (star, (1,), {}),
+    (keyword_only, (1,), {}),
+    (keyword_only, (1,), {"b": 5}),
+    (nothing, (), {}),
+    (Mailer().send, ("a@b", "text"), {}),
+    (Mailer().send, ("a@b",), {}),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs"), CALLS)
+def test_the_arguments_are_those_binding_gives(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    found = spec_of(fn).arguments(args, kwargs)
+    expected = bound(fn, args, kwargs)
+    assert found == expected
+    assert list(found) == list(expected)  # the order too: the hash serializes the dict
+
+
+def test_a_call_by_position_and_by_keyword_cover_the_same_arguments() -> None:
+    spec = spec_of(two)
+    assert spec.arguments((1, 3), {}) == spec.arguments((), {"b": 3, "a": 1}) == {"a": 1, "b": 3}
+
+
+def test_a_call_that_does_not_fit_the_signature_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="prep"):
+        spec_of(two).arguments((1, 2, 3), {})
+    with pytest.raises(InvalidInputError, match="prep"):
+        spec_of(two).arguments((1,), {"c": 2})
+
+
+def test_call_tokens_are_unique_across_threads() -> None:
+    tokens: list[str] = []
+
+    def draw() -> None:
+        tokens.extend(next_call_token() for _ in range(2000))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(tokens)) == len(tokens) == 8000
+
+
+def _token_in_child(queue: multiprocessing.Queue[str]) -> None:
+    queue.put(next_call_token())
+
+
+def test_a_forked_child_draws_tokens_of_its_own() -> None:
+    """A forked child keeps its parent's journal, so its lease owner too: only the token
+    tells their calls apart."""
+    context = multiprocessing.get_context("fork")
+    queue: multiprocessing.Queue[str] = context.Queue()
+    child = context.Process(target=_token_in_child, args=(queue,))
+    mine = next_call_token()
+    child.start()
+    theirs = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert theirs[:8] != mine[:8]  # another random prefix
+    assert theirs != next_call_token()

@@ -9,6 +9,7 @@ mid-transaction (I8).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from itertools import chain
@@ -28,6 +29,7 @@ __all__ = [
     "fits_key",
     "json_text",
     "lone_surrogate",
+    "metadata_json_text",
     "stored_id",
     "thread_id_of",
 ]
@@ -169,6 +171,40 @@ def checkpoint_json_text(checkpoint: Mapping[str, Any], where: str) -> str:
     return encoded.decode()
 
 
+def metadata_json_text(metadata: Mapping[str, Any], where: str) -> str:
+    """`json_text` of a checkpoint's metadata, written by orjson when every value is plain:
+    text, a whole number, a boolean, None, a finite float, or a mapping of text to text
+    (`parents`). LangGraph's metadata always is; anything else, and anything orjson
+    refuses (a key that is not text, a big integer, a lone surrogate), or an escaped NUL,
+    takes `json_text`'s path, so the errors stay its own. The same JSON but for numbers'
+    spelling, as in `checkpoint_json_text`."""
+    if type(metadata) is dict and _plain_metadata(metadata):
+        try:
+            encoded = orjson.dumps(metadata, option=_EXACT)
+        except TypeError:  # orjson.JSONEncodeError is one
+            return json_text(metadata, where)
+        if b"\\u0000" not in encoded:
+            return encoded.decode()
+    return json_text(metadata, where)
+
+
+_METADATA_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _plain_metadata(metadata: dict[Any, Any]) -> bool:
+    for value in metadata.values():
+        kind = type(value)
+        if kind in _METADATA_SCALARS:
+            continue
+        if kind is float:
+            if not math.isfinite(value):  # orjson would write null where `json` refuses
+                return False
+        elif kind is not dict or not _TEXT.issuperset(map(type, value.values())):
+            return False
+    return True
+
+
+_TEXT = frozenset({str})
 _VERSION_TYPES = frozenset({str, int})
 
 

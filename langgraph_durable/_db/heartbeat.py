@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 __all__ = ["AsyncHeartbeat", "Heartbeat"]
 
@@ -55,18 +55,21 @@ class AsyncHeartbeat:
             logger.warning("could not extend the lease of %s: %s", self._what, exc)
         self._arm()
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
+    def running(self) -> AsyncHeartbeat:
+        """Beats while the `async with` block runs (this object is the context manager:
+        no generator per call)."""
+        return self
+
+    async def __aenter__(self) -> None:
         self._arm()
-        try:
-            yield
-        finally:
-            if self._timer is not None:
-                self._timer.cancel()
-            if self._beating is not None and not self._beating.done():
-                self._beating.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._beating
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._beating is not None and not self._beating.done():
+            self._beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beating
 
 
 class _Beats:

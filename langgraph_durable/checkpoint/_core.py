@@ -39,6 +39,7 @@ from langgraph_durable._ids import (
     fits_key,
     json_text,
     lone_surrogate,
+    metadata_json_text,
     stored_id,
     thread_id_of,
 )
@@ -303,7 +304,7 @@ def checkpoint_row(
         "checkpoint_id": stored_id(checkpoint["id"], "checkpoint_id"),
         "parent_checkpoint_id": None if parent_id is None else fits_key(parent_id, "checkpoint_id"),
         "checkpoint": checkpoint_json_text(stored, f"checkpoint {checkpoint['id']}"),
-        "metadata": json_text(serializable_metadata, "checkpoint metadata"),
+        "metadata": metadata_json_text(serializable_metadata, "checkpoint metadata"),
         **fence_params(config),
         "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
     }

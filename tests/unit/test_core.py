@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -277,6 +279,35 @@ def test_a_fetched_tuple_is_named_by_the_read_columns_and_must_match_them() -> N
         _core.tuple_row_of((*values, "extra"))
 
 
+def _same_json_by_orjson(
+    fast: Callable[[Any, str], str], value: Any, same_text: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fast` writes `value` without calling json_text, as json would: the same text, or
+    (`same_text` False) the same JSON with numbers spelled otherwise."""
+    expected = _ids.json_text(value, "value")
+
+    def not_called(value: Any, where: str) -> str:
+        raise AssertionError("json_text was called")
+
+    monkeypatch.setattr(_ids, "json_text", not_called)
+    written = fast(value, "value")
+    assert json.loads(written) == json.loads(expected)
+    assert (written == expected) is same_text
+
+
+def _same_as_json_text(fast: Callable[[Any, str], str], value: Any) -> None:
+    """`fast` gives json_text's text, or raises its error."""
+    try:
+        expected: str | type[Exception] = _ids.json_text(value, "value")
+    except (InvalidInputError, UnserializableValueError) as exc:
+        expected = type(exc)
+    if isinstance(expected, str):
+        assert fast(value, "value") == expected
+    else:
+        with pytest.raises(expected):
+            fast(value, "value")
+
+
 def _checkpoint_of(values: dict[str, Any], **fields: Any) -> dict[str, Any]:
     checkpoint: dict[str, Any] = dict(empty_checkpoint())
     checkpoint["channel_values"] = values
@@ -301,15 +332,7 @@ def test_a_checkpoints_json_is_the_same_json_either_way(
 ) -> None:
     """orjson writes a checkpoint (json_text is not called) as json would: the same text,
     except for numbers in exponent notation (1e-7 for 1e-07), which are the same numbers."""
-    expected = _ids.json_text(checkpoint, "checkpoint")
-
-    def not_called(value: Any, where: str) -> str:
-        raise AssertionError("json_text was called")
-
-    monkeypatch.setattr(_ids, "json_text", not_called)
-    fast = _ids.checkpoint_json_text(checkpoint, "checkpoint")
-    assert json.loads(fast) == json.loads(expected)
-    assert (fast == expected) is same_text
+    _same_json_by_orjson(_ids.checkpoint_json_text, checkpoint, same_text, monkeypatch)
 
 
 class _Plain(enum.Enum):
@@ -357,15 +380,7 @@ def test_what_orjson_would_write_otherwise_takes_json_texts_path(
     """Same text, or the same error, as json_text: orjson writes NaN as null and an enum
     or a UUID where json refuses them; it refuses subclasses, big integers, keys that are
     not text and lone surrogates, and escapes NUL."""
-    try:
-        expected: str | type[Exception] = _ids.json_text(checkpoint, "checkpoint")
-    except (InvalidInputError, UnserializableValueError) as exc:
-        expected = type(exc)
-    if isinstance(expected, str):
-        assert _ids.checkpoint_json_text(checkpoint, "checkpoint") == expected
-    else:
-        with pytest.raises(expected):
-            _ids.checkpoint_json_text(checkpoint, "checkpoint")
+    _same_as_json_text(_ids.checkpoint_json_text, checkpoint)
 
 
 class _TextBlobSerializer:
@@ -393,3 +408,86 @@ def test_a_serializer_returning_text_for_bytes_is_refused_by_name() -> None:
             "task",
             "",
         )
+
+
+_METADATA = {
+    "source": "loop",
+    "step": 3,
+    "parents": {"": "1f0c-parent", "sub:1": "1f0c-other"},
+    "run_id": "1f0c-run",
+    "user": 'é \n \t \x1f \u2028 / \\ " end',
+    "retries": 0,
+    "ok": True,
+    "none": None,
+    "share": 0.25,
+}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "same_text"),
+    [
+        (_METADATA, True),
+        ({}, True),
+        ({"source": "input", "step": -1, "parents": {}}, True),
+        ({"tiny": 1e-7, "huge": 1e300}, False),
+    ],
+    ids=["langgraph", "empty", "input", "exponents"],
+)
+def test_a_checkpoints_metadata_is_the_same_json_either_way(
+    metadata: dict[str, Any], same_text: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """orjson writes plain metadata (json_text is not called) as json would: the same text,
+    except for numbers in exponent notation, which are the same numbers."""
+    _same_json_by_orjson(_ids.metadata_json_text, metadata, same_text, monkeypatch)
+
+
+class _Str(str):
+    """A str subclass in the metadata."""
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"score": math.nan},
+        {"score": -math.inf},
+        {"n": 2**70},
+        {1: "int key"},
+        {"parents": {1: "int key"}},
+        {"parents": {"": math.nan}},
+        {"parents": {"": None}},
+        {"parents": {"": _Str("sub")}},
+        {"text": _Str("sub")},
+        {"level": _Plain.A},
+        {"when": datetime.datetime(2026, 1, 1)},
+        {"nested": {"deep": {"x": 1}}},
+        {"list": [1, 2]},
+        {"nul": "a\x00b"},
+        {"escaped": "a\\u0000b"},
+        {"lone": "a\ud800"},
+        {"parents": {"": "a\ud800"}},
+    ],
+    ids=[
+        "nan",
+        "inf",
+        "big-int",
+        "int-key",
+        "int-key-in-parents",
+        "nan-in-parents",
+        "none-in-parents",
+        "subclass-in-parents",
+        "subclass",
+        "enum",
+        "datetime",
+        "nested",
+        "list",
+        "nul",
+        "escaped-backslash",
+        "lone-surrogate",
+        "lone-surrogate-in-parents",
+    ],
+)
+def test_metadata_orjson_would_write_otherwise_takes_json_texts_path(
+    metadata: dict[Any, Any],
+) -> None:
+    """Same text, or the same error, as json_text."""
+    _same_as_json_text(_ids.metadata_json_text, metadata)

@@ -76,14 +76,15 @@ class _Beats:
     """One daemon thread per process that beats for every running sync heartbeat."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()  # entered directly: no Python-level __enter__
+        self._changed = threading.Condition(self._lock)
         self._due: list[tuple[float, int, Heartbeat]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
         self._stopped_in_queue = 0
 
     def schedule(self, heartbeat: Heartbeat, delay: float) -> None:
-        with self._changed:
+        with self._lock:
             entry = (time.monotonic() + delay, next(self._order), heartbeat)
             heapq.heappush(self._due, entry)
             if self._thread is None:
@@ -98,7 +99,7 @@ class _Beats:
 
     def stopped(self) -> None:
         """A heartbeat stopped; its entry waits in the queue until due, unless many do."""
-        with self._changed:
+        with self._lock:
             self._stopped_in_queue += 1
             if self._stopped_in_queue > 1024 and 2 * self._stopped_in_queue > len(self._due):
                 self._due = [entry for entry in self._due if not entry[2].stopped]
@@ -107,13 +108,13 @@ class _Beats:
 
     def _run(self) -> None:
         while True:
-            with self._changed:
+            with self._lock:
                 while not self._due or self._due[0][0] > time.monotonic():
                     timeout = self._due[0][0] - time.monotonic() if self._due else None
                     self._changed.wait(timeout)
                 _, _, heartbeat = heapq.heappop(self._due)
             if heartbeat.stopped:
-                with self._changed:
+                with self._lock:
                     self._stopped_in_queue = max(0, self._stopped_in_queue - 1)
                 continue
             heartbeat.beat()

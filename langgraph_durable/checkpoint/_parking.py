@@ -832,7 +832,10 @@ class WriteParking:
 
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
-        self._changed = threading.Condition()
+        # Entered through the lock itself: `with` on the condition runs two Python-level
+        # methods of threading.py per block, and every put and parked write takes it twice.
+        self._lock = threading.RLock()  # what Condition() makes on its own
+        self._changed = threading.Condition(self._lock)
         self._putting: dict[WriteKey, _Released] = {}
         _SYNC_PARKINGS.add(self)
         self._sweeper: threading.Thread | None = None
@@ -854,13 +857,13 @@ class WriteParking:
         returns, the writes parked for the same checkpoint: no put will carry them.
         """
         registry = self._registry
-        with self._changed:
+        with self._lock:
             registry.enter(key)
         busy = True
         try:
             park, params = prepare()
             stranded: list[ParkedWrites] = []
-            with self._changed:
+            with self._lock:
                 if park and registry.thread_is_warm(key):
                     self._start_sweeping()
                     registry.park(key, params, None, store_alone)
@@ -872,7 +875,7 @@ class WriteParking:
             try:
                 store_alone(params)
             except Exception as exc:
-                with self._changed:
+                with self._lock:
                     waiting = registry.may_hand_over(key, park, exc)
                 if not waiting:
                     raise
@@ -886,7 +889,7 @@ class WriteParking:
             return False
         finally:
             if busy:
-                with self._changed:
+                with self._lock:
                     registry.leave(key)
                     self._changed.notify_all()
 
@@ -899,7 +902,7 @@ class WriteParking:
             assert entry.store_alone is not None
             entry.store_alone(entry.params)
         except Exception as exc:
-            with self._changed:
+            with self._lock:
                 self._start_sweeping()
                 if registry.hand_back(entry, exc):
                     busy = False
@@ -908,7 +911,7 @@ class WriteParking:
             _unstored(entry, exc)
         finally:
             if busy:
-                with self._changed:
+                with self._lock:
                     registry.leave(entry.key)
                     self._changed.notify_all()
 
@@ -935,7 +938,7 @@ class WriteParking:
         registry = self._registry
         idle = pause = 0.0
         while True:
-            with self._changed:
+            with self._lock:
                 due = registry.expired(time.monotonic(), self._putting.keys())
                 if not due:
                     if idle >= SWEEPER_IDLE and not registry.parked:
@@ -958,7 +961,7 @@ class WriteParking:
                 for entry in due:
                     self._store_alone(entry)
             finally:
-                with self._changed:
+                with self._lock:
                     self._sweeping = False
                     self._changed.notify_all()
 
@@ -969,24 +972,24 @@ class WriteParking:
         registry = self._registry
         if not registry.parked and not registry.busy:
             return
-        with self._changed:
+        with self._lock:
             found = registry.of_thread(thread_id, checkpoint_ns)
         for entry in found:
             self._store_alone(entry)
         # Writes of the thread being stored meanwhile (by the sweeper, a failed put,
         # another reader): a read goes on once they are in, as when their writer waited.
-        with self._changed:
+        with self._lock:
             self._changed.wait_for(lambda: not registry.busy_in_thread(thread_id, checkpoint_ns))
 
     def flush(self) -> None:
         """Stores every parked write now: before the saver's connections close, or its
         caller exits."""
         registry = self._registry
-        with self._changed:
+        with self._lock:
             due = registry.expired(math.inf, frozenset(), timed_out=False)
         for entry in due:
             self._store_alone(entry)
-        with self._changed:  # and what the sweeper is storing now
+        with self._lock:  # and what the sweeper is storing now
             self._changed.wait_for(lambda: not self._sweeping)
 
     def _hand_over(self, key: WriteKey, params: dict[str, Any]) -> bool:
@@ -994,17 +997,17 @@ class WriteParking:
         count moves to the parked entry); True once that put committed them."""
         registry = self._registry
         stored = _Released()
-        with self._changed:
+        with self._lock:
             entry = registry.park(key, params, stored)
             self._changed.notify_all()
         if not stored.wait(HANDOVER_WAIT):
-            with self._changed:
+            with self._lock:
                 if registry.unpark(key, entry, timed_out=False):
                     registry.enter(key)  # the caller leaves it
                     return False
             stored.wait()  # taken just now: its put is running
         if entry.error is not None:
-            with self._changed:
+            with self._lock:
                 registry.count_failed(entry)  # the caller leaves it
         return entry.error is None
 
@@ -1029,7 +1032,7 @@ class WriteParking:
         finally:
             orphans: list[ParkedWrites] = []
             try:
-                with self._changed:
+                with self._lock:
                     if self._putting.get(keys[0]) is done:
                         del self._putting[keys[0]]
                         self._registry.linger_again(keys[0])
@@ -1051,7 +1054,7 @@ class WriteParking:
         `keys` is busy, and takes what is parked there; with `putting`, records the put as
         storing `keys[0]` in the same turn of the lock."""
         registry = self._registry
-        with self._changed:
+        with self._lock:
             gave_up = events_pending is not None and not self._changed.wait_for(
                 lambda: not events_pending(), EVENTS_WAIT
             )
@@ -1069,7 +1072,7 @@ class WriteParking:
         return taken
 
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
-        with self._changed:
+        with self._lock:
             orphans = self._registry.settle(taken, error)
         for entry in orphans:
             self._store_alone(entry)

@@ -75,7 +75,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence, Set
+from collections.abc import AsyncIterator, Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -804,6 +804,26 @@ class _Released:
         return False
 
 
+class _CarriedByPut:
+    """`WriteParking.carried_by_put`'s block: an object rather than a generator, as every
+    sync put enters one."""
+
+    __slots__ = ("_done", "_key", "_parking", "_taken")
+
+    def __init__(
+        self, parking: WriteParking, key: WriteKey, done: _Released, taken: list[ParkedWrites]
+    ) -> None:
+        self._parking, self._key, self._done, self._taken = parking, key, done, taken
+
+    def __enter__(self) -> list[ParkedWrites]:
+        return self._taken
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        self._parking.settle_put(self._key, self._done, self._taken, error)
+
+
 _SYNC_PARKINGS: weakref.WeakSet[WriteParking] = weakref.WeakSet()
 
 
@@ -1011,36 +1031,40 @@ class WriteParking:
                 registry.count_failed(entry)  # the caller leaves it
         return entry.error is None
 
-    @contextlib.contextmanager
     def carried_by_put(
         self,
         keys: Sequence[WriteKey],
         *,
         fence_token: int | None,
         events_pending: Callable[[], bool] | None = None,
-    ) -> Iterator[list[ParkedWrites]]:
+    ) -> _CarriedByPut:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
-        put's block ends (`AsyncWriteParking.carried_by_put` says what it waits for)."""
+        put's block ends (`AsyncWriteParking.carried_by_put` says what it waits for). Takes
+        them now; use it at once in a `with` block."""
         done = _Released()
         taken = self._take(keys, fence_token, putting=done, events_pending=events_pending)
-        error: BaseException | None = None
+        return _CarriedByPut(self, keys[0], done, taken)
+
+    def settle_put(
+        self,
+        key: WriteKey,
+        done: _Released,
+        taken: list[ParkedWrites],
+        error: BaseException | None,
+    ) -> None:
+        """The end of a put's block (`carried_by_put`): its writes are committed, or,
+        after `error`, parked again or stored alone."""
+        orphans: list[ParkedWrites] = []
         try:
-            yield taken
-        except BaseException as exc:
-            error = exc
-            raise
+            with self._lock:
+                if self._putting.get(key) is done:
+                    del self._putting[key]
+                    self._registry.linger_again(key)
+                orphans = self._registry.settle(taken, error)
         finally:
-            orphans: list[ParkedWrites] = []
-            try:
-                with self._lock:
-                    if self._putting.get(keys[0]) is done:
-                        del self._putting[keys[0]]
-                        self._registry.linger_again(keys[0])
-                    orphans = self._registry.settle(taken, error)
-            finally:
-                done.set()  # writers waiting for this checkpoint never wait for ever
-                for entry in orphans:  # the put failed: before its error is raised
-                    self._store_alone(entry)
+            done.set()  # writers waiting for this checkpoint never wait for ever
+            for entry in orphans:  # the put failed: before its error is raised
+                self._store_alone(entry)
 
     def _take(
         self,

@@ -31,23 +31,22 @@ __all__ = [
 ]
 
 
-_call_prefix = secrets.token_hex(4)
+_call_prefix = (os.getpid(), secrets.token_hex(4))
 _call_numbers = itertools.count()
 
 
 def next_call_token() -> str:
-    """A token no other call of this process had: a random prefix drawn once per process
-    (again in a forked child, which keeps its parent's journal and so its lease owner),
-    then a counter. A `uuid4` per call read the OS's random source on every effect call."""
-    return f"{_call_prefix}{next(_call_numbers):x}"
-
-
-def _new_prefix_in_child() -> None:
+    """A token no other call of this process had: a random prefix drawn once per process,
+    then a counter. A forked child keeps its parent's journal, and so its lease owner, and
+    its counter: it draws a prefix of its own once it sees its own pid (also after a fork
+    made outside Python, as a prefork server's, which runs no fork hooks). A `uuid4` per
+    call read the OS's random source on every effect call."""
     global _call_prefix
-    _call_prefix = secrets.token_hex(4)
-
-
-os.register_at_fork(after_in_child=_new_prefix_in_child)
+    pid, prefix = _call_prefix
+    if pid != os.getpid():
+        _call_prefix = (os.getpid(), secrets.token_hex(4))
+        prefix = _call_prefix[1]
+    return f"{prefix}{next(_call_numbers):x}"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ to what the general ones give.
 from __future__ import annotations
 
 import inspect
-import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from langgraph_durable import effect
+from langgraph_durable.effects import _call
 from langgraph_durable.effects._call import next_call_token
 from langgraph_durable.effects._effect import EffectSpec
 from langgraph_durable.effects._memory import MemoryEffectJournal
@@ -112,20 +113,12 @@ def test_call_tokens_are_unique_across_threads() -> None:
     assert len(set(tokens)) == len(tokens) == 8000
 
 
-def _token_in_child(queue: multiprocessing.Queue[str]) -> None:
-    queue.put(next_call_token())
-
-
-def test_a_forked_child_draws_tokens_of_its_own() -> None:
-    """A forked child keeps its parent's journal, so its lease owner too: only the token
-    tells their calls apart."""
-    context = multiprocessing.get_context("fork")
-    queue: multiprocessing.Queue[str] = context.Queue()
-    child = context.Process(target=_token_in_child, args=(queue,))
-    mine = next_call_token()
-    child.start()
-    theirs = queue.get(timeout=60)
-    child.join(timeout=60)
-    assert child.exitcode == 0
-    assert theirs[:8] != mine[:8]  # another random prefix
-    assert theirs != next_call_token()
+def test_a_forked_child_draws_tokens_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked child keeps its parent's journal, so its lease owner and its counter: only
+    the token's prefix tells their calls apart. The child draws a prefix of its own when it
+    sees a pid other than the one the prefix was drawn in, whether or not the fork ran
+    Python's fork hooks (a prefork server's fork does not)."""
+    monkeypatch.setattr(_call, "_call_prefix", (os.getpid() + 1, "parent00"))
+    theirs = next_call_token()
+    assert not theirs.startswith("parent00")
+    assert next_call_token()[:8] == theirs[:8]  # drawn once

@@ -10,7 +10,11 @@ chunks on one pool of one connection (so one backend serves them all):
   input hash);
 - the journal's two statements with their parameters computed once (`bench_effects.py`:
   the floor for any `@effect` on this journal);
-- two single-row INSERT + commit statements (the floor the issue 16 target is set against).
+- two single-row INSERT + commit statements (the floor the issue 16 target is set against);
+- the `@effect` call on an in-memory journal (the runner's Python, no database), alone and
+  right after the journal's two statements: what the same Python costs between round trips
+  against in a loop of its own (docs/design.md, "Python on the hot path is weighed where
+  it runs").
 
 For each: wall time, this process's CPU (`time.process_time`) and the server's CPU (every
 local `postgres` process, from `/proc`; 0 for a server on another machine) per call, and
@@ -35,6 +39,7 @@ from psycopg_pool import ConnectionPool
 
 from langgraph_durable import EffectJournal, effect
 from langgraph_durable._sql import QUERIES, complete_effect
+from langgraph_durable.effects._memory import MemoryEffectJournal
 from langgraph_durable.embedded import resolve_dsn
 
 LABELS = {
@@ -42,6 +47,8 @@ LABELS = {
     "journal": "journal.claim + journal.complete",
     "statements": "the journal's two statements, parameters computed once",
     "two_commits": "two single-row INSERT + commit (the floor)",
+    "in_memory": "@effect call on an in-memory journal",
+    "journal_then_in_memory": "journal.claim + journal.complete, then that in-memory call",
 }
 
 
@@ -55,6 +62,10 @@ def calls_of(pool: ConnectionPool[Connection[DictRow]]) -> dict[str, Callable[[]
 
     @effect(key=lambda n: f"profile:{run}:{n}", journal=journal)
     def noop(n: int) -> dict[str, int]:
+        return {"n": n}
+
+    @effect(key=lambda n: f"profile:{run}:{n}", journal=MemoryEffectJournal(), name="noop")
+    def in_memory(n: int) -> dict[str, int]:
         return {"n": n}
 
     def journal_calls() -> None:
@@ -81,11 +92,17 @@ def calls_of(pool: ConnectionPool[Connection[DictRow]]) -> dict[str, Callable[[]
             with pool.connection() as conn:
                 conn.execute(FLOOR_INSERT, (f"{run}:{next(counter)}", b"x" * 64))
 
+    def journal_then_in_memory() -> None:
+        journal_calls()
+        in_memory(next(counter))
+
     return {
         "effect": lambda: noop(next(counter)),
         "journal": journal_calls,
         "statements": statements,
         "two_commits": two_commits,
+        "in_memory": lambda: in_memory(next(counter)),
+        "journal_then_in_memory": journal_then_in_memory,
     }
 
 
@@ -131,6 +148,14 @@ def report(costs: dict[str, Cost]) -> str:
     for label, upper, lower in layers:
         a, b = per[upper], per[lower]
         lines.append(f"| {label} | {a[0] - b[0]:+d} | {a[1] - b[1]:+d} | {a[2] - b[2]:+d} |")
+    alone = per["in_memory"][1]
+    between = per["journal_then_in_memory"][1] - per["journal"][1]
+    lines += [
+        "",
+        f"Python between round trips: the @effect call on an in-memory journal takes {alone} "
+        f"µs of client CPU alone and adds {between} µs after the journal's two statements "
+        f"({between / max(alone, 1):.1f}x).",
+    ]
     return "\n".join(lines)
 
 

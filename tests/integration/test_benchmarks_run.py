@@ -72,6 +72,7 @@ def test_profile_effect_reports_each_layer(db_dsn: str) -> None:
     assert "| @effect call |" in out, out
     assert "| two single-row INSERT + commit (the floor) |" in out, out
     assert "| the journal's statements over two plain inserts |" in out, out
+    assert "Python between round trips: the @effect call on an in-memory journal" in out, out
 
 
 def test_bench_large_profiles_each_saver_s_calls(db_dsn: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench_common import Stats, ours, timed_ms
 from psycopg import Connection
-from psycopg.rows import DictRow, tuple_row
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from langgraph_durable import EffectJournal, effect
@@ -89,13 +89,10 @@ def effects(dsn: str, reps: int, warmup: int) -> dict[str, Stats]:
 
         def statements() -> None:
             key = f"bench:{run}:raw:{next(counter)}"
-            with pool.connection() as conn:  # tuple rows, as the journal reads them
-                cur = conn.cursor(row_factory=tuple_row)
-                cur.execute(claim, {**CLAIM_PARAMS, "key": key}).fetchall()
+            with pool.connection() as conn:  # no rows back: the journal reads row counts
+                conn.execute(claim, {**CLAIM_PARAMS, "key": key})
             with pool.connection() as conn:
-                conn.cursor(row_factory=tuple_row).execute(
-                    complete, {**COMPLETE_PARAMS, "key": key}
-                ).fetchall()
+                conn.execute(complete, {**COMPLETE_PARAMS, "key": key})
 
         calls: dict[str, Callable[[], Any]] = {
             "effect": call,

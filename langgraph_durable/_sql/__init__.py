@@ -342,12 +342,13 @@ def store_writes(*, fenced: bool, replace: bool, events: bool) -> LiteralString:
 
 @functools.cache
 def complete_effect(*, events: bool) -> LiteralString:
-    """An effect's completion statement, with its outbox events block only when it has
-    events (`@effect(event=...)`)."""
+    """An effect's completion statement: the UPDATE alone, or, when it has outbox events
+    (`@effect(event=...)`), the UPDATE as a CTE with the events after it. Either way its
+    row count is 1 if it stored the result."""
+    if not events:
+        return _assemble("effect_complete_update")
     return _assemble(
-        "effect_complete_head",
-        "effect_complete_events" if events else None,
-        "effect_complete_end",
+        "effect_complete_events_head", "effect_complete_update", "effect_complete_events"
     )
 
 
@@ -372,9 +373,9 @@ STATEMENT_BLOCKS = frozenset(
         "writes_keep_first",
         "writes_replace",
         "writes_end",
-        "effect_complete_head",
+        "effect_complete_events_head",
+        "effect_complete_update",
         "effect_complete_events",
-        "effect_complete_end",
         "put_checkpoints_head",
         "put_checkpoints_blobs",
         "put_checkpoints_parked_writes",

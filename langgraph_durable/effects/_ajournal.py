@@ -81,6 +81,14 @@ async def _afirst_column(conn: PgConn, query: LiteralString, params: dict[str, A
     return [row[0] for row in await cur.fetchall()]
 
 
+async def _arow_count(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> int:
+    """How many rows a statement wrote (or its final `SELECT` returned): the hot path's
+    statements answer with their row count rather than a returned row."""
+    cur = conn.cursor()
+    await cur.execute(query, params)
+    return cur.rowcount
+
+
 async def _arows(
     conn: PgConn, query: LiteralString, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -98,10 +106,10 @@ async def aclaim_txn(
     lease_seconds: float,
     where: TaskContext | None = None,
 ) -> int | None:
-    """Insert the row for a first attempt; the attempt number, or None if the key exists."""
+    """Insert the row for a first attempt; the attempt number (1), or None if the key
+    exists."""
     params = claim_params(key, name, input_hash, owner, lease_seconds, where)
-    attempts = await _afirst_column(conn, QUERIES["effect_claim"], params)
-    return int(attempts[0]) if attempts else None
+    return 1 if await _arow_count(conn, QUERIES["effect_claim"], params) else None
 
 
 async def atake_over_txn(
@@ -154,7 +162,7 @@ async def acomplete_txn(
         "resolved_by": resolved_by,
     }
     query = complete_effect(events=bool(events))
-    return bool(await _afirst_column(conn, query, params))
+    return await _arow_count(conn, query, params) == 1
 
 
 async def afail_txn(

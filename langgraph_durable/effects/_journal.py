@@ -83,6 +83,14 @@ def _first_column(conn: PgConn, query: LiteralString, params: dict[str, Any]) ->
     return [row[0] for row in cur.fetchall()]
 
 
+def _row_count(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> int:
+    """How many rows a statement wrote (or its final `SELECT` returned): the hot path's
+    statements answer with their row count rather than a returned row."""
+    cur = conn.cursor()
+    cur.execute(query, params)
+    return cur.rowcount
+
+
 def _rows(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[dict[str, Any]]:
     cur = conn.execute(query, params)
     return cur.fetchall() if cur.description else []
@@ -98,10 +106,10 @@ def claim_txn(
     lease_seconds: float,
     where: TaskContext | None = None,
 ) -> int | None:
-    """Insert the row for a first attempt; the attempt number, or None if the key exists."""
+    """Insert the row for a first attempt; the attempt number (1), or None if the key
+    exists."""
     params = claim_params(key, name, input_hash, owner, lease_seconds, where)
-    attempts = _first_column(conn, QUERIES["effect_claim"], params)
-    return int(attempts[0]) if attempts else None
+    return 1 if _row_count(conn, QUERIES["effect_claim"], params) else None
 
 
 def take_over_txn(
@@ -154,7 +162,7 @@ def complete_txn(
         "resolved_by": resolved_by,
     }
     query = complete_effect(events=bool(events))
-    return bool(_first_column(conn, query, params))
+    return _row_count(conn, query, params) == 1
 
 
 def fail_txn(

@@ -63,7 +63,12 @@ from langgraph_durable.checkpoint._events import (
     ParkedEvent,
     event_params,
 )
-from langgraph_durable.checkpoint._parking import AsyncWriteParking, WriteKey, writes_may_wait
+from langgraph_durable.checkpoint._parking import (
+    AsyncWriteParking,
+    StoreAlone,
+    WriteKey,
+    writes_may_wait,
+)
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -267,6 +272,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
         self._combiner = AsyncPutCombiner(self._source, self._astore_one, self._astore_many)
+        self._regular_writes_alone = self._astore_regular_writes  # one bound method, kept
         self.loop = asyncio.get_running_loop()  # async-only
 
     @classmethod
@@ -622,17 +628,16 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             if exit_events:
                 for name, values in event_params(exit_events).items():
                     params[name] = params[name] + values
-            await self._astore_checkpoint(params)
+            # Awaited here, not in a helper: each coroutine in the chain is a container
+            # alive across the statement (see `_parking.AsyncWriteParking._putting`).
+            if not _telemetry.tracing():  # no span to make: not even its attributes
+                await self._combiner.store(params)
+            else:
+                with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
+                    await self._combiner.store(params)
             for _ in taken:  # each task's writes committed with the checkpoint
                 _crashpoints.reached("put_writes:after_commit")
         return _core.config_of(row)
-
-    async def _astore_checkpoint(self, params: dict[str, Any]) -> None:
-        if not _telemetry.tracing():  # no span to make: not even its attributes
-            await self._combiner.store(params)
-            return
-        with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
-            await self._combiner.store(params)
 
     @aretry_on_disconnect
     async def _astore_one(self, params: dict[str, Any]) -> None:
@@ -705,10 +710,16 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 _crashpoints.reached("put_writes:parked")
             return park, params
 
-        async def store_alone(params: dict[str, Any]) -> None:
-            query = _core.writes_statement(config, writes, events=bool(params["e_ids"]))
-            await self._astore_writes(query, params)
-            _crashpoints.reached("put_writes:after_commit")
+        store_alone: StoreAlone
+        if _core.replaces_earlier(writes):  # special writes: never parked
+
+            async def store_alone(params: dict[str, Any]) -> None:
+                query = _core.writes_statement(config, writes, events=bool(params["e_ids"]))
+                await self._astore_writes(query, params)
+                _crashpoints.reached("put_writes:after_commit")
+
+        else:
+            store_alone = self._regular_writes_alone
 
         # Parked writes return at once: the put that carries them commits them (and
         # reaches "put_writes:after_commit" for them), or the parking stores them alone.
@@ -717,6 +728,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     def park_event(self, event: ParkedEvent) -> None:
         """Park an outbox event of a running task until its writes are stored (`emit()`)."""
         self._events.park(event)
+
+    async def _astore_regular_writes(self, params: dict[str, Any]) -> None:
+        """Stores a task's regular writes alone, by what `params` says alone: parked writes
+        keep this until a put takes them, where a closure per call kept a function and a
+        cell per variable alive across the put's statement."""
+        await self._astore_writes(_core.regular_writes_statement(params), params)
+        _crashpoints.reached("put_writes:after_commit")
 
     @aretry_on_disconnect
     async def _astore_writes(self, query: LiteralString, params: dict[str, Any]) -> None:

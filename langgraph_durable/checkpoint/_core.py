@@ -44,6 +44,7 @@ from langgraph_durable._ids import (
     thread_id_of,
 )
 from langgraph_durable._sql import store_writes
+from langgraph_durable.checkpoint._events import EMPTY_EVENT_PARAMS
 from langgraph_durable.errors import (
     FencedOutError,
     InvalidInputError,
@@ -73,6 +74,7 @@ __all__ = [
     "needs_sends_migration",
     "next_version",
     "parked_write_params",
+    "regular_writes_statement",
     "rejected_key",
     "replaces_earlier",
     "stored_id",
@@ -454,6 +456,14 @@ def writes_statement(
     )
 
 
+def regular_writes_statement(params: Mapping[str, Any]) -> LiteralString:
+    """The statement that stores regular writes (no special channel) by their
+    `write_params`, as `writes_statement` gives it for them."""
+    return store_writes(
+        fenced=params["fence_token"] is not None, replace=False, events=bool(params["e_ids"])
+    )
+
+
 def write_params(
     serde: SerializerProtocol,
     config: RunnableConfig,
@@ -507,13 +517,16 @@ def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, 
     return names
 
 
-def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
+def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The `w_*` arrays of `put_checkpoint`: the rows of parked `write_params` results.
 
     Parked writes are regular writes only, so they are inserted as first stored. The
-    outbox events of their tasks (`e_*`) travel with them.
+    outbox events of their tasks (`e_*`) travel with them. Without events the `e_*`
+    arrays are the shared empty ones: a put's parameters live until its statement has
+    committed, and under many runs on one loop every container alive across that wait
+    brings the collector's next pass nearer.
     """
-    params: dict[str, list[Any]] = {
+    params: dict[str, Any] = {
         "w_checkpoint_ids": TextArray(),
         "w_task_ids": TextArray(),
         "w_task_paths": TextArray(),
@@ -521,15 +534,14 @@ def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[A
         "w_channels": TextArray(),
         "w_types": TextArray(),
         "w_blobs": BytesArray(),
-        "e_ids": [],
-        "e_types": [],
-        "e_keys": [],
-        "e_payloads": [],
-        "e_task_ids": [],
     }
+    events: dict[str, list[Any]] | None = None
     for writes in parked:
-        for name in ("e_ids", "e_types", "e_keys", "e_payloads", "e_task_ids"):
-            params[name] += writes.get(name, ())
+        if writes.get("e_ids"):
+            if events is None:
+                events = {name: [] for name in EMPTY_EVENT_PARAMS}
+            for name in EMPTY_EVENT_PARAMS:
+                events[name] += writes.get(name, ())
         count = len(writes["idxs"])
         params["w_checkpoint_ids"] += [writes["checkpoint_id"]] * count
         params["w_task_ids"] += [writes["task_id"]] * count
@@ -538,6 +550,7 @@ def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, list[A
         params["w_channels"] += writes["channels"]
         params["w_types"] += writes["types"]
         params["w_blobs"] += writes["blobs"]
+    params.update(EMPTY_EVENT_PARAMS if events is None else events)
     return params
 
 

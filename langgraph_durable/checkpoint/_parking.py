@@ -93,6 +93,7 @@ __all__ = [
     "MAX_WAIT_FACTOR",
     "AsyncWriteParking",
     "ParkedWrites",
+    "StoreAlone",
     "WriteKey",
     "WriteParking",
     "writes_may_wait",
@@ -561,13 +562,26 @@ class AsyncWriteParking:
     def __init__(self, linger: float, *, hand_over: bool = True) -> None:
         self._registry = _Registry(linger, hand_over)
         self._changed = asyncio.Event()
-        self._putting: dict[WriteKey, asyncio.Event] = {}
+        self._listeners = 0
+        """Calls waiting on `_changed` now: without any, a change has nobody to wake."""
+        self._putting: dict[WriteKey, object] = {}
+        """The puts under way, each with a marker of its own (nobody waits on it: an
+        event there was two containers alive across every put's statement)."""
         self._sweep: asyncio.TimerHandle | asyncio.Handle | None = None
         self._alone: set[asyncio.Task[None]] = set()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._listeners:  # a new event only when one was waited on (most changes)
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    async def _next_change(self) -> None:
+        """Waits for the next `_notify`."""
+        self._listeners += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._listeners -= 1
 
     async def store(
         self,
@@ -699,7 +713,7 @@ class AsyncWriteParking:
         # Writes of the thread being stored meanwhile (by a sweep, a failed put, another
         # reader): a read goes on once they are in, as it did when their writer waited.
         while registry.busy and registry.busy_in_thread(thread_id, checkpoint_ns):
-            await self._changed.wait()
+            await self._next_change()
 
     async def flush(self) -> None:
         """Stores every parked write now and waits for those being stored alone: before
@@ -731,7 +745,7 @@ class AsyncWriteParking:
         if events_pending is not None:
             await self._await_events(events_pending, keys[0])
         taken = await self._take(keys, fence_token)
-        done = self._putting[keys[0]] = asyncio.Event()
+        done = self._putting[keys[0]] = object()
         try:
             yield taken
         except BaseException as exc:
@@ -743,7 +757,6 @@ class AsyncWriteParking:
             if self._putting.get(keys[0]) is done:
                 del self._putting[keys[0]]
                 self._registry.linger_again(keys[0])
-            done.set()
         self._settle(taken)
 
     async def _await_events(self, events_pending: Callable[[], bool], key: WriteKey) -> None:
@@ -758,7 +771,7 @@ class AsyncWriteParking:
                 _events_not_taken(key)
                 return
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), left)
+                await asyncio.wait_for(self._next_change(), left)
 
     async def _take(
         self, keys: Sequence[WriteKey], fence_token: int | None = None
@@ -768,7 +781,7 @@ class AsyncWriteParking:
             registry.put_waits(keys, +1)
             try:
                 while not registry.none_busy(keys):
-                    await self._changed.wait()
+                    await self._next_change()
             finally:
                 registry.put_waits(keys, -1)
         return registry.take(keys, fence_token)

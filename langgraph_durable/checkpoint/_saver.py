@@ -65,7 +65,12 @@ from langgraph_durable.checkpoint._events import (
     ParkedEvent,
     event_params,
 )
-from langgraph_durable.checkpoint._parking import WriteKey, WriteParking, writes_may_wait
+from langgraph_durable.checkpoint._parking import (
+    StoreAlone,
+    WriteKey,
+    WriteParking,
+    writes_may_wait,
+)
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -267,6 +272,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
         self._combiner = PutCombiner(self._source, self._store_one, self._store_many)
+        self._regular_writes_alone = self._store_regular_writes  # one bound method, kept
 
     @classmethod
     @contextmanager
@@ -617,17 +623,16 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             if exit_events:
                 for name, values in event_params(exit_events).items():
                     params[name] = params[name] + values
-            self._store_checkpoint(params)
+            # Awaited here, not in a helper: each coroutine in the chain is a container
+            # alive across the statement (see `_parking.WriteParking._putting`).
+            if not _telemetry.tracing():  # no span to make: not even its attributes
+                self._combiner.store(params)
+            else:
+                with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
+                    self._combiner.store(params)
             for _ in taken:  # each task's writes committed with the checkpoint
                 _crashpoints.reached("put_writes:after_commit")
         return _core.config_of(row)
-
-    def _store_checkpoint(self, params: dict[str, Any]) -> None:
-        if not _telemetry.tracing():  # no span to make: not even its attributes
-            self._combiner.store(params)
-            return
-        with _telemetry.span("langgraph_durable.step", _core.step_span_attributes(params)):
-            self._combiner.store(params)
 
     @retry_on_disconnect
     def _store_one(self, params: dict[str, Any]) -> None:
@@ -700,10 +705,16 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 _crashpoints.reached("put_writes:parked")
             return park, params
 
-        def store_alone(params: dict[str, Any]) -> None:
-            query = _core.writes_statement(config, writes, events=bool(params["e_ids"]))
-            self._store_writes(query, params)
-            _crashpoints.reached("put_writes:after_commit")
+        store_alone: StoreAlone
+        if _core.replaces_earlier(writes):  # special writes: never parked
+
+            def store_alone(params: dict[str, Any]) -> None:
+                query = _core.writes_statement(config, writes, events=bool(params["e_ids"]))
+                self._store_writes(query, params)
+                _crashpoints.reached("put_writes:after_commit")
+
+        else:
+            store_alone = self._regular_writes_alone
 
         # Parked writes return at once: the put that carries them commits them (and
         # reaches "put_writes:after_commit" for them), or the parking stores them alone.
@@ -712,6 +723,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     def park_event(self, event: ParkedEvent) -> None:
         """Park an outbox event of a running task until its writes are stored (`emit()`)."""
         self._events.park(event)
+
+    def _store_regular_writes(self, params: dict[str, Any]) -> None:
+        """Stores a task's regular writes alone, by what `params` says alone: parked writes
+        keep this until a put takes them, where a closure per call kept a function and a
+        cell per variable alive across the put's statement."""
+        self._store_writes(_core.regular_writes_statement(params), params)
+        _crashpoints.reached("put_writes:after_commit")
 
     @retry_on_disconnect
     def _store_writes(self, query: LiteralString, params: dict[str, Any]) -> None:

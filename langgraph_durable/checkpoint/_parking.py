@@ -75,7 +75,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -723,41 +723,60 @@ class AsyncWriteParking:
         while self._alone:
             await asyncio.wait(set(self._alone))
 
-    @contextlib.asynccontextmanager
-    async def carried_by_put(
+    def carried_by_put(
         self,
         keys: Sequence[WriteKey],
         *,
         fence_token: int | None,
         events_pending: Callable[[], bool] | None = None,
-    ) -> AsyncIterator[list[ParkedWrites]]:
+    ) -> _AsyncCarriedByPut:
         """The writes a `put` for `keys` (under `fence_token`) carries, settled when the
-        put's block ends.
+        put's `async with` block ends.
 
         `keys[0]` is the checkpoint the put stores: writes that park for it while it is being
         stored are not swept until this one has finished.
-        Waits while `events_pending()` (at most `EVENTS_WAIT`: a task of the step has
-        outbox events its `put_writes` has not taken, I7), then until no call for `keys` is
-        busy (I4), takes what is parked there, and on leaving, if the put failed (or was
-        cancelled), stores those writes alone before it raises (in tasks of their own,
-        which a second cancellation leaves running).
+        Entering waits while `events_pending()` (at most `EVENTS_WAIT`: a task of the step
+        has outbox events its `put_writes` has not taken, I7), then until no call for `keys`
+        is busy (I4), and takes what is parked there; on leaving, if the put failed (or was
+        cancelled), those writes are stored alone before its error is raised (in tasks of
+        their own, which a second cancellation leaves running).
         """
+        return _AsyncCarriedByPut(self, keys, fence_token, events_pending)
+
+    async def begin_put(
+        self,
+        keys: Sequence[WriteKey],
+        fence_token: int | None,
+        events_pending: Callable[[], bool] | None,
+    ) -> tuple[object, list[ParkedWrites]]:
+        """The start of a put's block (`carried_by_put`): its marker and the writes it
+        takes."""
         if events_pending is not None:
             await self._await_events(events_pending, keys[0])
         taken = await self._take(keys, fence_token)
         done = self._putting[keys[0]] = object()
+        return done, taken
+
+    async def settle_put(
+        self,
+        key: WriteKey,
+        done: object,
+        taken: list[ParkedWrites],
+        error: BaseException | None,
+    ) -> None:
+        """The end of a put's block: its writes are committed, or, after `error`, parked
+        again or stored alone (awaited here, before the put's error goes on)."""
         try:
-            yield taken
-        except BaseException as exc:
-            orphans = self._settle(taken, exc)
-            if orphans:  # stored alone before the put's error is raised (a task each)
-                await asyncio.wait(orphans)
-            raise
+            if error is not None:
+                orphans = self._settle(taken, error)
+                if orphans:
+                    await asyncio.wait(orphans)
         finally:
-            if self._putting.get(keys[0]) is done:
-                del self._putting[keys[0]]
-                self._registry.linger_again(keys[0])
-        self._settle(taken)
+            if self._putting.get(key) is done:
+                del self._putting[key]
+                self._registry.linger_again(key)
+        if error is None:
+            self._settle(taken)
 
     async def _await_events(self, events_pending: Callable[[], bool], key: WriteKey) -> None:
         """Waits until `events_pending()` is false: the writers took their events (they are
@@ -815,6 +834,37 @@ class _Released:
             self._lock.release()  # stays set for a later wait
             return True
         return False
+
+
+class _AsyncCarriedByPut:
+    """`AsyncWriteParking.carried_by_put`'s block: an object rather than an async
+    generator, whose block was three more containers alive across every put's statement
+    (under many runs on one loop, each brings the collector's next pass nearer)."""
+
+    __slots__ = ("_done", "_events_pending", "_fence_token", "_keys", "_parking", "_taken")
+
+    def __init__(
+        self,
+        parking: AsyncWriteParking,
+        keys: Sequence[WriteKey],
+        fence_token: int | None,
+        events_pending: Callable[[], bool] | None,
+    ) -> None:
+        self._parking, self._keys = parking, keys
+        self._fence_token, self._events_pending = fence_token, events_pending
+        self._done: object = None
+        self._taken: list[ParkedWrites] = []
+
+    async def __aenter__(self) -> list[ParkedWrites]:
+        self._done, self._taken = await self._parking.begin_put(
+            self._keys, self._fence_token, self._events_pending
+        )
+        return self._taken
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        await self._parking.settle_put(self._keys[0], self._done, self._taken, error)
 
 
 class _CarriedByPut:

@@ -251,17 +251,18 @@ def statements_alone(
     """Our `put`'s statement with the parameters of a real put of `value` (each call on a
     new thread), sent on a connection of its own: the statement without the saver."""
     captured: list[dict[str, Any]] = []
-    store = saver._store_checkpoint
+    combiner = saver._combiner  # what put hands its statement's parameters to
+    store = combiner.store
 
     def keep(params: dict[str, Any]) -> None:
         captured.append(params)
         store(params)
 
-    saver._store_checkpoint = keep  # type: ignore[method-assign]
+    combiner.store = keep  # type: ignore[method-assign]
     try:
         _put(saver, value)
     finally:
-        saver._store_checkpoint = store  # type: ignore[method-assign]
+        combiner.store = store  # type: ignore[method-assign]
     (params,) = captured
     with psycopg.connect(dsn, **CONNECTION_KWARGS) as conn:
 

@@ -157,7 +157,9 @@ class StatementOnlySaver(NoopSaver):
         capturing = DurablePostgresSaver(pool, write_linger=0)
         checkpoints: list[dict[str, Any]] = []
         writes: list[dict[str, Any]] = []
-        store_checkpoint, store_writes = capturing._store_checkpoint, capturing._store_writes
+        # put hands its statement's parameters to its combiner
+        combiner = capturing._combiner
+        store_checkpoint, store_writes = combiner.store, capturing._store_writes
 
         def keep_checkpoint(params: dict[str, Any]) -> None:
             checkpoints.append(dict(params))
@@ -167,7 +169,7 @@ class StatementOnlySaver(NoopSaver):
             writes.append(dict(params))
             store_writes(query, params)
 
-        capturing._store_checkpoint = keep_checkpoint  # type: ignore[method-assign]
+        combiner.store = keep_checkpoint  # type: ignore[method-assign]
         capturing._store_writes = keep_writes  # type: ignore[method-assign]
         graph_builder().compile(checkpointer=capturing).invoke(
             {}, {"configurable": {"thread_id": str(uuid.uuid4())}}, durability="sync"

@@ -106,7 +106,8 @@ def _instrument(saver: Any, timers: Timers) -> None:
     saver.put = timers.wrap("put", saver.put)
     saver.put_writes = timers.wrap("put_writes", saver.put_writes)
     saver.get_tuple = timers.wrap("get_tuple", saver.get_tuple)
-    saver._store_checkpoint = timers.wrap("put._store_checkpoint", saver._store_checkpoint)
+    combiner = saver._combiner  # what put hands its statement's parameters to
+    combiner.store = timers.wrap("put._store_checkpoint", combiner.store)
     saver._store_writes = timers.wrap("put_writes._store_writes", saver._store_writes)
     parking = saver._parking
     parking._take = timers.wrap("put.take_parked_writes", parking._take)

@@ -92,7 +92,9 @@ def statements(dsn: str, runs: int) -> dict[str, Stats]:
     """ms per statement on one connection, keyed by label."""
     captured: dict[str, Any] = {}
     with ours(dsn, 2, write_linger=0) as saver:  # the writes get a statement of their own
-        store_checkpoint, store_writes = saver._store_checkpoint, saver._store_writes
+        # put hands its statement's parameters to its combiner
+        combiner = saver._combiner
+        store_checkpoint, store_writes = combiner.store, saver._store_writes
 
         def keep_checkpoint(params: dict[str, Any]) -> None:
             captured.setdefault("checkpoint", params)
@@ -102,7 +104,7 @@ def statements(dsn: str, runs: int) -> dict[str, Stats]:
             captured.setdefault("writes", (query, params))
             store_writes(query, params)
 
-        saver._store_checkpoint = keep_checkpoint  # type: ignore[method-assign]
+        combiner.store = keep_checkpoint  # type: ignore[method-assign]
         saver._store_writes = keep_writes  # type: ignore[method-assign]
         graph_builder().compile(checkpointer=saver).invoke(
             {}, {"configurable": {"thread_id": "capture"}}, durability="sync"

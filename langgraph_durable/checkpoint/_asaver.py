@@ -624,7 +624,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         async with self._parking.carried_by_put(
             keys, fence_token=row["fence_token"], events_pending=events_pending
         ) as taken:
-            params.update(_core.parked_write_params(entry.params for entry in taken))
+            params.update(_core.parked_write_params([entry.params for entry in taken]))
             if exit_events:
                 for name, values in event_params(exit_events).items():
                     params[name] = params[name] + values

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -55,6 +56,8 @@ from langgraph_durable.errors import (
 __all__ = [
     "ID_LIMITS",
     "MAX_LIST_LIMIT",
+    "NO_BLOBS",
+    "NO_PARKED_WRITES",
     "PRUNE_STRATEGIES",
     "TUPLE_COLUMNS",
     "CheckpointRow",
@@ -404,31 +407,57 @@ def rejected_key(config: RunnableConfig) -> tuple[str, str] | None:
     return thread_id, checkpoint_ns
 
 
+NO_BLOBS: Mapping[str, Sequence[Any]] = MappingProxyType(
+    {"channels": (), "versions": (), "types": (), "blobs": ()}
+)
+"""`blob_params` of a checkpoint with no new blob (every value inline, or none changed):
+shared, read-only. A put's parameters live until its statement has committed, and under
+many runs on one loop every container alive across that wait brings the collector's next
+pass nearer (design.md)."""
+
+NO_PARKED_WRITES: Mapping[str, Sequence[Any]] = MappingProxyType(
+    {
+        "w_checkpoint_ids": (),
+        "w_task_ids": (),
+        "w_task_paths": (),
+        "w_idxs": (),
+        "w_channels": (),
+        "w_types": (),
+        "w_blobs": (),
+        **EMPTY_EVENT_PARAMS,
+    }
+)
+"""`parked_write_params` of a put that carries none: shared, read-only (see `NO_BLOBS`)."""
+
+
 def blob_params(
     serde: SerializerProtocol,
     blob_values: Mapping[str, Any],
     new_versions: ChannelVersions,
-) -> dict[str, list[Any]]:
+) -> Mapping[str, Sequence[Any]]:
     """Serialize the new versions of blob-stored channels, naming the channel on failure.
 
-    Returns the column arrays the `put_checkpoint` statement unnests.
+    Returns the column arrays the `put_checkpoint` statement unnests (`NO_BLOBS` when
+    there is none).
     """
-    params: dict[str, list[Any]] = {
-        "channels": TextArray(),
-        "versions": TextArray(),
-        "types": TextArray(),
-        "blobs": BytesArray(),
-    }
+    params: dict[str, list[Any]] | None = None
     for channel, version in new_versions.items():
         if channel not in blob_values:
             continue
+        if params is None:
+            params = {
+                "channels": TextArray(),
+                "versions": TextArray(),
+                "types": TextArray(),
+                "blobs": BytesArray(),
+            }
         where = functools.partial("Channel {!r}".format, channel)
         type_, blob = _dump(serde, blob_values[channel], where)
         params["channels"].append(stored_id(channel, "channel"))
         params["versions"].append(str(version))
         params["types"].append(type_)
         params["blobs"].append(blob)
-    return params
+    return NO_BLOBS if params is None else params
 
 
 def write_key(config: RunnableConfig) -> tuple[str, str, str]:
@@ -517,15 +546,16 @@ def delta_channel_names(metadata: CheckpointMetadata, blob_values: Mapping[str, 
     return names
 
 
-def parked_write_params(parked: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def parked_write_params(parked: Collection[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The `w_*` arrays of `put_checkpoint`: the rows of parked `write_params` results.
 
     Parked writes are regular writes only, so they are inserted as first stored. The
     outbox events of their tasks (`e_*`) travel with them. Without events the `e_*`
-    arrays are the shared empty ones: a put's parameters live until its statement has
-    committed, and under many runs on one loop every container alive across that wait
-    brings the collector's next pass nearer.
+    arrays are the shared empty ones, and without parked writes all of them are
+    (`NO_PARKED_WRITES`; see `NO_BLOBS`).
     """
+    if not parked:
+        return NO_PARKED_WRITES
     params: dict[str, Any] = {
         "w_checkpoint_ids": TextArray(),
         "w_task_ids": TextArray(),

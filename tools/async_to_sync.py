@@ -53,6 +53,7 @@ FILES = {
 EXTERNAL = {
     "AsyncConnectionPool": "ConnectionPool",
     "AsyncConnection": "Connection",
+    "AsyncCursor": "Cursor",
     "AsyncPipeline": "Pipeline",
     "AsyncIterator": "Iterator",
     "asynccontextmanager": "contextmanager",

@@ -681,8 +681,6 @@ LIMIT %(batch)s
 -- can never both own an attempt.
 
 -- name: effect_claim
--- No RETURNING: the row count says whether the row was inserted (its attempt is 1), and a
--- returned row costs the call about 15 us more.
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 INSERT INTO langgraph_durable_effects
     (key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,

@@ -261,11 +261,11 @@ class AsyncPutCombiner:
         self._flushers: set[asyncio.Task[None]] = set()
         self._deadlines: dict[asyncio.Future[bool], float] = {}
         """When each waiting put's wait runs out (`loop.time()`), if the pool has a timeout."""
-        self._expiry: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
-        """The queue's one timer, for its earliest deadline: a timer per put (armed, then
-        cancelled) left each put a timer handle on the loop's heap until its deadline
-        passed, which under 64 runs on one loop made the collector's full passes about a
-        tenth more frequent."""
+        self._expiry: asyncio.TimerHandle | None = None
+        """The queue's one timer, for its earliest deadline, on the loop of the saver
+        (one per combiner): a timer per put (armed, then cancelled) left each put a timer
+        handle on the loop's heap until its deadline passed, which under 64 runs on one
+        loop made the collector's full passes about a tenth more frequent."""
 
     @property
     def waiting(self) -> int:
@@ -285,8 +285,10 @@ class AsyncPutCombiner:
         limit = self._slots.wait_timeout
         if limit is not None:
             self._deadlines[stored] = deadline = loop.time() + limit
-            if self._expiry is None or self._expiry[0] is not loop:
-                self._expiry = (loop, loop.call_at(deadline, self._expire_due))
+            if self._expiry is None or self._expiry.when() > deadline:
+                if self._expiry is not None:  # the pool's timeout was lowered since
+                    self._expiry.cancel()
+                self._expiry = loop.call_at(deadline, self._expire_due)
         try:
             ok = await stored
         finally:
@@ -308,7 +310,7 @@ class AsyncPutCombiner:
                 entry[1].set_exception(self._slots.timed_out())
         earliest = min(map(self._deadline, self._waiting), default=math.inf)
         if earliest < math.inf:
-            self._expiry = (loop, loop.call_at(earliest, self._expire_due))
+            self._expiry = loop.call_at(earliest, self._expire_due)
 
     def _deadline(self, entry: tuple[Params, asyncio.Future[bool]]) -> float:
         return self._deadlines.get(entry[1], math.inf)

@@ -789,8 +789,14 @@ class AsyncWriteParking:
             if left <= 0:
                 _events_not_taken(key)
                 return
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._next_change(), left)
+            # Listening from now on: before Python 3.12, wait_for starts its own task
+            # on a later turn of the loop, and a change made before then would be missed.
+            self._listeners += 1
+            try:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), left)
+            finally:
+                self._listeners -= 1
 
     async def _take(
         self, keys: Sequence[WriteKey], fence_token: int | None = None

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor, pq
 from psycopg.rows import DictRow, tuple_row
 from typing_extensions import LiteralString
 
@@ -72,27 +72,43 @@ T = TypeVar("T")
 PgConn = AsyncConnection[DictRow]
 
 
+async def _aexecute(
+    conn: PgConn, cur: AsyncCursor[Any], query: LiteralString, params: dict[str, Any]
+) -> None:
+    """Run `query` on `cur` with its results in hand on return: its rows, its columns and
+    its row count. On a connection in pipeline mode (a saver made with `pipe=`) those
+    arrive at the next sync, so the statement runs in a nested pipeline block, whose end
+    syncs."""
+    if conn.pgconn.pipeline_status == pq.PipelineStatus.OFF:
+        await cur.execute(query, params)
+    else:
+        async with conn.pipeline():
+            await cur.execute(query, params)
+
+
 async def _afirst_column(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[Any]:
     """The first column of each row of a statement that returns rows (`RETURNING`, a final
     `SELECT`): the hot path needs no dict per row, nor the result's column descriptions
     (building them cost about 7% of an `@effect` call's CPU)."""
     cur = conn.cursor(row_factory=tuple_row)
-    await cur.execute(query, params)
+    await _aexecute(conn, cur, query, params)
     return [row[0] for row in await cur.fetchall()]
 
 
 async def _arow_count(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> int:
     """How many rows a statement wrote (or its final `SELECT` returned): the hot path's
-    statements answer with their row count rather than a returned row."""
-    cur = conn.cursor()
-    await cur.execute(query, params)
+    statements answer with their row count rather than a returned row (which cost an
+    `@effect` call about 15 us on the claim and 25 on the completion)."""
+    cur = conn.cursor(row_factory=tuple_row)
+    await _aexecute(conn, cur, query, params)
     return cur.rowcount
 
 
 async def _arows(
     conn: PgConn, query: LiteralString, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    cur = await conn.execute(query, params)
+    cur = conn.cursor()
+    await _aexecute(conn, cur, query, params)
     return await cur.fetchall() if cur.description else []
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import Connection
+from psycopg import Connection, Cursor, pq
 from psycopg.rows import DictRow, tuple_row
 from typing_extensions import LiteralString
 
@@ -74,25 +74,39 @@ T = TypeVar("T")
 PgConn = Connection[DictRow]
 
 
+def _execute(conn: PgConn, cur: Cursor[Any], query: LiteralString, params: dict[str, Any]) -> None:
+    """Run `query` on `cur` with its results in hand on return: its rows, its columns and
+    its row count. On a connection in pipeline mode (a saver made with `pipe=`) those
+    arrive at the next sync, so the statement runs in a nested pipeline block, whose end
+    syncs."""
+    if conn.pgconn.pipeline_status == pq.PipelineStatus.OFF:
+        cur.execute(query, params)
+    else:
+        with conn.pipeline():
+            cur.execute(query, params)
+
+
 def _first_column(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[Any]:
     """The first column of each row of a statement that returns rows (`RETURNING`, a final
     `SELECT`): the hot path needs no dict per row, nor the result's column descriptions
     (building them cost about 7% of an `@effect` call's CPU)."""
     cur = conn.cursor(row_factory=tuple_row)
-    cur.execute(query, params)
+    _execute(conn, cur, query, params)
     return [row[0] for row in cur.fetchall()]
 
 
 def _row_count(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> int:
     """How many rows a statement wrote (or its final `SELECT` returned): the hot path's
-    statements answer with their row count rather than a returned row."""
-    cur = conn.cursor()
-    cur.execute(query, params)
+    statements answer with their row count rather than a returned row (which cost an
+    `@effect` call about 15 us on the claim and 25 on the completion)."""
+    cur = conn.cursor(row_factory=tuple_row)
+    _execute(conn, cur, query, params)
     return cur.rowcount
 
 
 def _rows(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[dict[str, Any]]:
-    cur = conn.execute(query, params)
+    cur = conn.cursor()
+    _execute(conn, cur, query, params)
     return cur.fetchall() if cur.description else []
 
 

@@ -16,9 +16,14 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg.rows import dict_row
 
-from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver, EffectJournal
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    AsyncEffectJournal,
+    DurablePostgresSaver,
+    EffectJournal,
+)
 from langgraph_durable.checkpoint import aput_txn, aput_writes_txn, put_txn, put_writes_txn
-from langgraph_durable.effects import aclaim_txn, acomplete_txn, complete_txn
+from langgraph_durable.effects import aclaim_txn, acomplete_txn, complete_txn, journal_of
 from langgraph_durable.effects._protocol import EffectStatus
 
 SERDE = JsonPlusSerializer()
@@ -122,3 +127,42 @@ def test_an_effects_completion_commits_with_the_callers_row(dsn: str, commit: bo
     assert row is not None
     assert row.status is (EffectStatus.COMPLETED if commit else EffectStatus.RUNNING)
     assert announced(dsn, key) is commit
+
+
+def test_claims_and_completions_count_right_on_a_connection_in_pipeline_mode(dsn: str) -> None:
+    """A saver made with `pipe=` lends its journal a connection in pipeline mode, where a
+    statement's row count arrives only at the next sync: a claim of a key taken already
+    must still say None, a completion True."""
+    key = f"piped-{uuid.uuid4()}"
+    with (
+        psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn,
+        conn.pipeline() as pipe,
+    ):
+        journal = journal_of(DurablePostgresSaver(conn, pipe))
+        assert isinstance(journal, EffectJournal)
+        assert journal.claim(key, "send", "h", 30, None) == 1
+        assert journal.claim(key, "send", "h", 30, None) is None
+        assert journal.complete(key, 1, "sent")
+        assert not journal.complete(key, 1, "again")  # completed already: not running
+        row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.COMPLETED
+
+
+async def test_async_claims_and_completions_count_right_on_a_connection_in_pipeline_mode(
+    dsn: str,
+) -> None:
+    key = f"piped-{uuid.uuid4()}"
+    async with (
+        await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row) as conn,
+        conn.pipeline() as pipe,
+    ):
+        journal = journal_of(AsyncDurablePostgresSaver(conn, pipe))
+        assert isinstance(journal, AsyncEffectJournal)
+        assert await journal.aclaim(key, "send", "h", 30, None) == 1
+        assert await journal.aclaim(key, "send", "h", 30, None) is None
+        assert await journal.acomplete(key, 1, "sent")
+        assert not await journal.acomplete(key, 1, "again")
+        row = await journal.aget(key)
+    assert row is not None
+    assert row.status is EffectStatus.COMPLETED

@@ -414,6 +414,23 @@ async def test_async_a_put_waits_in_the_queue_no_longer_than_for_a_connection() 
     assert stores.alone == ["first"]
 
 
+async def test_async_a_put_leaves_in_time_when_the_pool_timeout_was_lowered_meanwhile() -> None:
+    """The queue has one timer, for its earliest deadline: a put that came later with a
+    shorter timeout (the pool's was lowered) still leaves the queue when its own ends."""
+    stores, release = Stores(), asyncio.Event()
+    slots = Slots(wait_timeout=100 * HANG_S)
+    combiner, first = await slot_held_by_first(stores, release, slots)
+    patient = asyncio.create_task(combiner.store(put("patient")))
+    await asyncio.sleep(0)
+    slots.wait_timeout = 0.01
+    with pytest.raises(PoolTimeoutError):
+        await asyncio.wait_for(combiner.store(put("late")), HANG_S)
+    assert combiner.waiting == 1  # the patient put waits on
+    release.set()
+    await asyncio.gather(first, patient)
+    assert stores.alone == ["first", "patient"]
+
+
 def test_threads_a_put_waits_in_the_queue_no_longer_than_for_a_connection() -> None:
     stores = Stores()
     one = FirstHolds(stores.one)

@@ -11,7 +11,9 @@ committed, and all of one put's rows are in one transaction, as before (I4).
 
 What goes together (`fits`): puts without a fencing token, run progress or outbox events,
 and none larger than `MAX_PUT_BYTES`. Those others wait in the same queue, in their turn,
-and are stored alone; any put while a slot is free is stored alone at once, as before.
+and are stored alone; any put while a slot is free is stored alone at once, as before,
+except that in the async flavour puts that fit go one statement at a time (group commit:
+while one is under way the next ones wait and go together, `AsyncPutCombiner`).
 Two puts of one checkpoint never share a statement (`ON CONFLICT DO UPDATE` may not touch
 a row twice).
 
@@ -65,6 +67,11 @@ LOCK_TIMEOUT_MS = 100
 """How long a combined statement waits for a row lock held elsewhere before its puts are
 stored one by one (the saver's own `lock_timeout` applies to those; a shorter one of the
 saver's applies to the combined statement too)."""
+
+LANE_WAIT_S = LOCK_TIMEOUT_MS / 1000
+"""How long the puts that fit wait for the lane's statement (`AsyncPutCombiner`) before
+the next ones go beside it: a put alone waiting on a row lock, or a slow statement, holds
+the others up no longer than a combined statement waits for a lock."""
 
 Params = dict[str, Any]
 
@@ -232,7 +239,8 @@ def _leave(waiting: Waiting, entry: tuple[Params, Any]) -> bool:
 
 
 class AsyncPutCombiner:
-    """Stores puts alone while a statement slot is free, together while none is.
+    """Stores puts alone while a statement slot is free, together while none is; puts
+    that can share a statement (`fits`) one statement at a time (group commit).
 
     Args:
         slots: The connection source: how many statements may be under way at once
@@ -246,6 +254,16 @@ class AsyncPutCombiner:
     by flusher tasks, one per free slot. A put's caller waits on a future: True when
     stored, False when it must store the put alone (its batch failed), which it does at
     once, beside the others.
+
+    Puts that fit have one lane: while a statement carrying such puts is under way, the
+    next ones wait for it, however many slots are free, and then go together. Many runs on
+    one event loop keep it busy; each statement costs the loop CPU (the driver's execute,
+    the wake-ups), so fewer, fuller statements leave it more for the runs: at 64 runs on
+    a pool of 4, 5 puts per statement became 15 and a step's CPU fell by a tenth
+    (`docs/design.md`, "One lane for puts that go together"). A batch's wait is bounded
+    by one statement: under lock contention `LOCK_TIMEOUT_MS`, then its puts go alone,
+    beside each other. Puts that cannot share a statement (fenced, with events, large)
+    are not held by the lane.
     """
 
     def __init__(
@@ -257,6 +275,11 @@ class AsyncPutCombiner:
         self._slots = slots
         self._store_one, self._store_many = store_one, store_many
         self._running = 0
+        self._lane: object | None = None
+        """Who holds the lane: the put stored alone (its parameters) or the flusher task
+        storing the puts that fit; None while it is free."""
+        self._lane_timer: asyncio.TimerHandle | None = None
+        """Frees the lane `LANE_WAIT_S` after a put began to wait for it; armed only then."""
         self._waiting: Waiting = collections.deque()
         self._flushers: set[asyncio.Task[None]] = set()
         self._deadlines: dict[asyncio.Future[bool], float] = {}
@@ -275,8 +298,13 @@ class AsyncPutCombiner:
     async def store(self, params: Params) -> None:
         """Store one put's parameters (`put_checkpoint_statement`'s); returns once they
         are committed, raises what storing them raised."""
-        if self._running < self._slots.capacity and not self._waiting:
-            await self._alone(params)
+        lane = fits(params)
+        if (
+            self._running < self._slots.capacity
+            and not self._waiting
+            and not (lane and self._lane is not None)
+        ):
+            await self._alone(params, lane)
             return
         loop = asyncio.get_running_loop()
         stored: asyncio.Future[bool] = loop.create_future()
@@ -315,12 +343,44 @@ class AsyncPutCombiner:
     def _deadline(self, entry: tuple[Params, asyncio.Future[bool]]) -> float:
         return self._deadlines.get(entry[1], math.inf)
 
-    async def _alone(self, params: Params) -> None:
+    async def _alone(self, params: Params, lane: bool = False) -> None:
+        """Stores one put at once; `lane`: it holds the lane meanwhile (`fits`; not a put
+        whose batch failed, which goes beside the others)."""
         self._running += 1
+        if lane:
+            self._claim_lane(params)
         try:
             await self._store_one(params)
         finally:
             self._running -= 1
+            if lane:
+                self._release_lane(params)
+            self._start_flushers()
+
+    def _claim_lane(self, holder: object) -> None:
+        self._lane = holder
+
+    def _wait_for_lane(self) -> None:
+        """Puts that fit wait for the lane: from now on, for `LANE_WAIT_S` at most."""
+        if self._lane_timer is None:
+            self._lane_timer = asyncio.get_running_loop().call_later(
+                LANE_WAIT_S, self._lane_overdue, self._lane
+            )
+
+    def _release_lane(self, holder: object) -> None:
+        """The holder's statement ended; a holder whose lane ran over has none to free."""
+        if self._lane is holder:
+            self._lane = None
+            if self._lane_timer is not None:
+                self._lane_timer.cancel()
+                self._lane_timer = None
+
+    def _lane_overdue(self, holder: object) -> None:
+        """Puts waited `LANE_WAIT_S` for the lane: its statement goes on, and the waiting
+        puts that fit get a lane of their own beside it."""
+        if self._lane is holder:
+            self._lane = None
+            self._lane_timer = None
             self._start_flushers()
 
     def _start_flushers(self) -> None:
@@ -329,11 +389,25 @@ class AsyncPutCombiner:
         while self._waiting and self._waiting[0][1].cancelled():
             self._waiting.popleft()
         while self._waiting and self._running < self._slots.capacity:
+            lane = fits(self._waiting[0][0])
+            if lane and self._lane is not None:
+                self._wait_for_lane()  # the puts that fit wait for the lane's statement
+                break
             self._running += 1
             # In a context of its own: a batch is no one put's work (telemetry spans).
-            task = contextvars.Context().run(asyncio.get_running_loop().create_task, self._flush())
+            task = contextvars.Context().run(
+                asyncio.get_running_loop().create_task, self._flush(lane)
+            )
             self._flushers.add(task)  # a strong reference until it ends
-            task.add_done_callback(self._flusher_done)
+            if lane:
+                self._claim_lane(task)  # now: the task starts on a later turn
+                task.add_done_callback(self._lane_done)
+            else:
+                task.add_done_callback(self._flusher_done)
+
+    def _lane_done(self, task: asyncio.Task[None]) -> None:
+        self._release_lane(task)
+        self._flusher_done(task)
 
     def _flusher_done(self, task: asyncio.Task[None]) -> None:
         # A callback, not a `finally`: it also runs for a task cancelled before it started.
@@ -342,8 +416,15 @@ class AsyncPutCombiner:
         if not task.get_loop().is_closed():
             self._start_flushers()
 
-    async def _flush(self) -> None:
-        while batch := take_batch(self._waiting):
+    async def _flush(self, lane: bool) -> None:
+        """Stores waiting puts batch after batch while the queue's first one is of this
+        flusher's kind: puts that fit (`lane`: while it holds the lane, which it frees when
+        it ends, `_lane_done`) or one that does not."""
+        me = asyncio.current_task() if lane else None
+        while (
+            self._waiting and fits(self._waiting[0][0]) == lane and (me is None or self._lane is me)
+        ):
+            batch = take_batch(self._waiting)
             batch = [entry for entry in batch if not entry[1].cancelled()]
             if batch:
                 await self._store_batch(batch)

@@ -19,6 +19,7 @@ from langgraph_durable._sql import (
     PSYCOPG_CACHED_QUERY_PARAMS,
     parameter_names,
 )
+from langgraph_durable.checkpoint import _combining
 from langgraph_durable.checkpoint._combining import (
     MAX_BATCH,
     MAX_PUT_BYTES,
@@ -188,6 +189,47 @@ async def test_async_puts_go_alone_while_a_slot_is_free_and_together_while_none_
     assert stores.together == [[f"t{i}" for i in range(5)]]
     await combiner.store(put("later"))  # the slot is free again
     assert stores.alone[-1] == "later"
+
+
+async def test_async_puts_that_fit_go_one_statement_at_a_time_while_slots_are_free() -> None:
+    """Group commit: while a statement carrying puts that fit is under way, the next such
+    puts wait for it, with three of four slots free, and then go together; a put that
+    cannot share a statement is not held by them."""
+    stores, release = Stores(), asyncio.Event()
+    slots = Slots()
+    slots.capacity = 4
+    combiner, first = await slot_held_by_first(stores, release, slots)
+    fenced = asyncio.create_task(combiner.store(put("fenced", fence_token=1)))
+    await asyncio.wait_for(fenced, HANG_S)  # beside the lane, at once
+    assert stores.alone == ["fenced"]
+    rest = [asyncio.create_task(combiner.store(put(f"t{i}"))) for i in range(5)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert combiner.waiting == 5
+    release.set()
+    await asyncio.wait_for(asyncio.gather(first, *rest), HANG_S)
+    assert stores.alone == ["fenced", "first"]
+    assert stores.together == [[f"t{i}" for i in range(5)]]
+
+
+async def test_async_puts_wait_for_the_lane_no_longer_than_lane_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lane's statement that does not end (a put alone waiting on a row lock) holds the
+    puts that fit up for `LANE_WAIT_S` only: then they go beside it, on a free slot."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", 0.01)
+    stores, release = Stores(), asyncio.Event()
+    slots = Slots()
+    slots.capacity = 2
+    combiner, first = await slot_held_by_first(stores, release, slots)
+    rest = [asyncio.create_task(combiner.store(put(f"t{i}"))) for i in range(3)]
+    await asyncio.wait_for(asyncio.gather(*rest), HANG_S)
+    assert not first.done()
+    assert stores.together == [["t0", "t1", "t2"]]
+    release.set()
+    await asyncio.wait_for(first, HANG_S)
+    await asyncio.wait_for(combiner.store(put("later")), HANG_S)  # the lane is free again
+    assert stores.alone == ["first", "later"]
 
 
 async def test_async_a_failed_batch_is_stored_one_by_one_each_with_its_own_outcome() -> None:

@@ -78,6 +78,13 @@ def thread_id_of(value: object, what: str = "thread_id") -> str:
     upstream lets such an id reach the server and fail mid-transaction. Integers and UUIDs
     are accepted as their text.
     """
+    if (
+        type(value) is str
+        and value.isascii()
+        and "\x00" not in value
+        and (value or what != "thread_id")
+    ):
+        return value  # most ids: plain ASCII text, checked here (on every put and write)
     if isinstance(value, (bytes, bytearray)) or value is None:
         raise InvalidThreadIdError(f"{what} must be a string, got {type(value).__name__}.")
     text = _text(str(value), what)

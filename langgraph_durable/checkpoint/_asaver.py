@@ -698,7 +698,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             events = self._events.take_for_task(
                 key[0], key[2], task_id, fence_token=fence_token_of(config)
             )
-            params = _core.write_params(self.serde, config, writes, task_id, task_path)
+            params = _core.write_params(self.serde, config, writes, task_id, task_path, key)
             params.update(event_params(events) if events and not ends_step else EMPTY_EVENT_PARAMS)
             park = writes_may_wait(
                 config,

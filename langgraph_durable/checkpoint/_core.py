@@ -499,20 +499,22 @@ def write_params(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    key: tuple[str, str, str] | None = None,
 ) -> dict[str, Any]:
     """Serialize a task's writes into the parameters of the writes statements.
 
     Special writes take fixed negative indexes (`WRITES_IDX_MAP`), regular ones their
-    position.
+    position. `key`: `write_key(config)`, when the caller has it already.
     """
-    thread_id, checkpoint_ns, checkpoint_id = write_key(config)
+    thread_id, checkpoint_ns, checkpoint_id = write_key(config) if key is None else key
+    fence = fence_of(config)
     params: dict[str, Any] = {
         "thread_id": fits_key(thread_id, "thread_id"),  # valid text: `target` checked it
         "checkpoint_ns": fits_key(checkpoint_ns, "checkpoint_ns"),
         "checkpoint_id": fits_key(checkpoint_id, "checkpoint_id"),
         "task_id": stored_id(task_id, "task_id"),
         "task_path": thread_id_of(task_path, "task_path"),
-        "fence_token": fence_params(config)["fence_token"],
+        "fence_token": None if fence is None else fence.token,
         "idxs": IntArray(),
         "channels": TextArray(),
         "types": TextArray(),

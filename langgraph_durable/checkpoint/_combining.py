@@ -255,15 +255,17 @@ class AsyncPutCombiner:
     stored, False when it must store the put alone (its batch failed), which it does at
     once, beside the others.
 
-    Puts that fit have one lane: while a statement carrying such puts is under way, the
-    next ones wait for it, however many slots are free, and then go together. Many runs on
-    one event loop keep it busy; each statement costs the loop CPU (the driver's execute,
-    the wake-ups), so fewer, fuller statements leave it more for the runs: at 64 runs on
-    a pool of 4, 5 puts per statement became 15 and a step's CPU fell by a tenth
-    (`docs/design.md`, "One lane for puts that go together"). A batch's wait is bounded
-    by one statement: under lock contention `LOCK_TIMEOUT_MS`, then its puts go alone,
-    beside each other. Puts that cannot share a statement (fenced, with events, large)
-    are not held by the lane.
+    Puts that fit have one lane: while a statement carrying such puts is under way (a put
+    stored alone, or a flusher's batch), the next ones wait for it, however many slots are
+    free, and then go together in the lane's next statement. Many runs on one event loop
+    keep it busy; each statement costs the loop CPU (the driver's execute, the wake-ups),
+    so fewer, fuller statements leave it more for the runs: at 64 runs on a pool of 4, 5
+    puts per statement became 15 and a step's CPU fell by a tenth (`docs/design.md`, "One
+    lane for puts that go together"). Waiting for the lane's statement is bounded by
+    `LANE_WAIT_S` (its statement may be a put alone under the saver's own `lock_timeout`):
+    then the waiting puts get a lane of their own beside it. Puts that cannot share a
+    statement (fenced, with events, large) use free slots at once while none waits; queued
+    behind a put waiting for the lane, they wait with it, in their turn.
     """
 
     def __init__(
@@ -279,7 +281,8 @@ class AsyncPutCombiner:
         """Who holds the lane: the put stored alone (its parameters) or the flusher task
         storing the puts that fit; None while it is free."""
         self._lane_timer: asyncio.TimerHandle | None = None
-        """Frees the lane `LANE_WAIT_S` after a put began to wait for it; armed only then."""
+        """Frees the lane `LANE_WAIT_S` after a put began to wait for the lane's current
+        statement; armed only then."""
         self._waiting: Waiting = collections.deque()
         self._flushers: set[asyncio.Task[None]] = set()
         self._deadlines: dict[asyncio.Future[bool], float] = {}
@@ -309,6 +312,8 @@ class AsyncPutCombiner:
         loop = asyncio.get_running_loop()
         stored: asyncio.Future[bool] = loop.create_future()
         self._waiting.append((params, stored))
+        if lane and self._lane is not None:
+            self._wait_for_lane()
         self._start_flushers()
         limit = self._slots.wait_timeout
         if limit is not None:
@@ -361,7 +366,8 @@ class AsyncPutCombiner:
         self._lane = holder
 
     def _wait_for_lane(self) -> None:
-        """Puts that fit wait for the lane: from now on, for `LANE_WAIT_S` at most."""
+        """A put waits for the lane's statement: for `LANE_WAIT_S` at most from now, unless
+        one waits already."""
         if self._lane_timer is None:
             self._lane_timer = asyncio.get_running_loop().call_later(
                 LANE_WAIT_S, self._lane_overdue, self._lane
@@ -391,8 +397,7 @@ class AsyncPutCombiner:
         while self._waiting and self._running < self._slots.capacity:
             lane = fits(self._waiting[0][0])
             if lane and self._lane is not None:
-                self._wait_for_lane()  # the puts that fit wait for the lane's statement
-                break
+                break  # the puts that fit wait for the lane's statement (`_wait_for_lane`)
             self._running += 1
             # In a context of its own: a batch is no one put's work (telemetry spans).
             task = contextvars.Context().run(
@@ -425,6 +430,12 @@ class AsyncPutCombiner:
             self._waiting and fits(self._waiting[0][0]) == lane and (me is None or self._lane is me)
         ):
             batch = take_batch(self._waiting)
+            if lane:  # a new statement: the puts left waiting wait for it from now
+                if self._lane_timer is not None:
+                    self._lane_timer.cancel()
+                    self._lane_timer = None
+                if self._waiting:
+                    self._wait_for_lane()
             batch = [entry for entry in batch if not entry[1].cancelled()]
             if batch:
                 await self._store_batch(batch)

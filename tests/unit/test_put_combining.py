@@ -191,10 +191,13 @@ async def test_async_puts_go_alone_while_a_slot_is_free_and_together_while_none_
     assert stores.alone[-1] == "later"
 
 
-async def test_async_puts_that_fit_go_one_statement_at_a_time_while_slots_are_free() -> None:
+async def test_async_puts_that_fit_go_one_statement_at_a_time_while_slots_are_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Group commit: while a statement carrying puts that fit is under way, the next such
     puts wait for it, with three of four slots free, and then go together; a put that
-    cannot share a statement is not held by them."""
+    cannot share a statement goes at once while none waits, and in its turn behind them."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
     stores, release = Stores(), asyncio.Event()
     slots = Slots()
     slots.capacity = 4
@@ -203,12 +206,13 @@ async def test_async_puts_that_fit_go_one_statement_at_a_time_while_slots_are_fr
     await asyncio.wait_for(fenced, HANG_S)  # beside the lane, at once
     assert stores.alone == ["fenced"]
     rest = [asyncio.create_task(combiner.store(put(f"t{i}"))) for i in range(5)]
+    behind = asyncio.create_task(combiner.store(put("behind", fence_token=1)))
     for _ in range(3):
         await asyncio.sleep(0)
-    assert combiner.waiting == 5
+    assert combiner.waiting == 6
     release.set()
-    await asyncio.wait_for(asyncio.gather(first, *rest), HANG_S)
-    assert stores.alone == ["fenced", "first"]
+    await asyncio.wait_for(asyncio.gather(first, behind, *rest), HANG_S)
+    assert stores.alone == ["fenced", "first", "behind"]
     assert stores.together == [[f"t{i}" for i in range(5)]]
 
 
@@ -228,8 +232,52 @@ async def test_async_puts_wait_for_the_lane_no_longer_than_lane_wait(
     assert stores.together == [["t0", "t1", "t2"]]
     release.set()
     await asyncio.wait_for(first, HANG_S)
-    await asyncio.wait_for(combiner.store(put("later")), HANG_S)  # the lane is free again
+    later = asyncio.create_task(combiner.store(put("later")))
+    await asyncio.sleep(0)
+    assert later.done()  # the lane is free again: stored alone at once
     assert stores.alone == ["first", "later"]
+
+
+async def test_async_the_lane_wait_starts_again_with_each_statement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait for the lane is counted per statement of its holder: a flusher storing
+    batch after batch, each quick, keeps its lane however long it goes on."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
+    stores, release = Stores(), asyncio.Event()
+    in_batch, batch_release = asyncio.Event(), asyncio.Event()
+
+    async def one(params: dict[str, Any]) -> None:
+        if params["thread_id"] == "first":
+            await release.wait()
+        stores.one(params)
+
+    async def many(batch: Sequence[dict[str, Any]]) -> None:
+        in_batch.set()
+        await batch_release.wait()
+        stores.many(batch)
+
+    slots = Slots()
+    slots.capacity = 4
+    combiner = AsyncPutCombiner(slots, one, many)
+    first = asyncio.create_task(combiner.store(put("first")))
+    await asyncio.sleep(0)
+    waiting = [asyncio.create_task(combiner.store(put(name))) for name in ("a", "b")]
+    await asyncio.sleep(0)
+    timer = combiner._lane_timer
+    assert timer is not None  # "a" and "b" wait for the lane's statement
+    release.set()
+    await asyncio.wait_for(in_batch.wait(), HANG_S)  # "a" and "b" in the flusher's statement
+    assert combiner.waiting == 0
+    assert timer.cancelled()
+    assert combiner._lane_timer is None  # nobody waits for the new statement yet
+    more = [asyncio.create_task(combiner.store(put(name))) for name in ("c", "d")]
+    await asyncio.sleep(0)
+    assert combiner._lane_timer is not None
+    assert combiner._lane_timer is not timer
+    batch_release.set()
+    await asyncio.wait_for(asyncio.gather(first, *waiting, *more), HANG_S)
+    assert stores.together == [["a", "b"], ["c", "d"]]
 
 
 async def test_async_a_failed_batch_is_stored_one_by_one_each_with_its_own_outcome() -> None:

@@ -377,9 +377,12 @@ class AsyncPutCombiner:
         """The holder's statement ended; a holder whose lane ran over has none to free."""
         if self._lane is holder:
             self._lane = None
-            if self._lane_timer is not None:
-                self._lane_timer.cancel()
-                self._lane_timer = None
+            self._stop_lane_timer()
+
+    def _stop_lane_timer(self) -> None:
+        if self._lane_timer is not None:
+            self._lane_timer.cancel()
+            self._lane_timer = None
 
     def _lane_overdue(self, holder: object) -> None:
         """Puts waited `LANE_WAIT_S` for the lane: its statement goes on, and the waiting
@@ -431,9 +434,7 @@ class AsyncPutCombiner:
         ):
             batch = take_batch(self._waiting)
             if lane:  # a new statement: the puts left waiting wait for it from now
-                if self._lane_timer is not None:
-                    self._lane_timer.cancel()
-                    self._lane_timer = None
+                self._stop_lane_timer()
                 if self._waiting:
                     self._wait_for_lane()
             batch = [entry for entry in batch if not entry[1].cancelled()]

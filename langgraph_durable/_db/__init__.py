@@ -10,6 +10,7 @@ from langgraph_durable._db._amigrate import acheck_schema, amigrate
 from langgraph_durable._db._asource import (
     AsyncConn,
     AsyncConnectionSource,
+    aclose_pool,
     aopen_pool,
     aretry_on_disconnect,
 )
@@ -17,6 +18,7 @@ from langgraph_durable._db._migrate import check_schema, migrate
 from langgraph_durable._db._source import (
     Conn,
     ConnectionSource,
+    close_pool,
     open_pool,
     retry_on_disconnect,
 )
@@ -49,11 +51,13 @@ __all__ = [
     "TextArray",
     "Timeout",
     "acheck_schema",
+    "aclose_pool",
     "amigrate",
     "aopen_pool",
     "aretry_on_disconnect",
     "check_dsn",
     "check_schema",
+    "close_pool",
     "describe_dsn",
     "from_our_connections",
     "is_disconnect",

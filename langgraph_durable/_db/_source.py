@@ -57,6 +57,7 @@ from langgraph_durable._db.connections import (
 )
 from langgraph_durable._db.gate import PoolGate
 from langgraph_durable._db.registry import source_of
+from langgraph_durable._db.warm import WARM
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
@@ -68,6 +69,7 @@ from langgraph_durable.errors import (
 __all__ = [
     "Conn",
     "ConnectionSource",
+    "close_pool",
     "open_pool",
     "retry_on_disconnect",
 ]
@@ -131,7 +133,17 @@ def open_pool(
             f"Could not connect to Postgres at {describe_dsn(dsn)} within {connect_timeout}s. "
             "Check that the server runs and that the DSN (host, port, user, database) is right."
         ) from exc
+    WARM.open(pool)
     return pool
+
+
+def close_pool(pool: ConnectionPool[Connection[DictRow]]) -> None:
+    """Close a pool `open_pool` opened, with the connection its slot kept (`warm.py`)."""
+    slot = WARM.of(pool)
+    kept = slot.take_for_close() if slot is not None else None
+    if kept is not None:
+        pool.putconn(kept)
+    pool.close()
 
 
 def _reconnect_again(pool: ConnectionPool[Any]) -> None:
@@ -181,6 +193,8 @@ class ConnectionSource:
         self.pipe = pipe
         if isinstance(conn, Connection):
             check_row_factory(conn)
+        # A pool the saver opened keeps a connection between calls (`warm.py`).
+        self._warm = WARM.of(conn) if isinstance(conn, ConnectionPool) else None
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = threading.Lock()
         self.timeouts = timeout_settings(
@@ -213,7 +227,7 @@ class ConnectionSource:
         """
         try:
             if isinstance(self.conn, ConnectionPool):
-                conn = self._borrow(self.conn)
+                conn, out_since, gated = self._borrow(self.conn)
                 try:
                     check_row_factory(conn)
                     self._configure(conn, self.timeouts if timeouts else {})
@@ -225,7 +239,7 @@ class ConnectionSource:
                         with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    self._give_back(self.conn, conn)
+                    self._give_back(self.conn, conn, out_since, gated)
             else:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -246,7 +260,9 @@ class ConnectionSource:
                 raise
             raise named from exc
 
-    def _borrow(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
+    def _borrow(
+        self, pool: ConnectionPool[Connection[DictRow]]
+    ) -> tuple[Connection[DictRow], float, bool]:
         """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
         `CHECK_IDLE_AFTER` or longer whose session the server has already ended
         (`ended_by_server`: no round trip). After a restart every idle connection is dead:
@@ -255,8 +271,32 @@ class ConnectionSource:
         4... s between dead connections.)
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
-        every connection is lent); the pool's timeout bounds both waits together. Give
-        the connection back with `_give_back`."""
+        every connection is lent); the pool's timeout bounds both waits together. The
+        connection kept by the pool's slot (`warm.py`), when there is one, is taken
+        instead, without the gate. Returns the connection, when it left the pool and
+        whether it passed the gate; give it back with `_give_back`."""
+        slot = self._warm
+        if slot is not None and pool.closed:  # closed by hand, not by `close_pool`
+            kept = slot.take_for_close()
+            if kept is not None:
+                pool.putconn(kept)  # a closed pool closes it
+            slot = None  # the pool raises its own PoolClosed
+        if slot is not None:
+            while (kept := slot.take()) is not None:
+                conn, out_since = kept
+                if not (IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn)):
+                    return conn, out_since, False
+                conn.close()
+                pool.putconn(conn)  # closed: the pool discards it and opens another
+                self.drop_dead_connections()
+            try:
+                conn = self._borrow_from_pool(pool)
+            finally:
+                served_at = slot.served()
+            return conn, served_at, True
+        return self._borrow_from_pool(pool), 0.0, True
+
+    def _borrow_from_pool(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
         gate = PoolGate.of(pool)
         try:
             timeout = gate.enter(pool)
@@ -277,14 +317,21 @@ class ConnectionSource:
         return conn
 
     def _give_back(
-        self, pool: ConnectionPool[Connection[DictRow]], conn: Connection[DictRow]
+        self,
+        pool: ConnectionPool[Connection[DictRow]],
+        conn: Connection[DictRow],
+        out_since: float,
+        gated: bool,
     ) -> None:
-        """Return a connection from `_borrow` to its pool, and let the next borrower in."""
+        """Return a connection from `_borrow` to the pool's slot or to the pool, and let
+        the next borrower past the gate."""
         IDLE_SINCE.given_back(conn)
         try:
-            pool.putconn(conn)
+            if self._warm is None or not self._warm.keep(conn, out_since):
+                pool.putconn(conn)
         finally:
-            PoolGate.of(pool).leave(pool)
+            if gated:
+                PoolGate.of(pool).leave(pool)
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once.
@@ -328,9 +375,13 @@ class ConnectionSource:
         return DatabaseUnreachableError(single_connection_lost(self.conn))
 
     def drop_dead_connections(self) -> None:
-        """After a lost connection: a restart kills every idle one, so check them all."""
+        """After a lost connection: a restart kills every idle one, so check them all (the
+        one kept by the pool's slot too)."""
         if isinstance(self.conn, ConnectionPool):
             try:
+                kept = self._warm.discard() if self._warm is not None else None
+                if kept is not None:
+                    self.conn.putconn(kept)
                 self.conn.check()
             except Exception as exc:  # a pool closing meanwhile; its next call says so
                 logger.debug("could not check the pool's connections: %s", exc)

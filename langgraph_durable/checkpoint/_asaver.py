@@ -45,6 +45,7 @@ from langgraph_durable._db import (
     AsyncConnectionSource,
     Timeout,
     acheck_schema,
+    aclose_pool,
     amigrate,
     aopen_pool,
     aretry_on_disconnect,
@@ -336,7 +337,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 metadata_redaction=metadata_redaction,
             )
         except BaseException:
-            await pool.close()
+            await aclose_pool(pool)
             raise
         try:
             yield saver
@@ -344,7 +345,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             try:
                 await saver.aflush_writes()
             finally:
-                await pool.close()
+                await aclose_pool(pool)
 
     async def aflush_writes(self) -> None:
         """Store now the task writes still parked for a checkpoint.

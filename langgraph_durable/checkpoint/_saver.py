@@ -47,6 +47,7 @@ from langgraph_durable._db import (
     ConnectionSource,
     Timeout,
     check_schema,
+    close_pool,
     migrate,
     open_pool,
     register_source,
@@ -335,7 +336,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 metadata_redaction=metadata_redaction,
             )
         except BaseException:
-            pool.close()
+            close_pool(pool)
             raise
         try:
             yield saver
@@ -343,7 +344,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             try:
                 saver.flush_writes()
             finally:
-                pool.close()
+                close_pool(pool)
 
     def flush_writes(self) -> None:
         """Store now the task writes still parked for a checkpoint.

@@ -1,0 +1,244 @@
+"""The connection a pool the saver opened keeps between calls (`_db/warm.py`).
+
+Calls in turn reuse it without asking the pool; a borrower waiting for the pool gets it as
+soon as it is given back; it is given back to the pool when it is not idle, when its
+session has ended, and when the pool closes. Real pools on the test database; the only
+waits are on the pool's own counts, bounded by `HANG_S` against a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable._db import (
+    AsyncConnectionSource,
+    ConnectionSource,
+    aclose_pool,
+    aopen_pool,
+    close_pool,
+    open_pool,
+)
+from langgraph_durable._db import connections as connections_module
+from langgraph_durable._db.warm import WarmSlot
+from langgraph_durable.errors import PoolClosedError
+
+HANG_S = 60.0
+"""Bounds waits that only guard against a hang; a correct run never waits it out."""
+
+
+@contextmanager
+def pool_of(dsn: str, size: int) -> Iterator[ConnectionPool[Any]]:
+    pool = open_pool(dsn, max_size=size, connect_timeout=10, pool_timeout=HANG_S)
+    try:
+        yield pool
+    finally:
+        close_pool(pool)
+
+
+@asynccontextmanager
+async def apool_of(dsn: str, size: int) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    pool = await aopen_pool(dsn, max_size=size, connect_timeout=10, pool_timeout=HANG_S)
+    try:
+        yield pool
+    finally:
+        await aclose_pool(pool)
+
+
+def backend_of(source: ConnectionSource) -> int:
+    with source.connection("test") as conn:
+        return conn.info.backend_pid
+
+
+def requests(pool: Any) -> int:
+    """How many times the pool was asked for a connection."""
+    return int(pool.get_stats().get("requests_num", 0))
+
+
+def wait_until(condition: Any) -> None:
+    deadline = time.monotonic() + HANG_S
+    while not condition():
+        assert time.monotonic() < deadline, "gave up waiting (a hang)"
+        time.sleep(0.001)
+
+
+def test_calls_in_turn_reuse_the_kept_connection_without_asking_the_pool(db_dsn: str) -> None:
+    with pool_of(db_dsn, 2) as pool:
+        source = ConnectionSource(pool)
+        first = backend_of(source)
+        asked = requests(pool)
+        assert {backend_of(source) for _ in range(20)} == {first}
+        assert requests(pool) == asked
+
+
+def test_the_saver_from_a_dsn_keeps_its_connection(db_dsn: str) -> None:
+    config = {"configurable": {"thread_id": "warm-saver", "checkpoint_ns": ""}}
+    with DurablePostgresSaver.from_conn_string(db_dsn, max_connections=2) as saver:
+        saver.setup()
+        saver.get_tuple(config)
+        asked = requests(saver.conn)
+        for _ in range(5):
+            saver.get_tuple(config)
+        assert requests(saver.conn) == asked
+
+
+def test_a_pool_the_caller_passed_keeps_nothing(db_dsn: str) -> None:
+    """Other code may borrow from the caller's pool directly: nothing is held back."""
+    kwargs = {"autocommit": True, "row_factory": dict_row}
+    with ConnectionPool(db_dsn, min_size=1, max_size=1, kwargs=kwargs) as pool:
+        source = ConnectionSource(pool)
+        backend_of(source)
+        asked = requests(pool)
+        backend_of(source)
+        assert requests(pool) == asked + 1
+        with pool.connection(timeout=HANG_S):  # the pool's one connection is in it
+            pass
+
+
+def test_a_thread_waiting_for_the_pool_gets_the_kept_connection(db_dsn: str) -> None:
+    """A pool of one: the connection in use would be kept, but a borrower waits for it."""
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool)
+        pid = backend_of(source)  # kept now
+        got: list[int] = []
+        with source.connection("test") as conn:  # taken from the slot
+            assert conn.info.backend_pid == pid
+            waiter = threading.Thread(target=lambda: got.append(backend_of(source)))
+            waiter.start()
+            wait_until(lambda: pool.get_stats().get("requests_waiting", 0) == 1)
+        waiter.join(HANG_S)
+        assert got == [pid]
+        asked = requests(pool)
+        assert backend_of(source) == pid  # given back to the slot once nobody waited
+        assert requests(pool) == asked
+
+
+async def test_a_task_waiting_for_the_pool_gets_the_kept_connection(db_dsn: str) -> None:
+    async with apool_of(db_dsn, 1) as pool:
+        source = AsyncConnectionSource(pool)
+
+        async def backend() -> int:
+            async with source.connection("test") as conn:
+                return conn.info.backend_pid
+
+        pid = await backend()
+        async with source.connection("test") as conn:
+            assert conn.info.backend_pid == pid
+            waiter = asyncio.create_task(backend())
+            deadline = time.monotonic() + HANG_S
+            while pool.get_stats().get("requests_waiting", 0) != 1:
+                assert time.monotonic() < deadline, "gave up waiting (a hang)"
+                await asyncio.sleep(0.001)
+        assert await asyncio.wait_for(waiter, HANG_S) == pid
+        asked = requests(pool)
+        assert await backend() == pid
+        assert requests(pool) == asked
+
+
+def test_closing_the_pool_closes_the_kept_connection(db_dsn: str) -> None:
+    pool = open_pool(db_dsn, max_size=2, connect_timeout=10)
+    source = ConnectionSource(pool)
+    with source.connection("test") as conn:
+        kept = conn
+    close_pool(pool)
+    assert pool.closed
+    assert kept.closed
+
+
+def test_a_pool_closed_by_hand_refuses_calls_and_closes_the_kept_connection(
+    db_dsn: str,
+) -> None:
+    pool = open_pool(db_dsn, max_size=2, connect_timeout=10)
+    source = ConnectionSource(pool)
+    with source.connection("test") as conn:
+        kept = conn
+    pool.close()
+    with pytest.raises(PoolClosedError):
+        backend_of(source)
+    assert kept.closed
+
+
+def test_a_connection_left_in_a_transaction_goes_back_to_the_pool(db_dsn: str) -> None:
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool)
+        with source.connection("test") as conn:
+            conn.execute("BEGIN")
+            conn.execute("CREATE TEMP TABLE left_open (x int)")
+            assert conn.info.transaction_status == TransactionStatus.INTRANS
+        asked = requests(pool)
+        with source.connection("test") as conn:  # from the pool, which rolled it back
+            assert conn.info.transaction_status == TransactionStatus.IDLE
+            assert conn.execute("SELECT to_regclass('pg_temp.left_open')").fetchone() == {
+                "to_regclass": None
+            }
+        assert requests(pool) == asked + 1
+
+
+def test_a_kept_connection_whose_session_ended_is_replaced(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept connection idle for `CHECK_IDLE_AFTER` is checked when taken, like one the
+    pool lends (0 here, so that no test waits for it)."""
+    monkeypatch.setattr(connections_module, "CHECK_IDLE_AFTER", 0.0)
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool)
+        pid = backend_of(source)
+        with psycopg.connect(db_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            wait_until(
+                lambda: (
+                    admin.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)
+                    ).fetchone()
+                    == (0,)
+                )
+            )
+        assert backend_of(source) != pid  # a live connection, no error
+
+
+@dataclass
+class _PgConn:
+    transaction_status: TransactionStatus = TransactionStatus.IDLE
+
+
+@dataclass
+class _Conn:
+    pgconn: _PgConn
+
+
+def test_the_slot_keeps_one_idle_connection_and_none_while_a_borrower_waits() -> None:
+    slot = WarmSlot(max_lifetime=3600.0)
+    first, second = _Conn(_PgConn()), _Conn(_PgConn())
+    assert slot.take() is None  # counted: going to the pool
+    assert not slot.keep(first, time.monotonic())  # a borrower still waits for the pool
+    slot.served()
+    assert slot.keep(first, 1.0e9)
+    assert not slot.keep(second, time.monotonic())  # one at most
+    assert slot.take() == (first, 1.0e9)
+    assert not slot.keep(_Conn(_PgConn(TransactionStatus.INTRANS)), time.monotonic())
+    assert not slot.keep(_Conn(_PgConn(TransactionStatus.UNKNOWN)), time.monotonic())
+    assert slot.keep(second, time.monotonic())
+    assert slot.discard() is second
+    assert slot.discard() is None
+    assert slot.keep(first, time.monotonic())
+    assert slot.take_for_close() is first
+    assert not slot.keep(first, time.monotonic())  # closed: nothing kept from now on
+
+
+def test_the_slot_gives_back_a_connection_out_for_the_pools_max_lifetime() -> None:
+    slot = WarmSlot(max_lifetime=10.0)
+    conn = _Conn(_PgConn())
+    assert not slot.keep(conn, time.monotonic() - 10.0)
+    assert slot.keep(conn, time.monotonic())

@@ -10,7 +10,6 @@ from langgraph_durable._db._amigrate import acheck_schema, amigrate
 from langgraph_durable._db._asource import (
     AsyncConn,
     AsyncConnectionSource,
-    aclose_pool,
     aopen_pool,
     aretry_on_disconnect,
 )
@@ -18,7 +17,6 @@ from langgraph_durable._db._migrate import check_schema, migrate
 from langgraph_durable._db._source import (
     Conn,
     ConnectionSource,
-    close_pool,
     open_pool,
     retry_on_disconnect,
 )
@@ -51,13 +49,11 @@ __all__ = [
     "TextArray",
     "Timeout",
     "acheck_schema",
-    "aclose_pool",
     "amigrate",
     "aopen_pool",
     "aretry_on_disconnect",
     "check_dsn",
     "check_schema",
-    "close_pool",
     "describe_dsn",
     "from_our_connections",
     "is_disconnect",

@@ -29,7 +29,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
@@ -55,7 +55,7 @@ from langgraph_durable._db.connections import (
 )
 from langgraph_durable._db.gate import AsyncPoolGate
 from langgraph_durable._db.registry import source_of
-from langgraph_durable._db.warm import WARM
+from langgraph_durable._db.warm import WarmSlot
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
@@ -67,7 +67,7 @@ from langgraph_durable.errors import (
 __all__ = [
     "AsyncConn",
     "AsyncConnectionSource",
-    "aclose_pool",
+    "AsyncWarmPool",
     "aopen_pool",
     "aretry_on_disconnect",
 ]
@@ -112,7 +112,7 @@ async def aopen_pool(
             "server runs and that the DSN (host, port, user, database) is right."
         ) from exc
     await probe.close()
-    pool: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
+    pool = AsyncWarmPool(
         dsn,
         min_size=1,
         max_size=max_size,
@@ -131,17 +131,57 @@ async def aopen_pool(
             f"Could not connect to Postgres at {describe_dsn(dsn)} within {connect_timeout}s. "
             "Check that the server runs and that the DSN (host, port, user, database) is right."
         ) from exc
-    WARM.open(pool)
     return pool
 
 
-async def aclose_pool(pool: AsyncConnectionPool[AsyncConnection[DictRow]]) -> None:
-    """Close a pool `aopen_pool` opened, with the connection its slot kept (`warm.py`)."""
-    slot = WARM.of(pool)
-    kept = slot.take_for_close() if slot is not None else None
-    if kept is not None:
-        await pool.putconn(kept)
-    await pool.close()
+class AsyncWarmPool(AsyncConnectionPool[AsyncConnection[DictRow]]):
+    """The pool `aopen_pool` opens: it keeps the last connection given back and lends it
+    to the next borrower without its own bookkeeping, unless someone waits for it
+    (`warm.py`). A connection kept at `close()`, `drain()` or `check()` goes back into
+    the pool first."""
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        super().__init__(conninfo, configure=self._made, **kwargs)
+        self.warm = WarmSlot(self.max_lifetime)
+
+    async def _made(self, conn: AsyncConnection[DictRow]) -> None:
+        self.warm.born(conn)
+
+    async def getconn(self, timeout: float | None = None) -> AsyncConnection[DictRow]:
+        """The kept connection, else one from the pool (counted while it waits)."""
+        kept = self.warm.take()
+        if kept is not None:
+            return cast(AsyncConnection[DictRow], kept)
+        try:
+            return await super().getconn(timeout)
+        finally:
+            self.warm.served()
+
+    async def putconn(self, conn: AsyncConnection[DictRow]) -> None:
+        """Keep `conn` for the next borrower, or give it back to the pool."""
+        if not self.warm.keep(conn):
+            await super().putconn(conn)
+
+    async def close(self, timeout: float = 5.0) -> None:
+        try:
+            kept = self.warm.close()
+            if kept is not None:
+                await super().putconn(kept)
+        finally:
+            await super().close(timeout)
+
+    async def drain(self) -> None:
+        await self._give_back_kept()
+        await super().drain()
+
+    async def check(self) -> None:
+        await self._give_back_kept()
+        await super().check()
+
+    async def _give_back_kept(self) -> None:
+        kept = self.warm.discard()
+        if kept is not None:
+            await super().putconn(kept)
 
 
 async def _areconnect_again(pool: AsyncConnectionPool[Any]) -> None:
@@ -192,8 +232,6 @@ class AsyncConnectionSource:
         self.pipe = pipe
         if isinstance(conn, AsyncConnection):
             check_row_factory(conn)
-        # A pool the saver opened keeps a connection between calls (`warm.py`).
-        self._warm = WARM.of(conn) if isinstance(conn, AsyncConnectionPool) else None
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = asyncio.Lock()
         self.timeouts = timeout_settings(
@@ -226,7 +264,7 @@ class AsyncConnectionSource:
         """
         try:
             if isinstance(self.conn, AsyncConnectionPool):
-                conn, out_since, gated = await self._aborrow(self.conn)
+                conn = await self._aborrow(self.conn)
                 try:
                     check_row_factory(conn)
                     await self._aconfigure(conn, self.timeouts if timeouts else {})
@@ -238,7 +276,7 @@ class AsyncConnectionSource:
                         async with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    await self._agive_back(self.conn, conn, out_since, gated)
+                    await self._agive_back(self.conn, conn)
             else:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -261,7 +299,7 @@ class AsyncConnectionSource:
 
     async def _aborrow(
         self, pool: AsyncConnectionPool[AsyncConnection[DictRow]]
-    ) -> tuple[AsyncConnection[DictRow], float, bool]:
+    ) -> AsyncConnection[DictRow]:
         """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
         `CHECK_IDLE_AFTER` or longer whose session the server has already ended
         (`ended_by_server`: no round trip). After a restart every idle connection is dead:
@@ -270,34 +308,8 @@ class AsyncConnectionSource:
         4... s between dead connections.)
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
-        every connection is lent); the pool's timeout bounds both waits together. The
-        connection kept by the pool's slot (`warm.py`), when there is one, is taken
-        instead, without the gate. Returns the connection, when it left the pool and
-        whether it passed the gate; give it back with `_agive_back`."""
-        slot = self._warm
-        if slot is not None and pool.closed:  # closed by hand, not by `aclose_pool`
-            kept = slot.take_for_close()
-            if kept is not None:
-                await pool.putconn(kept)  # a closed pool closes it
-            slot = None  # the pool raises its own PoolClosed
-        if slot is not None:
-            while (kept := slot.take()) is not None:
-                conn, out_since = kept
-                if not (IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn)):
-                    return conn, out_since, False
-                await conn.close()
-                await pool.putconn(conn)  # closed: the pool discards it and opens another
-                await self.drop_dead_connections()
-            try:
-                conn = await self._aborrow_from_pool(pool)
-            finally:
-                served_at = slot.served()
-            return conn, served_at, True
-        return await self._aborrow_from_pool(pool), 0.0, True
-
-    async def _aborrow_from_pool(
-        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]]
-    ) -> AsyncConnection[DictRow]:
+        every connection is lent); the pool's timeout bounds both waits together. Give
+        the connection back with `_agive_back`."""
         gate = AsyncPoolGate.of(pool)
         try:
             timeout = await gate.enter(pool)
@@ -318,21 +330,14 @@ class AsyncConnectionSource:
         return conn
 
     async def _agive_back(
-        self,
-        pool: AsyncConnectionPool[AsyncConnection[DictRow]],
-        conn: AsyncConnection[DictRow],
-        out_since: float,
-        gated: bool,
+        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], conn: AsyncConnection[DictRow]
     ) -> None:
-        """Return a connection from `_aborrow` to the pool's slot or to the pool, and let
-        the next borrower past the gate."""
+        """Return a connection from `_aborrow` to its pool, and let the next borrower in."""
         IDLE_SINCE.given_back(conn)
         try:
-            if self._warm is None or not self._warm.keep(conn, out_since):
-                await pool.putconn(conn)
+            await pool.putconn(conn)
         finally:
-            if gated:
-                AsyncPoolGate.of(pool).leave(pool)
+            AsyncPoolGate.of(pool).leave(pool)
 
     async def _aconfigure(self, conn: AsyncConnection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once.
@@ -376,13 +381,9 @@ class AsyncConnectionSource:
         return DatabaseUnreachableError(single_connection_lost(self.conn))
 
     async def drop_dead_connections(self) -> None:
-        """After a lost connection: a restart kills every idle one, so check them all (the
-        one kept by the pool's slot too)."""
+        """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, AsyncConnectionPool):
             try:
-                kept = self._warm.discard() if self._warm is not None else None
-                if kept is not None:
-                    await self.conn.putconn(kept)
                 await self.conn.check()
             except Exception as exc:  # a pool closing meanwhile; its next call says so
                 logger.debug("could not check the pool's connections: %s", exc)

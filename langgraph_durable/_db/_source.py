@@ -31,7 +31,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import psycopg
 from psycopg import Connection, Pipeline
@@ -57,7 +57,7 @@ from langgraph_durable._db.connections import (
 )
 from langgraph_durable._db.gate import PoolGate
 from langgraph_durable._db.registry import source_of
-from langgraph_durable._db.warm import WARM
+from langgraph_durable._db.warm import WarmSlot
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import (
     ConfigurationError,
@@ -69,7 +69,7 @@ from langgraph_durable.errors import (
 __all__ = [
     "Conn",
     "ConnectionSource",
-    "close_pool",
+    "WarmPool",
     "open_pool",
     "retry_on_disconnect",
 ]
@@ -114,7 +114,7 @@ def open_pool(
             "server runs and that the DSN (host, port, user, database) is right."
         ) from exc
     probe.close()
-    pool: ConnectionPool[Connection[DictRow]] = ConnectionPool(
+    pool = WarmPool(
         dsn,
         min_size=1,
         max_size=max_size,
@@ -133,17 +133,57 @@ def open_pool(
             f"Could not connect to Postgres at {describe_dsn(dsn)} within {connect_timeout}s. "
             "Check that the server runs and that the DSN (host, port, user, database) is right."
         ) from exc
-    WARM.open(pool)
     return pool
 
 
-def close_pool(pool: ConnectionPool[Connection[DictRow]]) -> None:
-    """Close a pool `open_pool` opened, with the connection its slot kept (`warm.py`)."""
-    slot = WARM.of(pool)
-    kept = slot.take_for_close() if slot is not None else None
-    if kept is not None:
-        pool.putconn(kept)
-    pool.close()
+class WarmPool(ConnectionPool[Connection[DictRow]]):
+    """The pool `open_pool` opens: it keeps the last connection given back and lends it
+    to the next borrower without its own bookkeeping, unless someone waits for it
+    (`warm.py`). A connection kept at `close()`, `drain()` or `check()` goes back into
+    the pool first."""
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        super().__init__(conninfo, configure=self._made, **kwargs)
+        self.warm = WarmSlot(self.max_lifetime)
+
+    def _made(self, conn: Connection[DictRow]) -> None:
+        self.warm.born(conn)
+
+    def getconn(self, timeout: float | None = None) -> Connection[DictRow]:
+        """The kept connection, else one from the pool (counted while it waits)."""
+        kept = self.warm.take()
+        if kept is not None:
+            return cast(Connection[DictRow], kept)
+        try:
+            return super().getconn(timeout)
+        finally:
+            self.warm.served()
+
+    def putconn(self, conn: Connection[DictRow]) -> None:
+        """Keep `conn` for the next borrower, or give it back to the pool."""
+        if not self.warm.keep(conn):
+            super().putconn(conn)
+
+    def close(self, timeout: float = 5.0) -> None:
+        try:
+            kept = self.warm.close()
+            if kept is not None:
+                super().putconn(kept)
+        finally:
+            super().close(timeout)
+
+    def drain(self) -> None:
+        self._give_back_kept()
+        super().drain()
+
+    def check(self) -> None:
+        self._give_back_kept()
+        super().check()
+
+    def _give_back_kept(self) -> None:
+        kept = self.warm.discard()
+        if kept is not None:
+            super().putconn(kept)
 
 
 def _reconnect_again(pool: ConnectionPool[Any]) -> None:
@@ -193,8 +233,6 @@ class ConnectionSource:
         self.pipe = pipe
         if isinstance(conn, Connection):
             check_row_factory(conn)
-        # A pool the saver opened keeps a connection between calls (`warm.py`).
-        self._warm = WARM.of(conn) if isinstance(conn, ConnectionPool) else None
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = threading.Lock()
         self.timeouts = timeout_settings(
@@ -227,7 +265,7 @@ class ConnectionSource:
         """
         try:
             if isinstance(self.conn, ConnectionPool):
-                conn, out_since, gated = self._borrow(self.conn)
+                conn = self._borrow(self.conn)
                 try:
                     check_row_factory(conn)
                     self._configure(conn, self.timeouts if timeouts else {})
@@ -239,7 +277,7 @@ class ConnectionSource:
                         with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    self._give_back(self.conn, conn, out_since, gated)
+                    self._give_back(self.conn, conn)
             else:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -260,9 +298,7 @@ class ConnectionSource:
                 raise
             raise named from exc
 
-    def _borrow(
-        self, pool: ConnectionPool[Connection[DictRow]]
-    ) -> tuple[Connection[DictRow], float, bool]:
+    def _borrow(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
         """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
         `CHECK_IDLE_AFTER` or longer whose session the server has already ended
         (`ended_by_server`: no round trip). After a restart every idle connection is dead:
@@ -271,32 +307,8 @@ class ConnectionSource:
         4... s between dead connections.)
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
-        every connection is lent); the pool's timeout bounds both waits together. The
-        connection kept by the pool's slot (`warm.py`), when there is one, is taken
-        instead, without the gate. Returns the connection, when it left the pool and
-        whether it passed the gate; give it back with `_give_back`."""
-        slot = self._warm
-        if slot is not None and pool.closed:  # closed by hand, not by `close_pool`
-            kept = slot.take_for_close()
-            if kept is not None:
-                pool.putconn(kept)  # a closed pool closes it
-            slot = None  # the pool raises its own PoolClosed
-        if slot is not None:
-            while (kept := slot.take()) is not None:
-                conn, out_since = kept
-                if not (IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn)):
-                    return conn, out_since, False
-                conn.close()
-                pool.putconn(conn)  # closed: the pool discards it and opens another
-                self.drop_dead_connections()
-            try:
-                conn = self._borrow_from_pool(pool)
-            finally:
-                served_at = slot.served()
-            return conn, served_at, True
-        return self._borrow_from_pool(pool), 0.0, True
-
-    def _borrow_from_pool(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
+        every connection is lent); the pool's timeout bounds both waits together. Give
+        the connection back with `_give_back`."""
         gate = PoolGate.of(pool)
         try:
             timeout = gate.enter(pool)
@@ -317,21 +329,14 @@ class ConnectionSource:
         return conn
 
     def _give_back(
-        self,
-        pool: ConnectionPool[Connection[DictRow]],
-        conn: Connection[DictRow],
-        out_since: float,
-        gated: bool,
+        self, pool: ConnectionPool[Connection[DictRow]], conn: Connection[DictRow]
     ) -> None:
-        """Return a connection from `_borrow` to the pool's slot or to the pool, and let
-        the next borrower past the gate."""
+        """Return a connection from `_borrow` to its pool, and let the next borrower in."""
         IDLE_SINCE.given_back(conn)
         try:
-            if self._warm is None or not self._warm.keep(conn, out_since):
-                pool.putconn(conn)
+            pool.putconn(conn)
         finally:
-            if gated:
-                PoolGate.of(pool).leave(pool)
+            PoolGate.of(pool).leave(pool)
 
     def _configure(self, conn: Connection[DictRow], wanted: dict[str, int]) -> None:
         """Give the session `wanted` timeouts (the session's own for the others), once.
@@ -375,13 +380,9 @@ class ConnectionSource:
         return DatabaseUnreachableError(single_connection_lost(self.conn))
 
     def drop_dead_connections(self) -> None:
-        """After a lost connection: a restart kills every idle one, so check them all (the
-        one kept by the pool's slot too)."""
+        """After a lost connection: a restart kills every idle one, so check them all."""
         if isinstance(self.conn, ConnectionPool):
             try:
-                kept = self._warm.discard() if self._warm is not None else None
-                if kept is not None:
-                    self.conn.putconn(kept)
                 self.conn.check()
             except Exception as exc:  # a pool closing meanwhile; its next call says so
                 logger.debug("could not check the pool's connections: %s", exc)

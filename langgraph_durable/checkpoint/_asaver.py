@@ -45,7 +45,6 @@ from langgraph_durable._db import (
     AsyncConnectionSource,
     Timeout,
     acheck_schema,
-    aclose_pool,
     amigrate,
     aopen_pool,
     aretry_on_disconnect,
@@ -337,7 +336,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 metadata_redaction=metadata_redaction,
             )
         except BaseException:
-            await aclose_pool(pool)
+            await pool.close()
             raise
         try:
             yield saver
@@ -345,7 +344,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             try:
                 await saver.aflush_writes()
             finally:
-                await aclose_pool(pool)
+                await pool.close()
 
     async def aflush_writes(self) -> None:
         """Store now the task writes still parked for a checkpoint.

@@ -47,7 +47,6 @@ from langgraph_durable._db import (
     ConnectionSource,
     Timeout,
     check_schema,
-    close_pool,
     migrate,
     open_pool,
     register_source,
@@ -336,7 +335,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 metadata_redaction=metadata_redaction,
             )
         except BaseException:
-            close_pool(pool)
+            pool.close()
             raise
         try:
             yield saver
@@ -344,7 +343,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             try:
                 saver.flush_writes()
             finally:
-                close_pool(pool)
+                pool.close()
 
     def flush_writes(self) -> None:
         """Store now the task writes still parked for a checkpoint.

@@ -1,9 +1,10 @@
-"""The connection a pool the saver opened keeps between calls (`_db/warm.py`).
+"""The connection the pools the saver opens keep between calls (`_db/warm.py`).
 
-Calls in turn reuse it without asking the pool; a borrower waiting for the pool gets it as
-soon as it is given back; it is given back to the pool when it is not idle, when its
-session has ended, and when the pool closes. Real pools on the test database; the only
-waits are on the pool's own counts, bounded by `HANG_S` against a hang.
+Calls in turn reuse it without the pool's bookkeeping; a borrower waiting for the pool,
+through a source or directly, gets it as soon as it is given back; it goes back into the
+pool when it is not idle, at `check()` and when the pool closes, and a kept connection
+whose session ended is replaced. Real pools on the test database; the only waits are on
+the pool's own counts, bounded by `HANG_S` against a hang.
 """
 
 from __future__ import annotations
@@ -23,14 +24,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable._db import (
-    AsyncConnectionSource,
-    ConnectionSource,
-    aclose_pool,
-    aopen_pool,
-    close_pool,
-    open_pool,
-)
+from langgraph_durable._db import AsyncConnectionSource, ConnectionSource, aopen_pool, open_pool
 from langgraph_durable._db import connections as connections_module
 from langgraph_durable._db.warm import WarmSlot
 from langgraph_durable.errors import PoolClosedError
@@ -45,7 +39,7 @@ def pool_of(dsn: str, size: int) -> Iterator[ConnectionPool[Any]]:
     try:
         yield pool
     finally:
-        close_pool(pool)
+        pool.close()
 
 
 @asynccontextmanager
@@ -54,7 +48,7 @@ async def apool_of(dsn: str, size: int) -> AsyncIterator[AsyncConnectionPool[Any
     try:
         yield pool
     finally:
-        await aclose_pool(pool)
+        await pool.close()
 
 
 def backend_of(source: ConnectionSource) -> int:
@@ -63,7 +57,8 @@ def backend_of(source: ConnectionSource) -> int:
 
 
 def requests(pool: Any) -> int:
-    """How many times the pool was asked for a connection."""
+    """How many borrowers the pool served with its own bookkeeping (not the kept
+    connection)."""
     return int(pool.get_stats().get("requests_num", 0))
 
 
@@ -137,37 +132,67 @@ async def test_a_task_waiting_for_the_pool_gets_the_kept_connection(db_dsn: str)
         async with source.connection("test") as conn:
             assert conn.info.backend_pid == pid
             waiter = asyncio.create_task(backend())
-            deadline = time.monotonic() + HANG_S
-            while pool.get_stats().get("requests_waiting", 0) != 1:
-                assert time.monotonic() < deadline, "gave up waiting (a hang)"
-                await asyncio.sleep(0.001)
+            for _ in range(3):  # up to its wait: at the pool's gate, which counts ours
+                await asyncio.sleep(0)
+            assert not waiter.done()
         assert await asyncio.wait_for(waiter, HANG_S) == pid
         asked = requests(pool)
         assert await backend() == pid
         assert requests(pool) == asked
 
 
-def test_closing_the_pool_closes_the_kept_connection(db_dsn: str) -> None:
-    pool = open_pool(db_dsn, max_size=2, connect_timeout=10)
-    source = ConnectionSource(pool)
-    with source.connection("test") as conn:
-        kept = conn
-    close_pool(pool)
-    assert pool.closed
-    assert kept.closed
-
-
-def test_a_pool_closed_by_hand_refuses_calls_and_closes_the_kept_connection(
-    db_dsn: str,
-) -> None:
+def test_closing_the_pool_closes_the_kept_connection_and_refuses_calls(db_dsn: str) -> None:
     pool = open_pool(db_dsn, max_size=2, connect_timeout=10)
     source = ConnectionSource(pool)
     with source.connection("test") as conn:
         kept = conn
     pool.close()
+    assert kept.closed
     with pytest.raises(PoolClosedError):
         backend_of(source)
-    assert kept.closed
+
+
+def test_closing_the_pool_while_a_call_runs_closes_its_connection_after_it(
+    db_dsn: str,
+) -> None:
+    pool = open_pool(db_dsn, max_size=2, connect_timeout=10)
+    source = ConnectionSource(pool)
+    with source.connection("test") as conn:
+        pool.close()
+        assert not conn.closed
+    assert conn.closed
+
+
+def test_code_borrowing_from_the_pool_directly_gets_the_kept_connection(db_dsn: str) -> None:
+    """`saver.conn` is the pool, as upstream's is: a pool of one must still lend to it."""
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool)
+        pid = backend_of(source)  # kept now
+        with pool.connection(timeout=HANG_S) as conn:
+            assert conn.info.backend_pid == pid
+        got: list[int] = []
+
+        def borrow_directly() -> None:
+            with pool.connection(timeout=HANG_S) as conn:
+                got.append(conn.info.backend_pid)
+
+        with source.connection("test"):
+            waiter = threading.Thread(target=borrow_directly)
+            waiter.start()
+            wait_until(lambda: pool.get_stats().get("requests_waiting", 0) == 1)
+        waiter.join(HANG_S)
+        assert got == [pid]
+
+
+def test_check_takes_the_kept_connection_back_into_the_pool(db_dsn: str) -> None:
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool)
+        backend_of(source)
+        pool.check()
+        assert pool.get_stats().get("pool_available") == 1
+        asked = requests(pool)
+        backend_of(source)
+        assert requests(pool) == asked + 1
 
 
 def test_a_connection_left_in_a_transaction_goes_back_to_the_pool(db_dsn: str) -> None:
@@ -213,32 +238,39 @@ class _PgConn:
     transaction_status: TransactionStatus = TransactionStatus.IDLE
 
 
-@dataclass
+@dataclass(eq=False)
 class _Conn:
     pgconn: _PgConn
 
 
+def _made(slot: WarmSlot, status: TransactionStatus = TransactionStatus.IDLE) -> _Conn:
+    conn = _Conn(_PgConn(status))
+    slot.born(conn)
+    return conn
+
+
 def test_the_slot_keeps_one_idle_connection_and_none_while_a_borrower_waits() -> None:
     slot = WarmSlot(max_lifetime=3600.0)
-    first, second = _Conn(_PgConn()), _Conn(_PgConn())
-    assert slot.take() is None  # counted: going to the pool
-    assert not slot.keep(first, time.monotonic())  # a borrower still waits for the pool
+    first, second = _made(slot), _made(slot)
+    assert slot.take() is None  # counted: waiting for the pool
+    assert not slot.keep(first)  # a borrower still waits for the pool
     slot.served()
-    assert slot.keep(first, 1.0e9)
-    assert not slot.keep(second, time.monotonic())  # one at most
-    assert slot.take() == (first, 1.0e9)
-    assert not slot.keep(_Conn(_PgConn(TransactionStatus.INTRANS)), time.monotonic())
-    assert not slot.keep(_Conn(_PgConn(TransactionStatus.UNKNOWN)), time.monotonic())
-    assert slot.keep(second, time.monotonic())
+    assert slot.keep(first)
+    assert not slot.keep(second)  # one at most
+    assert slot.take() is first
+    assert not slot.keep(_made(slot, TransactionStatus.INTRANS))
+    assert not slot.keep(_made(slot, TransactionStatus.UNKNOWN))
+    assert not slot.keep(_Conn(_PgConn()))  # made before the slot knew: its age is unknown
+    assert slot.keep(second)
     assert slot.discard() is second
     assert slot.discard() is None
-    assert slot.keep(first, time.monotonic())
-    assert slot.take_for_close() is first
-    assert not slot.keep(first, time.monotonic())  # closed: nothing kept from now on
+    assert slot.keep(first)
+    assert slot.close() is first
+    assert not slot.keep(first)  # closed: nothing kept from now on
 
 
-def test_the_slot_gives_back_a_connection_out_for_the_pools_max_lifetime() -> None:
-    slot = WarmSlot(max_lifetime=10.0)
-    conn = _Conn(_PgConn())
-    assert not slot.keep(conn, time.monotonic() - 10.0)
-    assert slot.keep(conn, time.monotonic())
+def test_the_slot_gives_back_a_connection_as_old_as_the_pools_max_lifetime() -> None:
+    slot = WarmSlot(max_lifetime=0.0)
+    assert not slot.keep(_made(slot))
+    slot = WarmSlot(max_lifetime=3600.0)
+    assert slot.keep(_made(slot))

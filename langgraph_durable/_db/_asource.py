@@ -141,10 +141,14 @@ class AsyncWarmPool(AsyncConnectionPool[AsyncConnection[DictRow]]):
     the pool first."""
 
     def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        # Made first: the pool may start making connections in `__init__` (`open`).
+        self.warm = WarmSlot(kwargs.get("max_lifetime", 3600.0))
+        self._configure_made = kwargs.pop("configure", None)
         super().__init__(conninfo, configure=self._made, **kwargs)
-        self.warm = WarmSlot(self.max_lifetime)
 
     async def _made(self, conn: AsyncConnection[DictRow]) -> None:
+        if self._configure_made is not None:
+            await self._configure_made(conn)
         self.warm.born(conn)
 
     async def getconn(self, timeout: float | None = None) -> AsyncConnection[DictRow]:
@@ -159,6 +163,8 @@ class AsyncWarmPool(AsyncConnectionPool[AsyncConnection[DictRow]]):
 
     async def putconn(self, conn: AsyncConnection[DictRow]) -> None:
         """Keep `conn` for the next borrower, or give it back to the pool."""
+        if conn is self.warm.kept:
+            raise ValueError("this connection was already given back to its pool")
         if not self.warm.keep(conn):
             await super().putconn(conn)
 
@@ -171,6 +177,7 @@ class AsyncWarmPool(AsyncConnectionPool[AsyncConnection[DictRow]]):
             await super().close(timeout)
 
     async def drain(self) -> None:
+        self.warm.drained()
         await self._give_back_kept()
         await super().drain()
 

@@ -143,10 +143,14 @@ class WarmPool(ConnectionPool[Connection[DictRow]]):
     the pool first."""
 
     def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        # Made first: the pool may start making connections in `__init__` (`open`).
+        self.warm = WarmSlot(kwargs.get("max_lifetime", 3600.0))
+        self._configure_made = kwargs.pop("configure", None)
         super().__init__(conninfo, configure=self._made, **kwargs)
-        self.warm = WarmSlot(self.max_lifetime)
 
     def _made(self, conn: Connection[DictRow]) -> None:
+        if self._configure_made is not None:
+            self._configure_made(conn)
         self.warm.born(conn)
 
     def getconn(self, timeout: float | None = None) -> Connection[DictRow]:
@@ -161,6 +165,8 @@ class WarmPool(ConnectionPool[Connection[DictRow]]):
 
     def putconn(self, conn: Connection[DictRow]) -> None:
         """Keep `conn` for the next borrower, or give it back to the pool."""
+        if conn is self.warm.kept:
+            raise ValueError("this connection was already given back to its pool")
         if not self.warm.keep(conn):
             super().putconn(conn)
 
@@ -173,6 +179,7 @@ class WarmPool(ConnectionPool[Connection[DictRow]]):
             super().close(timeout)
 
     def drain(self) -> None:
+        self.warm.drained()
         self._give_back_kept()
         super().drain()
 

@@ -14,9 +14,10 @@ goes through the pool's `getconn`/`putconn` (the saver's sources, and code that 
 from `saver.conn` directly), so every one is counted.
 
 A connection is not kept when it is not idle (a transaction left open, a broken session:
-the pool resets or replaces it), once it is older than the pool's `max_lifetime` (so the
-pool still renews its connections), or once the pool closes. `drain()` and `check()` take
-the kept connection back into the pool first.
+the pool resets or replaces it), once it is older than 95% of the pool's `max_lifetime`
+(the earliest the pool may retire it: it draws each connection's lifetime between 95% and
+100%), when it was made before the last `drain()`, or once the pool closes. `drain()` and
+`check()` take the kept connection back into the pool first.
 
 Hand-written and without I/O: both pools call it, and do the pool's calls (sync or async)
 with what it returns.
@@ -44,12 +45,22 @@ class WarmSlot:
         self._kept: Any | None = None
         self._in_pool = 0
         self._closed = False
-        self._max_lifetime = max_lifetime
+        self._max_age = 0.95 * max_lifetime
+        self._drained_at = -float("inf")
         self._born: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    @property
+    def kept(self) -> Any | None:
+        """The connection kept now, if any."""
+        return self._kept
 
     def born(self, conn: Any) -> None:
         """The pool made `conn` just now."""
         self._born[conn] = time.monotonic()
+
+    def drained(self) -> None:
+        """The pool is drained: keep no connection made before now."""
+        self._drained_at = time.monotonic()
 
     def take(self) -> Any | None:
         """The kept connection; or None, and the caller is counted as waiting for the pool
@@ -72,7 +83,7 @@ class WarmSlot:
         if conn.pgconn.transaction_status != TransactionStatus.IDLE:
             return False  # a transaction left open, or a broken session: the pool's to fix
         born = self._born.get(conn)
-        if born is None or time.monotonic() - born >= self._max_lifetime:
+        if born is None or born <= self._drained_at or time.monotonic() - born >= self._max_age:
             return False  # the pool renews it (or it was made before the slot knew)
         with self._lock:
             if self._closed or self._kept is not None or self._in_pool:

@@ -195,6 +195,24 @@ def test_check_takes_the_kept_connection_back_into_the_pool(db_dsn: str) -> None
         assert requests(pool) == asked + 1
 
 
+def test_a_connection_in_use_at_drain_is_not_kept_after_it(db_dsn: str) -> None:
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool)
+        with source.connection("test") as conn:
+            drained = conn.info.backend_pid
+            pool.drain()
+        assert backend_of(source) != drained  # the pool closed it and made another
+
+
+def test_giving_a_kept_connection_back_twice_is_refused(db_dsn: str) -> None:
+    """Upstream's pool refuses it too; kept, it would be lent to two borrowers."""
+    with pool_of(db_dsn, 2) as pool:
+        conn = pool.getconn()
+        pool.putconn(conn)
+        with pytest.raises(ValueError, match="already given back"):
+            pool.putconn(conn)
+
+
 def test_a_connection_left_in_a_transaction_goes_back_to_the_pool(db_dsn: str) -> None:
     with pool_of(db_dsn, 1) as pool:
         source = ConnectionSource(pool)

@@ -12,8 +12,8 @@ committed, and all of one put's rows are in one transaction, as before (I4).
 What goes together (`fits`): puts without a fencing token, run progress or outbox events,
 and none larger than `MAX_PUT_BYTES`. Those others wait in the same queue, in their turn,
 and are stored alone; any put while a slot is free is stored alone at once, as before,
-except that in the async flavour puts that fit go one statement at a time (group commit:
-while one is under way the next ones wait and go together, `AsyncPutCombiner`).
+except that puts that fit go one statement at a time (group commit: while one is under way
+the next ones wait and go together, `AsyncPutCombiner`).
 Two puts of one checkpoint never share a statement (`ON CONFLICT DO UPDATE` may not touch
 a row twice).
 
@@ -36,6 +36,7 @@ import collections
 import contextvars
 import math
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -480,12 +481,18 @@ class _Entry:
 
 
 class PutCombiner:
-    """The threads' flavour of `AsyncPutCombiner` (same arguments).
+    """The threads' flavour of `AsyncPutCombiner` (same arguments), with the same lane.
 
     No thread of its own: when a slot frees up, the oldest waiting put's thread is woken
     with a batch (its own put first) and stores it, then wakes the others. Each thread
     stores at most one batch, the one holding its own put, so none is kept busy with other
-    threads' puts while its own run waits."""
+    threads' puts while its own run waits.
+
+    The lane is held by the put stored alone or the thread storing a batch of puts that
+    fit. Without a timer of their own, the threads waiting for it wake every
+    `LANE_WAIT_S`, and the first to find the lane's statement older than that frees the
+    lane for the puts waiting behind it.
+    """
 
     def __init__(
         self,
@@ -496,6 +503,11 @@ class PutCombiner:
         self._slots = slots
         self._store_one, self._store_many = store_one, store_many
         self._running = 0
+        self._lane: object | None = None
+        """Who holds the lane: a token of the put stored alone, or the `_Entry` of the
+        thread storing a batch; None while it is free."""
+        self._lane_since = 0.0
+        """When the lane's current statement began (`time.monotonic()`)."""
         self._lock = threading.Lock()
         self._waiting: Waiting = collections.deque()
 
@@ -507,12 +519,19 @@ class PutCombiner:
     def store(self, params: Params) -> None:
         """Store one put's parameters; returns once they are committed."""
         entry: _Entry | None = None
-        alone = False
+        holder: object | None = None
+        lane = fits(params)
         try:
             with self._lock:
-                if self._running < self._slots.capacity and not self._waiting:
+                if (
+                    self._running < self._slots.capacity
+                    and not self._waiting
+                    and not (lane and self._lane is not None)
+                ):
                     self._running += 1
-                    alone = True
+                    holder = _ALONE if not lane else object()
+                    if lane:
+                        self._claim_lane(holder)
                 else:
                     entry = _Entry(params)
                     self._waiting.append((params, entry))
@@ -520,57 +539,85 @@ class PutCombiner:
             if entry is None:
                 self._store_one(params)
                 return
-            limit = self._slots.wait_timeout
-            if not entry.woken.acquire(timeout=-1 if limit is None else limit):
-                with self._lock:
-                    left = _leave(self._waiting, (params, entry))
-                if left:  # waited the pool's timeout, as for a connection: nothing written
-                    raise self._slots.timed_out()
-                entry.woken.acquire()  # already taken into a batch: its outcome comes
+            self._wait(entry)
         except BaseException:  # interrupted (Ctrl-C) while it waited: leave nothing behind
             if entry is not None:
                 self._abandon(entry)
             raise
         finally:
-            if alone:
-                self._release()
+            if holder is not None:
+                self._release(holder)
         if entry.batch is not None:
             try:
                 self._store_batch(entry.batch)
             finally:
-                self._release()
+                self._release(entry)
         outcome = entry.outcome
         if isinstance(outcome, BaseException):
             raise outcome
         if not outcome:
             self._store_alone(params)
 
+    def _wait(self, entry: _Entry) -> None:
+        """Waits until `entry` is woken: for the pool's timeout at most (then it leaves the
+        queue with the pool's error, unless already taken into a batch), in turns of
+        `LANE_WAIT_S`, after each of which an overdue lane is freed."""
+        limit = self._slots.wait_timeout
+        deadline = math.inf if limit is None else time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if entry.woken.acquire(timeout=max(0.0, min(left, LANE_WAIT_S))):
+                return
+            with self._lock:
+                if left <= LANE_WAIT_S:  # the pool's timeout is up
+                    if _leave(self._waiting, (entry.params, entry)):
+                        raise self._slots.timed_out()  # nothing of it was written
+                    break  # already taken into a batch: its outcome comes
+                if self._lane is not None and time.monotonic() - self._lane_since >= LANE_WAIT_S:
+                    self._lane = None  # overdue: its statement goes on beside the next
+                    self._promote()
+        entry.woken.acquire()
+
+    def _claim_lane(self, holder: object) -> None:
+        self._lane = holder
+        self._lane_since = time.monotonic()
+
     def _store_alone(self, params: Params) -> None:
+        """A put whose batch failed: stored beside the others, never in the lane."""
         with self._lock:
             self._running += 1
         try:
             self._store_one(params)
         finally:
-            self._release()
+            self._release(_ALONE)
 
-    def _release(self) -> None:
+    def _release(self, holder: object) -> None:
+        """A statement ended: its slot, and the lane if `holder` still holds it."""
         with self._lock:
             self._running -= 1
+            if self._lane is holder:
+                self._lane = None
             self._promote()
 
     def _promote(self) -> None:
-        """Hands waiting puts to their first put's thread while a slot is free (locked)."""
+        """Hands waiting puts to their first put's thread while a slot is free and, for
+        puts that fit, the lane (locked)."""
         while self._waiting and self._running < self._slots.capacity:
+            lane = fits(self._waiting[0][0])
+            if lane and self._lane is not None:
+                break  # they wait for the lane's statement (`_wait`)
             taken = take_batch(self._waiting)
             self._running += 1
             leader: _Entry = taken[0][1]
             leader.batch = [entry for _, entry in taken]
+            if lane:
+                self._claim_lane(leader)
             leader.woken.release()
 
     def _abandon(self, entry: _Entry) -> None:
         """Undo a waiting put whose thread was interrupted: still queued, it leaves the
         queue; handed a batch it will never store, the others go back to the front and
-        its slot is given back."""
+        its slot (and the lane) is given back."""
         with self._lock:
             if _leave(self._waiting, (entry.params, entry)):
                 return
@@ -578,6 +625,8 @@ class PutCombiner:
                 others = [(other.params, other) for other in entry.batch[1:]]
                 self._waiting.extendleft(reversed(others))
                 self._running -= 1
+                if self._lane is entry:
+                    self._lane = None
                 self._promote()
 
     def _store_batch(self, batch: list[_Entry]) -> None:
@@ -597,3 +646,8 @@ class PutCombiner:
                 entry.outcome = _told(outcome, len(batch))
             for entry in batch[1:]:
                 entry.woken.release()
+
+
+_ALONE = object()
+"""The holder of a statement that holds no lane (a put that cannot share one, or one whose
+batch failed): never the lane's holder, so releasing it frees only its slot."""

@@ -8,6 +8,7 @@ import asyncio
 import collections
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -312,6 +313,29 @@ async def test_async_a_put_cancelled_while_it_waits_is_not_stored() -> None:
     assert "gone" not in stores.alone
 
 
+def start_storing(combiner: PutCombiner, params: dict[str, Any]) -> threading.Thread:
+    """A thread storing `params` through `combiner`, started."""
+    thread = threading.Thread(target=combiner.store, args=(params,))
+    thread.start()
+    return thread
+
+
+def joined(*threads: threading.Thread) -> bool:
+    for thread in threads:
+        thread.join(HANG_S)
+    return not any(thread.is_alive() for thread in threads)
+
+
+def queued(combiner: PutCombiner, count: int) -> bool:
+    """Whether `count` puts come to wait in `combiner`'s queue (False after `HANG_S`)."""
+    deadline = time.monotonic() + HANG_S
+    while combiner.waiting < count:
+        if time.monotonic() > deadline:
+            return False
+        threading.Event().wait(0.001)
+    return True
+
+
 class FirstHolds:
     """A `store_one` that holds the only slot while it stores thread "first"'s put: it
     sets `busy`, waits for `release`, then passes the put on to `store` like any other."""
@@ -348,9 +372,9 @@ def while_first_holds_the_slot(
     others = [threading.Thread(target=store, args=(name,)) for name in names]
     for thread in others:
         thread.start()
-    while combiner.waiting < len(names):  # every other put waits for the slot
-        threading.Event().wait(0.001)
+    waited = queued(combiner, len(names))  # every other put waits for the slot
     one.release.set()
+    assert waited
     for thread in [first, *others]:
         thread.join(HANG_S)
         assert not thread.is_alive()
@@ -537,3 +561,109 @@ def test_threads_a_put_waits_in_the_queue_no_longer_than_for_a_connection() -> N
     assert stores.alone == ["first"]
     combiner.store(put("after"))  # the slot was given back
     assert stores.alone[-1] == "after"
+
+
+def test_threads_puts_that_fit_go_one_statement_at_a_time_while_slots_are_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The threads' lane, as the async one: while a put that fits is stored, the next ones
+    wait for it with three of four slots free and then go together; a put that cannot
+    share a statement goes at once while none waits, and in its turn behind them."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
+    stores = Stores()
+    lock = threading.Lock()
+
+    def store_one(params: dict[str, Any]) -> None:
+        with lock:
+            stores.one(params)
+
+    def many(batch: Sequence[dict[str, Any]]) -> None:
+        with lock:
+            stores.many(batch)
+
+    one = FirstHolds(store_one)
+    slots = Slots()
+    slots.capacity = 4
+    combiner = PutCombiner(slots, one, many)
+    first = start_storing(combiner, put("first"))
+    one.busy.wait()
+    combiner.store(put("fenced", fence_token=1))  # beside the lane, at once
+    assert stores.alone == ["fenced"]
+    rest = [start_storing(combiner, put(f"t{i}")) for i in range(5)]
+    waited = queued(combiner, 5)  # with three slots free
+    behind = start_storing(combiner, put("behind", fence_token=1))
+    waited = waited and queued(combiner, 6)
+    one.release.set()
+    assert waited
+    assert joined(first, behind, *rest)
+    assert stores.alone[:2] == ["fenced", "first"]
+    assert sorted(stores.alone[2:]) == ["behind"]
+    assert [sorted(batch) for batch in stores.together] == [[f"t{i}" for i in range(5)]]
+    combiner.store(put("later"))  # the lane was given back: stored alone at once
+    assert stores.alone[-1] == "later"
+    assert combiner.waiting == 0
+
+
+def test_threads_puts_wait_for_the_lane_no_longer_than_lane_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lane's statement that does not end (a put alone waiting on a row lock) holds the
+    puts that fit up for `LANE_WAIT_S` only: then they are stored beside it, on a free
+    slot, while it still goes on; once it ends the lane is free again."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", 0.01)
+    stores = Stores()
+    lock = threading.Lock()
+
+    def store_one(params: dict[str, Any]) -> None:
+        with lock:
+            stores.one(params)
+
+    def many(batch: Sequence[dict[str, Any]]) -> None:
+        with lock:
+            stores.many(batch)
+
+    one = FirstHolds(store_one)
+    slots = Slots()
+    slots.capacity = 2
+    combiner = PutCombiner(slots, one, many)
+    first = start_storing(combiner, put("first"))
+    one.busy.wait()
+    rest = [start_storing(combiner, put(f"t{i}")) for i in range(3)]
+    assert joined(*rest)  # stored while "first" still holds its statement
+    assert first.is_alive()
+    stored = [name for batch in stores.together for name in batch] + stores.alone
+    assert sorted(stored) == ["t0", "t1", "t2"]
+    one.release.set()
+    assert joined(first)
+    combiner.store(put("later"))
+    assert stores.alone[-1] == "later"
+    assert combiner.waiting == 0
+
+
+def test_threads_a_put_whose_batch_failed_never_holds_the_lane(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The puts of a failed batch are stored one by one beside the lane: the lane stays
+    with whoever holds it, and is free once they are done."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
+    stores = Stores(fail=["bad"])
+    lock = threading.Lock()
+
+    def store_one(params: dict[str, Any]) -> None:
+        with lock:
+            stores.one(params)
+
+    def many(batch: Sequence[dict[str, Any]]) -> None:
+        with lock:
+            stores.many(batch)
+
+    one = FirstHolds(store_one)
+    slots = Slots()
+    slots.capacity = 4
+    combiner = PutCombiner(slots, one, many)
+    errors = while_first_holds_the_slot(combiner, one, ["a", "bad", "b"])
+    assert set(errors) == {"bad"}
+    assert sorted(stores.alone) == ["a", "b", "first"]
+    assert combiner._lane is None
+    combiner.store(put("later"))
+    assert stores.alone[-1] == "later"

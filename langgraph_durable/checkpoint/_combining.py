@@ -70,7 +70,8 @@ stored one by one (the saver's own `lock_timeout` applies to those; a shorter on
 saver's applies to the combined statement too)."""
 
 LANE_WAIT_S = LOCK_TIMEOUT_MS / 1000
-"""How long the puts that fit wait for the lane's statement (`AsyncPutCombiner`) before
+"""How long the puts that fit wait for the lane's statement (`AsyncPutCombiner`,
+`PutCombiner`) before
 the next ones go beside it: a put alone waiting on a row lock, or a slow statement, holds
 the others up no longer than a combined statement waits for a lock."""
 
@@ -483,15 +484,15 @@ class _Entry:
 class PutCombiner:
     """The threads' flavour of `AsyncPutCombiner` (same arguments), with the same lane.
 
-    No thread of its own: when a slot frees up, the oldest waiting put's thread is woken
-    with a batch (its own put first) and stores it, then wakes the others. Each thread
-    stores at most one batch, the one holding its own put, so none is kept busy with other
-    threads' puts while its own run waits.
+    No thread of its own: when a slot (and, for puts that fit, the lane) frees up, the
+    oldest waiting put's thread is woken with a batch (its own put first) and stores it,
+    then wakes the others. Each thread stores at most one batch, the one holding its own
+    put, so none is kept busy with other threads' puts while its own run waits.
 
     The lane is held by the put stored alone or the thread storing a batch of puts that
-    fit. Without a timer of their own, the threads waiting for it wake every
-    `LANE_WAIT_S`, and the first to find the lane's statement older than that frees the
-    lane for the puts waiting behind it.
+    fit. Without a timer, every waiting thread wakes each `LANE_WAIT_S`; the first to
+    find the lane claimed longer ago than that frees it for the waiting puts. A pool
+    timeout no longer than `LANE_WAIT_S` ends the wait first, as in the async flavour.
     """
 
     def __init__(
@@ -507,7 +508,8 @@ class PutCombiner:
         """Who holds the lane: a token of the put stored alone, or the `_Entry` of the
         thread storing a batch; None while it is free."""
         self._lane_since = 0.0
-        """When the lane's current statement began (`time.monotonic()`)."""
+        """When the lane was last claimed (`time.monotonic()`): its holder's statement
+        starts then, or once the holder's thread has woken up."""
         self._lock = threading.Lock()
         self._waiting: Waiting = collections.deque()
 
@@ -571,11 +573,12 @@ class PutCombiner:
             with self._lock:
                 if left <= LANE_WAIT_S:  # the pool's timeout is up
                     if _leave(self._waiting, (entry.params, entry)):
+                        self._promote()  # it may have held up those behind it
                         raise self._slots.timed_out()  # nothing of it was written
                     break  # already taken into a batch: its outcome comes
                 if self._lane is not None and time.monotonic() - self._lane_since >= LANE_WAIT_S:
                     self._lane = None  # overdue: its statement goes on beside the next
-                    self._promote()
+                self._promote()
         entry.woken.acquire()
 
     def _claim_lane(self, holder: object) -> None:
@@ -620,6 +623,7 @@ class PutCombiner:
         its slot (and the lane) is given back."""
         with self._lock:
             if _leave(self._waiting, (entry.params, entry)):
+                self._promote()  # it may have held up those behind it
                 return
             if entry.batch is not None:
                 others = [(other.params, other) for other in entry.batch[1:]]

@@ -315,7 +315,8 @@ async def test_async_a_put_cancelled_while_it_waits_is_not_stored() -> None:
 
 def start_storing(combiner: PutCombiner, params: dict[str, Any]) -> threading.Thread:
     """A thread storing `params` through `combiner`, started."""
-    thread = threading.Thread(target=combiner.store, args=(params,))
+    # A daemon: a failed assertion that leaves it waiting must not keep pytest from exiting.
+    thread = threading.Thread(target=combiner.store, args=(params,), daemon=True)
     thread.start()
     return thread
 
@@ -513,6 +514,7 @@ def test_threads_interrupted_leader_lets_every_other_put_store_its_own() -> None
     assert isinstance(next(iter(raised.values())), Interrupted)
     stored_alone = set(stores.alone) - {"first"}
     assert stored_alone == set(names) - set(raised)
+    assert combiner._lane is None  # the interrupted leader gave the lane back
 
 
 async def test_async_a_put_waits_in_the_queue_no_longer_than_for_a_connection() -> None:
@@ -596,6 +598,7 @@ def test_threads_puts_that_fit_go_one_statement_at_a_time_while_slots_are_free(
     one.release.set()
     assert waited
     assert joined(first, behind, *rest)
+    assert combiner._lane is None  # given back by the batch's leader
     assert stores.alone[:2] == ["fenced", "first"]
     assert sorted(stores.alone[2:]) == ["behind"]
     assert [sorted(batch) for batch in stores.together] == [[f"t{i}" for i in range(5)]]
@@ -629,12 +632,15 @@ def test_threads_puts_wait_for_the_lane_no_longer_than_lane_wait(
     first = start_storing(combiner, put("first"))
     one.busy.wait()
     rest = [start_storing(combiner, put(f"t{i}")) for i in range(3)]
-    assert joined(*rest)  # stored while "first" still holds its statement
-    assert first.is_alive()
+    try:
+        assert joined(*rest)  # stored while "first" still holds its statement
+        assert first.is_alive()
+    finally:
+        one.release.set()
     stored = [name for batch in stores.together for name in batch] + stores.alone
     assert sorted(stored) == ["t0", "t1", "t2"]
-    one.release.set()
     assert joined(first)
+    assert combiner._lane is None
     combiner.store(put("later"))
     assert stores.alone[-1] == "later"
     assert combiner.waiting == 0
@@ -667,3 +673,28 @@ def test_threads_a_put_whose_batch_failed_never_holds_the_lane(
     assert combiner._lane is None
     combiner.store(put("later"))
     assert stores.alone[-1] == "later"
+
+
+def test_threads_a_put_waits_for_the_lane_no_longer_than_for_a_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With slots free, a put that fits waiting for the lane still leaves the queue with
+    the pool's error once the pool's timeout is up, unwritten, and holds nobody up."""
+    monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
+    stores = Stores()
+    one = FirstHolds(stores.one)
+    slots = Slots(wait_timeout=0.01)
+    slots.capacity = 2
+    combiner = PutCombiner(slots, one, stores.many)
+    first = start_storing(combiner, put("first"))
+    one.busy.wait()
+    try:
+        with pytest.raises(PoolTimeoutError):
+            combiner.store(put("late"))
+        assert combiner.waiting == 0
+    finally:
+        one.release.set()
+    assert joined(first)
+    assert stores.alone == ["first"]
+    combiner.store(put("after"))
+    assert stores.alone[-1] == "after"

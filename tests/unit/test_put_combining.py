@@ -127,10 +127,9 @@ HANG_S = 60.0
 class Slots:
     """One statement slot; a put may wait `wait_timeout` for it."""
 
-    capacity = 1
-
-    def __init__(self, wait_timeout: float | None = None) -> None:
+    def __init__(self, wait_timeout: float | None = None, capacity: int = 1) -> None:
         self.wait_timeout = wait_timeout
+        self.capacity = capacity
 
     def timed_out(self) -> Exception:
         return PoolTimeoutError("no slot within the pool's timeout")
@@ -200,8 +199,7 @@ async def test_async_puts_that_fit_go_one_statement_at_a_time_while_slots_are_fr
     cannot share a statement goes at once while none waits, and in its turn behind them."""
     monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
     stores, release = Stores(), asyncio.Event()
-    slots = Slots()
-    slots.capacity = 4
+    slots = Slots(capacity=4)
     combiner, first = await slot_held_by_first(stores, release, slots)
     fenced = asyncio.create_task(combiner.store(put("fenced", fence_token=1)))
     await asyncio.wait_for(fenced, HANG_S)  # beside the lane, at once
@@ -224,8 +222,7 @@ async def test_async_puts_wait_for_the_lane_no_longer_than_lane_wait(
     puts that fit up for `LANE_WAIT_S` only: then they go beside it, on a free slot."""
     monkeypatch.setattr(_combining, "LANE_WAIT_S", 0.01)
     stores, release = Stores(), asyncio.Event()
-    slots = Slots()
-    slots.capacity = 2
+    slots = Slots(capacity=2)
     combiner, first = await slot_held_by_first(stores, release, slots)
     rest = [asyncio.create_task(combiner.store(put(f"t{i}"))) for i in range(3)]
     await asyncio.wait_for(asyncio.gather(*rest), HANG_S)
@@ -258,8 +255,7 @@ async def test_async_the_lane_wait_starts_again_with_each_statement(
         await batch_release.wait()
         stores.many(batch)
 
-    slots = Slots()
-    slots.capacity = 4
+    slots = Slots(capacity=4)
     combiner = AsyncPutCombiner(slots, one, many)
     first = asyncio.create_task(combiner.store(put("first")))
     await asyncio.sleep(0)
@@ -352,6 +348,23 @@ class FirstHolds:
         self.store(params)
 
 
+def held_by_first(stores: Stores, slots: Slots) -> tuple[PutCombiner, FirstHolds]:
+    """A threads' combiner on `slots` whose put of thread "first" holds its statement until
+    released (`FirstHolds`); what it stores goes to `stores`, one thread at a time."""
+    lock = threading.Lock()
+
+    def store_one(params: dict[str, Any]) -> None:
+        with lock:
+            stores.one(params)
+
+    def many(batch: Sequence[dict[str, Any]]) -> None:
+        with lock:
+            stores.many(batch)
+
+    one = FirstHolds(store_one)
+    return PutCombiner(slots, one, many), one
+
+
 def while_first_holds_the_slot(
     combiner: PutCombiner, one: FirstHolds, names: list[str]
 ) -> dict[str, BaseException]:
@@ -384,18 +397,7 @@ def while_first_holds_the_slot(
 
 def test_threads_waiting_for_a_slot_are_stored_together_by_one_of_them() -> None:
     stores = Stores(fail=["bad"])
-    lock = threading.Lock()
-
-    def store_one(params: dict[str, Any]) -> None:
-        with lock:
-            stores.one(params)
-
-    def many(batch: Sequence[dict[str, Any]]) -> None:
-        with lock:
-            stores.many(batch)
-
-    one = FirstHolds(store_one)
-    combiner = PutCombiner(Slots(), one, many)
+    combiner, one = held_by_first(stores, Slots())
 
     names = [f"t{i}" for i in range(6)]
     errors = while_first_holds_the_slot(combiner, one, names)
@@ -573,20 +575,7 @@ def test_threads_puts_that_fit_go_one_statement_at_a_time_while_slots_are_free(
     share a statement goes at once while none waits, and in its turn behind them."""
     monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
     stores = Stores()
-    lock = threading.Lock()
-
-    def store_one(params: dict[str, Any]) -> None:
-        with lock:
-            stores.one(params)
-
-    def many(batch: Sequence[dict[str, Any]]) -> None:
-        with lock:
-            stores.many(batch)
-
-    one = FirstHolds(store_one)
-    slots = Slots()
-    slots.capacity = 4
-    combiner = PutCombiner(slots, one, many)
+    combiner, one = held_by_first(stores, Slots(capacity=4))
     first = start_storing(combiner, put("first"))
     one.busy.wait()
     combiner.store(put("fenced", fence_token=1))  # beside the lane, at once
@@ -615,20 +604,7 @@ def test_threads_puts_wait_for_the_lane_no_longer_than_lane_wait(
     slot, while it still goes on; once it ends the lane is free again."""
     monkeypatch.setattr(_combining, "LANE_WAIT_S", 0.01)
     stores = Stores()
-    lock = threading.Lock()
-
-    def store_one(params: dict[str, Any]) -> None:
-        with lock:
-            stores.one(params)
-
-    def many(batch: Sequence[dict[str, Any]]) -> None:
-        with lock:
-            stores.many(batch)
-
-    one = FirstHolds(store_one)
-    slots = Slots()
-    slots.capacity = 2
-    combiner = PutCombiner(slots, one, many)
+    combiner, one = held_by_first(stores, Slots(capacity=2))
     first = start_storing(combiner, put("first"))
     one.busy.wait()
     rest = [start_storing(combiner, put(f"t{i}")) for i in range(3)]
@@ -653,20 +629,7 @@ def test_threads_a_put_whose_batch_failed_never_holds_the_lane(
     with whoever holds it, and is free once they are done."""
     monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
     stores = Stores(fail=["bad"])
-    lock = threading.Lock()
-
-    def store_one(params: dict[str, Any]) -> None:
-        with lock:
-            stores.one(params)
-
-    def many(batch: Sequence[dict[str, Any]]) -> None:
-        with lock:
-            stores.many(batch)
-
-    one = FirstHolds(store_one)
-    slots = Slots()
-    slots.capacity = 4
-    combiner = PutCombiner(slots, one, many)
+    combiner, one = held_by_first(stores, Slots(capacity=4))
     errors = while_first_holds_the_slot(combiner, one, ["a", "bad", "b"])
     assert set(errors) == {"bad"}
     assert sorted(stores.alone) == ["a", "b", "first"]
@@ -683,8 +646,7 @@ def test_threads_a_put_waits_for_the_lane_no_longer_than_for_a_connection(
     monkeypatch.setattr(_combining, "LANE_WAIT_S", HANG_S)
     stores = Stores()
     one = FirstHolds(stores.one)
-    slots = Slots(wait_timeout=0.01)
-    slots.capacity = 2
+    slots = Slots(wait_timeout=0.01, capacity=2)
     combiner = PutCombiner(slots, one, stores.many)
     first = start_storing(combiner, put("first"))
     one.busy.wait()

@@ -71,9 +71,9 @@ saver's applies to the combined statement too)."""
 
 LANE_WAIT_S = LOCK_TIMEOUT_MS / 1000
 """How long the puts that fit wait for the lane's statement (`AsyncPutCombiner`,
-`PutCombiner`) before
-the next ones go beside it: a put alone waiting on a row lock, or a slow statement, holds
-the others up no longer than a combined statement waits for a lock."""
+`PutCombiner`) before the next ones go beside it: a put alone waiting on a row lock, or a
+slow statement, holds the others up no longer than a combined statement waits for a
+lock."""
 
 Params = dict[str, Any]
 
@@ -531,7 +531,7 @@ class PutCombiner:
                     and not (lane and self._lane is not None)
                 ):
                     self._running += 1
-                    holder = _ALONE if not lane else object()
+                    holder = object() if lane else _ALONE
                     if lane:
                         self._claim_lane(holder)
                 else:
@@ -597,10 +597,14 @@ class PutCombiner:
     def _release(self, holder: object) -> None:
         """A statement ended: its slot, and the lane if `holder` still holds it."""
         with self._lock:
-            self._running -= 1
-            if self._lane is holder:
-                self._lane = None
-            self._promote()
+            self._give_back(holder)
+
+    def _give_back(self, holder: object) -> None:
+        """`_release`, the lock held."""
+        self._running -= 1
+        if self._lane is holder:
+            self._lane = None
+        self._promote()
 
     def _promote(self) -> None:
         """Hands waiting puts to their first put's thread while a slot is free and, for
@@ -628,10 +632,7 @@ class PutCombiner:
             if entry.batch is not None:
                 others = [(other.params, other) for other in entry.batch[1:]]
                 self._waiting.extendleft(reversed(others))
-                self._running -= 1
-                if self._lane is entry:
-                    self._lane = None
-                self._promote()
+                self._give_back(entry)
 
     def _store_batch(self, batch: list[_Entry]) -> None:
         """Stores `batch` (its first put is this thread's), then wakes the others; if this

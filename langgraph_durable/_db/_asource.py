@@ -163,9 +163,18 @@ class AsyncWarmPool(AsyncConnectionPool[AsyncConnection[DictRow]]):
 
     async def putconn(self, conn: AsyncConnection[DictRow]) -> None:
         """Keep `conn` for the next borrower, or give it back to the pool."""
+        await self.give_back(conn, None)
+
+    async def give_back(
+        self, conn: AsyncConnection[DictRow], settings: dict[str, int] | None
+    ) -> None:
+        """`putconn`, for a borrower that knows the timeouts `settings` its session has (a
+        source): kept with them, or given back to the pool (noting when, for the check of
+        a connection lent after it was idle for `CHECK_IDLE_AFTER`)."""
         if conn is self.warm.kept:
             raise ValueError("this connection was already given back to its pool")
-        if not self.warm.keep(conn):
+        if not self.warm.keep(conn, settings):
+            IDLE_SINCE.given_back(conn)
             await super().putconn(conn)
 
     async def close(self, timeout: float = 5.0) -> None:
@@ -271,10 +280,14 @@ class AsyncConnectionSource:
         """
         try:
             if isinstance(self.conn, AsyncConnectionPool):
-                conn = await self._aborrow(self.conn)
+                wanted = self.timeouts if timeouts else {}
+                conn, settled = await self._aborrow(self.conn, wanted)
+                settings: dict[str, int] | None = None  # what its session has, once known
                 try:
                     check_row_factory(conn)
-                    await self._aconfigure(conn, self.timeouts if timeouts else {})
+                    if not settled:
+                        await self._aconfigure(conn, wanted)
+                    settings = wanted
                     if conn.autocommit:
                         # Nothing to commit: `async with conn` would only ask (a lock and a
                         # generator per call); the pool rolls back whatever is left open.
@@ -283,7 +296,7 @@ class AsyncConnectionSource:
                         async with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    await self._agive_back(self.conn, conn)
+                    await self._agive_back(self.conn, conn, settings)
             else:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -305,14 +318,16 @@ class AsyncConnectionSource:
             raise named from exc
 
     async def _aborrow(
-        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]]
-    ) -> AsyncConnection[DictRow]:
+        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], wanted: dict[str, int]
+    ) -> tuple[AsyncConnection[DictRow], bool]:
         """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
         `CHECK_IDLE_AFTER` or longer whose session the server has already ended
         (`ended_by_server`: no round trip). After a restart every idle connection is dead:
         the first one found makes the pool check the others at once, so this call and the
         next ones get live connections. (psycopg_pool's own `check=` would pause 1, 2,
-        4... s between dead connections.)
+        4... s between dead connections.) Also whether its session is known to have the
+        `wanted` timeouts: for the connection our pools kept from a call less than
+        `CHECK_IDLE_AFTER` ago (`warm.py`, `lend`), which needs neither check.
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
         every connection is lent); the pool's timeout bounds both waits together. Give
@@ -321,6 +336,8 @@ class AsyncConnectionSource:
         try:
             timeout = await gate.enter(pool)
             try:
+                if type(pool) is AsyncWarmPool and (lent := pool.warm.lend(wanted)) is not None:
+                    return lent
                 conn = await pool.getconn(timeout)
                 if IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn):
                     await conn.close()
@@ -334,15 +351,22 @@ class AsyncConnectionSource:
             # Translated here, around the borrowing only: the same errors raised by the
             # caller's own code inside `connection()` are not this pool's refusals.
             raise refused_by_pool(pool, exc) from exc
-        return conn
+        return conn, False
 
     async def _agive_back(
-        self, pool: AsyncConnectionPool[AsyncConnection[DictRow]], conn: AsyncConnection[DictRow]
+        self,
+        pool: AsyncConnectionPool[AsyncConnection[DictRow]],
+        conn: AsyncConnection[DictRow],
+        settings: dict[str, int] | None,
     ) -> None:
-        """Return a connection from `_aborrow` to its pool, and let the next borrower in."""
-        IDLE_SINCE.given_back(conn)
+        """Return a connection from `_aborrow` to its pool, and let the next borrower in;
+        `settings`: the timeouts its session has, if known."""
         try:
-            await pool.putconn(conn)
+            if type(pool) is AsyncWarmPool:
+                await pool.give_back(conn, settings)
+            else:
+                IDLE_SINCE.given_back(conn)
+                await pool.putconn(conn)
         finally:
             AsyncPoolGate.of(pool).leave(pool)
 

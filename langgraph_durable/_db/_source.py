@@ -165,9 +165,16 @@ class WarmPool(ConnectionPool[Connection[DictRow]]):
 
     def putconn(self, conn: Connection[DictRow]) -> None:
         """Keep `conn` for the next borrower, or give it back to the pool."""
+        self.give_back(conn, None)
+
+    def give_back(self, conn: Connection[DictRow], settings: dict[str, int] | None) -> None:
+        """`putconn`, for a borrower that knows the timeouts `settings` its session has (a
+        source): kept with them, or given back to the pool (noting when, for the check of
+        a connection lent after it was idle for `CHECK_IDLE_AFTER`)."""
         if conn is self.warm.kept:
             raise ValueError("this connection was already given back to its pool")
-        if not self.warm.keep(conn):
+        if not self.warm.keep(conn, settings):
+            IDLE_SINCE.given_back(conn)
             super().putconn(conn)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -272,10 +279,14 @@ class ConnectionSource:
         """
         try:
             if isinstance(self.conn, ConnectionPool):
-                conn = self._borrow(self.conn)
+                wanted = self.timeouts if timeouts else {}
+                conn, settled = self._borrow(self.conn, wanted)
+                settings: dict[str, int] | None = None  # what its session has, once known
                 try:
                     check_row_factory(conn)
-                    self._configure(conn, self.timeouts if timeouts else {})
+                    if not settled:
+                        self._configure(conn, wanted)
+                    settings = wanted
                     if conn.autocommit:
                         # Nothing to commit: `with conn` would only ask (a lock and a
                         # generator per call); the pool rolls back whatever is left open.
@@ -284,7 +295,7 @@ class ConnectionSource:
                         with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
-                    self._give_back(self.conn, conn)
+                    self._give_back(self.conn, conn, settings)
             else:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
@@ -305,13 +316,17 @@ class ConnectionSource:
                 raise
             raise named from exc
 
-    def _borrow(self, pool: ConnectionPool[Connection[DictRow]]) -> Connection[DictRow]:
+    def _borrow(
+        self, pool: ConnectionPool[Connection[DictRow]], wanted: dict[str, int]
+    ) -> tuple[Connection[DictRow], bool]:
         """A connection of the pool, as `pool.getconn()` gives it, but never one idle for
         `CHECK_IDLE_AFTER` or longer whose session the server has already ended
         (`ended_by_server`: no round trip). After a restart every idle connection is dead:
         the first one found makes the pool check the others at once, so this call and the
         next ones get live connections. (psycopg_pool's own `check=` would pause 1, 2,
-        4... s between dead connections.)
+        4... s between dead connections.) Also whether its session is known to have the
+        `wanted` timeouts: for the connection our pools kept from a call less than
+        `CHECK_IDLE_AFTER` ago (`warm.py`, `lend`), which needs neither check.
 
         Borrowers pass the pool's gate first (`gate.py`: async ones queue there while
         every connection is lent); the pool's timeout bounds both waits together. Give
@@ -320,6 +335,8 @@ class ConnectionSource:
         try:
             timeout = gate.enter(pool)
             try:
+                if type(pool) is WarmPool and (lent := pool.warm.lend(wanted)) is not None:
+                    return lent
                 conn = pool.getconn(timeout)
                 if IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn):
                     conn.close()
@@ -333,15 +350,22 @@ class ConnectionSource:
             # Translated here, around the borrowing only: the same errors raised by the
             # caller's own code inside `connection()` are not this pool's refusals.
             raise refused_by_pool(pool, exc) from exc
-        return conn
+        return conn, False
 
     def _give_back(
-        self, pool: ConnectionPool[Connection[DictRow]], conn: Connection[DictRow]
+        self,
+        pool: ConnectionPool[Connection[DictRow]],
+        conn: Connection[DictRow],
+        settings: dict[str, int] | None,
     ) -> None:
-        """Return a connection from `_borrow` to its pool, and let the next borrower in."""
-        IDLE_SINCE.given_back(conn)
+        """Return a connection from `_borrow` to its pool, and let the next borrower in;
+        `settings`: the timeouts its session has, if known."""
         try:
-            pool.putconn(conn)
+            if type(pool) is WarmPool:
+                pool.give_back(conn, settings)
+            else:
+                IDLE_SINCE.given_back(conn)
+                pool.putconn(conn)
         finally:
             PoolGate.of(pool).leave(pool)
 

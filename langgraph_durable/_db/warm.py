@@ -19,6 +19,13 @@ the pool resets or replaces it), once it is older than 95% of the pool's `max_li
 100%), when it was made before the last `drain()`, or once the pool closes. `drain()` and
 `check()` take the kept connection back into the pool first.
 
+The sources go one step further (`lend`): a connection kept less than `CHECK_IDLE_AFTER`
+ago, by a borrower whose session settings were the ones wanted now, needs none of the
+checks a connection idle for longer gets (whether the server ended its session, its
+timeouts), so it is lent without them. The slot remembers when and with which settings it
+kept the connection; a connection given back through the pool's `putconn` is kept with
+unknown settings.
+
 Hand-written and without I/O: both pools call it, and do the pool's calls (sync or async)
 with what it returns.
 """
@@ -28,9 +35,12 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from psycopg.pq import TransactionStatus
+
+from langgraph_durable._db import connections
 
 __all__ = ["WarmSlot"]
 
@@ -43,6 +53,8 @@ class WarmSlot:
     def __init__(self, max_lifetime: float) -> None:
         self._lock = threading.Lock()
         self._kept: Any | None = None
+        self._kept_at = 0.0
+        self._kept_settings: Mapping[str, int] | None = None
         self._in_pool = 0
         self._closed = False
         self._max_age = 0.95 * max_lifetime
@@ -73,22 +85,36 @@ class WarmSlot:
             self._in_pool += 1
             return None
 
+    def lend(self, settings: Mapping[str, int]) -> tuple[Any, bool] | None:
+        """The kept connection if it was kept less than `CHECK_IDLE_AFTER` ago, and whether
+        its session already has `settings` (the timeouts a source wants); None otherwise,
+        without counting the caller: it borrows the usual way (`take`, through the pool),
+        which checks a connection idle for longer."""
+        with self._lock:
+            kept = self._kept
+            if kept is None or time.monotonic() - self._kept_at >= connections.CHECK_IDLE_AFTER:
+                return None
+            self._kept = None
+            return kept, self._kept_settings == settings
+
     def served(self) -> None:
         """A borrower counted by `take` has its connection from the pool, or gave up."""
         with self._lock:
             self._in_pool -= 1
 
-    def keep(self, conn: Any) -> bool:
-        """Keep `conn` for the next borrower; False when it must go back into the pool."""
+    def keep(self, conn: Any, settings: Mapping[str, int] | None = None) -> bool:
+        """Keep `conn` for the next borrower; False when it must go back into the pool.
+        `settings`: the timeouts its session has, if known (a source giving it back)."""
         if conn.pgconn.transaction_status != TransactionStatus.IDLE:
             return False  # a transaction left open, or a broken session: the pool's to fix
         born = self._born.get(conn)
-        if born is None or born <= self._drained_at or time.monotonic() - born >= self._max_age:
+        now = time.monotonic()
+        if born is None or born <= self._drained_at or now - born >= self._max_age:
             return False  # the pool renews it (or it was made before the slot knew)
         with self._lock:
             if self._closed or self._kept is not None or self._in_pool:
                 return False
-            self._kept = conn
+            self._kept, self._kept_at, self._kept_settings = conn, now, settings
             return True
 
     def discard(self) -> Any | None:

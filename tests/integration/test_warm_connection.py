@@ -69,6 +69,41 @@ def wait_until(condition: Any) -> None:
         time.sleep(0.001)
 
 
+def lock_timeout_of(source: ConnectionSource) -> str:
+    with source.connection("test") as conn:
+        row = conn.execute("SHOW lock_timeout").fetchone()
+        assert row is not None
+        return str(row["lock_timeout"])
+
+
+def test_sources_with_other_timeouts_in_turn_each_get_their_own(db_dsn: str) -> None:
+    """The kept connection is lent with its session's timeouts known (`WarmSlot.lend`):
+    a source wanting others still sets them, on the pool's one connection."""
+    with pool_of(db_dsn, 1) as pool:
+        one_s = ConnectionSource(pool, lock_timeout=1)
+        two_s = ConnectionSource(pool, lock_timeout=2)
+        own = ConnectionSource(pool)  # the session's own: the server's default, 0
+        seen = [lock_timeout_of(s) for s in (one_s, one_s, two_s, one_s, own, two_s, two_s)]
+        assert seen == ["1s", "1s", "2s", "1s", "0", "2s", "2s"]
+
+
+async def test_async_sources_with_other_timeouts_in_turn_each_get_their_own(
+    db_dsn: str,
+) -> None:
+    async with apool_of(db_dsn, 1) as pool:
+
+        async def lock_timeout(source: AsyncConnectionSource) -> str:
+            async with source.connection("test") as conn:
+                row = await (await conn.execute("SHOW lock_timeout")).fetchone()
+                assert row is not None
+                return str(row["lock_timeout"])
+
+        one_s = AsyncConnectionSource(pool, lock_timeout=1)
+        two_s = AsyncConnectionSource(pool, lock_timeout=2)
+        seen = [await lock_timeout(s) for s in (one_s, one_s, two_s, two_s, one_s)]
+        assert seen == ["1s", "1s", "2s", "2s", "1s"]
+
+
 def test_calls_in_turn_reuse_the_kept_connection_without_asking_the_pool(db_dsn: str) -> None:
     with pool_of(db_dsn, 2) as pool:
         source = ConnectionSource(pool)
@@ -292,3 +327,25 @@ def test_the_slot_gives_back_a_connection_as_old_as_the_pools_max_lifetime() -> 
     assert not slot.keep(_made(slot))
     slot = WarmSlot(max_lifetime=3600.0)
     assert slot.keep(_made(slot))
+
+
+def test_the_slot_lends_a_connection_kept_moments_ago_with_its_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`lend`: only a connection kept less than `CHECK_IDLE_AFTER` ago, saying whether its
+    session has the settings wanted; otherwise nothing, and the borrower is not counted
+    (it borrows the usual way, `take`)."""
+    slot = WarmSlot(max_lifetime=3600.0)
+    conn = _made(slot)
+    assert slot.lend({}) is None  # nothing kept, and not counted as waiting:
+    assert slot.keep(conn, {"lock_timeout": 1000})  # kept, as nobody waits
+    assert slot.lend({"lock_timeout": 2000}) == (conn, False)
+    assert slot.kept is None
+    assert slot.keep(conn, {"lock_timeout": 1000})
+    assert slot.lend({"lock_timeout": 1000}) == (conn, True)
+    assert slot.keep(conn)  # given back through the pool's putconn: settings unknown
+    assert slot.lend({}) == (conn, False)
+    assert slot.keep(conn, {})
+    monkeypatch.setattr(connections_module, "CHECK_IDLE_AFTER", 0.0)
+    assert slot.lend({}) is None  # idle too long: it must be checked, through `take`
+    assert slot.take() is conn

@@ -136,8 +136,10 @@ checks the others."""
 
 
 class IdleSince:
-    """When each connection was last given back to its pool (`time.monotonic()`), for
-    every source and pool in the process; weak, so a closed connection leaves it."""
+    """When each connection was last given back into its pool (`time.monotonic()`), for
+    every source and pool in the process; weak, so a closed connection leaves it. Not
+    written for a connection our pools keep (`warm.py`): its time here is then older than
+    its last use, so it is checked when lent from the pool later, never less often."""
 
     def __init__(self) -> None:
         self._since: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()

@@ -10,8 +10,9 @@ given back in a slot of one, and lend it again without their bookkeeping.
 The slot never holds a connection someone waits for: a borrower that finds it empty is
 counted until the pool has served it, and a connection is kept only while that count is
 0; otherwise it goes back into the pool, which hands it to the waiter. Every borrower
-goes through the pool's `getconn`/`putconn` (the saver's sources, and code that borrows
-from `saver.conn` directly), so every one is counted.
+that may wait goes through the pool's `getconn` (the saver's sources once `lend` gave
+them nothing, and code that borrows from `saver.conn` directly), so every one is counted;
+`lend` hands over only a connection that is kept, which no one waits for.
 
 A connection is not kept when it is not idle (a transaction left open, a broken session:
 the pool resets or replaces it), once it is older than 95% of the pool's `max_lifetime`
@@ -20,11 +21,11 @@ the pool resets or replaces it), once it is older than 95% of the pool's `max_li
 `check()` take the kept connection back into the pool first.
 
 The sources go one step further (`lend`): a connection kept less than `CHECK_IDLE_AFTER`
-ago, by a borrower whose session settings were the ones wanted now, needs none of the
-checks a connection idle for longer gets (whether the server ended its session, its
-timeouts), so it is lent without them. The slot remembers when and with which settings it
-kept the connection; a connection given back through the pool's `putconn` is kept with
-unknown settings.
+ago needs no check that the server still holds its session, and the slot says whether
+its session has the timeouts wanted now (then the source sets none, and does not look
+them up either). The slot remembers when it kept the connection and with which timeouts
+(a source gives them with it, `give_back`; a connection given back through the pool's
+`putconn` is kept with them unknown).
 
 Hand-written and without I/O: both pools call it, and do the pool's calls (sync or async)
 with what it returns.
@@ -114,7 +115,9 @@ class WarmSlot:
         with self._lock:
             if self._closed or self._kept is not None or self._in_pool:
                 return False
-            self._kept, self._kept_at, self._kept_settings = conn, now, settings
+            # A copy: the slot must not see later changes to the caller's mapping.
+            self._kept_settings = None if settings is None else dict(settings)
+            self._kept, self._kept_at = conn, now
             return True
 
     def discard(self) -> Any | None:

@@ -76,6 +76,14 @@ def lock_timeout_of(source: ConnectionSource) -> str:
         return str(row["lock_timeout"])
 
 
+@pytest.fixture
+def kept_stays_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept connection counts as just given back however long a call takes: the tests
+    of `WarmSlot.lend` do not depend on the machine's speed."""
+    monkeypatch.setattr(connections_module, "CHECK_IDLE_AFTER", 3600.0)
+
+
+@pytest.mark.usefixtures("kept_stays_fresh")
 def test_sources_with_other_timeouts_in_turn_each_get_their_own(db_dsn: str) -> None:
     """The kept connection is lent with its session's timeouts known (`WarmSlot.lend`):
     a source wanting others still sets them, on the pool's one connection."""
@@ -85,8 +93,34 @@ def test_sources_with_other_timeouts_in_turn_each_get_their_own(db_dsn: str) -> 
         own = ConnectionSource(pool)  # the session's own: the server's default, 0
         seen = [lock_timeout_of(s) for s in (one_s, one_s, two_s, one_s, own, two_s, two_s)]
         assert seen == ["1s", "1s", "2s", "1s", "0", "2s", "2s"]
+        with one_s.connection("setup", timeouts=False) as conn:  # the session's own
+            assert conn.execute("SHOW lock_timeout").fetchone() == {"lock_timeout": "0"}
+        assert lock_timeout_of(one_s) == "1s"
 
 
+@pytest.mark.usefixtures("kept_stays_fresh")
+def test_the_kept_connection_is_lent_without_its_checks(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls in turn neither look at when the connection was given back nor at its
+    session's timeouts: the slot knows both (`lend`)."""
+    looked: list[str] = []
+    idle_since, settings = connections_module.IDLE_SINCE, connections_module.SESSION_SETTINGS
+    for target, name in ((idle_since, "needs_check"), (settings, "needs")):
+        real = getattr(target, name)
+        monkeypatch.setattr(
+            target, name, lambda *a, _real=real, _name=name: looked.append(_name) or _real(*a)
+        )
+    with pool_of(db_dsn, 1) as pool:
+        source = ConnectionSource(pool, lock_timeout=1)
+        pid = backend_of(source)  # the first call: from the pool, checked and configured
+        assert looked
+        looked.clear()
+        assert {backend_of(source) for _ in range(5)} == {pid}
+        assert looked == []
+
+
+@pytest.mark.usefixtures("kept_stays_fresh")
 async def test_async_sources_with_other_timeouts_in_turn_each_get_their_own(
     db_dsn: str,
 ) -> None:
@@ -100,8 +134,9 @@ async def test_async_sources_with_other_timeouts_in_turn_each_get_their_own(
 
         one_s = AsyncConnectionSource(pool, lock_timeout=1)
         two_s = AsyncConnectionSource(pool, lock_timeout=2)
-        seen = [await lock_timeout(s) for s in (one_s, one_s, two_s, two_s, one_s)]
-        assert seen == ["1s", "1s", "2s", "2s", "1s"]
+        own = AsyncConnectionSource(pool)
+        seen = [await lock_timeout(s) for s in (one_s, one_s, two_s, two_s, own, one_s)]
+        assert seen == ["1s", "1s", "2s", "2s", "0", "1s"]
 
 
 def test_calls_in_turn_reuse_the_kept_connection_without_asking_the_pool(db_dsn: str) -> None:
@@ -335,13 +370,16 @@ def test_the_slot_lends_a_connection_kept_moments_ago_with_its_settings(
     """`lend`: only a connection kept less than `CHECK_IDLE_AFTER` ago, saying whether its
     session has the settings wanted; otherwise nothing, and the borrower is not counted
     (it borrows the usual way, `take`)."""
+    monkeypatch.setattr(connections_module, "CHECK_IDLE_AFTER", 3600.0)
     slot = WarmSlot(max_lifetime=3600.0)
     conn = _made(slot)
     assert slot.lend({}) is None  # nothing kept, and not counted as waiting:
     assert slot.keep(conn, {"lock_timeout": 1000})  # kept, as nobody waits
     assert slot.lend({"lock_timeout": 2000}) == (conn, False)
     assert slot.kept is None
-    assert slot.keep(conn, {"lock_timeout": 1000})
+    settings = {"lock_timeout": 1000}
+    assert slot.keep(conn, settings)
+    settings["lock_timeout"] = 2000  # the slot keeps what the session had, not the dict
     assert slot.lend({"lock_timeout": 1000}) == (conn, True)
     assert slot.keep(conn)  # given back through the pool's putconn: settings unknown
     assert slot.lend({}) == (conn, False)

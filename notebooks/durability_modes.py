@@ -24,7 +24,7 @@
 #
 # Both halves are measured live on the database this notebook runs against: first the cost
 # per step (the benchmark in `benchmarks/durability_modes.py`, ours against upstream's
-# `PostgresSaver`), then a real crash in each mode (the seven-step workflow of
+# `PostgresSaver` in both of its setups: one connection and a pool), then a real crash in each mode (the seven-step workflow of
 # `examples/seven_step_workflow.py`, SIGKILLed before step 7 and resumed by a new process).
 
 # %%
@@ -53,22 +53,23 @@ MODES = ["sync", "async", "exit"]
 # ## 1. Cost per step
 #
 # A 10-node graph with 10 channels, invoked on fresh threads; the median time of one invoke
-# divided by its 10 steps. "none" is the graph without a checkpointer. Few runs, so expect
-# noise; `python benchmarks/durability_modes.py` takes more.
+# divided by its 10 steps, the savers taking turns. "none" is the graph without a
+# checkpointer; each ratio is against the faster of upstream's two setups in that mode. Few
+# runs, so expect noise; `python benchmarks/durability_modes.py` takes more.
 
 # %%
 results = bench.measure(dsn, runs=10)
 print(bench.table(results))
 cost = {(name, mode): ms for name, mode, ms in results}
-ours = {mode: cost[("DurablePostgresSaver", mode)] for mode in MODES}
+ours = {mode: cost[(bench.OURS, mode)] for mode in MODES}
 assert ours["exit"] < ours["sync"]  # saving once per run is cheaper than once per step
 
 # %%
-savers = ["upstream PostgresSaver", "DurablePostgresSaver", "DurablePostgresSaver(async_commit)"]
+savers = bench.SAVERS
 fig, ax = plt.subplots(figsize=(8, 3))
-width = 0.27
+width = 0.2
 for i, name in enumerate(savers):
-    xs = [m + (i - 1) * width for m in range(len(MODES))]
+    xs = [m + (i - 1.5) * width for m in range(len(MODES))]
     ax.bar(xs, [cost[(name, mode)] for mode in MODES], width, label=name)
 ax.axhline(cost[("none", "-")], color="black", lw=0.8, ls="--", label="graph alone")
 ax.set_xticks(range(len(MODES)), [f'durability="{m}"' for m in MODES])

@@ -42,7 +42,16 @@ def _python(code: str, **env: str) -> str:
 
 def test_durability_modes_benchmark_quick(db_dsn: str) -> None:
     out = _run("durability_modes.py", "--quick", "--dsn", db_dsn)
-    assert "| DurablePostgresSaver | sync |" in out
+    for mode in ("sync", "async", "exit"):
+        for saver in (
+            "DurablePostgresSaver",
+            "upstream PostgresSaver (one connection)",
+            "upstream PostgresSaver (pool)",
+        ):
+            assert f"| {saver} | {mode} |" in out, (saver, mode)
+    # Each mode's ratios are against the faster of upstream's two setups, named per mode.
+    assert "| ratio to upstream's faster setup |" in out
+    assert "Upstream's faster setup: sync: " in out
 
 
 def test_async_cpu_by_level_runs(db_dsn: str) -> None:

@@ -43,8 +43,9 @@ __all__ = [
 class RetryLater(Exception):
     """Raise from an effect when the receiver says "not now" (for example HTTP 429).
 
-    The run is parked: the effect raises `EffectDeferred` with the time to retry, and a
-    later call after that time attempts again.
+    A wait of up to `RetryPolicy.max_inline_wait` (with attempts left) is waited out and
+    the call tries again; a longer one parks the run: the effect raises `EffectDeferred`
+    with the time to retry, and a later call after that time attempts again.
     """
 
     def __init__(self, retry_after: float, message: str = "") -> None:

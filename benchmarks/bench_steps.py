@@ -17,7 +17,7 @@ from typing import Any
 
 from bench_common import POOL_SIZE, Stats, ours, timed_ms, upstream, upstream_single
 from bench_effects import FLOOR_INSERT, FLOOR_TABLE
-from durability_modes import NODES, graph_builder
+from durability_modes import NODES, graph_builder, invoker
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -197,16 +197,6 @@ class StatementOnlySaver(NoopSaver):
         return super().put(config, checkpoint, metadata, new_versions)
 
 
-def _invoker(graph: Any, mode: str | None) -> Callable[[], Any]:
-    def invoke() -> Any:
-        config = {"configurable": {"thread_id": str(uuid.uuid4())}}
-        if mode is None:  # no checkpointer: LangGraph rejects a durability argument
-            return graph.invoke({}, config)
-        return graph.invoke({}, config, durability=mode)
-
-    return invoke
-
-
 def per_step(
     upstream_dsn: str, ours_dsn: str, runs: int, warmup: int
 ) -> dict[tuple[str, str], Stats]:
@@ -230,19 +220,19 @@ def per_step(
             "ours_async_commit": stack.enter_context(ours(ours_dsn, 10, async_commit=True)),
         }
         invokers: dict[tuple[str, str], Callable[[], Any]] = {
-            ("none", "-"): _invoker(graph_builder().compile(), None),
-            ("noop", "sync"): _invoker(graph_builder().compile(checkpointer=NoopSaver()), "sync"),
-            ("one_commit", "sync"): _invoker(
+            ("none", "-"): invoker(graph_builder().compile(), None),
+            ("noop", "sync"): invoker(graph_builder().compile(checkpointer=NoopSaver()), "sync"),
+            ("one_commit", "sync"): invoker(
                 graph_builder().compile(checkpointer=OneCommitSaver(mine.conn)), "sync"
             ),
         }
         statement_only = graph_builder().compile(checkpointer=StatementOnlySaver(mine))
         for mode in MODES:
-            invokers[("statement_only", mode)] = _invoker(statement_only, mode)
+            invokers[("statement_only", mode)] = invoker(statement_only, mode)
         for name, saver in savers.items():
             graph = graph_builder().compile(checkpointer=saver)
             for mode in MODES:
-                invokers[(name, mode)] = _invoker(graph, mode)
+                invokers[(name, mode)] = invoker(graph, mode)
         for invoke in invokers.values():
             for _ in range(warmup):
                 invoke()
@@ -313,7 +303,7 @@ def throughput(
             "ours": stack.enter_context(ours(ours_dsn, pool_size)),
         }
         invokers = {
-            name: _invoker(graph_builder().compile(checkpointer=saver), "sync")
+            name: invoker(graph_builder().compile(checkpointer=saver), "sync")
             for name, saver in {**savers, "noop": NoopSaver()}.items()
         }
         for invoke in invokers.values():  # warm up pools (to full size) and plans

@@ -95,7 +95,9 @@ def durable_saver(dsn: str, **options: Any) -> Iterator[BaseCheckpointSaver[Any]
         yield saver
 
 
-def _invoker(graph: Any, mode: str | None) -> Callable[[], Any]:
+def invoker(graph: Any, mode: str | None) -> Callable[[], Any]:
+    """One invoke of `graph` on a new thread (`mode` None: a graph without a checkpointer)."""
+
     def invoke() -> Any:
         config = {"configurable": {"thread_id": str(uuid.uuid4())}}
         if mode is None:  # no checkpointer: LangGraph takes no durability then
@@ -122,11 +124,11 @@ def measure(dsn: str, runs: int, seed: int = 0) -> list[tuple[str, str, float]]:
         OURS_ASYNC_COMMIT: lambda: durable_saver(dsn, async_commit=True),
     }
     with ExitStack() as stack:
-        invokes = {("none", "-"): _invoker(graph_builder().compile(), None)}
+        invokes = {("none", "-"): invoker(graph_builder().compile(), None)}
         for name in SAVERS:
             graph = graph_builder().compile(checkpointer=stack.enter_context(openers[name]()))
             for mode in MODES:
-                invokes[(name, mode)] = _invoker(graph, mode)
+                invokes[(name, mode)] = invoker(graph, mode)
         for invoke in invokes.values():  # warm up: caches, pools, prepared statements
             invoke()
         samples: dict[tuple[str, str], list[float]] = {key: [] for key in invokes}

@@ -59,6 +59,11 @@ def lone_surrogate(text: str) -> int | None:
     return None
 
 
+def is_text(value: object) -> bool:
+    """Whether `value` is a string Postgres can store as text: no NUL, no lone surrogate."""
+    return isinstance(value, str) and "\x00" not in value and lone_surrogate(value) is None
+
+
 def _text(value: str, what: str) -> str:
     """Text Postgres can store: no NUL characters, no lone surrogates."""
     if "\x00" in value:
@@ -118,6 +123,13 @@ def fits_key(text: str, what: str) -> str:
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
+def holds_nul(json_text: str) -> bool:
+    """Whether JSON text holds a NUL (jsonb refuses it): the escape backslash-u0000 after
+    an even number of backslashes (the text's own backslashes are written doubled, so
+    text holding a backslash followed by "u0000" holds no NUL)."""
+    return "\\u0000" in json_text and _ESCAPED_NUL.search(json_text) is not None
+
+
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False)
 """One encoder for every call: `json.dumps` with these options builds a new one each time,
 and every checkpoint is encoded twice (the checkpoint and its metadata)."""
@@ -132,7 +144,7 @@ def json_text(value: object, where: str) -> str:
             f"{where} cannot be stored as JSON ({exc}); nothing was written. "
             "Use JSON values there (str, int, float, bool, list, dict)."
         ) from exc
-    if "\\u0000" in text and _ESCAPED_NUL.search(text):
+    if holds_nul(text):
         raise InvalidInputError(
             f"{where} contains a NUL character, which Postgres JSONB cannot store; "
             "nothing was written. Remove the NUL character."

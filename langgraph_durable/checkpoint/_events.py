@@ -40,6 +40,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph_durable._ids import holds_nul, is_text, lone_surrogate
+
 __all__ = ["EMPTY_EVENT_PARAMS", "EventParking", "ParkedEvent", "event_params", "new_event"]
 
 logger = logging.getLogger("langgraph_durable.outbox")
@@ -100,13 +102,20 @@ def new_event(
     execution: object = None,
 ) -> ParkedEvent:
     """Checks an event and gives it `event_id` or a new one; ValueError or TypeError if bad."""
-    if not isinstance(event_type, str) or not event_type or "\x00" in event_type:
-        raise ValueError(f"event type {event_type!r}: give a non-empty string without NUL")
-    if not isinstance(key, str) or "\x00" in key:
-        raise ValueError(f"event key {key!r}: give a string without NUL")
+    if not event_type or not is_text(event_type):
+        raise ValueError(
+            f"event type {event_type!r}: give a non-empty string without NUL or lone surrogates"
+        )
+    if not is_text(key):
+        raise ValueError(f"event key {key!r}: give a string without NUL or lone surrogates")
     text = json.dumps(payload, allow_nan=False, ensure_ascii=False)
-    if "\\u0000" in text:
+    if holds_nul(text):
         raise ValueError("the payload holds a NUL character, which Postgres JSON cannot store")
+    if lone_surrogate(text) is not None:
+        raise ValueError(
+            "the payload holds a lone surrogate, which is not valid text; decode the text "
+            "properly (e.g. errors='replace') first"
+        )
     return ParkedEvent(
         event_id or str(uuid.uuid4()),
         event_type,

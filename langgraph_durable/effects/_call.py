@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import json
 import os
 import secrets
 import uuid
@@ -13,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_durable import _telemetry
-from langgraph_durable.checkpoint import new_event
+from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
@@ -134,24 +133,33 @@ def completion_events(call: EffectCall, result: Any) -> dict[str, Any]:
     """`acomplete`'s keyword for the call's completion event: none, or one per key.
 
     The event id is derived from the key, so a completion stored twice (a reconcile after
-    a lost answer) stores one event. The result is in the payload when it is JSON.
+    a lost answer) stores one event. The result is in the payload when Postgres can store
+    it as JSON; otherwise its type's name is. Never raises because of the result: the
+    receiver has acted, and storing its result is all that is left.
     """
-    if call.completion_event is None:
+    event_type = call.completion_event
+    if event_type is None:
         return {}
-    payload: dict[str, Any] = {"key": call.key, "effect": call.name}
-    try:
-        json.dumps(result, allow_nan=False)
-        payload["result"] = result
-    except (TypeError, ValueError):
-        payload["result_type"] = type(result).__name__
     thread = call.where.thread_id if call.where is not None else ""
-    event = new_event(
-        call.completion_event,
-        payload,
-        thread or call.key,
-        event_id=str(uuid.uuid5(_EVENT_NAMESPACE, call.key)),
-    )
+    payload: dict[str, Any] = {"key": call.key, "effect": call.name, "result": result}
+    try:
+        event = _completion_event(event_type, call.key, payload, thread)
+    except (TypeError, ValueError, RecursionError):
+        # Not JSON, NaN, a NUL or a lone surrogate somewhere in it: its type goes instead.
+        payload = {"key": call.key, "effect": call.name, "result_type": type(result).__name__}
+        event = _completion_event(event_type, call.key, payload, thread)
     return {"events": [event]}
+
+
+def _completion_event(
+    event_type: str, effect_key: str, payload: dict[str, Any], thread: str
+) -> ParkedEvent:
+    return new_event(
+        event_type,
+        payload,
+        thread or effect_key,
+        event_id=str(uuid.uuid5(_EVENT_NAMESPACE, effect_key)),
+    )
 
 
 STORE_PAUSE_FIRST = 0.1

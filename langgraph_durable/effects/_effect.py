@@ -27,6 +27,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 from langgraph.config import get_config
 
 from langgraph_durable._db import source_of
+from langgraph_durable._ids import is_text
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._arunner import arun_effect
@@ -206,8 +207,13 @@ class EffectSpec:
         event: str | None = None,
     ) -> None:
         self.fn = fn
-        if event is not None and (not isinstance(event, str) or not event.strip()):
-            raise InvalidInputError(f"effect event={event!r}: pass a non-empty event type.")
+        if event is not None and (
+            not isinstance(event, str) or not event.strip() or not is_text(event)
+        ):
+            raise InvalidInputError(
+                f"effect event={event!r}: pass a non-empty event type without NUL or lone "
+                "surrogates."
+            )
         self.event = event
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise InvalidInputError(f"effect name={name!r}: pass a non-empty string.")

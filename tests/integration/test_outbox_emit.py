@@ -30,6 +30,7 @@ from langgraph_durable import (
     AsyncDurablePostgresSaver,
     DurablePostgresSaver,
     InvalidEventError,
+    InvalidInputError,
     OutboxUnavailableError,
     UnserializableValueError,
     emit,
@@ -465,6 +466,50 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         assert len(conn.execute(query, (f"refund:{thread}:o1",)).fetchall()) == 1
     assert calls == ["o1"]
+
+
+@pytest.mark.parametrize(
+    ("result", "in_payload"),
+    [
+        ({"note": "a\x00b"}, {"result_type": "dict"}),  # a NUL: jsonb refuses it
+        ("\ud800", {"result_type": "str"}),  # a lone surrogate: not valid text
+        (float("nan"), {"result_type": "float"}),
+        ({"code": "\\u0000"}, {"result": {"code": "\\u0000"}}),  # text that spells one
+    ],
+)
+def test_an_effect_result_that_json_cannot_carry_still_completes(
+    dsn: str, result: Any, in_payload: dict[str, Any]
+) -> None:
+    """The receiver has acted: its result is stored and the call returns it, whatever the
+    completion event can carry; the event names the result's type instead."""
+    from langgraph_durable import EffectJournal, effect
+
+    key = f"odd-result:{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        journal = EffectJournal(saver.conn)
+
+        @effect(name="odd", event="odd.done", key=lambda: key, journal=journal)
+        def odd() -> Any:
+            return result
+
+        got = odd()
+    assert got == result or (got != got and result != result)  # NaN is not NaN
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        row = conn.execute(
+            "SELECT status FROM langgraph_durable_effects WHERE key = %s", (key,)
+        ).fetchone()
+        events = conn.execute(
+            "SELECT payload FROM langgraph_durable_outbox WHERE payload->>'key' = %s", (key,)
+        ).fetchall()
+    assert row == {"status": "completed"}
+    assert [e["payload"] for e in events] == [{"key": key, "effect": "odd", **in_payload}]
+
+
+def test_an_effect_event_type_must_be_text_postgres_stores() -> None:
+    from langgraph_durable import effect
+
+    with pytest.raises(InvalidInputError, match="without NUL or lone surrogates"):
+        effect(name="x", event="x\x00done", key=lambda: "k")(lambda: None)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -153,6 +153,20 @@ def test_bad_events_are_refused() -> None:
         new_event("t", {"x": object()}, "k")
     with pytest.raises(ValueError, match="NUL"):
         new_event("t", {"x": "\x00"}, "k")
+    with pytest.raises(ValueError, match="NUL"):
+        new_event("t", {"x": "\\\x00"}, "k")  # a backslash, then a NUL
+    with pytest.raises(ValueError, match="lone surrogate"):
+        new_event("t", {"x": "\ud800"}, "k")
+    with pytest.raises(ValueError, match="lone surrogates"):
+        new_event("t\ud800", {}, "k")
+    with pytest.raises(ValueError, match="lone surrogates"):
+        new_event("t", {}, "k\ud800")
+
+
+def test_text_that_spells_a_nul_escape_is_no_nul() -> None:
+    """A backslash followed by "u0000" is six characters of text, which jsonb stores."""
+    event = new_event("t", {"x": "\\u0000", "y": "\\\\u0000"}, "k")
+    assert json.loads(event.payload) == {"x": "\\u0000", "y": "\\\\u0000"}
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 __all__ = [
     "OutboxEvent",
     "backoff_delay",
+    "error_text",
     "event_of",
     "sign_webhook",
     "verify_webhook",
@@ -65,6 +67,18 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> fl
     if attempts < 1:
         return 0.0
     return float(min(cap, base * 2 ** min(attempts - 1, 30)))
+
+
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]+@")
+"""The user (and password, or token) part of a URL, as in `https://user:secret@host/`."""
+
+
+def error_text(error: BaseException) -> str:
+    """`Type: message` of a publishing error, for the outbox row, the CLI and the logs, with
+    the credentials of every URL in it replaced by `***`: client libraries quote the URL
+    they failed on (httpx's `raise_for_status` does), and a webhook or broker URL may hold
+    a password."""
+    return _URL_USERINFO.sub(r"\1***@", f"{type(error).__name__}: {error}")
 
 
 def _signature(secret: bytes, message_id: str, timestamp: int, body: bytes) -> str:

@@ -35,7 +35,7 @@ from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import ConfigurationError, ConnectionLostError
 from langgraph_durable.outbox._aoutbox import abacklog
-from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, event_of
+from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, error_text, event_of
 
 __all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
 
@@ -140,7 +140,7 @@ class OutboxRelay:
                     QUERIES["outbox_mark_failed"],
                     {
                         "seq": event.seq,
-                        "error": f"{type(error).__name__}: {error}"[:2000],
+                        "error": error_text(error)[:2000],
                         "delay": backoff_delay(
                             event.attempts + 1, base=self.backoff_base, cap=self.backoff_cap
                         ),
@@ -155,7 +155,7 @@ class OutboxRelay:
                         event.event_id,
                         event.event_type,
                         event.attempts + 1,
-                        error,
+                        error_text(error),
                     )
         _crashpoints.reached("relay:after_commit")
         return RoundResult(len(events), len(published), len(failures), dead)
@@ -175,7 +175,9 @@ class OutboxRelay:
                 try:
                     await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
                 except Exception as exc:  # any failure: retried later, dead after max_attempts
-                    logger.warning("publishing outbox event %s failed: %r", event.event_id, exc)
+                    logger.warning(
+                        "publishing outbox event %s failed: %s", event.event_id, error_text(exc)
+                    )
                     _telemetry.annotate({"langgraph_durable.error_type": type(exc).__name__})
                     _count_publish(event, "failed")
                     return done, (event, exc)

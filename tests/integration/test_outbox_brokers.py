@@ -9,6 +9,7 @@ broker fails the test; elsewhere it is skipped.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -152,6 +153,35 @@ async def test_webhooks_are_signed_and_redeliveries_do_nothing_twice(
     await relay.aclose()
     await publisher.aclose()
     await forger.aclose()
+
+
+async def test_a_failed_publish_never_shows_the_url_password(
+    dsn: str, receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx quotes the URL it failed on; the relay stores and logs it without the
+    credentials (the outbox row's last error is shown by `outbox dead`)."""
+    emit_events(dsn, 1)
+    url = receiver.url.replace("://", "://hook-user:pw-not-shown@", 1)
+    publisher = WebhookPublisher(url, b"wrong")  # refused: 401
+    relay = OutboxRelay(dsn, publisher, max_attempts=1)
+    caplog.set_level(logging.WARNING, logger="langgraph_durable")
+    try:
+        assert (await relay.run_once()).failed == 1
+    finally:
+        await relay.aclose()
+        await publisher.aclose()
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT status, last_error FROM langgraph_durable_outbox").fetchone()
+    assert row is not None
+    status, last_error = row
+    assert status == "dead"
+    assert "401" in last_error
+    assert "://***@127.0.0.1" in last_error
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "401" in logged
+    for text in (last_error, logged):
+        assert "pw-not-shown" not in text
+        assert "hook-user" not in text
 
 
 async def test_an_unreachable_receiver_grows_the_backlog_which_then_drains_in_order(

@@ -9,6 +9,7 @@ import pytest
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.checkpoint._events import EventParking
 from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook
+from langgraph_durable.outbox._base import error_text
 
 
 def event(
@@ -167,6 +168,17 @@ def test_text_that_spells_a_nul_escape_is_no_nul() -> None:
     """A backslash followed by "u0000" is six characters of text, which jsonb stores."""
     event = new_event("t", {"x": "\\u0000", "y": "\\\\u0000"}, "k")
     assert json.loads(event.payload) == {"x": "\\u0000", "y": "\\\\u0000"}
+
+
+def test_error_text_hides_the_credentials_of_every_url() -> None:
+    error = ConnectionError(
+        "amqp://guest:pw1@h:5672/ failed; then https://tok3n@hooks.example/x?u=a@b; "
+        "'nats://u:p@w@n:4222' too; http://plain.example/a@b stays"
+    )
+    assert error_text(error) == (
+        "ConnectionError: amqp://***@h:5672/ failed; then https://***@hooks.example/x?u=a@b; "
+        "'nats://***@n:4222' too; http://plain.example/a@b stays"
+    )
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

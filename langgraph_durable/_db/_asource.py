@@ -42,6 +42,7 @@ from langgraph_durable._db.connections import (
     RECONNECT_WINDOW,
     SESSION_SETTINGS,
     Timeout,
+    check_autocommit,
     check_dsn,
     check_row_factory,
     connection_lost,
@@ -248,6 +249,7 @@ class AsyncConnectionSource:
         self.pipe = pipe
         if isinstance(conn, AsyncConnection):
             check_row_factory(conn)
+            check_autocommit(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = asyncio.Lock()
         self.timeouts = timeout_settings(

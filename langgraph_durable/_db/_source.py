@@ -44,6 +44,7 @@ from langgraph_durable._db.connections import (
     RECONNECT_WINDOW,
     SESSION_SETTINGS,
     Timeout,
+    check_autocommit,
     check_dsn,
     check_row_factory,
     connection_lost,
@@ -247,6 +248,7 @@ class ConnectionSource:
         self.pipe = pipe
         if isinstance(conn, Connection):
             check_row_factory(conn)
+            check_autocommit(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = threading.Lock()
         self.timeouts = timeout_settings(

@@ -320,6 +320,19 @@ def check_row_factory(conn: Any) -> None:
         )
 
 
+def check_autocommit(conn: Any) -> None:
+    """A single connection must commit each statement on its own (a pool's `connection()`
+    commits when a call gives it back, so a pool may do without autocommit)."""
+    if not conn.autocommit:
+        raise ConfigurationError(
+            "The connection must be in autocommit mode: every call stores its rows in a "
+            "transaction of its own, and on a connection without autocommit nothing would be "
+            "committed (an effect's journal row included, which must be committed before the "
+            "effect runs). Connect with autocommit=True (and row_factory=dict_row), as for "
+            "PostgresSaver, or pass a pool."
+        )
+
+
 def is_disconnect(exc: BaseException) -> bool:
     """Whether an error means the connection died (server restart, idle kill, network)."""
     if isinstance(exc, ConnectionLostError):

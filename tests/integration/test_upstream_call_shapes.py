@@ -118,3 +118,27 @@ async def test_a_checkpoint_stored_without_channel_values_loads_empty(
     assert theirs is not None
     assert theirs.checkpoint["channel_values"] == found.checkpoint["channel_values"]
     assert state.values == their_state.values
+
+
+def test_a_connection_without_autocommit_is_refused_before_anything_is_written(
+    db_dsn: str,
+) -> None:
+    """On it nothing would ever commit: puts would report success, and an effect's journal
+    row would not be committed before the effect runs (I1). Pools may do without
+    autocommit: their `connection()` commits (tests/integration/test_pool_transactions.py)."""
+    from langgraph_durable import ConfigurationError, EffectJournal
+
+    with psycopg.connect(db_dsn, row_factory=dict_row) as conn:
+        for make in (DurablePostgresSaver, EffectJournal):
+            with pytest.raises(ConfigurationError, match="autocommit=True"):
+                make(conn)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+async def test_an_async_connection_without_autocommit_is_refused(db_dsn: str) -> None:
+    from langgraph_durable import AsyncEffectJournal, ConfigurationError
+
+    async with await psycopg.AsyncConnection.connect(db_dsn, row_factory=dict_row) as conn:
+        for make in (AsyncDurablePostgresSaver, AsyncEffectJournal):
+            with pytest.raises(ConfigurationError, match="autocommit=True"):
+                make(conn)

@@ -224,13 +224,17 @@ def timeout_settings(*, lock_timeout: Timeout, statement_timeout: Timeout) -> di
 
 class _SessionSettings:
     """The timeouts this library last set on each connection's session ({}: none, the
-    session's own), so that a connection is configured once, not on every call."""
+    session's own; None: unknown), so that a connection is configured once, not on every
+    call."""
 
     def __init__(self) -> None:
-        self._applied: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+        self._applied: weakref.WeakKeyDictionary[Any, dict[str, int] | None] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def needs(self, conn: Any, wanted: dict[str, int]) -> bool:
-        """Whether `conn`'s session must be changed to hold exactly `wanted`."""
+        """Whether `conn`'s session must be changed to hold exactly `wanted` (a connection
+        never configured holds its own, {})."""
         return self._applied.get(conn, {}) != wanted
 
     def params(self, wanted: dict[str, int]) -> dict[str, str | None]:
@@ -241,8 +245,9 @@ class _SessionSettings:
         self._applied[conn] = dict(wanted)
 
     def forget(self, conn: Any) -> None:
-        """The session was changed some other way (or the change failed): check it again."""
-        self._applied.pop(conn, None)
+        """The session's timeouts are unknown (a change under way, which may fail or be
+        cancelled after the server made it): the next call sets them, whatever it wants."""
+        self._applied[conn] = None
 
 
 def _text(ms: int | None) -> str | None:

@@ -49,6 +49,9 @@ def test_session_settings_are_remembered_per_connection() -> None:
     SESSION_SETTINGS.record(conn, {"lock_timeout": 100})
     assert not SESSION_SETTINGS.needs(conn, {"lock_timeout": 100})
     assert SESSION_SETTINGS.needs(conn, {})  # back to the session's own
+    SESSION_SETTINGS.forget(conn)  # a change cut short: the session may hold either
+    assert SESSION_SETTINGS.needs(conn, {})
+    assert SESSION_SETTINGS.needs(conn, {"lock_timeout": 100})
     assert SESSION_SETTINGS.params({"lock_timeout": 100}) == {
         "lock_timeout": "100",
         "statement_timeout": None,

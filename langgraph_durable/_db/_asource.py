@@ -342,8 +342,10 @@ class AsyncConnectionSource:
                     return lent
                 conn = await pool.getconn(timeout)
                 if IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn):
-                    await conn.close()
-                    await pool.putconn(conn)  # closed: the pool discards it and opens another
+                    try:
+                        await conn.close()
+                    finally:  # even if cancelled: the pool must not count it as lent
+                        await pool.putconn(conn)  # closed: the pool discards it, opens another
                     await self.drop_dead_connections()
                     conn = await pool.getconn(timeout)
             except BaseException:

@@ -341,8 +341,10 @@ class ConnectionSource:
                     return lent
                 conn = pool.getconn(timeout)
                 if IDLE_SINCE.needs_check(conn) and ended_by_server(conn.pgconn):
-                    conn.close()
-                    pool.putconn(conn)  # closed: the pool discards it and opens another
+                    try:
+                        conn.close()
+                    finally:  # even if cancelled: the pool must not count it as lent
+                        pool.putconn(conn)  # closed: the pool discards it, opens another
                     self.drop_dead_connections()
                     conn = pool.getconn(timeout)
             except BaseException:

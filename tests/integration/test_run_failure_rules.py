@@ -172,6 +172,36 @@ def test_a_connection_given_back_within_the_idle_limit_is_lent_unchecked(
         assert saver.get_tuple({"configurable": {"thread_id": "unchecked"}}) is None
 
 
+async def test_a_call_cancelled_while_a_dead_connection_closes_gives_it_back(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool lends a connection the server ended; the call that found it is cancelled
+    while closing it. The pool must not count it as lent: with one connection, a leak
+    would leave every later call waiting until the pool's timeout."""
+    monkeypatch.setattr(connections, "CHECK_IDLE_AFTER", 0.0)
+    async with AsyncDurablePostgresSaver.from_conn_string(
+        db_dsn, max_connections=1, pool_timeout=10
+    ) as saver:
+        source = source_of(saver)
+        assert source is not None
+        async with source.connection("a test") as conn:
+            dead = conn
+        _terminate(db_dsn, str(int(dead.info.backend_pid)))
+        close = dead.close
+
+        async def close_then_be_cancelled() -> None:
+            await close()
+            raise asyncio.CancelledError
+
+        monkeypatch.setattr(dead, "close", close_then_be_cancelled)
+        with pytest.raises(asyncio.CancelledError):
+            async with source.connection("a cancelled test"):
+                pass
+        async with source.connection("a third test") as conn:
+            assert conn is not dead
+            assert await (await conn.execute("SELECT 1 AS one")).fetchone() == {"one": 1}
+
+
 def test_a_node_whose_own_database_fails_uses_its_attempts_up(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

@@ -973,8 +973,7 @@ class WriteParking:
                     busy = True  # counted busy again (`_hand_over`)
                     raise
             finally:
-                for entry in stranded:
-                    self._store_alone(entry)
+                self._store_each_alone(stranded)
             return False
         finally:
             if busy:
@@ -984,7 +983,9 @@ class WriteParking:
 
     def _store_alone(self, entry: ParkedWrites) -> None:
         """Stores alone writes whose writer has returned (counted busy by the caller; no
-        longer busy once stored or failed)."""
+        longer busy once stored or failed). Interrupted (Ctrl-C in the thread that
+        stores them), they are parked again for the sweeper: stored twice is harmless,
+        never stored is not."""
         registry = self._registry
         busy = True
         try:
@@ -998,11 +999,38 @@ class WriteParking:
                     self._changed.notify_all()
                     return
             _unstored(entry, exc)
+        except BaseException:
+            self._park_again([entry])
+            busy = False
+            raise
         finally:
             if busy:
                 with self._lock:
                     registry.leave(entry.key)
                     self._changed.notify_all()
+
+    def _store_each_alone(self, entries: Sequence[ParkedWrites]) -> None:
+        """`_store_alone` for each of `entries` (taken, counted busy), in turn. Interrupted
+        (Ctrl-C), the ones not tried yet are parked again for the sweeper: left taken and
+        busy, they would hold up every later read and put of their thread for ever."""
+        for at, entry in enumerate(entries):
+            try:
+                self._store_alone(entry)
+            except BaseException:
+                self._park_again(entries[at + 1 :])
+                raise
+
+    def _park_again(self, entries: Sequence[ParkedWrites]) -> None:
+        """Taken writes that were not stored (counted busy): parked again, no longer busy,
+        for the sweeper to store."""
+        if not entries:
+            return
+        registry = self._registry
+        with self._lock:
+            self._start_sweeping()  # first: if no thread can start, nothing is parked
+            for entry in entries:
+                registry.park(entry.key, entry.params, None, entry.store_alone)
+            self._changed.notify_all()
 
     def _start_sweeping(self) -> None:
         """Starts the sweeper if none runs (the caller holds the lock); raises, parking
@@ -1063,8 +1091,7 @@ class WriteParking:
             return
         with self._lock:
             found = registry.of_thread(thread_id, checkpoint_ns)
-        for entry in found:
-            self._store_alone(entry)
+        self._store_each_alone(found)
         # Writes of the thread being stored meanwhile (by the sweeper, a failed put,
         # another reader): a read goes on once they are in, as when their writer waited.
         with self._lock:
@@ -1076,8 +1103,7 @@ class WriteParking:
         registry = self._registry
         with self._lock:
             due = registry.expired(math.inf, frozenset(), timed_out=False)
-        for entry in due:
-            self._store_alone(entry)
+        self._store_each_alone(due)
         with self._lock:  # and what the sweeper is storing now
             self._changed.wait_for(lambda: not self._sweeping)
 
@@ -1132,8 +1158,7 @@ class WriteParking:
                 orphans = self._registry.settle(taken, error)
         finally:
             done.set()  # writers waiting for this checkpoint never wait for ever
-            for entry in orphans:  # the put failed: before its error is raised
-                self._store_alone(entry)
+            self._store_each_alone(orphans)  # the put failed: before its error is raised
 
     def _take(
         self,
@@ -1167,5 +1192,4 @@ class WriteParking:
     def _settle(self, taken: Sequence[ParkedWrites], error: BaseException | None = None) -> None:
         with self._lock:
             orphans = self._registry.settle(taken, error)
-        for entry in orphans:
-            self._store_alone(entry)
+        self._store_each_alone(orphans)

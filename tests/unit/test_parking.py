@@ -900,3 +900,33 @@ async def test_a_put_whose_events_are_never_taken_goes_on_and_says_so(
             ) as taken:
                 assert taken == []
     assert "without waiting longer for outbox events" in caplog.text
+
+
+def test_a_flush_interrupted_midway_leaves_the_rest_parked_not_busy() -> None:
+    """Ctrl-C while a read stores a thread's parked writes one by one: the write being
+    stored and those after it are parked again, not left taken and busy (every later read
+    or put of the thread would wait for them for ever); the next read stores them."""
+    stored: list[str] = []
+    interrupted = False
+
+    def alone(params: dict[str, Any]) -> None:
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt
+        stored.append(params["w"])
+
+    parking = WriteParking(linger=HANG_S)
+    keys = [("thread", "", f"checkpoint-{n}") for n in range(3)]
+    for key in keys:
+        assert parking.store(key, prepared({"w": key[2]}), alone)
+    with pytest.raises(KeyboardInterrupt):
+        parking.flush_thread("thread")
+    assert not parking._registry.busy
+    assert sorted(parking._registry.parked) == keys
+    reader = threading.Thread(target=parking.flush_thread, args=("thread",), daemon=True)
+    reader.start()
+    reader.join(HANG_S)
+    assert not reader.is_alive()
+    assert sorted(stored) == [key[2] for key in keys]
+    assert parking._registry.parked == {}

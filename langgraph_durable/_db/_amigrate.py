@@ -18,6 +18,7 @@ table queued behind it. Upstream's migrations are recorded in its own table with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -154,9 +155,27 @@ async def _aup_to_date(conn: AsyncConnection[DictRow]) -> bool:
     )
 
 
+async def _aunlock(conn: AsyncConnection[DictRow]) -> None:
+    """Release the setup lock; if that fails (the connection cut short mid-statement by a
+    cancel), close the session, which releases it: a pooled connection must not go on
+    holding it, or every other process's `setup()` waits for it until its timeout."""
+    try:
+        await conn.execute(QUERIES["unlock_setup"])
+    except BaseException:
+        await conn.close()
+        raise
+
+
 async def _amigrate_locked(conn: AsyncConnection[DictRow], lock_timeout: float) -> list[str]:
     applied: list[str] = []
-    await _alock(conn, lock_timeout)
+    try:
+        await _alock(conn, lock_timeout)
+    except SchemaError:
+        raise  # never taken
+    except BaseException:  # interrupted, perhaps after the server granted the lock
+        with contextlib.suppress(Exception):
+            await _aunlock(conn)  # not held: the server only warns
+        raise
     try:
         # Upstream's version table is its migration 0; ours is bootstrapped the same way.
         await conn.execute(MIGRATIONS[0].sql)
@@ -172,7 +191,7 @@ async def _amigrate_locked(conn: AsyncConnection[DictRow], lock_timeout: float) 
             await _aapply_migration(conn, migration, time.monotonic() + lock_timeout)
             applied.append(migration.name)
     finally:
-        await conn.execute(QUERIES["unlock_setup"])
+        await _aunlock(conn)
     return applied
 
 

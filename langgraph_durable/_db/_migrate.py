@@ -19,6 +19,7 @@ table queued behind it. Upstream's migrations are recorded in its own table with
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -151,9 +152,27 @@ def _up_to_date(conn: Connection[DictRow]) -> bool:
     )
 
 
+def _unlock(conn: Connection[DictRow]) -> None:
+    """Release the setup lock; if that fails (the connection cut short mid-statement by a
+    cancel), close the session, which releases it: a pooled connection must not go on
+    holding it, or every other process's `setup()` waits for it until its timeout."""
+    try:
+        conn.execute(QUERIES["unlock_setup"])
+    except BaseException:
+        conn.close()
+        raise
+
+
 def _migrate_locked(conn: Connection[DictRow], lock_timeout: float) -> list[str]:
     applied: list[str] = []
-    _lock(conn, lock_timeout)
+    try:
+        _lock(conn, lock_timeout)
+    except SchemaError:
+        raise  # never taken
+    except BaseException:  # interrupted, perhaps after the server granted the lock
+        with contextlib.suppress(Exception):
+            _unlock(conn)  # not held: the server only warns
+        raise
     try:
         # Upstream's version table is its migration 0; ours is bootstrapped the same way.
         conn.execute(MIGRATIONS[0].sql)
@@ -169,7 +188,7 @@ def _migrate_locked(conn: Connection[DictRow], lock_timeout: float) -> list[str]
             _apply_migration(conn, migration, time.monotonic() + lock_timeout)
             applied.append(migration.name)
     finally:
-        conn.execute(QUERIES["unlock_setup"])
+        _unlock(conn)
     return applied
 
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -625,6 +626,30 @@ async def test_schema_too_new_async(fresh_db_dsn: str) -> None:
         with pytest.raises(SchemaTooNewError):
             await saver.acheck_schema()
         assert _advisory_locks(fresh_db_dsn) == 0
+
+
+async def test_a_setup_cancelled_once_it_holds_the_lock_lets_go_of_it(
+    fresh_db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled (a timeout around `setup()`, a shutdown) just after the server granted the
+    setup lock: the pooled connection must not keep it, or every other process's (and
+    this one's next) `setup()` would wait for it until the lock timeout."""
+    from langgraph_durable._db import _amigrate
+
+    lock = _amigrate._alock
+
+    async def locked_then_cancelled(conn: Any, timeout: float) -> None:
+        await lock(conn, timeout)
+        assert _advisory_locks(fresh_db_dsn) == 1  # held now
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(_amigrate, "_alock", locked_then_cancelled)
+    async with AsyncDurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        with pytest.raises(asyncio.CancelledError):
+            await saver.setup()
+        assert _advisory_locks(fresh_db_dsn) == 0
+        monkeypatch.setattr(_amigrate, "_alock", lock)
+        assert await saver.setup()  # applies every migration, at once
 
 
 def _tables(dsn: str) -> list[str]:

@@ -23,7 +23,7 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
-from langgraph_durable._db import check_dsn
+from langgraph_durable._db import cannot_connect, check_dsn
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import ConfigurationError, InvalidInputError, SchemaNotReadyError
 
@@ -55,7 +55,11 @@ def _run(dsn: str, name: str, role: str, schema: str) -> None:
     statement = _statement(name, role, schema)
     check_dsn(dsn)
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        connection = psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise cannot_connect(dsn, exc) from exc
+    try:
+        with connection as conn, conn.transaction():
             allowed = conn.execute(QUERIES["grant_allowed"], {"schema": schema}).fetchone()
             if allowed is None:
                 raise SchemaNotReadyError(

@@ -24,6 +24,7 @@ from langgraph_durable._db.arrays import BytesArray, IntArray, TextArray
 from langgraph_durable._db.connections import (
     CONNECTION_KWARGS,
     Timeout,
+    cannot_connect,
     check_dsn,
     describe_dsn,
     from_our_connections,
@@ -52,6 +53,7 @@ __all__ = [
     "amigrate",
     "aopen_pool",
     "aretry_on_disconnect",
+    "cannot_connect",
     "check_dsn",
     "check_schema",
     "describe_dsn",

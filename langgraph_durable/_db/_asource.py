@@ -42,6 +42,7 @@ from langgraph_durable._db.connections import (
     RECONNECT_WINDOW,
     SESSION_SETTINGS,
     Timeout,
+    cannot_connect,
     check_autocommit,
     check_dsn,
     check_row_factory,
@@ -107,11 +108,7 @@ async def aopen_pool(
     try:
         probe = await AsyncConnection.connect(dsn, connect_timeout=timeout)
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DatabaseUnreachableError(
-            f"Could not connect to Postgres at {describe_dsn(dsn)}: {reason}. Check that the "
-            "server runs and that the DSN (host, port, user, database) is right."
-        ) from exc
+        raise cannot_connect(dsn, exc) from exc
     await probe.close()
     pool = AsyncWarmPool(
         dsn,

@@ -23,6 +23,7 @@ from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 from langgraph_durable.errors import (
     ConfigurationError,
     ConnectionLostError,
+    DatabaseUnreachableError,
     DurableError,
     PoolBusyError,
     PoolClosedError,
@@ -77,6 +78,16 @@ def describe_dsn(dsn: str) -> str:
     host = info.get("host") or "localhost (socket)"
     port = info.get("port") or "5432"
     return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def cannot_connect(dsn: str, exc: psycopg.OperationalError) -> DatabaseUnreachableError:
+    """The named error for a connection the server or the network refused: the host and
+    the driver's first line, never the DSN's text (it may hold a password)."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DatabaseUnreachableError(
+        f"Could not connect to Postgres at {describe_dsn(dsn)}: {reason}. Check that the "
+        "server runs and that the DSN (host, port, user, database) is right."
+    )
 
 
 def check_dsn(dsn: object) -> str:

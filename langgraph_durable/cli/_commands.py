@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 from langgraph.types import Command
-from psycopg.rows import dict_row
 
+from langgraph_durable._db import source_of
 from langgraph_durable.approvals import (
     ApprovalDecision,
     PendingApproval,
@@ -525,8 +524,10 @@ def reject(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 # -- the outbox ----------------------------------------------------------------------------
 
 
-def _outbox_connection(args: argparse.Namespace) -> Any:
-    return psycopg.connect(args.dsn, autocommit=True, row_factory=dict_row)
+def _outbox_connection(saver: DurablePostgresSaver, doing: str) -> Any:
+    """A connection of the saver's pool, its driver errors named (a role without the
+    outbox's grants, a lost server) like every other command's."""
+    return source_of(saver).connection(doing)
 
 
 def outbox_relay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
@@ -538,24 +539,24 @@ def outbox_relay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Resul
 
 
 def outbox_backlog(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(args) as conn:
+    with _outbox_connection(saver, "reading the outbox's backlog") as conn:
         return Result(record(backlog(conn)), _show_kv)
 
 
 def outbox_dead(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(args) as conn:
+    with _outbox_connection(saver, "reading the outbox's dead events") as conn:
         rows = [record(r) for r in events(conn, status="dead", limit=args.limit)]
     columns = ["event_id", "event_type", "key", "attempts", "last_error"]
     return Result({"dead": rows}, lambda d: print_table(d["dead"], columns, empty="no dead events"))
 
 
 def outbox_replay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(args) as conn:
+    with _outbox_connection(saver, "replaying dead outbox events") as conn:
         return Result({"replayed": replay_dead(conn, args.event_ids or None)}, _show_kv)
 
 
 def outbox_prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(args) as conn:
+    with _outbox_connection(saver, "pruning published outbox events") as conn:
         pruned = prune_published(conn, args.older_than.total_seconds())
     return Result({"pruned": pruned}, _show_kv)
 

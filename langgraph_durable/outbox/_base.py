@@ -9,14 +9,18 @@ import hashlib
 import hmac
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from langgraph_durable.errors import InvalidInputError
 
 __all__ = [
     "OutboxEvent",
     "backoff_delay",
     "error_text",
+    "event_id_of",
     "event_of",
     "sign_webhook",
     "verify_webhook",
@@ -67,6 +71,16 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> fl
     if attempts < 1:
         return 0.0
     return float(min(cap, base * 2 ** min(attempts - 1, 30)))
+
+
+def event_id_of(text: object, what: str = "event_id") -> str:
+    """An event id as the outbox stores it (a UUID), or `InvalidInputError` naming it."""
+    try:
+        return str(uuid.UUID(str(text)))
+    except ValueError:
+        raise InvalidInputError(
+            f"{what} {text!r}: give an event id as the outbox shows it (a UUID)"
+        ) from None
 
 
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]+@")

@@ -11,7 +11,6 @@ work the message caused.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from psycopg import Connection
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import event_params
 from langgraph_durable.errors import InvalidInputError
+from langgraph_durable.outbox._base import event_id_of
 from langgraph_durable.outbox._emit import checked_event
 
 __all__ = [
@@ -58,10 +58,7 @@ def emit_txn(
     event = checked_event(event_type, payload, key)
     params = event_params([event])
     if event_id is not None:
-        try:
-            params["e_ids"] = [str(uuid.UUID(event_id))]
-        except ValueError as exc:
-            raise InvalidInputError(f"event_id {event_id!r}: give a UUID") from exc
+        params["e_ids"] = [event_id_of(event_id)]
     del params["e_task_ids"]
     conn.execute(QUERIES["outbox_insert"], params)
     return str(params["e_ids"][0])
@@ -102,7 +99,7 @@ def events(conn: PgConn, *, status: str | None = None, limit: int = 100) -> list
 
 def replay_dead(conn: PgConn, event_ids: Sequence[str] | None = None) -> int:
     """Move dead events (all, or those listed) back to pending; returns how many moved."""
-    ids = None if event_ids is None else [str(uuid.UUID(i)) for i in event_ids]
+    ids = None if event_ids is None else [event_id_of(i) for i in event_ids]
     cur = conn.execute(QUERIES["outbox_replay_dead"], {"event_ids": ids})
     return len(cur.fetchall())
 

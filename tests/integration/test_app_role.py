@@ -26,6 +26,7 @@ from typing_extensions import TypedDict
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
     ConfigurationError,
+    DatabaseUnreachableError,
     DurablePostgresSaver,
     EffectJournal,
     GraphVersion,
@@ -187,6 +188,37 @@ def test_grant_before_setup_says_to_run_setup(fresh_db_dsn: str, role: str) -> N
 def test_only_the_owner_can_grant(app_dsn: str, role: str) -> None:
     with pytest.raises(ConfigurationError, match="owner"):
         grant_app_role(app_dsn, role)
+
+
+def test_grant_on_a_server_that_cannot_be_reached_is_named_without_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dsn = "postgresql://owner:pw-never-shown@127.0.0.1:1/app"  # nothing listens on port 1
+    with pytest.raises(DatabaseUnreachableError, match=r"127\.0\.0\.1:1/app") as raised:
+        grant_app_role(dsn, "app_worker")
+    assert "pw-never-shown" not in str(raised.value)
+    assert main(["--dsn", dsn, "grant", "app_worker"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Could not connect to Postgres at 127.0.0.1:1/app")
+    assert "pw-never-shown" not in err
+
+
+def test_the_outbox_commands_name_a_missing_grant(
+    owner_dsn: str, app_dsn: str, role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An application role granted before the outbox tables existed (or revoked since):
+    the outbox commands say what to run, like every other command, with no traceback."""
+    execute(
+        owner_dsn,
+        sql.SQL("REVOKE ALL ON TABLE langgraph_durable_outbox FROM {}").format(
+            sql.Identifier(role)
+        ),
+    )
+    for command in (["backlog"], ["dead"], ["replay"], ["prune", "--older-than", "1d"]):
+        assert main(["--dsn", app_dsn, "outbox", *command]) == 1, command
+        err = capsys.readouterr().err
+        assert err.startswith("error: This database role may not do"), (command, err)
+        assert "langgraph-durable grant" in err
 
 
 def test_the_cli_grants_and_prints_the_statements(

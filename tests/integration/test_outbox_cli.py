@@ -95,6 +95,14 @@ async def test_backlog_dead_replay_and_prune(dsn: str, capsys: pytest.CaptureFix
     assert cli_json(capsys, "--dsn", dsn, "outbox", "backlog")["pending"] == 0
 
 
+def test_replaying_an_id_that_is_no_event_id_is_named(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--dsn", dsn, "outbox", "replay", "not-an-event-id"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: event_id 'not-an-event-id': give an event id"), err
+
+
 def test_a_webhook_relay_without_a_secret_says_what_to_set(
     dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,8 +21,9 @@ for people; long work (prune) draws a progress bar on stderr when it is a termin
 
 Exit codes: 0 done; 1 the command failed (one line on stderr says why and what to do; a
 password is never shown), or `doctor` found a problem, or an approval was not accepted;
-2 the command line is wrong (usage on stderr); `runs wait`: 3 the run ended without
-success (error, timeout, cancelled, blocked), 4 it had not finished when --timeout passed.
+2 the command line is wrong (usage on stderr); `runs wait` and `approvals approve|reject`:
+3 the run ended without success (error, timeout, cancelled, blocked; for an approval, also
+a newer run that stopped it), 4 it had not finished when --timeout passed.
 """
 
 from __future__ import annotations

@@ -39,7 +39,12 @@ def parse_age(text: str) -> timedelta:
     match = _AGE.match(text.strip())
     if match is None:
         raise argparse.ArgumentTypeError(f"invalid age {text!r}: use {AGE_HELP}")
-    return timedelta(**{_UNITS[match.group("unit")]: int(match.group("n"))})
+    try:
+        return timedelta(**{_UNITS[match.group("unit")]: int(match.group("n"))})
+    except OverflowError:  # beyond timedelta's range, about 2.7 million years
+        raise argparse.ArgumentTypeError(
+            f"invalid age {text!r}: too large; use {AGE_HELP}"
+        ) from None
 
 
 def _positive(text: str) -> int:
@@ -139,7 +144,8 @@ def parser() -> argparse.ArgumentParser:
         description="LangGraph runs on Postgres that survive crashes: the operator's CLI.",
         parents=[_common(suppress=False)],
         epilog="Exit codes: 0 done, 1 the command failed, 2 the command line is wrong; "
-        "`runs wait` also 3 (the run ended without success) and 4 (still not finished).",
+        "`runs wait` and `approvals approve|reject` also 3 (the run ended without success) "
+        "and 4 (not finished when --timeout passed).",
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     common = [_common(suppress=True)]

@@ -149,11 +149,19 @@ def test_an_unreachable_server_is_named_by_host_and_port(
     assert SECRET not in err
 
 
-def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("age", ["soon", "9999999999d"])  # the second: past timedelta's range
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], age: str) -> None:
     with pytest.raises(SystemExit) as raised:
-        main(["delete-idle", "--older-than", "soon", "--dsn", "x"])
+        main(["delete-idle", "--older-than", age, "--dsn", "x"])
     assert raised.value.code == 2
     assert "90m, 12h, 30d, 2w" in capsys.readouterr().err
+
+
+def test_the_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "`runs wait` and `approvals approve|reject` also 3" in out
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:

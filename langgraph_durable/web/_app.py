@@ -26,6 +26,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from langgraph_durable._db import source_of
+from langgraph_durable._ids import thread_id_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
@@ -262,9 +263,21 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
     }
 
 
+def _thread_id(text: str) -> str:
+    """A thread id from a request, as Postgres can store it (no NUL, no lone surrogate,
+    not too long); else the page is not found, as for any thread that does not exist.
+    An empty one is left to the page, which says what it expected."""
+    if not text:
+        return text
+    try:
+        return thread_id_of(text)
+    except InvalidInputError as exc:
+        raise Refused(404, str(exc)) from exc
+
+
 async def approval(console: Console, request: Request) -> Response:
     user = await console.reader(request)
-    thread_id = request.query_params.get("thread_id", "")
+    thread_id = _thread_id(request.query_params.get("thread_id", ""))
     waiting = await apending_approvals(console.saver, thread_id=thread_id or None)
     if not thread_id or not waiting:
         raise Refused(404, f"Thread {thread_id!r} is not waiting for an answer.")
@@ -394,7 +407,7 @@ async def run_page(console: Console, request: Request) -> Response:
 
 async def thread(console: Console, request: Request) -> Response:
     await console.reader(request)
-    thread_id = request.query_params.get("thread_id", "")
+    thread_id = _thread_id(request.query_params.get("thread_id", ""))
     source = source_of(console.saver)
     params: dict[str, Any] = {"thread_id": thread_id, "limit": 200}
     async with source.connection("reading a thread's timeline (console)") as conn:

@@ -25,6 +25,19 @@ from langgraph_durable.web._app import create_app
 __all__ = ["load_graph", "serve", "standalone_app"]
 
 
+def find_graph(spec: str) -> Any:
+    """What `module:attribute` names, imported; `ConfigurationError` if it cannot be."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"--graph {spec!r}: write it as module:attribute.")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"--graph {spec!r}: cannot import it ({exc}). Check the name and PYTHONPATH."
+        ) from exc
+
+
 def load_graph(
     spec: str, saver: AsyncDurablePostgresSaver
 ) -> Pregel[Any, Any, Any, Any] | GraphVersion:
@@ -33,15 +46,7 @@ def load_graph(
     The attribute is a `StateGraph` (compiled here), or a function that takes the saver
     and returns a compiled graph or a `GraphVersion`.
     """
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ConfigurationError(f"--graph {spec!r}: write it as module:attribute.")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"--graph {spec!r}: cannot import it ({exc}). Check the name and PYTHONPATH."
-        ) from exc
+    found = find_graph(spec)
     if isinstance(found, StateGraph):
         return found.compile(checkpointer=saver)
     if callable(found):
@@ -107,9 +112,12 @@ def serve(
         raise MissingExtraError(
             "Serving the console needs uvicorn: pip install 'langgraph-durable[web]'."
         ) from exc
-    # Fail here, in one clear line, on a wrong DSN or a database without setup().
+    # Fail here, in one clear line, on a wrong DSN, a database without setup() or a graph
+    # that cannot be imported: inside the app's start-up uvicorn would print a traceback.
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         saver.check_schema()
+    for spec in graphs:
+        find_graph(spec)
     app = standalone_app(
         dsn, graphs=graphs, read_only=read_only, user_header=user_header, secret_key=secret_key
     )

@@ -91,3 +91,13 @@ def test_web_with_a_wrong_dsn_or_no_schema_fails_in_one_clear_line(
     assert unreachable.returncode == 1, out
     assert out.startswith("error: ")
     assert "s3cret-pw" not in out
+
+
+def test_web_with_a_graph_that_cannot_be_imported_fails_in_one_clear_line(world: str) -> None:
+    """Before the server starts: inside its start-up uvicorn would print a traceback."""
+    for spec in ("console_host:no_such_graph", "no_such_module:graph", "no-colon"):
+        server = cli("web", "--port", str(free_port()), "--graph", spec, dsn=world)
+        out, _ = server.communicate()
+        assert server.returncode == 1, out
+        assert out.startswith(f"error: --graph {spec!r}"), out
+        assert "Traceback" not in out

@@ -244,6 +244,9 @@ def test_runs_run_and_thread_pages(world: str, example: ModuleType, ana: TestCli
     assert "email: completed, attempt 1" in text
     assert "→ check_rules" in text
     assert ana.get("/console/thread", params={"thread_id": "nope"}).status_code == 404
+    for page in ("/console/thread", "/console/approval"):
+        for bad in ("a\x00b", "x" * 5000):  # no text Postgres stores, or too long a key
+            assert ana.get(page, params={"thread_id": bad}).status_code == 404, (page, bad)
 
 
 def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) -> None:

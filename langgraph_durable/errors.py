@@ -77,9 +77,11 @@ __all__ = [
     "InvalidEventError",
     "InvalidInputError",
     "InvalidThreadIdError",
+    "InvalidWebhookError",
     "JournalNotFoundError",
     "LockTimeoutError",
     "MissingExtraError",
+    "NotInEffectError",
     "NotWaitingError",
     "OutboxUnavailableError",
     "PoolBusyError",
@@ -240,6 +242,14 @@ class InvalidEventError(InvalidInputError):
     """
 
 
+class InvalidWebhookError(InvalidInputError):
+    """A webhook delivery failed `verify_webhook`: a header missing, a timestamp outside the
+    tolerance (a replay, or a wrong clock) or a signature that does not match the body.
+
+    Refuse the delivery (HTTP 401) and do nothing; a `ValueError`, as before it had a name.
+    """
+
+
 class OutboxUnavailableError(ConfigurationError):
     """`emit()` needs a node or task of a graph compiled with a durable saver.
 
@@ -359,6 +369,14 @@ class JournalNotFoundError(EffectError, ConfigurationError):
 
     Run the effect inside a graph compiled with a langgraph-durable saver, pass
     `journal=EffectJournal(...)` to `@effect`, or call `set_default_journal(...)`.
+    """
+
+
+class NotInEffectError(EffectError, LookupError):
+    """`current_effect_key()` was called outside an `@effect` call.
+
+    Call it from inside the function an `@effect` wraps, or declare an `idempotency_key`
+    parameter there; a `LookupError`, as before it had a name.
     """
 
 

@@ -40,7 +40,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable import _langgraph
 from langgraph_durable._identity import CallCounts
-from langgraph_durable.errors import EffectNameWarning, InvalidInputError, UnserializableValueError
+from langgraph_durable.errors import (
+    EffectNameWarning,
+    InvalidInputError,
+    NotInEffectError,
+    UnserializableValueError,
+)
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -152,11 +157,14 @@ def current_effect_key() -> str:
     """The idempotency key of the effect running now, e.g. for an `Idempotency-Key` header.
 
     Raises:
-        LookupError: Called outside an effect.
+        NotInEffectError: Called outside an effect (a `LookupError`).
     """
     key = current_key.get()
     if key is None:
-        raise LookupError("current_effect_key() is only available inside an @effect call.")
+        raise NotInEffectError(
+            "current_effect_key() is only available inside an @effect call: call it from the "
+            "function an @effect wraps, or declare its idempotency_key= parameter."
+        )
     return key
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from langgraph_durable.errors import InvalidInputError
+from langgraph_durable.errors import InvalidInputError, InvalidWebhookError
 
 __all__ = [
     "OutboxEvent",
@@ -121,7 +121,8 @@ def verify_webhook(
     now: float,
     tolerance: float = 300.0,
 ) -> str:
-    """Check a signed webhook; returns its message id, or raises ValueError saying why.
+    """Check a signed webhook; returns its message id, or raises `InvalidWebhookError` (a
+    `ValueError`) saying why: refuse the delivery then.
 
     Args:
         secret: The secret shared with the sender.
@@ -134,14 +135,18 @@ def verify_webhook(
     timestamp = headers.get("webhook-timestamp")
     signature = headers.get("webhook-signature")
     if not message_id or not timestamp or not signature:
-        raise ValueError("missing webhook-id, webhook-timestamp or webhook-signature header")
+        raise InvalidWebhookError(
+            "missing webhook-id, webhook-timestamp or webhook-signature header"
+        )
     try:
         sent = int(timestamp)
     except ValueError:
-        raise ValueError("webhook-timestamp is not a whole number of seconds") from None
+        raise InvalidWebhookError("webhook-timestamp is not a whole number of seconds") from None
     if abs(now - sent) > tolerance:
-        raise ValueError("webhook-timestamp is outside the tolerance: a replay or a wrong clock")
+        raise InvalidWebhookError(
+            "webhook-timestamp is outside the tolerance: a replay or a wrong clock"
+        )
     expected = _signature(secret, message_id, sent, body)
     if not any(hmac.compare_digest(expected, given) for given in signature.split()):
-        raise ValueError("webhook-signature does not match the body")
+        raise InvalidWebhookError("webhook-signature does not match the body")
     return str(message_id)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from langgraph_durable import InvalidWebhookError, NotInEffectError, current_effect_key
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.checkpoint._events import EventParking
 from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook
@@ -195,3 +196,13 @@ def test_verify_webhook_rejects_old_timestamps_and_changed_bodies() -> None:
         verify_webhook(b"k", headers, body + b" ", now=1000)
     with pytest.raises(ValueError, match="missing"):
         verify_webhook(b"k", {}, body, now=1000)
+    # Named, and still the ValueError it always was.
+    with pytest.raises(InvalidWebhookError, match="whole number") as raised:
+        verify_webhook(b"k", {**headers, "webhook-timestamp": "soon"}, body, now=1000)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_current_effect_key_outside_an_effect_is_named() -> None:
+    with pytest.raises(NotInEffectError, match="inside an @effect") as raised:
+        current_effect_key()
+    assert isinstance(raised.value, LookupError)

@@ -208,9 +208,9 @@ METHOD = """How each scenario is measured (details in the docstrings of `benchma
   completed steps per second over a window after a ramp-up, and the 99th percentile of the
   time between a run's consecutive steps; median over rounds, savers alternating. A no-op
   saver on the same loop is the ceiling for any saver there.
-- async_gc: the async scenario again (fewer rounds), with Python's collector thresholds set
-  to `gc.set_threshold(50_000, 50, 100)`, the README's setting for many runs on one loop;
-  every saver runs under it alike.
+- async_gc: the async scenario again (`async_gc_rounds` rounds), with Python's collector
+  thresholds set to `gc.set_threshold(50_000, 50, 100)`, the README's setting for many runs
+  on one loop; every saver runs under it alike.
 - large: one checkpoint holding a dict with 1 KB, 1 MB or 50 MB of seeded text (stored as
   a blob) is `put` on a new thread and read back with `get_tuple`; interleaved. The same
   for a list of 400 chat messages (human and AI, with ids, response metadata and token

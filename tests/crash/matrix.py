@@ -122,6 +122,7 @@ class Counts:
     model_calls_billed_again: int = 0
     operator_resolutions: int = 0
     unnamed_errors_seen: int = 0
+    example_errors_seen: int = 0
     story: list[str] = field(default_factory=list)  # what happened, shown when a trial fails
 
     def add(self, other: Counts) -> None:
@@ -195,10 +196,39 @@ def last_error(stderr: str) -> str:
     return names[-1][:300] if names else ""
 
 
-def unnamed(stderr: str) -> bool:
-    """The error a traceback ended with is not one of ours: a caller saw a raw error."""
-    names = [m.group(1) for line in stderr.splitlines() if (m := ERROR_LINE.match(line))]
-    return "Traceback" in stderr and bool(names) and not names[-1].startswith("langgraph_durable.")
+FRAME_LINE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+
+
+def raw_error(stderr: str) -> str | None:
+    """Whose raw error a traceback ended with, if it is not one of ours (a `DurableError`):
+    "ours" when langgraph-durable's code is the deepest of our package's and the worker's
+    own frames (the package let a driver error through unnamed), "theirs" when the
+    example's or the harness's own code raised it (e.g. its own connection to the server
+    being restarted, for the receivers' bookkeeping)."""
+    if "Traceback" not in stderr:
+        return None
+    last = stderr[stderr.rindex("Traceback") :]
+    names = [m.group(1) for line in last.splitlines() if (m := ERROR_LINE.match(line))]
+    if not names or names[-1].startswith("langgraph_durable."):
+        return None
+    own = [
+        m.group("path")
+        for line in last.splitlines()
+        if (m := FRAME_LINE.match(line))
+        and ("/langgraph_durable/" in m.group("path") or f"{ROOT}/" in m.group("path"))
+        and "/site-packages/" not in m.group("path")
+    ]
+    return "ours" if own and "/langgraph_durable/" in own[-1] else "theirs"
+
+
+def unnamed(stderr: str) -> int:
+    """1 when langgraph-durable let a raw error reach the worker (`raw_error`)."""
+    return raw_error(stderr) == "ours"
+
+
+def theirs(stderr: str) -> int:
+    """1 when the example's or the harness's own code raised a raw error (`raw_error`)."""
+    return raw_error(stderr) == "theirs"
 
 
 def world(dsn: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -251,6 +281,7 @@ def seven_trial(dsn: str, trial: Trial, route: Route, journal: EffectJournal) ->
     counts.story.append(f"thread {thread}: first worker {proc.pid} exit {proc.returncode}")
     counts.faults_struck += proc.returncode == KILLED or fault_struck(dsn, trial, proc.pid)
     counts.unnamed_errors_seen += unnamed(err)
+    counts.example_errors_seen += theirs(err)
     finished = proc.returncode == 0
     for _ in range(MAX_ROUNDS):
         if finished:
@@ -262,6 +293,7 @@ def seven_trial(dsn: str, trial: Trial, route: Route, journal: EffectJournal) ->
         out, err = proc.communicate(timeout=HANG_GUARD_S)
         counts.story.append(f"resumed by {proc.pid}: exit {proc.returncode} {last_error(err)}")
         counts.unnamed_errors_seen += unnamed(err)
+        counts.example_errors_seen += theirs(err)
         finished = proc.returncode == 0
     deals, tasks, notes = (
         len(world(dsn, f"SELECT 1 FROM seven_{table} WHERE thread_id = %s", thread))
@@ -346,7 +378,9 @@ def refund_trial(dsn: str, trial: Trial, route: Route, saver: DurablePostgresSav
             registry.retry(run.run_id)
         if workers[-1].poll() is not None:
             counts.faults_struck += workers[-1].returncode == KILLED
-            counts.unnamed_errors_seen += unnamed(workers[-1].stderr.read().decode())
+            err = workers[-1].stderr.read().decode()
+            counts.unnamed_errors_seen += unnamed(err)
+            counts.example_errors_seen += theirs(err)
             workers.append(refund_worker(dsn, dsn, trial, graph, worker_env(trial)))
         time.sleep(0.05)  # a look at the run's row, not a guess at how long anything takes
     if trial.fault != "crash":
@@ -354,8 +388,10 @@ def refund_trial(dsn: str, trial: Trial, route: Route, saver: DurablePostgresSav
     for proc in workers:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=HANG_GUARD_S)
-        counts.unnamed_errors_seen += proc.returncode not in (0, KILLED) and unnamed(err.decode())
+        _, raw = proc.communicate(timeout=HANG_GUARD_S)
+        if proc.returncode not in (0, KILLED):
+            counts.unnamed_errors_seen += unnamed(raw.decode())
+            counts.example_errors_seen += theirs(raw.decode())
     payments = len(world(dsn, "SELECT 1 FROM northwind_payments WHERE order_id = %s", order))
     mails = Counter(
         s
@@ -501,6 +537,7 @@ COLUMNS = {
     "model_calls_billed_again": "model re-asked",
     "operator_resolutions": "operator resolutions",
     "unnamed_errors_seen": "unnamed errors",
+    "example_errors_seen": "the example's own raw errors",
 }
 
 

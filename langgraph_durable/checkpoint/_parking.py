@@ -461,6 +461,16 @@ class _Registry:
                     found.append(entry)
         return found
 
+    def parked_in_thread(self, thread_id: str, checkpoint_ns: str | None) -> bool:
+        """Whether writes of the thread (one namespace, unless None) whose writer has
+        returned wait parked (what `of_thread` would take)."""
+        return any(
+            entry.stored is None
+            for key, entries in self.parked.items()
+            if in_thread(key, thread_id, checkpoint_ns)
+            for entry in entries
+        )
+
     def busy_in_thread(self, thread_id: str, checkpoint_ns: str | None) -> bool:
         """Whether a call for the thread (one namespace, unless None) is busy."""
         return any(in_thread(key, thread_id, checkpoint_ns) for key in self.busy)
@@ -1027,10 +1037,13 @@ class WriteParking:
             return
         registry = self._registry
         with self._lock:
-            self._start_sweeping()  # first: if no thread can start, nothing is parked
             for entry in entries:
                 registry.park(entry.key, entry.params, None, entry.store_alone)
             self._changed.notify_all()
+            try:
+                self._start_sweeping()
+            except RuntimeError:  # no thread can start: the next read or flush stores them
+                logger.warning("writes parked again without a sweeper: no thread could start")
 
     def _start_sweeping(self) -> None:
         """Starts the sweeper if none runs (the caller holds the lock); raises, parking
@@ -1089,13 +1102,20 @@ class WriteParking:
         registry = self._registry
         if not registry.parked and not registry.busy:
             return
-        with self._lock:
-            found = registry.of_thread(thread_id, checkpoint_ns)
-        self._store_each_alone(found)
-        # Writes of the thread being stored meanwhile (by the sweeper, a failed put,
-        # another reader): a read goes on once they are in, as when their writer waited.
-        with self._lock:
-            self._changed.wait_for(lambda: not registry.busy_in_thread(thread_id, checkpoint_ns))
+        for _ in range(2):
+            with self._lock:
+                found = registry.of_thread(thread_id, checkpoint_ns)
+            self._store_each_alone(found)
+            # Writes of the thread being stored meanwhile (by the sweeper, a failed put,
+            # another reader): a read goes on once they are in, as when their writer
+            # waited. Another reader interrupted while storing them parks them again: a
+            # second turn stores those.
+            with self._lock:
+                self._changed.wait_for(
+                    lambda: not registry.busy_in_thread(thread_id, checkpoint_ns)
+                )
+                if not registry.parked_in_thread(thread_id, checkpoint_ns):
+                    return
 
     def flush(self) -> None:
         """Stores every parked write now: before the saver's connections close, or its

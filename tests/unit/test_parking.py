@@ -930,3 +930,54 @@ def test_a_flush_interrupted_midway_leaves_the_rest_parked_not_busy() -> None:
     assert not reader.is_alive()
     assert sorted(stored) == [key[2] for key in keys]
     assert parking._registry.parked == {}
+
+
+def test_a_reader_beside_an_interrupted_one_still_stores_the_thread_s_writes() -> None:
+    """Reader A took a thread's parked writes and is interrupted while storing them;
+    reader B, waiting for them meanwhile, must not go on without them: they are parked
+    again, and B stores them before it returns."""
+    stored: list[str] = []
+    a_storing, b_waits = threading.Event(), threading.Event()
+    first = True
+
+    def alone(params: dict[str, Any]) -> None:
+        nonlocal first
+        if first:
+            first = False
+            a_storing.set()
+            assert b_waits.wait(HANG_S)
+            raise KeyboardInterrupt
+        stored.append(params["w"])
+
+    parking = WriteParking(linger=HANG_S)
+    keys = [("thread", "", f"checkpoint-{n}") for n in range(2)]
+    for key in keys:
+        assert parking.store(key, prepared({"w": key[2]}), alone)
+    registry = parking._registry
+    busy_in_thread = registry.busy_in_thread
+
+    def watched(thread_id: str, checkpoint_ns: str | None) -> bool:
+        if threading.current_thread().name == "reader-b":
+            b_waits.set()  # B looks at what is being stored: it waits for A's writes
+        return busy_in_thread(thread_id, checkpoint_ns)
+
+    registry.busy_in_thread = watched  # type: ignore[method-assign]
+    interrupted: list[bool] = []
+
+    def reader_a() -> None:
+        try:
+            parking.flush_thread("thread")
+        except KeyboardInterrupt:
+            interrupted.append(True)
+
+    a = threading.Thread(target=reader_a, daemon=True)
+    a.start()
+    assert a_storing.wait(HANG_S)
+    b = threading.Thread(target=parking.flush_thread, args=("thread",), name="reader-b")
+    b.daemon = True
+    b.start()
+    b.join(HANG_S)
+    a.join(HANG_S)
+    assert not b.is_alive()
+    assert interrupted == [True]
+    assert sorted(stored) == [key[2] for key in keys]

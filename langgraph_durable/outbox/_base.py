@@ -73,6 +73,21 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> fl
     return float(min(cap, base * 2 ** min(attempts - 1, 30)))
 
 
+MAX_AGE_S = 1000 * 365.25 * 86400
+"""The longest age the retention calls take: a cutoff Postgres computes from now."""
+
+
+def age_seconds(older_than: object) -> float:
+    """`older_than` as seconds for a retention call, or `InvalidInputError` naming it."""
+    if isinstance(older_than, bool) or not isinstance(older_than, (int, float)):
+        raise InvalidInputError(f"older_than={older_than!r}: pass a number of seconds.")
+    if not 0 <= older_than <= MAX_AGE_S:  # NaN fails too
+        raise InvalidInputError(
+            f"older_than={older_than!r}: pass a number of seconds from 0 to 1,000 years."
+        )
+    return float(older_than)
+
+
 def event_id_of(text: object, what: str = "event_id") -> str:
     """An event id as the outbox stores it (a UUID), or `InvalidInputError` naming it."""
     try:
@@ -83,16 +98,31 @@ def event_id_of(text: object, what: str = "event_id") -> str:
         ) from None
 
 
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]+@")
-"""The user (and password, or token) part of a URL, as in `https://user:secret@host/`."""
+_URL = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<user>[^/?#\s'\"]{1,256}@)?"
+    r"(?P<host>[^/?#\s'\"@]{1,256})(?P<rest>[/?#][^\s'\"]*)?"
+)
+"""A URL in an error's text: its user part (`user:password@`), its host, and the rest (a
+path or query can hold a token too, as a Slack-style webhook URL does)."""
+
+_ERROR_TEXT_MAX = 4000
+"""Characters of an error's text kept (the outbox row keeps 2,000)."""
 
 
 def error_text(error: BaseException) -> str:
-    """`Type: message` of a publishing error, for the outbox row, the CLI and the logs, with
-    the credentials of every URL in it replaced by `***`: client libraries quote the URL
-    they failed on (httpx's `raise_for_status` does), and a webhook or broker URL may hold
-    a password."""
-    return _URL_USERINFO.sub(r"\1***@", f"{type(error).__name__}: {error}")
+    """`Type: message` of a publishing error, for the outbox row, the CLI and the logs,
+    every URL in it cut to its scheme and host (`https://***@hooks.example/…`): client
+    libraries quote the URL they failed on (httpx's `raise_for_status` does), and a
+    webhook or broker URL may hold a password or a token."""
+    text = f"{type(error).__name__}: {error}"[:_ERROR_TEXT_MAX]
+    return _URL.sub(_url_shown, text)
+
+
+def _url_shown(found: re.Match[str]) -> str:
+    user = "***@" if found.group("user") else ""
+    rest = found.group("rest") or ""
+    after = rest[len(rest.rstrip(".,;:!)]}>")) :]  # the sentence's, not the URL's
+    return f"{found.group('scheme')}{user}{found.group('host')}{'/…' if rest else ''}{after}"
 
 
 def _signature(secret: bytes, message_id: str, timestamp: int, body: bytes) -> str:

@@ -174,12 +174,21 @@ def test_text_that_spells_a_nul_escape_is_no_nul() -> None:
 def test_error_text_hides_the_credentials_of_every_url() -> None:
     error = ConnectionError(
         "amqp://guest:pw1@h:5672/ failed; then https://tok3n@hooks.example/x?u=a@b; "
-        "'nats://u:p@w@n:4222' too; http://plain.example/a@b stays"
+        "'nats://u:p@w@n:4222' too; https://hooks.slack.example/services/T0/B0/SECRET, "
+        "http://plain.example stays"
     )
     assert error_text(error) == (
-        "ConnectionError: amqp://***@h:5672/ failed; then https://***@hooks.example/x?u=a@b; "
-        "'nats://***@n:4222' too; http://plain.example/a@b stays"
+        "ConnectionError: amqp://***@h:5672/… failed; then https://***@hooks.example/…; "
+        "'nats://***@n:4222' too; https://hooks.slack.example/…, "
+        "http://plain.example stays"
     )
+
+
+def test_error_text_is_short_and_linear_on_long_text() -> None:
+    """An error's text is cut before the URLs are looked for: a long one cannot hold up
+    the relay's event loop (before, 20,000 characters took seconds)."""
+    text = error_text(ValueError("x" * 100_000 + "://" + "y" * 100_000))
+    assert len(text) <= 4000
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

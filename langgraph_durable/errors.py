@@ -23,7 +23,8 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── UnknownPruneStrategyError
     │   ├── EffectInputMismatchError
     │   ├── InvalidDecisionError
-    │   └── InvalidEventError
+    │   ├── InvalidEventError
+    │   └── InvalidWebhookError
     ├── DatabaseTimeoutError
     │   ├── LockTimeoutError
     │   └── StatementTimeoutError
@@ -45,7 +46,8 @@ Each class docstring is its default message and says what to do. Driver errors
         ├── EffectInProgressError
         ├── EffectDeferred
         ├── EffectFailedError
-        └── EffectResultNotStoredError
+        ├── EffectResultNotStoredError
+        └── NotInEffectError              (also a LookupError)
 
 Warnings (each a `UserWarning`): `SideEffectBeforeInterruptWarning`, `EffectNameWarning`.
 """

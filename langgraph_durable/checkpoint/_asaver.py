@@ -868,9 +868,12 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         Returns:
             The deleted thread ids, oldest activity first.
         """
-        if older_than <= timedelta(0):
-            raise InvalidInputError("older_than must be a positive timedelta.")
-        cutoff = datetime.now(timezone.utc) - older_than
+        if not isinstance(older_than, timedelta) or older_than <= timedelta(0):
+            raise InvalidInputError(f"older_than={older_than!r}: pass a positive timedelta.")
+        try:
+            cutoff = datetime.now(timezone.utc) - older_than
+        except OverflowError:  # before the year 1: no thread is that old
+            return []
         deleted: builtins.list[str] = []
         while True:
             async with self._source.connection() as conn:

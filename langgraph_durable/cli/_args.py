@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from typing import Any
 
@@ -40,11 +40,13 @@ def parse_age(text: str) -> timedelta:
     if match is None:
         raise argparse.ArgumentTypeError(f"invalid age {text!r}: use {AGE_HELP}")
     try:
-        return timedelta(**{_UNITS[match.group("unit")]: int(match.group("n"))})
-    except OverflowError:  # beyond timedelta's range, about 2.7 million years
+        age = timedelta(**{_UNITS[match.group("unit")]: int(match.group("n"))})
+        datetime.now(timezone.utc) - age  # an age reaching back before the year 1 is refused
+    except OverflowError:
         raise argparse.ArgumentTypeError(
             f"invalid age {text!r}: too large; use {AGE_HELP}"
         ) from None
+    return age
 
 
 def _positive(text: str) -> int:

@@ -144,8 +144,9 @@ def completion_events(call: EffectCall, result: Any) -> dict[str, Any]:
     payload: dict[str, Any] = {"key": call.key, "effect": call.name, "result": result}
     try:
         event = _completion_event(event_type, call.key, payload, thread)
-    except (TypeError, ValueError, RecursionError):
-        # Not JSON, NaN, a NUL or a lone surrogate somewhere in it: its type goes instead.
+    except Exception:
+        # Not JSON, NaN, a NUL or a lone surrogate somewhere in it, or a container whose
+        # own code fails when read: its type goes instead.
         payload = {"key": call.key, "effect": call.name, "result_type": type(result).__name__}
         event = _completion_event(event_type, call.key, payload, thread)
     return {"events": [event]}

@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import event_params
 from langgraph_durable.errors import InvalidInputError
-from langgraph_durable.outbox._base import event_id_of
+from langgraph_durable.outbox._base import age_seconds, event_id_of
 from langgraph_durable.outbox._emit import checked_event
 
 __all__ = [
@@ -106,11 +106,10 @@ async def areplay_dead(conn: PgConn, event_ids: Sequence[str] | None = None) -> 
 
 async def aprune_published(conn: PgConn, older_than: float, *, batch: int = 10_000) -> int:
     """Delete events published more than `older_than` seconds ago; returns how many."""
+    params = {"older_than": age_seconds(older_than), "batch": batch}
     total = 0
     while True:
-        cur = await conn.execute(
-            QUERIES["outbox_prune_published"], {"older_than": older_than, "batch": batch}
-        )
+        cur = await conn.execute(QUERIES["outbox_prune_published"], params)
         total += cur.rowcount
         if cur.rowcount < batch:
             return total
@@ -118,5 +117,5 @@ async def aprune_published(conn: PgConn, older_than: float, *, batch: int = 10_0
 
 async def aprune_inbox(conn: PgConn, older_than: float) -> int:
     """Forget inbox rows older than `older_than` seconds (longer than any redelivery)."""
-    cur = await conn.execute(QUERIES["inbox_prune"], {"older_than": older_than})
+    cur = await conn.execute(QUERIES["inbox_prune"], {"older_than": age_seconds(older_than)})
     return cur.rowcount

@@ -264,8 +264,8 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
 
 
 def _thread_id(text: str) -> str:
-    """A thread id from a request, as Postgres can store it (no NUL, no lone surrogate,
-    not too long); else the page is not found, as for any thread that does not exist.
+    """A thread id from a request, as Postgres can store it (no NUL, no lone surrogate);
+    else the page is not found, as for any thread that does not exist.
     An empty one is left to the page, which says what it expected."""
     if not text:
         return text
@@ -308,7 +308,7 @@ def _decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
 
 async def answer(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
-    thread_id = str(form.get("thread_id") or "")
+    thread_id = _thread_id(str(form.get("thread_id") or ""))
     token = str(form.get("question") or "")
     raw = _decision_input(user, form)
     before = await _same_question(console, thread_id, token)

@@ -36,6 +36,10 @@ def find_graph(spec: str) -> Any:
         raise ConfigurationError(
             f"--graph {spec!r}: cannot import it ({exc}). Check the name and PYTHONPATH."
         ) from exc
+    except Exception as exc:  # the module's own code failed while it was imported
+        raise ConfigurationError(
+            f"--graph {spec!r}: importing it raised {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def load_graph(

@@ -149,7 +149,8 @@ def test_an_unreachable_server_is_named_by_host_and_port(
     assert SECRET not in err
 
 
-@pytest.mark.parametrize("age", ["soon", "9999999999d"])  # the second: past timedelta's range
+# "soon": no age; then past timedelta's range, and past the year 1 from now
+@pytest.mark.parametrize("age", ["soon", "9999999999d", "800000d"])
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], age: str) -> None:
     with pytest.raises(SystemExit) as raised:
         main(["delete-idle", "--older-than", age, "--dsn", "x"])

@@ -11,7 +11,7 @@ import pytest
 from _pg import thread_rows
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurablePostgresSaver
+from langgraph_durable import DurablePostgresSaver, InvalidInputError
 from langgraph_durable.cli import main as cli
 
 
@@ -42,6 +42,10 @@ def test_delete_idle_threads_removes_only_idle_ones(db_dsn: str) -> None:
         assert saver.get_tuple({"configurable": {"thread_id": fresh}}) is not None
         left = thread_rows(db_dsn, old)
         assert left["checkpoint_blobs"] == left["checkpoint_writes"] == 0
+        # An age reaching back before the year 1: no thread is that old.
+        assert saver.delete_idle_threads(timedelta(days=800_000)) == []
+        with pytest.raises(InvalidInputError, match="positive timedelta"):
+            saver.delete_idle_threads(30)  # type: ignore[arg-type]
 
 
 def test_async_commit_saver_round_trips(db_dsn: str) -> None:

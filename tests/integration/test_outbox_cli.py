@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from outbox_receivers import WebhookReceiver
 
-from langgraph_durable import DurablePostgresSaver
+from langgraph_durable import DurablePostgresSaver, InvalidInputError
 from langgraph_durable.cli import main
-from langgraph_durable.outbox import OutboxRelay, emit_txn
+from langgraph_durable.outbox import OutboxRelay, emit_txn, prune_published
 from langgraph_durable.outbox.publishers import CallbackPublisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +93,19 @@ async def test_backlog_dead_replay_and_prune(dsn: str, capsys: pytest.CaptureFix
     await relay.aclose()
     assert cli_json(capsys, "--dsn", dsn, "outbox", "prune", "--older-than", "1d") == {"pruned": 0}
     assert cli_json(capsys, "--dsn", dsn, "outbox", "backlog")["pending"] == 0
+
+
+def test_a_retention_age_beyond_a_thousand_years_is_named(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--dsn", dsn, "outbox", "prune", "--older-than", "60000w"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: older_than="), err
+    assert "1,000 years" in err
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for bad in (float("nan"), -1, "1d"):
+            with pytest.raises(InvalidInputError, match="older_than"):
+                prune_published(conn, bad)  # type: ignore[arg-type]
 
 
 def test_replaying_an_id_that_is_no_event_id_is_named(

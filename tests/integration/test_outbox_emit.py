@@ -468,6 +468,16 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
     assert calls == ["o1"]
 
 
+class Unreadable(dict):  # type: ignore[type-arg]
+    """A result whose items cannot be read: JSON fails with an error of its own."""
+
+    def items(self) -> Any:
+        raise RuntimeError("not readable")
+
+    def __reduce__(self) -> Any:  # stored as a plain dict by the journal's serializer
+        return (dict, (dict(self),))
+
+
 @pytest.mark.parametrize(
     ("result", "in_payload"),
     [
@@ -475,6 +485,7 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
         ("\ud800", {"result_type": "str"}),  # a lone surrogate: not valid text
         (float("nan"), {"result_type": "float"}),
         ({"code": "\\u0000"}, {"result": {"code": "\\u0000"}}),  # text that spells one
+        (Unreadable({"a": 1}), {"result_type": "Unreadable"}),  # its own code fails
     ],
 )
 def test_an_effect_result_that_json_cannot_carry_still_completes(

@@ -97,7 +97,7 @@ def test_web_with_a_graph_that_cannot_be_imported_fails_in_one_clear_line(world:
     """Before the server starts: inside its start-up uvicorn would print a traceback."""
     for spec in ("console_host:no_such_graph", "no_such_module:graph", "no-colon"):
         server = cli("web", "--port", str(free_port()), "--graph", spec, dsn=world)
-        out, _ = server.communicate()
+        out, _ = server.communicate(timeout=120)  # a server that starts fails the test
         assert server.returncode == 1, out
         assert out.startswith(f"error: --graph {spec!r}"), out
         assert "Traceback" not in out

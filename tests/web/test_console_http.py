@@ -233,6 +233,8 @@ def test_runs_run_and_thread_pages(world: str, example: ModuleType, ana: TestCli
     assert 'id="status">interrupted<' in run.text
     assert ana.get("/console/runs/no-such-run").status_code == 404
     fields = form_fields(approval_page(ana, thread))
+    bad_thread = {**fields, "thread_id": "a\x00b"}  # text Postgres cannot store
+    assert answer(ana, bad_thread, action="approve").status_code == 404
     answer(ana, fields, action="approve")
     work(world, example)
     timeline = ana.get("/console/thread", params={"thread_id": thread})
@@ -245,7 +247,7 @@ def test_runs_run_and_thread_pages(world: str, example: ModuleType, ana: TestCli
     assert "→ check_rules" in text
     assert ana.get("/console/thread", params={"thread_id": "nope"}).status_code == 404
     for page in ("/console/thread", "/console/approval"):
-        for bad in ("a\x00b", "x" * 5000):  # no text Postgres stores, or too long a key
+        for bad in ("a\x00b", "\x00"):  # text Postgres cannot store
             assert ana.get(page, params={"thread_id": bad}).status_code == 404, (page, bad)
 
 

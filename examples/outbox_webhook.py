@@ -20,12 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
+from _outbox_demo import first_event
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, emit
 from langgraph_durable.embedded import demo_database
-from langgraph_durable.outbox import OutboxEvent, OutboxRelay, inbox_record_txn, verify_webhook
+from langgraph_durable.outbox import OutboxRelay, inbox_record_txn, verify_webhook
 from langgraph_durable.outbox.publishers import WebhookPublisher
 
 SECRET = b"share-this-with-the-receiver"
@@ -102,15 +103,8 @@ async def main(dsn: str) -> int:
     relay = OutboxRelay(dsn, publisher)
     while (await relay.run_once()).claimed:
         pass
-    with psycopg.connect(dsn) as conn:
-        first = conn.execute(
-            "SELECT event_id::text, key, payload FROM langgraph_durable_outbox"
-            " WHERE key = %s ORDER BY seq LIMIT 1",
-            (order,),
-        ).fetchone()
-    assert first is not None
     # The first event once more, as a relay killed before marking it would send it.
-    await publisher.publish(OutboxEvent(first[0], "order.paid", first[1], first[2], seq=0))
+    await publisher.publish(first_event(dsn, order, "order.paid"))
     await relay.aclose()
     await publisher.aclose()
     server.shutdown()

@@ -45,6 +45,7 @@ from langgraph_durable.runs._model import (
     Run,
     check_graphs,
     first_line,
+    for_migration_hook,
     is_outage,
     log_ids,
     optional_seconds_of,
@@ -347,7 +348,7 @@ class AsyncWorker:
     async def _amigrate(self, graph: GraphVersion, run: Run, config: RunnableConfig) -> None:
         """Move a run of an older version forward with the graph's migration hook."""
         hook = graph.migrations[run.graph_version]
-        await _maybe_await(hook(graph.graph, config))
+        await _maybe_await(hook(graph.graph, for_migration_hook(config)))
         await self.registry.aset_version(run, graph.version)
         logger.info(
             "run %s: migrated from version %s to %s",

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -226,7 +226,9 @@ class GraphVersion:
         compatible_with: Older versions whose runs this code can continue as they are.
         migrations: Older versions this code can continue after moving their state:
             `{old_version: hook(graph, config)}`; the hook runs once (e.g. calls
-            `graph.update_state`) before the run continues as this version.
+            `graph.update_state(config, ...)`) before the run continues as this version.
+            `config` is the run's (its thread, its lease's fencing token) without the run
+            id in its metadata (`for_migration_hook`).
         stuck_after: A running run without progress (a committed step) for this long is
             flagged as stuck, once.
         waiting_stuck_after: An interrupted run (waiting for a person) this long is
@@ -539,6 +541,15 @@ def check_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersio
                 "fencing token and progress."
             )
     return found
+
+
+def for_migration_hook(config: RunnableConfig) -> RunnableConfig:
+    """The run's config for a version's migration hook, without the run id in its
+    metadata: LangGraph copies the metadata into the checkpoint `update_state` writes, and
+    takes a checkpoint carrying the run's id for the run's own, resuming from it with the
+    run's input dropped (a run not started yet, or the answer a resumed run was given)."""
+    metadata = {k: v for k, v in (config.get("metadata") or {}).items() if k != "run_id"}
+    return cast(RunnableConfig, {**config, "metadata": metadata})
 
 
 def sends_input(run: Run, latest_of_run: str | None) -> bool:

@@ -45,6 +45,7 @@ from langgraph_durable.runs._model import (
     Run,
     check_graphs,
     first_line,
+    for_migration_hook,
     is_outage,
     log_ids,
     optional_seconds_of,
@@ -346,7 +347,7 @@ class Worker:
     def _migrate(self, graph: GraphVersion, run: Run, config: RunnableConfig) -> None:
         """Move a run of an older version forward with the graph's migration hook."""
         hook = graph.migrations[run.graph_version]
-        _maybe_await(hook(graph.graph, config))
+        _maybe_await(hook(graph.graph, for_migration_hook(config)))
         self.registry.set_version(run, graph.version)
         logger.info(
             "run %s: migrated from version %s to %s",

@@ -321,7 +321,8 @@ def test_compatible_and_migrated_versions_run_on_newer_code(
     migrated: list[str] = []
 
     def migrate(graph: Any, config: Any) -> None:
-        migrated.append(config["metadata"]["run_id"])
+        assert "run_id" not in config["metadata"]  # see for_migration_hook
+        migrated.append(config["configurable"]["thread_id"])
         graph.update_state(config, {"log": ["migrated"]})
 
     v1 = graph_of(saver, step("a"), name=name, version="1")
@@ -330,11 +331,13 @@ def test_compatible_and_migrated_versions_run_on_newer_code(
     compatible = runs.create(v1, {"log": []})
     (done,) = Worker(saver, [v2]).run_until_idle()
     assert (done.run_id, done.graph_version) == (compatible.run_id, "1")
-    moved = runs.create(v2, {"log": []})
+    # Its input is sent after the hook's update, not dropped: the update's checkpoint
+    # carries the run's id, but took no input in.
+    moved = runs.create(v2, {"log": ["input"]})
     (done,) = Worker(saver, [v3]).run_until_idle()
-    assert migrated == [moved.run_id]
+    assert migrated == [moved.thread_id]
     assert done.graph_version == "3"
-    assert runs.output_of(done) == {"log": ["migrated", "a"]}
+    assert runs.output_of(done) == {"log": ["migrated", "input", "a"]}
 
 
 def test_an_operator_moves_a_blocked_run_to_another_version(

@@ -254,6 +254,18 @@ class GraphVersion:
         for older in [*self.compatible_with, *self.migrations]:
             text_of(older, "GraphVersion compatible_with / migrations version")
         object.__setattr__(self, "compatible_with", frozenset(self.compatible_with))
+        breakpoints = [
+            *(getattr(self.graph, "interrupt_before_nodes", None) or ()),
+            *(getattr(self.graph, "interrupt_after_nodes", None) or ()),
+        ]
+        if breakpoints:
+            raise ConfigurationError(
+                f"GraphVersion {self.name!r}: the graph is compiled with interrupt_before / "
+                f"interrupt_after ({', '.join(map(str, breakpoints))}). A run stopped at such a "
+                "breakpoint asks no question and would be recorded as finished. In a run, "
+                "wait for a person with interrupt() inside the node (see approvals), and "
+                "compile the graph without breakpoints."
+            )
 
     @property
     def versions(self) -> list[str]:

@@ -24,6 +24,7 @@ from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
+    ConfigurationError,
     DurablePostgresSaver,
     EffectJournal,
     FencedOutError,
@@ -312,6 +313,21 @@ def test_a_run_is_pinned_to_its_version(saver: DurablePostgresSaver, runs: RunRe
     # A worker of the old version (say, one still draining) takes it back.
     (done,) = Worker(saver, [old]).run_until_idle()
     assert runs.output_of(done) == {"log": ["old"]}
+
+
+@pytest.mark.parametrize("where", ["interrupt_before", "interrupt_after"])
+def test_a_graph_with_static_breakpoints_is_refused(
+    saver: DurablePostgresSaver, where: str
+) -> None:
+    """A run stopped at a breakpoint asks no question: it would be recorded as finished
+    (`success`) with half its work done, and could not be resumed."""
+    builder = StateGraph(State)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    builder.add_edge(START, "a")
+    builder.add_edge("a", END)
+    graph = builder.compile(checkpointer=saver, **{where: ["a"]})
+    with pytest.raises(ConfigurationError, match="interrupt\\(\\) inside the node"):
+        GraphVersion("breakpoints", "1", graph)
 
 
 def test_compatible_and_migrated_versions_run_on_newer_code(

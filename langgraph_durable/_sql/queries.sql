@@ -1067,11 +1067,15 @@ RETURNING *
 
 -- name: run_requeue
 -- Back to the queue: retry after an error, unblock, resume an interrupted run (with a new
--- input, e.g. a Command), or move to another graph version.
+-- input, e.g. a Command), or move to another graph version. A retry or a resume gives a run
+-- with a timeout its whole timeout again, from now (the timeout is its deadline's distance
+-- from its creation): a timed-out run retried with its old deadline would time out at once.
 UPDATE langgraph_durable_runs SET
     status = 'pending', status_reason = NULL, retry_at = NULL, stuck_since = NULL,
     finished_at = NULL, error_type = NULL, error_message = NULL,
     attempt = CASE WHEN %(reset_attempts)s THEN 0 ELSE attempt END,
+    deadline_at = CASE WHEN %(renew_deadline)s AND deadline_at IS NOT NULL
+        THEN clock_timestamp() + (deadline_at - created_at) ELSE deadline_at END,
     input_type = coalesce(%(input_type)s, input_type),
     input = CASE WHEN %(input_type)s::text IS NULL THEN input ELSE %(input)s END,
     input_after = CASE WHEN %(input_type)s::text IS NULL THEN input_after

@@ -288,6 +288,7 @@ class AsyncRunRegistry:
         graph_version: str | None = None,
         reset_attempts: bool = False,
         waiting_answer: bool = False,
+        renew_deadline: bool = False,
     ) -> Run:
         run = await self.aget(run_id)
         async with self._source.connection("queueing a run again") as conn, conn.transaction():
@@ -307,6 +308,7 @@ class AsyncRunRegistry:
                     "input_after": latest,
                     "graph_version": graph_version,
                     "reset_attempts": reset_attempts,
+                    "renew_deadline": renew_deadline,
                 },
             )
             if rows and waiting_answer and self.events:
@@ -340,19 +342,27 @@ class AsyncRunRegistry:
 
     async def aretry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
-        on from its last checkpoint, with its attempts counted afresh."""
+        on from its last checkpoint, with its attempts counted afresh and, if it was created
+        with a timeout, that whole timeout again from now."""
         statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
-        return await self._arequeue(run_id, statuses, reset_attempts=True)
+        return await self._arequeue(run_id, statuses, reset_attempts=True, renew_deadline=True)
 
     async def aresume(self, run_id: str, command: Any) -> Run:
-        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`).
+        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`),
+        with its whole timeout again from now if it was created with one (the time it
+        waited for a person does not count).
 
         Raises:
             RunConflictError: The run is not interrupted, or waits for no answer (a newer
                 run stopped it: create a new run instead).
         """
         return await self._arequeue(
-            run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True, waiting_answer=True
+            run_id,
+            (RunStatus.INTERRUPTED,),
+            input=command,
+            give_input=True,
+            waiting_answer=True,
+            renew_deadline=True,
         )
 
     async def amigrate(self, run_id: str, version: str) -> Run:

@@ -287,6 +287,7 @@ class RunRegistry:
         graph_version: str | None = None,
         reset_attempts: bool = False,
         waiting_answer: bool = False,
+        renew_deadline: bool = False,
     ) -> Run:
         run = self.get(run_id)
         with self._source.connection("queueing a run again") as conn, conn.transaction():
@@ -306,6 +307,7 @@ class RunRegistry:
                     "input_after": latest,
                     "graph_version": graph_version,
                     "reset_attempts": reset_attempts,
+                    "renew_deadline": renew_deadline,
                 },
             )
             if rows and waiting_answer and self.events:
@@ -339,19 +341,27 @@ class RunRegistry:
 
     def retry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
-        on from its last checkpoint, with its attempts counted afresh."""
+        on from its last checkpoint, with its attempts counted afresh and, if it was created
+        with a timeout, that whole timeout again from now."""
         statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
-        return self._requeue(run_id, statuses, reset_attempts=True)
+        return self._requeue(run_id, statuses, reset_attempts=True, renew_deadline=True)
 
     def resume(self, run_id: str, command: Any) -> Run:
-        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`).
+        """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`),
+        with its whole timeout again from now if it was created with one (the time it
+        waited for a person does not count).
 
         Raises:
             RunConflictError: The run is not interrupted, or waits for no answer (a newer
                 run stopped it: create a new run instead).
         """
         return self._requeue(
-            run_id, (RunStatus.INTERRUPTED,), input=command, give_input=True, waiting_answer=True
+            run_id,
+            (RunStatus.INTERRUPTED,),
+            input=command,
+            give_input=True,
+            waiting_answer=True,
+            renew_deadline=True,
         )
 
     def migrate(self, run_id: str, version: str) -> Run:

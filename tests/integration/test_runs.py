@@ -424,6 +424,35 @@ def test_a_run_past_its_deadline_times_out(
     assert timed_out.agent_server_status == "timeout"
 
 
+def test_a_retried_timed_out_run_gets_its_whole_timeout_again(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """Created an hour ago with a one-hour timeout, it timed out; retried, it must not time
+    out again at once on its old deadline."""
+    graph = graph_of(saver, step("a"))
+    run = runs.create(graph, {"log": []}, timeout=3600)
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET created_at = created_at - interval '3601 seconds',"
+        " deadline_at = deadline_at - interval '3601 seconds' WHERE run_id = %s",
+        run.run_id,
+    )
+    worker = Worker(saver, [graph])
+    assert worker.run_until_idle() == []
+    assert runs.get(run.run_id).status is RunStatus.TIMEOUT
+    runs.retry(run.run_id)
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS
+    assert runs.output_of(done) == {"log": ["a"]}
+    (left,) = sql(
+        db_dsn,
+        "SELECT deadline_at - clock_timestamp() > interval '3500 seconds'"
+        " FROM langgraph_durable_runs WHERE run_id = %s",
+        run.run_id,
+    )
+    assert left == (True,)
+
+
 def test_a_worker_that_lost_its_run_cannot_advance_the_thread(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

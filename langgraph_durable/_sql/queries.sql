@@ -1088,7 +1088,9 @@ RETURNING *
 -- name: run_claim
 -- Take the oldest run this worker can run: pending, deferred and due, or running under a
 -- lease that ran out (its worker died) with attempts left, or blocked only for want of a
--- worker of its version. Not while an older run of its thread is active, nor while someone
+-- worker of its version. Not while another run of its thread is running (a run in flight
+-- whose worker died is recovered first: one running run per thread, by a unique index),
+-- nor, unless it is that run, while an older run of its thread waits, nor while someone
 -- alive holds the thread's lease. The run and its thread's row are locked with SKIP
 -- LOCKED (every run has its thread's row: `thread_lease_row` makes it when the run is
 -- created, and nothing deletes it), so a claim never waits for a lock and so can never
@@ -1111,8 +1113,11 @@ WITH candidate AS (
     AND NOT EXISTS (
         SELECT 1 FROM langgraph_durable_runs e
         WHERE e.thread_id = r.thread_id AND e.run_id <> r.run_id
-            AND e.status IN ('pending', 'running', 'deferred', 'blocked')
-            AND (e.created_at, e.run_id) < (r.created_at, r.run_id)
+            AND (
+                e.status = 'running'
+                OR (r.status <> 'running' AND e.status IN ('pending', 'deferred', 'blocked')
+                    AND (e.created_at, e.run_id) < (r.created_at, r.run_id))
+            )
     )
     AND (t.owner IS NULL OR t.lease_expires_at < clock_timestamp())
     ORDER BY r.created_at, r.run_id

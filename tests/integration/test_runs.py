@@ -424,6 +424,45 @@ def test_a_run_past_its_deadline_times_out(
     assert timed_out.agent_server_status == "timeout"
 
 
+def test_an_older_run_retried_while_a_newer_one_is_in_flight_waits_for_it(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """R1 failed; R2 of the same thread started, and its worker died. R1 is retried: the
+    next claim must recover R2 first (one running run per thread), not take R1 and break
+    that rule (a raw unique violation that stopped every worker)."""
+    fails = {"n": 0}
+
+    def flaky(state: State) -> State:
+        fails["n"] += 1
+        if fails["n"] == 1:
+            raise RuntimeError("first try fails")
+        return {"log": ["ok"]}
+
+    graph = graph_of(saver, ("flaky", flaky))
+    worker = Worker(saver, [graph])
+    first = runs.create(graph, {"log": []}, max_attempts=1)
+    (failed,) = worker.run_until_idle()
+    assert failed.status is RunStatus.ERROR
+    second = runs.create(graph, {"log": []}, thread_id=first.thread_id)
+    sql(  # R2 in flight under a worker that died: its lease ran out
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET status = 'running', attempt = 1, owner = 'gone',"
+        " lease_expires_at = now() - interval '1s' WHERE run_id = %s",
+        second.run_id,
+    )
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_threads SET owner = 'gone', run_id = %s,"
+        " lease_expires_at = now() - interval '1s' WHERE thread_id = %s",
+        second.run_id,
+        first.thread_id,
+    )
+    runs.retry(first.run_id)
+    done = worker.run_until_idle()
+    assert [d.run_id for d in done] == [second.run_id, first.run_id]
+    assert all(d.status is RunStatus.SUCCESS for d in done)
+
+
 def test_a_retried_timed_out_run_gets_its_whole_timeout_again(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

@@ -56,6 +56,7 @@ from langgraph_durable.runs._model import (
     seconds_of,
     sends_input,
     stopped_from_outside,
+    waited_out,
     worker_name,
 )
 
@@ -180,7 +181,7 @@ class AsyncWorker:
                             wait = wait if due is None else min(wait, due + 0.01)
                             await self.registry.await_wakeup(listener, wait)
                 except Exception as exc:
-                    if not is_outage(exc):
+                    if not waited_out(exc):
                         raise
                     await self._await_outage(outage, exc, "taking runs")
         finally:
@@ -208,15 +209,16 @@ class AsyncWorker:
         delay = outage.failed()
         if delay is None:
             raise DatabaseUnreachableError(
-                f"Worker {self.worker_id} could not reach the database for "
-                f"{self.database_timeout:g} s while {doing} (last error: {first_line(exc)}); it "
+                f"Worker {self.worker_id} could not reach the database (or get a statement "
+                f"through) for {self.database_timeout:g} s while {doing} (last error: "
+                f"{first_line(exc)}); it "
                 "stops. Runs it held are taken over by other workers when their leases run "
                 "out. Start it again once the server is back, or give it a longer "
                 "database_timeout."
             ) from exc
         if outage.failures == 1:
             logger.warning(
-                "worker %s: the database cannot be reached while %s (%s); trying again "
+                "worker %s: the database does not answer while %s (%s); trying again "
                 "with a growing pause",
                 self.worker_id,
                 doing,
@@ -232,7 +234,7 @@ class AsyncWorker:
             try:
                 result = await operation()
             except Exception as exc:
-                if not is_outage(exc):
+                if not waited_out(exc):
                     raise
                 await self._await_outage(outage, exc, doing)
                 continue

@@ -29,6 +29,7 @@ from langgraph_durable._db import from_our_connections, is_disconnect, process_o
 from langgraph_durable._ids import json_text, lone_surrogate, stored_id, thread_id_of
 from langgraph_durable.errors import (
     ConfigurationError,
+    DatabaseTimeoutError,
     DatabaseUnreachableError,
     EffectDeferred,
     EffectInProgressError,
@@ -640,6 +641,14 @@ def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, (DatabaseUnreachableError, TransactionConflictError)):
         return True
     return is_disconnect(exc) and from_our_connections(exc)
+
+
+def waited_out(exc: BaseException) -> bool:
+    """Whether a worker waits out an error of one of its own statements (taking, finishing
+    or sweeping runs) and tries again: an outage (`is_outage`), or a lock or statement
+    timeout, as when a registry change holds a thread's row longer than the saver's
+    `lock_timeout`; the run it concerns is not at fault."""
+    return is_outage(exc) or isinstance(exc, DatabaseTimeoutError)
 
 
 def stopped_from_outside(exc: BaseException, *, stopping: bool) -> bool:

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import sys
 import threading
@@ -46,6 +47,7 @@ from langgraph_durable import (
     RunStatus,
     TransactionConflictError,
     Worker,
+    _crashpoints,
 )
 from langgraph_durable._db import connections, source_of
 from langgraph_durable.errors import translate_driver_error
@@ -506,3 +508,61 @@ def test_bad_durations_elsewhere_are_named(
             Worker(saver, [graph], **options)
     with pytest.raises(InvalidInputError, match="compatible_with"):
         GraphVersion("g", "2", graph.graph, compatible_with="1.0")  # type: ignore[arg-type]
+
+
+def test_a_finish_held_up_past_the_lock_timeout_is_waited_out(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's own statement, the run's finish, waits longer than the saver's
+    lock_timeout for the thread's row, which another session holds (as a registry change
+    does): the worker tries again after a pause, as through an outage, instead of letting
+    LockTimeoutError stop it with the run left running."""
+    row_wanted, row_held, retried = threading.Event(), threading.Event(), threading.Event()
+
+    class Retried(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "does not answer while" in record.getMessage():
+                retried.set()
+
+    def before_finish(point: str) -> None:  # the run's last checkpoint is in
+        row_wanted.set()
+        assert row_held.wait(60)
+
+    monkeypatch.setattr(_crashpoints, "_WANTED", frozenset({"run:before_finish"}))
+    monkeypatch.setattr(_crashpoints, "_AFTER", 0)
+    monkeypatch.setattr(_crashpoints, "_passes", {})
+    _crashpoints.act_instead(before_finish)
+    handler = Retried()
+    logging.getLogger("langgraph_durable").addHandler(handler)
+    found: list[Any] = []
+    try:
+        with DurablePostgresSaver.from_conn_string(db_dsn, lock_timeout=0.2) as saver:
+            saver.setup()
+            graph = one_node(saver, lambda s: {"log": ["ran"]})
+            run = RunRegistry(saver).create(graph, {"log": []})
+            worker = Worker(saver, [graph])
+
+            def work() -> None:
+                try:
+                    found.extend(worker.run_until_idle())
+                except Exception as exc:  # the old behaviour: the error escapes
+                    found.append(exc)
+
+            thread = threading.Thread(target=work, daemon=True)
+            thread.start()
+            assert row_wanted.wait(60)
+            with psycopg.connect(db_dsn) as holder:
+                holder.execute(
+                    "SELECT 1 FROM langgraph_durable_threads WHERE thread_id = %s FOR UPDATE",
+                    (run.thread_id,),
+                )
+                row_held.set()
+                while not (retried.is_set() or found):
+                    retried.wait(0.05)  # until the worker retried, or gave up (an event)
+                holder.rollback()  # the row is free: the next try goes through
+            thread.join(60)
+    finally:
+        _crashpoints.act_instead(None)
+        logging.getLogger("langgraph_durable").removeHandler(handler)
+    assert len(found) == 1, found
+    assert getattr(found[0], "status", None) is RunStatus.SUCCESS, found

@@ -1387,10 +1387,8 @@ ORDER BY started_at
 -- Runs of a graph whose version no live worker takes are blocked, saying which versions
 -- the live workers do take; a worker of their version takes them back. A worker counts as
 -- live within the window it announced itself (its lease and idle wait decide how often it
--- beats), so workers with different settings agree on who is alive. A running run whose
--- worker died (its lease ran out) with attempts left is blocked too: else it would wait,
--- running and unclaimed, for a worker that never comes (I6). Runs are locked with SKIP
--- LOCKED, like the sweep's other statements.
+-- beats), so workers with different settings agree on who is alive. Runs are locked with
+-- SKIP LOCKED, like the sweep's other statements.
 WITH live AS (
     SELECT g ->> 'name' AS name, v AS version
     FROM langgraph_durable_workers w
@@ -1405,17 +1403,13 @@ WITH live AS (
     SELECT r.run_id, o.versions
     FROM langgraph_durable_runs r
     JOIN offered o ON o.name = r.graph_name
-    WHERE (
-            r.status IN ('pending', 'deferred')
-            OR (r.status = 'running' AND r.lease_expires_at < clock_timestamp()
-                AND r.attempt < r.max_attempts)
-        )
+    WHERE r.status IN ('pending', 'deferred')
         AND NOT EXISTS (SELECT 1 FROM live l WHERE l.name = r.graph_name
             AND l.version = r.graph_version)
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE langgraph_durable_runs r SET
-    status = 'blocked', owner = NULL, lease_expires_at = NULL,
+    status = 'blocked',
     status_reason = 'version: this run is ' || r.graph_name || ' version ' || r.graph_version
         || ', and no live worker takes it (live workers take versions ' || u.versions
         || '). Start a worker of that version, declare a newer one compatible_with it or '

@@ -330,31 +330,6 @@ def test_a_graph_with_static_breakpoints_is_refused(
         GraphVersion("breakpoints", "1", graph)
 
 
-def test_a_run_whose_worker_died_is_blocked_when_no_live_worker_takes_its_version(
-    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
-) -> None:
-    """A worker of the old version died mid-run during a deploy; only new workers are
-    live. The run must become visibly blocked (I6), not stay running and unclaimed."""
-    name = f"deploy-{uuid.uuid4().hex[:6]}"
-    old = graph_of(saver, step("old"), name=name, version="old")
-    new = graph_of(saver, step("new"), name=name, version="new")
-    run = runs.create(old, {"log": []})
-    sql(
-        db_dsn,
-        "UPDATE langgraph_durable_runs SET status = 'running', attempt = 1, owner = 'gone',"
-        " lease_expires_at = now() - interval '1s' WHERE run_id = %s",
-        run.run_id,
-    )
-    assert Worker(saver, [new]).run_until_idle() == []
-    blocked = runs.get(run.run_id)
-    assert blocked.status is RunStatus.BLOCKED
-    assert blocked.status_reason is not None
-    assert "version old" in blocked.status_reason
-    (done,) = Worker(saver, [old]).run_until_idle()  # a worker of its version takes it
-    assert (done.run_id, done.status) == (run.run_id, RunStatus.SUCCESS)
-    assert runs.output_of(done) == {"log": ["old"]}
-
-
 def test_compatible_and_migrated_versions_run_on_newer_code(
     saver: DurablePostgresSaver, runs: RunRegistry
 ) -> None:

@@ -29,7 +29,6 @@ from langgraph_durable._db import from_our_connections, is_disconnect, process_o
 from langgraph_durable._ids import json_text, lone_surrogate, stored_id, thread_id_of
 from langgraph_durable.errors import (
     ConfigurationError,
-    DatabaseTimeoutError,
     DatabaseUnreachableError,
     EffectDeferred,
     EffectInProgressError,
@@ -37,6 +36,7 @@ from langgraph_durable.errors import (
     EffectResultNotStoredError,
     FencedOutError,
     InvalidInputError,
+    LockTimeoutError,
     TransactionConflictError,
     UnserializableValueError,
 )
@@ -645,10 +645,11 @@ def is_outage(exc: BaseException) -> bool:
 
 def waited_out(exc: BaseException) -> bool:
     """Whether a worker waits out an error of one of its own statements (taking, finishing
-    or sweeping runs) and tries again: an outage (`is_outage`), or a lock or statement
-    timeout, as when a registry change holds a thread's row longer than the saver's
-    `lock_timeout`; the run it concerns is not at fault."""
-    return is_outage(exc) or isinstance(exc, DatabaseTimeoutError)
+    or sweeping runs) and tries again: an outage (`is_outage`), or a lock timeout, as when
+    a registry change holds a thread's row longer than the saver's `lock_timeout`; the
+    run it concerns is not at fault. A statement timeout is not: a statement that always
+    runs too long would have the worker try again for ever."""
+    return is_outage(exc) or isinstance(exc, LockTimeoutError)
 
 
 def stopped_from_outside(exc: BaseException, *, stopping: bool) -> bool:

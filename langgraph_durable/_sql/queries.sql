@@ -1021,13 +1021,15 @@ ORDER BY created_at, run_id
 -- name: run_insert
 INSERT INTO langgraph_durable_runs (
     run_id, thread_id, graph_name, graph_version, status, multitask_strategy, durability,
-    input_type, input, input_after, config, metadata, max_attempts, deadline_at)
+    input_type, input, input_after, config, metadata, max_attempts, deadline_at,
+    timeout_seconds)
 VALUES (
     %(run_id)s, %(thread_id)s, %(graph_name)s, %(graph_version)s, 'pending',
     %(multitask_strategy)s, %(durability)s, %(input_type)s, %(input)s, %(input_after)s,
     %(config)s::jsonb, %(metadata)s::jsonb, %(max_attempts)s,
     CASE WHEN %(timeout)s::float8 IS NULL THEN NULL
-        ELSE clock_timestamp() + make_interval(secs => %(timeout)s::float8) END)
+        ELSE clock_timestamp() + make_interval(secs => %(timeout)s::float8) END,
+    %(timeout)s::float8)
 RETURNING *
 
 -- name: runs_wake
@@ -1068,14 +1070,14 @@ RETURNING *
 -- name: run_requeue
 -- Back to the queue: retry after an error, unblock, resume an interrupted run (with a new
 -- input, e.g. a Command), or move to another graph version. A retry or a resume gives a run
--- with a timeout its whole timeout again, from now (the timeout is its deadline's distance
--- from its creation): a timed-out run retried with its old deadline would time out at once.
+-- with a timeout its whole timeout again, from now: a timed-out run retried with its old
+-- deadline would time out at once.
 UPDATE langgraph_durable_runs SET
     status = 'pending', status_reason = NULL, retry_at = NULL, stuck_since = NULL,
     finished_at = NULL, error_type = NULL, error_message = NULL,
     attempt = CASE WHEN %(reset_attempts)s THEN 0 ELSE attempt END,
-    deadline_at = CASE WHEN %(renew_deadline)s AND deadline_at IS NOT NULL
-        THEN clock_timestamp() + (deadline_at - created_at) ELSE deadline_at END,
+    deadline_at = CASE WHEN %(renew_deadline)s AND timeout_seconds IS NOT NULL
+        THEN clock_timestamp() + make_interval(secs => timeout_seconds) ELSE deadline_at END,
     input_type = coalesce(%(input_type)s, input_type),
     input = CASE WHEN %(input_type)s::text IS NULL THEN input ELSE %(input)s END,
     input_after = CASE WHEN %(input_type)s::text IS NULL THEN input_after

@@ -123,7 +123,8 @@ CREATE TABLE langgraph_durable_runs (
     created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
     updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
     started_at TIMESTAMPTZ,
-    finished_at TIMESTAMPTZ
+    finished_at TIMESTAMPTZ,
+    timeout_seconds DOUBLE PRECISION
 );
 CREATE UNIQUE INDEX lgd_runs_one_running_per_thread
     ON langgraph_durable_runs (thread_id) WHERE status = 'running';
@@ -227,4 +228,5 @@ INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (7, 'durable_007_lz4_values'),
     (8, 'durable_008_drop_checkpoints_thread_id_idx_concurrently'),
     (9, 'durable_009_drop_checkpoint_blobs_thread_id_idx_concurrently'),
-    (10, 'durable_010_drop_checkpoint_writes_thread_id_idx_concurrently');
+    (10, 'durable_010_drop_checkpoint_writes_thread_id_idx_concurrently'),
+    (11, 'durable_011_runs_timeout');

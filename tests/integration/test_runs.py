@@ -466,30 +466,39 @@ def test_an_older_run_retried_while_a_newer_one_is_in_flight_waits_for_it(
 def test_a_retried_timed_out_run_gets_its_whole_timeout_again(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:
-    """Created an hour ago with a one-hour timeout, it timed out; retried, it must not time
-    out again at once on its old deadline."""
+    """Created a day ago with a one-hour timeout, it timed out; each retry gives it one
+    hour from then, however often (not its old deadline, which would time it out at once,
+    nor a timeout grown by the time that had passed)."""
     graph = graph_of(saver, step("a"))
     run = runs.create(graph, {"log": []}, timeout=3600)
-    sql(
-        db_dsn,
-        "UPDATE langgraph_durable_runs SET created_at = created_at - interval '3601 seconds',"
-        " deadline_at = deadline_at - interval '3601 seconds' WHERE run_id = %s",
-        run.run_id,
-    )
-    worker = Worker(saver, [graph])
-    assert worker.run_until_idle() == []
-    assert runs.get(run.run_id).status is RunStatus.TIMEOUT
-    runs.retry(run.run_id)
-    (done,) = worker.run_until_idle()
+
+    def timed_out_again(shift: str) -> None:
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET created_at = created_at - %s::interval,"
+            " deadline_at = now() - interval '1 second' WHERE run_id = %s",
+            shift,
+            run.run_id,
+        )
+        runs.sweep([graph], worker_id="sweeper", live_seconds=60)
+        assert runs.get(run.run_id).status is RunStatus.TIMEOUT
+
+    def hours_left() -> float:
+        ((left,),) = sql(
+            db_dsn,
+            "SELECT extract(epoch FROM deadline_at - clock_timestamp()) / 3600"
+            " FROM langgraph_durable_runs WHERE run_id = %s",
+            run.run_id,
+        )
+        return float(left)
+
+    for shift in ("1 day", "0 seconds"):
+        timed_out_again(shift)
+        runs.retry(run.run_id)
+        assert 0.9 < hours_left() <= 1.0
+    (done,) = Worker(saver, [graph]).run_until_idle()
     assert done.status is RunStatus.SUCCESS
     assert runs.output_of(done) == {"log": ["a"]}
-    (left,) = sql(
-        db_dsn,
-        "SELECT deadline_at - clock_timestamp() > interval '3500 seconds'"
-        " FROM langgraph_durable_runs WHERE run_id = %s",
-        run.run_id,
-    )
-    assert left == (True,)
 
 
 def test_a_worker_that_lost_its_run_cannot_advance_the_thread(

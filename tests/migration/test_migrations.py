@@ -695,6 +695,30 @@ def test_check_schema_on_a_partly_migrated_database(fresh_db_dsn: str) -> None:
         saver.check_schema()
 
 
+def test_runs_made_before_their_timeout_was_kept_get_it_from_their_deadline(
+    fresh_db_dsn: str,
+) -> None:
+    """`durable_011` keeps a run's timeout (retry and resume renew the deadline from it);
+    runs queued before it take it from their deadline's distance from their creation."""
+    our_setup(fresh_db_dsn)
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:  # back to version 10
+        conn.execute("ALTER TABLE langgraph_durable_runs DROP COLUMN timeout_seconds")
+        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v = 11")
+        conn.execute(
+            "INSERT INTO langgraph_durable_runs (run_id, thread_id, graph_name, graph_version,"
+            " status, created_at, deadline_at) VALUES"
+            " ('timed', 't', 'g', '1', 'pending', now(), now() + interval '1 hour'),"
+            " ('untimed', 't', 'g', '1', 'pending', now(), NULL)"
+        )
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        assert saver.setup() == ["durable_011_runs_timeout"]
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT run_id, timeout_seconds FROM langgraph_durable_runs ORDER BY run_id"
+        ).fetchall()
+    assert rows == [("timed", 3600.0), ("untimed", None)]
+
+
 # --- use before setup ----------------------------------------------------------------------
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}

@@ -1090,10 +1090,11 @@ RETURNING *
 -- name: run_claim
 -- Take the oldest run this worker can run: pending, deferred and due, or running under a
 -- lease that ran out (its worker died) with attempts left, or blocked only for want of a
--- worker of its version. Not while another run of its thread is running (a run in flight
--- whose worker died is recovered first: one running run per thread, by a unique index),
--- nor, unless it is that run, while an older run of its thread waits, nor while someone
--- alive holds the thread's lease. The run and its thread's row are locked with SKIP
+-- worker of its version. Not while another run of its thread is in flight: running (a run
+-- whose worker died is recovered first: one running run per thread, by a unique index), or
+-- blocked mid-run and queued again since (the thread's row still names it,
+-- `runs_block_unrunnable`); nor, unless it is the run in flight, while an older run of its
+-- thread waits; nor while someone alive holds the thread's lease. The run and its thread's row are locked with SKIP
 -- LOCKED (every run has its thread's row: `thread_lease_row` makes it when the run is
 -- created, and nothing deletes it), so a claim never waits for a lock and so can never
 -- close a deadlock with a registry change that holds the thread's row. The thread's lease
@@ -1117,7 +1118,9 @@ WITH candidate AS (
         WHERE e.thread_id = r.thread_id AND e.run_id <> r.run_id
             AND (
                 e.status = 'running'
-                OR (r.status <> 'running' AND e.status IN ('pending', 'deferred', 'blocked')
+                OR (e.run_id = t.run_id AND e.status IN ('pending', 'deferred', 'blocked'))
+                OR (r.status <> 'running' AND r.run_id IS DISTINCT FROM t.run_id
+                    AND e.status IN ('pending', 'deferred', 'blocked')
                     AND (e.created_at, e.run_id) < (r.created_at, r.run_id))
             )
     )
@@ -1389,8 +1392,13 @@ ORDER BY started_at
 -- Runs of a graph whose version no live worker takes are blocked, saying which versions
 -- the live workers do take; a worker of their version takes them back. A worker counts as
 -- live within the window it announced itself (its lease and idle wait decide how often it
--- beats), so workers with different settings agree on who is alive. Runs are locked with
--- SKIP LOCKED, like the sweep's other statements.
+-- beats), so workers with different settings agree on who is alive. A running run whose
+-- worker died (its lease ran out) with attempts left is blocked too: else it would wait,
+-- running and unclaimed, for a worker that never comes (I6). Its thread is taken from the
+-- dead worker as a claim would take it (the next fencing token: a worker that was only cut
+-- off is fenced out at its next write), but keeps the run's id: the run is still in flight,
+-- so no other run of the thread starts before it goes on (`run_claim`). Runs and threads
+-- are locked with SKIP LOCKED, like the sweep's other statements.
 WITH live AS (
     SELECT g ->> 'name' AS name, v AS version
     FROM langgraph_durable_workers w
@@ -1402,16 +1410,28 @@ WITH live AS (
     SELECT name, string_agg(DISTINCT version, ', ' ORDER BY version) AS versions
     FROM live GROUP BY name
 ), unrunnable AS (
-    SELECT r.run_id, o.versions
+    SELECT r.run_id, r.thread_id, r.status = 'running' AS was_running, o.versions
     FROM langgraph_durable_runs r
     JOIN offered o ON o.name = r.graph_name
-    WHERE r.status IN ('pending', 'deferred')
+    JOIN langgraph_durable_threads t ON t.thread_id = r.thread_id
+    WHERE (
+            r.status IN ('pending', 'deferred')
+            OR (r.status = 'running' AND r.lease_expires_at < clock_timestamp()
+                AND r.attempt < r.max_attempts
+                AND (t.owner IS NULL OR t.lease_expires_at < clock_timestamp()))
+        )
         AND NOT EXISTS (SELECT 1 FROM live l WHERE l.name = r.graph_name
             AND l.version = r.graph_version)
-    FOR UPDATE OF r SKIP LOCKED
+    FOR UPDATE OF r, t SKIP LOCKED
+), fenced AS (
+    UPDATE langgraph_durable_threads t SET
+        fencing_token = t.fencing_token + 1, owner = NULL, lease_expires_at = NULL,
+        updated_at = clock_timestamp()
+    FROM unrunnable u
+    WHERE u.was_running AND t.thread_id = u.thread_id AND t.run_id = u.run_id
 )
 UPDATE langgraph_durable_runs r SET
-    status = 'blocked',
+    status = 'blocked', owner = NULL, lease_expires_at = NULL,
     status_reason = 'version: this run is ' || r.graph_name || ' version ' || r.graph_version
         || ', and no live worker takes it (live workers take versions ' || u.versions
         || '). Start a worker of that version, declare a newer one compatible_with it or '

@@ -330,6 +330,119 @@ def test_a_graph_with_static_breakpoints_is_refused(
         GraphVersion("breakpoints", "1", graph)
 
 
+def thread_row(dsn: str, thread: str) -> tuple[Any, ...]:
+    """(fencing_token, owner, run_id) of a thread's lease row."""
+    ((row),) = sql(
+        dsn,
+        "SELECT fencing_token, owner, run_id FROM langgraph_durable_threads WHERE thread_id = %s",
+        thread,
+    )
+    return tuple(row)
+
+
+def died_mid_run(dsn: str, run_id: str, thread: str) -> None:
+    """The run was taken by a worker that died: its run and thread leases ran out."""
+    sql(
+        dsn,
+        "UPDATE langgraph_durable_runs SET status = 'running', attempt = attempt + 1,"
+        " owner = 'gone', lease_expires_at = now() - interval '1s' WHERE run_id = %s",
+        run_id,
+    )
+    sql(
+        dsn,
+        "UPDATE langgraph_durable_threads SET fencing_token = fencing_token + 1, owner = 'gone',"
+        " run_id = %s, lease_expires_at = now() - interval '1s' WHERE thread_id = %s",
+        run_id,
+        thread,
+    )
+
+
+def test_a_run_whose_worker_died_is_blocked_when_no_live_worker_takes_its_version(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """A worker of the old version was cut off mid-run during a deploy; only new workers
+    are live. The run must become visibly blocked (I6), not stay running and unclaimed;
+    the cut-off worker must not advance the thread any more, and a worker of the run's
+    version takes it back."""
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(state: State) -> State:
+        inside.set()
+        release.wait(60)
+        return {"log": ["slow"]}
+
+    name = f"deploy-{uuid.uuid4().hex[:6]}"
+    old = graph_of(saver, step("a"), ("slow", slow), step("after"), name=name, version="old")
+    new = graph_of(saver, step("new"), name=name, version="new")
+    run = runs.create(old, {"log": []})
+    cut_off = Worker(saver, [old], lease_seconds=600)  # no heartbeat during the test
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(cut_off.run_until_idle(max_runs=1)))
+    thread.start()
+    try:
+        assert inside.wait(60)
+        token, _, _ = thread_row(db_dsn, run.thread_id)
+        sql(  # its leases run out, and it stops saying it is alive
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET lease_expires_at = now() - interval '1s'"
+            " WHERE run_id = %s",
+            run.run_id,
+        )
+        expire_thread_lease(db_dsn, run.thread_id)
+        sql(db_dsn, "DELETE FROM langgraph_durable_workers WHERE worker_id = %s", cut_off.worker_id)
+        assert Worker(saver, [new]).run_until_idle() == []
+        blocked = runs.get(run.run_id)
+        assert blocked.status is RunStatus.BLOCKED
+        assert blocked.status_reason is not None
+        assert "version old" in blocked.status_reason
+        # Taken from the cut-off worker like a claim would, still naming the run in flight.
+        assert thread_row(db_dsn, run.thread_id) == (token + 1, None, run.run_id)
+        before = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", run.thread_id)
+    finally:
+        release.set()
+        thread.join(60)
+    (stale,) = results[0]
+    assert stale.status is RunStatus.BLOCKED  # its finish was refused
+    after = sql(db_dsn, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", run.thread_id)
+    assert after == before  # and so was its step
+    (done,) = Worker(saver, [old]).run_until_idle()  # a worker of its version takes it
+    assert (done.run_id, done.status) == (run.run_id, RunStatus.SUCCESS)
+    assert runs.output_of(done) == {"log": ["a", "slow", "after"]}
+
+
+def test_a_blocked_run_in_flight_goes_on_before_an_older_run_retried_meanwhile(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """R1 failed; R2 of its thread started under an old-version worker that died, and was
+    blocked (no live worker took its version). R1 is retried meanwhile: R2 is still in
+    flight, so it goes on first when a worker of its version comes, as it would have had
+    its worker died without the block (one run of a thread at a time, the one in flight
+    first); R1 waits for it, and is not blocked by it for good."""
+    fails = {"n": 0}
+
+    def flaky(state: State) -> State:
+        fails["n"] += 1
+        if fails["n"] == 1:
+            raise RuntimeError("first try fails")
+        return {"log": ["ok"]}
+
+    name = f"deploy-{uuid.uuid4().hex[:6]}"
+    old = graph_of(saver, ("flaky", flaky), name=name, version="old")
+    new = graph_of(saver, step("new"), name=name, version="new")
+    first = runs.create(old, {"log": []}, max_attempts=1)
+    (failed,) = Worker(saver, [old]).run_until_idle()
+    assert failed.status is RunStatus.ERROR
+    second = runs.create(old, {"log": []}, thread_id=first.thread_id)
+    died_mid_run(db_dsn, second.run_id, first.thread_id)
+    sql(db_dsn, "DELETE FROM langgraph_durable_workers WHERE graphs::text LIKE %s", f"%{name}%")
+    assert Worker(saver, [new]).run_until_idle() == []
+    assert runs.get(second.run_id).status is RunStatus.BLOCKED
+    runs.retry(first.run_id)
+    done = Worker(saver, [old]).run_until_idle()
+    assert [d.run_id for d in done] == [second.run_id, first.run_id]
+    assert all(d.status is RunStatus.SUCCESS for d in done)
+
+
 def test_compatible_and_migrated_versions_run_on_newer_code(
     saver: DurablePostgresSaver, runs: RunRegistry
 ) -> None:

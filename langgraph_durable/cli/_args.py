@@ -297,6 +297,13 @@ def parser() -> argparse.ArgumentParser:
             "--completed", metavar="JSON", help="the receiver acted; its result, as JSON"
         )
         how.add_argument("--failed", metavar="REASON", help="give up; replays raise this reason")
+        where.add_argument(
+            "--attempt",
+            type=_positive,
+            metavar="N",
+            help="the attempt you checked the receiver for (as `effects` lists it): refused "
+            "if another attempt started since",
+        )
 
     # -- the outbox -----------------------------------------------------------------------
     _, outbox = _group(commands, "outbox", "the transactional outbox", common)

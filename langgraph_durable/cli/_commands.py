@@ -357,11 +357,12 @@ def resolve(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     if journal.get(args.key) is None:
         raise EffectNotFoundError(f"No effect with key {args.key!r} in this database.")
     if args.completed is not None:
-        journal.resolve(args.key, completed=_json_arg(args.completed, "--completed"))
+        completed = _json_arg(args.completed, "--completed")
+        journal.resolve(args.key, completed=completed, attempt=args.attempt)
     elif args.failed is not None:
-        journal.resolve(args.key, failed=args.failed)
+        journal.resolve(args.key, failed=args.failed, attempt=args.attempt)
     else:
-        journal.resolve(args.key, allow_retry=True)
+        journal.resolve(args.key, allow_retry=True, attempt=args.attempt)
     return Result({"resolved": args.key}, _show_kv)
 
 

@@ -493,6 +493,7 @@ class EffectJournal:
         allow_retry: bool = False,
         failed: str | None = None,
         resolved_by: str = "operator",
+        attempt: int | None = None,
     ) -> None:
         """Resolve an unknown outcome by hand, after checking the receiver by key.
 
@@ -503,14 +504,20 @@ class EffectJournal:
         - `allow_retry=True`: it did not act; the next call attempts again;
         - `failed="<reason>"`: give up; replays raise `EffectFailedError` with the reason.
 
-        Then resume the thread with `invoke(None, config)`.
+        Then resume the thread with `invoke(None, config)`. Pass `attempt` (the row's
+        attempt when you checked the receiver, as `open_effects()` lists it) to have the
+        resolution refused if another attempt started since: a screen left open must not
+        settle an attempt nobody checked.
 
         Raises:
-            EffectError: Not exactly one choice, no such key, or nothing to resolve.
+            EffectError: Not exactly one choice, no such key, nothing to resolve, or the
+                row is at another attempt than `attempt`.
         """
         row = self.get(key)
         dead = row is not None and owner_is_dead(row.lease_owner)
-        how = choose_resolution(key, row, completed, allow_retry, failed, owner_dead=dead)
+        how = choose_resolution(
+            key, row, completed, allow_retry, failed, owner_dead=dead, attempt=attempt
+        )
         assert row is not None
         if how is Resolution.ALLOW_RETRY:
             done = self.allow_retry(key, row.attempt, resolved_by=resolved_by)

@@ -306,11 +306,14 @@ def choose_resolution(
     failed: str | None,
     *,
     owner_dead: bool = False,
+    attempt: int | None = None,
 ) -> Resolution:
     """Which resolution `resolve(key, ...)` asks for, checked against the row found.
 
     A running attempt is settled by hand only once its lease is lost (expired, or its
-    owner is known dead): while it runs, it records its own outcome.
+    owner is known dead): while it runs, it records its own outcome. `attempt`, when
+    given, is the attempt the operator checked the receiver for: a resolution meant for
+    it must never settle a later one (which may have acted since).
     """
     chosen = sum([completed is not NOT_GIVEN, bool(allow_retry), failed is not None])
     if chosen != 1:
@@ -328,6 +331,13 @@ def choose_resolution(
     if row.status not in RESOLVABLE_STATUSES:
         raise EffectError(
             f"Effect {key!r} is {row.status.value}, not unknown; there is nothing to resolve.",
+            key=key,
+        )
+    if attempt is not None and attempt != row.attempt:
+        raise EffectError(
+            f"Effect {key!r} is at attempt {row.attempt} now, not at attempt {attempt} that "
+            "was checked; nothing was changed. Check the receiver for the current attempt "
+            "and resolve again.",
             key=key,
         )
     lease_live = (

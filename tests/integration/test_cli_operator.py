@@ -272,7 +272,11 @@ def test_effects_show_and_resolve_name_unknown_keys(
         )
     code, shown, _ = cli(capsys, dsn, "effects", "show", key)
     assert (code, shown["effect"]["status"], shown["effect"]["attempt"]) == (0, "unknown", 2)
-    assert cli(capsys, dsn, "effects", "resolve", key, "--completed", '{"id": 5}')[0] == 0
+    code, _, err = cli(capsys, dsn, "resolve", key, "--allow-retry", "--attempt", "1")
+    assert code == 1
+    assert "at attempt 2 now, not at attempt 1" in err
+    resolved = ("effects", "resolve", key, "--completed", '{"id": 5}', "--attempt", "2")
+    assert cli(capsys, dsn, *resolved)[0] == 0
     code, shown, _ = cli(capsys, dsn, "effects", "show", key)
     assert (shown["effect"]["status"], shown["effect"]["result"]) == ("completed", {"id": 5})
     for argv in (("effects", "show", "nope"), ("resolve", "nope", "--allow-retry")):

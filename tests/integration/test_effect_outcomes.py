@@ -474,6 +474,31 @@ def test_resolve_completed_takes_the_result_alone(
     assert charge() == result
 
 
+def test_a_resolution_meant_for_an_earlier_attempt_is_refused(
+    db_dsn: str, journal: EffectJournal
+) -> None:
+    """An operator checked the receiver for attempt 1 (its page left open); meanwhile
+    attempt 2 ran and its outcome is unknown too. "It never acted" was true of attempt 1
+    only: it must not let attempt 3 run after attempt 2, which may have acted."""
+    key = new_key("resolve-stale")
+
+    @effect(key=key, journal=journal, name="resolve.stale")
+    def charge() -> Any:
+        raise AssertionError("must not be called")
+
+    dead_attempt(db_dsn, journal, key, charge)
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE langgraph_durable_effects SET attempt = 2 WHERE key = %s", (key,))
+    for choice in ({"allow_retry": True}, {"completed": "receipt"}, {"failed": "declined"}):
+        with pytest.raises(EffectError, match="at attempt 2 now, not at attempt 1"):
+            journal.resolve(key, attempt=1, **choice)
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.RUNNING, 2)
+    journal.resolve(key, attempt=2, completed="receipt")
+    assert charge() == "receipt"
+
+
 @pytest.mark.parametrize(
     "choice",
     [{}, {"completed": 1, "allow_retry": True}, {"failed": "x", "completed": None}],

@@ -71,6 +71,7 @@ __all__ = [
     "reroute_edges_into",
     "scratchpad_of",
     "strict_ext_hook",
+    "subgraph_entry",
     "task_attempt_of",
     "task_checkpoint_of",
     "task_id_of",
@@ -281,6 +282,29 @@ def task_attempt_of(config: RunnableConfig | None) -> int:
 def scratchpad_of(config: RunnableConfig | None) -> Any:
     """The task execution's scratchpad: a new object for every execution of a task."""
     return _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
+
+
+def subgraph_entry(config: RunnableConfig) -> tuple[str, str, tuple[str, int, Any]] | None:
+    """(thread, namespace, (node, step, path) of the parent task) when `config` is the one a
+    subgraph's loop reads its checkpoint with as it starts, else None.
+
+    LangGraph runs a subgraph on the config of the parent task that runs it, with the
+    namespace set to that task's (`node:task_id`); the loop's first checkpointer call,
+    `get_tuple`, gets it with the parent task's metadata still in it. Its tasks then get
+    metadata of their own, which replaces the parent's.
+    """
+    configurable = config.get("configurable") or {}
+    namespace = configurable.get("checkpoint_ns")
+    if not namespace or "thread_id" not in configurable:
+        return None
+    metadata = config.get("metadata") or {}
+    if metadata.get("langgraph_checkpoint_ns") != namespace:
+        return None
+    node, step = metadata.get("langgraph_node"), metadata.get("langgraph_step")
+    if not isinstance(node, str) or not isinstance(step, int):
+        return None
+    path = metadata.get("langgraph_path", ())
+    return str(configurable["thread_id"]), str(namespace), (node, step, path)
 
 
 # -- the msgpack format's class references (langgraph.checkpoint.serde.jsonplus) -----------

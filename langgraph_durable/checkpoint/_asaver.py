@@ -393,6 +393,8 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by `config`, or the thread's latest when it names none."""
         thread_id, checkpoint_ns, checkpoint_id = _core.target(config)
+        if checkpoint_ns:
+            _core.note_subgraph_entry(config)
         await self._parking.flush_thread(thread_id, checkpoint_ns)
         query = "select_tuple_exact" if checkpoint_id else "select_tuple_latest"
         params = {

@@ -34,6 +34,7 @@ from typing_extensions import LiteralString
 from langgraph_durable import _langgraph
 from langgraph_durable._db import BytesArray, IntArray, TextArray
 from langgraph_durable._fencing import fence_of
+from langgraph_durable._identity import NAMESPACE_ORIGINS
 from langgraph_durable._ids import (
     ID_LIMITS,
     checkpoint_json_text,
@@ -314,6 +315,15 @@ def checkpoint_row(
         "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
     }
     return row, blob_values
+
+
+def note_subgraph_entry(config: RunnableConfig) -> None:
+    """Record where the parent task of a subgraph ran, when `config` is the subgraph
+    loop's read on entry (`_identity.NamespaceOrigins`: its effects' keys and events' ids
+    tell the subgraph's executions apart by it)."""
+    entry = _langgraph.subgraph_entry(config)
+    if entry is not None:
+        NAMESPACE_ORIGINS.record(*entry)
 
 
 def step_span_attributes(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,10 @@ threads, loop iterations, `Send` items and separate calls in one node. It is bui
   because task ids change after a crash under "async" and "exit";
 - the node, the step and the task path (`langgraph_path`), which survive crashes and tell
   loop iterations and `Send` items apart;
+- inside a subgraph, the node, step and path of each parent task that entered it, recorded
+  by our saver as the subgraph starts (`_identity.NamespaceOrigins`): from inside, two
+  `Send` items into one subgraph, or a parent loop running it again, look alike (keys of
+  root-graph tasks carry nothing more);
 - the effect name and the call's ordinal among calls of that effect in this execution of
   the task.
 
@@ -17,10 +21,13 @@ resume after an interrupt, in-process retry) a fresh scratchpad object, and the 
 are kept per scratchpad.
 
 Forks and time travel: re-running a thread from an earlier checkpoint is a new execution;
-LangGraph saves a fork checkpoint first, so the re-run happens at a later step, default
-keys differ and effects act again. That is what "re-run from here" means; an effect that
-must never repeat (a refund, a charge) should carry a business key (`key=`), which holds
-across forks, threads and time travel alike.
+LangGraph saves a fork checkpoint first, so the re-run happens at a later step than the
+original run's, default keys differ from the original's and effects act again. That is
+what "re-run from here" means. Two forks from the same checkpoint run at the same step,
+so they share default keys: the second replays the first's results (or, with other
+input, raises `EffectInputMismatchError`). An effect that must never repeat (a refund, a
+charge) should carry a business key (`key=`), which holds across forks, threads and time
+travel alike; one that must act once per fork needs a key naming the fork.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable import _langgraph
-from langgraph_durable._identity import CallCounts
+from langgraph_durable._identity import CallCounts, ancestor_origins, plain
 from langgraph_durable.errors import (
     EffectNameWarning,
     InvalidInputError,
@@ -180,6 +187,8 @@ class TaskContext:
     checkpointer: Any
     scratchpad: Any
     task_id: str | None = None
+    origins: tuple[Any, ...] = ()
+    """Where each subgraph around the task was entered from (`_identity.ancestor_origins`)."""
 
 
 def _strip_task_ids(checkpoint_ns: str) -> str:
@@ -187,13 +196,6 @@ def _strip_task_ids(checkpoint_ns: str) -> str:
 
 
 def _path_text(path: Any) -> str:
-    def plain(value: Any) -> Any:
-        if isinstance(value, (tuple, list)):
-            return [plain(v) for v in value]
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            return value
-        return str(value)
-
     return json.dumps(plain(path), separators=(",", ":"))
 
 
@@ -205,9 +207,12 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
     metadata: Mapping[str, Any] = config.get("metadata") or {}
     if "thread_id" not in configurable or "langgraph_node" not in metadata:
         return None
+    thread_id = str(configurable["thread_id"])
+    namespace = str(configurable.get("checkpoint_ns") or "")
     return TaskContext(
-        thread_id=str(configurable["thread_id"]),
-        namespace=_strip_task_ids(str(configurable.get("checkpoint_ns") or "")),
+        thread_id=thread_id,
+        namespace=_strip_task_ids(namespace),
+        origins=tuple(ancestor_origins(thread_id, namespace)),
         node=str(metadata["langgraph_node"]),
         step=int(metadata.get("langgraph_step", 0)),
         path=_path_text(metadata.get("langgraph_path", ())),
@@ -232,18 +237,18 @@ def next_ordinal(context: TaskContext, name: str) -> int:
 
 def default_key(context: TaskContext, name: str, ordinal: int) -> str:
     """The default key: readable effect name, then a hash of where the call happens."""
-    material = json.dumps(
-        [
-            context.thread_id,
-            context.namespace,
-            context.node,
-            context.step,
-            context.path,
-            name,
-            ordinal,
-        ],
-        separators=(",", ":"),
-    )
+    where: list[Any] = [
+        context.thread_id,
+        context.namespace,
+        context.node,
+        context.step,
+        context.path,
+        name,
+        ordinal,
+    ]
+    if context.origins:  # inside a subgraph; a root task's key is what it always was
+        where.append(list(context.origins))
+    material = json.dumps(where, separators=(",", ":"))
     return f"{name}:{hashlib.sha256(material.encode()).hexdigest()[:32]}"
 
 

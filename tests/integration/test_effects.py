@@ -123,6 +123,63 @@ def test_default_keys_differ_across_loops_sends_calls_and_threads(
     assert len(set(keys)) == 12  # another thread, other keys
 
 
+def test_default_keys_differ_across_executions_of_a_subgraph(
+    saver: DurablePostgresSaver,
+) -> None:
+    """From inside, two `Send` items into one subgraph, or a parent loop running it again,
+    look alike (the same inner node, step and path): each must still act, and a resume
+    inside the subgraph must replay, not act again."""
+    acted: list[str] = []
+
+    @effect(name="subgraph.notify")
+    def notify(to: str) -> str:
+        acted.append(current_effect_key())
+        return f"notified {to}"
+
+    class Inner(TypedDict, total=False):
+        log: Annotated[list[str], operator.add]
+        answer: str
+
+    def inner(state: Inner) -> dict[str, Any]:
+        notify("ops")
+        answer = interrupt("go on?") if state.get("answer") == "ask" else "no question"
+        return {"log": [str(answer)]}
+
+    sub_builder = StateGraph(Inner)
+    sub_builder.add_node("notify", inner)
+    sub_builder.add_edge(START, "notify")
+    sub_builder.add_edge("notify", END)
+    sub = sub_builder.compile()
+
+    def loop(state: State) -> dict[str, Any]:
+        return {"n": state.get("n", 0) + 1}
+
+    def fan(state: State) -> list[Send]:
+        return [Send("mailer", {"log": []}) for _ in range(2)]
+
+    builder = StateGraph(State)
+    builder.add_node("loop", loop)
+    builder.add_node("mailer", sub)
+    builder.add_edge(START, "loop")
+    builder.add_conditional_edges("loop", fan, ["mailer"])
+    builder.add_conditional_edges("mailer", lambda s: END if s["n"] >= 2 else "loop", ["loop", END])
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"n": 0}, thread())
+    assert len(acted) == 4  # 2 parent loop iterations x 2 Send items
+    assert len(set(acted)) == 4
+
+    asking = StateGraph(State)
+    asking.add_node("mailer", sub)
+    asking.add_edge(START, "mailer")
+    asking.add_edge("mailer", END)
+    paused = asking.compile(checkpointer=saver)
+    config = thread()
+    acted.clear()
+    paused.invoke({"answer": "ask"}, config)
+    assert paused.invoke(Command(resume="yes"), config)["log"] == ["yes"]
+    assert len(acted) == 1  # the resumed subgraph replayed the key it acted under
+
+
 def test_business_key_dedupes_across_threads_and_rejects_other_input(
     journal: EffectJournal,
 ) -> None:

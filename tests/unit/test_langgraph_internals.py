@@ -81,6 +81,45 @@ def test_a_running_node_sees_every_config_key_we_read() -> None:
     assert seen["missing"] == ["nope"]
 
 
+def test_a_subgraph_reads_its_checkpoint_with_the_parent_task_s_place() -> None:
+    """`subgraph_entry`: a subgraph's loop calls `get_tuple` on entry with the config of the
+    parent task that runs it, whose metadata still says where that task ran; its own
+    tasks' namespaces start with the namespace it read under."""
+    entered: list[Any] = []
+    inner_namespaces: list[str] = []
+
+    class Spy(InMemorySaver):
+        def get_tuple(self, config: RunnableConfig) -> Any:
+            entry = _langgraph.subgraph_entry(config)
+            if entry is not None:
+                entered.append(entry)
+            return super().get_tuple(config)
+
+    class Inner(TypedDict, total=False):
+        log: Annotated[list[str], operator.add]
+
+    def inner(state: Inner, config: RunnableConfig) -> dict[str, Any]:
+        inner_namespaces.append(config["configurable"]["checkpoint_ns"])
+        return {"log": ["x"]}
+
+    sub_builder = StateGraph(Inner)
+    sub_builder.add_node("inner", inner)
+    sub_builder.add_edge(START, "inner")
+    sub_builder.add_edge("inner", END)
+    builder = StateGraph(Inner)
+    builder.add_node("mailer", sub_builder.compile())
+    builder.add_conditional_edges(START, lambda s: [Send("mailer", {}), Send("mailer", {})])
+    builder.add_edge("mailer", END)
+    builder.compile(checkpointer=Spy()).invoke({"log": []}, {"configurable": {"thread_id": "t"}})
+    assert sorted((thread, origin) for thread, _, origin in entered) == [
+        ("t", ("mailer", 1, ("__pregel_push", 0, False))),
+        ("t", ("mailer", 1, ("__pregel_push", 1, False))),
+    ]
+    assert sorted(ns.split("|")[0] for ns in inner_namespaces) == sorted(
+        namespace for _, namespace, _ in entered
+    )
+
+
 def test_durability_defaults_to_async_and_update_state_is_not_a_running_loop() -> None:
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     assert _langgraph.durability_of(config) == "async"

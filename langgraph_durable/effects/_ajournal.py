@@ -311,13 +311,14 @@ class AsyncEffectJournal:
         where: TaskContext | None,
         call_token: str = "",
     ) -> int | None:
-        """Insert the row for a first attempt; the attempt number, or None if the key exists."""
+        """Insert the row for a first attempt; the attempt number, or None if the key exists.
+        The input hash is stored encrypted when the serializer encrypts (`input_hash`)."""
         return await self._arun(
             f"claiming effect key {key!r}",
             aclaim_txn,
             key,
             name,
-            input_hash,
+            seal_text(self.serde, input_hash) or input_hash,
             owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
             where=where,
@@ -330,7 +331,11 @@ class AsyncEffectJournal:
         if not rows:
             return None
         row = row_of(rows[0])
-        return dataclasses.replace(row, error_message=open_text(self.serde, row.error_message))
+        return dataclasses.replace(
+            row,
+            input_hash=open_text(self.serde, row.input_hash) or row.input_hash,
+            error_message=open_text(self.serde, row.error_message),
+        )
 
     async def atake_over(
         self,

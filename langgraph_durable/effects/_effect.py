@@ -234,6 +234,7 @@ class EffectSpec:
         self.signature = inspect.signature(fn)
         self.wants_key = KEY_PARAMETER in self.signature.parameters
         self.positional_names = _positional_names(self.signature)
+        self.required_names = _required_names(self.signature)
         if lease_ttl <= 0 or wait_timeout < 0:
             raise InvalidInputError("lease_ttl must be positive and wait_timeout not negative.")
 
@@ -295,11 +296,20 @@ class EffectSpec:
             arguments = dict(zip(names, args, strict=True))
         else:
             try:
+                # Partial: the key parameter may be left for the runner to give.
                 bound = self.signature.bind_partial(*args, **kwargs)
             except TypeError as exc:
                 raise InvalidInputError(f"effect {self.name!r}: {exc}") from exc
             bound.apply_defaults()
             arguments = dict(bound.arguments)
+            missing = [n for n in self.required_names if n not in arguments]
+            if missing:
+                # Refused before the key is claimed: the body's TypeError would be
+                # journaled as the effect's failure, and the key kept failed for good.
+                raise InvalidInputError(
+                    f"effect {self.name!r}: missing required argument(s) "
+                    f"{', '.join(map(repr, missing))}; nothing was claimed or called."
+                )
         arguments.pop(KEY_PARAMETER, None)
         return arguments
 
@@ -316,6 +326,19 @@ class EffectSpec:
                 "arguments)."
             )
         return default_key(where, self.name, next_ordinal(where, self.name))
+
+
+def _required_names(signature: inspect.Signature) -> tuple[str, ...]:
+    """The parameters a call must give (no default, not `*args`/`**kwargs`), but the key
+    parameter, which the runner gives when the call does not."""
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return tuple(
+        p.name
+        for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in variadic
+        and p.name != KEY_PARAMETER
+    )
 
 
 def _positional_names(signature: inspect.Signature) -> tuple[str, ...] | None:

@@ -307,13 +307,14 @@ class EffectJournal:
         where: TaskContext | None,
         call_token: str = "",
     ) -> int | None:
-        """Insert the row for a first attempt; the attempt number, or None if the key exists."""
+        """Insert the row for a first attempt; the attempt number, or None if the key exists.
+        The input hash is stored encrypted when the serializer encrypts (`input_hash`)."""
         return self._run(
             f"claiming effect key {key!r}",
             claim_txn,
             key,
             name,
-            input_hash,
+            seal_text(self.serde, input_hash) or input_hash,
             owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
             where=where,
@@ -324,7 +325,11 @@ class EffectJournal:
         if not rows:
             return None
         row = row_of(rows[0])
-        return dataclasses.replace(row, error_message=open_text(self.serde, row.error_message))
+        return dataclasses.replace(
+            row,
+            input_hash=open_text(self.serde, row.input_hash) or row.input_hash,
+            error_message=open_text(self.serde, row.error_message),
+        )
 
     def take_over(
         self,

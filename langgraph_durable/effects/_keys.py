@@ -53,6 +53,7 @@ from langgraph_durable.errors import (
     NotInEffectError,
     UnserializableValueError,
 )
+from langgraph_durable.serde import SafeSerializer, encrypts
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -252,10 +253,41 @@ def default_key(context: TaskContext, name: str, ordinal: int) -> str:
     return f"{name}:{hashlib.sha256(material.encode()).hexdigest()[:32]}"
 
 
+_HASHING = SafeSerializer()
+"""What hashes the arguments when the journal's serializer encrypts: encryption takes a
+new nonce every time, so its bytes differ for the same arguments."""
+
+
+def _canonical(value: Any, serde: SerializerProtocol) -> Any:
+    """`value` with every set whose iteration order depends on the interpreter's hash
+    seed (strings, bytes, tuples of them...) as a list sorted by each element's bytes:
+    another process iterates such a set in another order. Sets of numbers iterate alike
+    in every process and are kept, so their hashes stay what they were."""
+    kind = type(value)
+    if kind is set or kind is frozenset:
+        if all(isinstance(v, (int, float)) or v is None for v in value):
+            return value
+        items = [_canonical(v, serde) for v in value]
+        return sorted(items, key=lambda v: serde.dumps_typed(v)[1])
+    if kind is dict:
+        found = {k: _canonical(v, serde) for k, v in value.items()}
+        changed = any(found[k] is not v for k, v in value.items())
+    elif kind is list or kind is tuple:
+        found = kind(_canonical(v, serde) for v in value)
+        changed = any(a is not b for a, b in zip(found, value, strict=True))
+    else:
+        return value  # anything else is serialized as it is
+    return found if changed else value  # unchanged: the very same bytes as before
+
+
 def input_hash(serde: SerializerProtocol, name: str, arguments: Mapping[str, Any]) -> str:
-    """A stable hash of an effect's arguments, so a key reused with other input is caught."""
+    """A stable hash of an effect's arguments, so a key reused with other input is caught:
+    the same in every process for the same arguments. With an encrypting serializer the
+    hash is of the arguments as `SafeSerializer` writes them, and the journal stores it
+    encrypted (`seal_text`): a plain hash of a low-entropy input would confirm guesses."""
+    hashing = _HASHING if encrypts(serde) else serde
     try:
-        type_, data = serde.dumps_typed(dict(arguments))
+        type_, data = hashing.dumps_typed(_canonical(dict(arguments), hashing))
     except Exception as exc:
         raise UnserializableValueError(
             f"The arguments of effect {name!r} cannot be serialized to check replays ({exc}). "

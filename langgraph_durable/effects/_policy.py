@@ -53,11 +53,18 @@ class RetryLater(Exception):
         self.retry_after = retry_after
 
 
+MAX_RETRY_AFTER = 30 * 24 * 3600.0
+"""The longest retry-after taken, in seconds (30 days): a longer one (infinity, a date
+taken for seconds) is taken as this. The journal stores the time to retry, and a
+timestamp past the year 9999 could be neither stored nor read back."""
+
+
 def retry_after_of(exc: BaseException) -> float | None:
-    """Seconds to wait, if the error carries a retry-after (ours or a client library's)."""
+    """Seconds to wait, if the error carries a retry-after (ours or a client library's),
+    at most `MAX_RETRY_AFTER`; a negative or NaN one is no retry-after."""
     value = getattr(exc, "retry_after", None)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
+        return min(float(value), MAX_RETRY_AFTER)
     return None
 
 

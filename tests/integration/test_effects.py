@@ -11,7 +11,7 @@ import operator
 import threading
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import psycopg
@@ -285,6 +285,29 @@ def test_a_long_rate_limit_defers_with_a_time_to_retry(db_dsn: str, journal: Eff
         )
     assert limited() == "done"
     assert calls == ["call", "call"]
+
+
+@pytest.mark.parametrize("retry_after", [float("inf"), 1e12])
+def test_an_endless_rate_limit_defers_for_thirty_days_at_most(
+    journal: EffectJournal, retry_after: float
+) -> None:
+    """A retry-after of infinity (or a date taken for seconds) must not leave the key
+    running, nor store a time the journal cannot read back (which broke every listing)."""
+    key = f"endless-limit-{uuid.uuid4()}"
+
+    @effect(key=key, journal=journal)
+    def limited() -> str:
+        raise RetryLater(retry_after)
+
+    with pytest.raises(EffectDeferred) as deferred:
+        limited()
+    retry_at = deferred.value.retry_at
+    assert retry_at is not None
+    row = journal.get(key)
+    assert row is not None
+    assert row.next_attempt_at is not None
+    assert timedelta(days=29) < row.next_attempt_at - row.db_now <= timedelta(days=30)
+    assert key in [r["key"] for r in journal.open_effects(None, 1000)]
 
 
 def test_a_short_rate_limit_is_waited_out_in_the_same_call(journal: EffectJournal) -> None:

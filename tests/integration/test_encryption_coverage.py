@@ -195,3 +195,28 @@ def test_metadata_redaction_keeps_what_it_is_told(db_dsn: str) -> None:
     assert (allowed["api_key"], allowed["session_token"]) == ("[redacted]", "t-1")
     custom = run(MetadataRedaction(redact=lambda key, value: key == "tenant"))
     assert (custom["api_key"], custom["tenant"]) == ("sk-1", "[redacted]")
+
+
+def test_effects_replay_under_encryption_and_keep_their_input_hash_sealed(
+    encrypted: DurablePostgresSaver, fresh_db_dsn: str
+) -> None:
+    """Encryption takes a new nonce each time: an input hash over encrypted bytes would
+    differ on every call, and every replay would raise `EffectInputMismatchError`. The
+    hash is over the plain arguments, and stored sealed (a plain hash of a low-entropy
+    input, such as an amount, would confirm guesses)."""
+    journal = journal_of(encrypted)
+    sent: list[int] = []
+
+    @effect(key=lambda amount: f"refund:{WORD}", journal=journal, name="refund")
+    def refund(amount: int) -> str:
+        sent.append(amount)
+        return f"refunded {amount}"
+
+    assert refund(42) == "refunded 42"
+    assert refund(42) == "refunded 42"  # a replay: the stored result
+    assert sent == [42]
+    with psycopg.connect(fresh_db_dsn) as conn:
+        ((stored,),) = conn.execute(
+            "SELECT input_hash FROM langgraph_durable_effects WHERE key = %s", (f"refund:{WORD}",)
+        ).fetchall()
+    assert stored.startswith("lgd-sealed:")

@@ -6,8 +6,11 @@ to what the general ones give.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +21,10 @@ from langgraph_durable import effect
 from langgraph_durable.effects import _call
 from langgraph_durable.effects._call import next_call_token
 from langgraph_durable.effects._effect import EffectSpec
+from langgraph_durable.effects._keys import input_hash
 from langgraph_durable.effects._memory import MemoryEffectJournal
 from langgraph_durable.errors import InvalidInputError
+from langgraph_durable.serde import SafeSerializer
 
 
 def spec_of(fn: Callable[..., Any]) -> EffectSpec:
@@ -97,6 +102,53 @@ def test_a_call_that_does_not_fit_the_signature_is_refused() -> None:
         spec_of(two).arguments((1, 2, 3), {})
     with pytest.raises(InvalidInputError, match="prep"):
         spec_of(two).arguments((1,), {"c": 2})
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs"),
+    [(two, (), {}), (two, (), {"b": 3}), (with_key, (), {}), (positional_only, (1,), {})],
+)
+def test_a_call_missing_a_required_argument_is_refused_before_any_claim(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """The body's own TypeError would come after the claim: journaled as the effect's
+    failure, it would keep the key failed, and the corrected call would be refused."""
+    with pytest.raises(InvalidInputError, match="missing required argument"):
+        spec_of(fn).arguments(args, kwargs)
+
+
+def test_the_key_parameter_may_be_left_to_the_runner() -> None:
+    assert spec_of(with_key).arguments((1,), {}) == {"a": 1}
+
+
+def _hash_in_a_process(seed: str, arguments: str) -> str:
+    code = (
+        "from langgraph_durable.effects._keys import input_hash;"
+        "from langgraph_durable.serde import SafeSerializer;"
+        f"print(input_hash(SafeSerializer(), 'tag', {arguments}))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_the_input_hash_of_a_set_is_the_same_in_every_process() -> None:
+    """A set of strings iterates in an order set by the interpreter's hash seed: another
+    process (a resume) would see other input and refuse the replay."""
+    arguments = "{'tags': {'vip', 'eu', 'late', 'b2b', 'x'}, 'ids': [frozenset({'a', 'b'})]}"
+    assert len({_hash_in_a_process(seed, arguments) for seed in ("1", "2", "3", "4")}) == 1
+
+
+def test_the_input_hash_of_numbers_in_a_set_is_what_it_was() -> None:
+    """Sets of numbers iterate alike everywhere: their hash is the plain serialization's,
+    as before, so effects journaled earlier still replay."""
+    serde = SafeSerializer()
+    arguments = {"ids": {3, 1, 2}, "n": 1}
+    kind, data = serde.dumps_typed(arguments)
+    plain = hashlib.sha256(kind.encode() + b"\x00" + data).hexdigest()[:32]
+    assert input_hash(serde, "tag", arguments) == plain
 
 
 def test_call_tokens_are_unique_across_threads() -> None:

@@ -35,6 +35,7 @@ from langgraph_durable._db.heartbeat import AsyncHeartbeat, Heartbeat
 from langgraph_durable._db.leases import owner_is_dead, process_owner
 from langgraph_durable._db.registry import register_source, source_of
 from langgraph_durable._db.schema import DURABLE_SCHEMA_VERSION
+from langgraph_durable._db.uninterrupted import afinish_despite_cancel, finish_despite_interrupt
 
 __all__ = [
     "CONNECTION_KWARGS",
@@ -50,6 +51,7 @@ __all__ = [
     "TextArray",
     "Timeout",
     "acheck_schema",
+    "afinish_despite_cancel",
     "amigrate",
     "aopen_pool",
     "aretry_on_disconnect",
@@ -57,6 +59,7 @@ __all__ = [
     "check_dsn",
     "check_schema",
     "describe_dsn",
+    "finish_despite_interrupt",
     "from_our_connections",
     "is_disconnect",
     "migrate",

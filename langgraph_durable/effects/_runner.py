@@ -23,7 +23,7 @@ from typing import Any
 from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
-from langgraph_durable._db import Heartbeat, owner_is_dead
+from langgraph_durable._db import Heartbeat, finish_despite_interrupt, owner_is_dead
 from langgraph_durable.effects._call import (
     STORE_PAUSE_FIRST,
     STORE_PAUSE_MAX,
@@ -239,6 +239,8 @@ def _attempt(
     """One attempt: (done, its result, the error it journaled when not done)."""
     _crashpoints.reached("effect:after_claim")
     token = current_key.set(call.key)
+    returned = False
+    interrupted: BaseException | None = None
     try:
 
         def beat() -> None:
@@ -252,6 +254,7 @@ def _attempt(
         heartbeat = Heartbeat(beat, call.lease_seconds / 3, call.key)
         with heartbeat.running():
             result = refuse_awaitable(call, _maybe_await(call.invoke(call.key)))
+            returned = True
     except (GraphBubbleUp, NothingSentError):
         # Control flow, not a failure (an interrupt re-runs the node, which calls again), or
         # a sync effect that returned a coroutine it never ran: the next call starts afresh.
@@ -262,17 +265,25 @@ def _attempt(
             raise
         return False, None, exc
     except BaseException as exc:
-        # Cancelled, or the process is being interrupted: the call may have gone out.
-        # Journal that at once (best effort) rather than leave the lease to run out.
-        with contextlib.suppress(Exception):
-            _record_failure(journal, call, attempt, tries, exc)
-        raise
+        if not returned:
+            # Cancelled, or the process is being interrupted: the call may have gone out.
+            # Journal that at once (best effort) rather than leave the lease to run out.
+            with contextlib.suppress(Exception):
+                _record_failure(journal, call, attempt, tries, exc)
+            raise
+        # Interrupted as the heartbeat stopped, the body's result in hand: stored below.
+        interrupted = exc
     finally:
         current_key.reset(token)
     _crashpoints.reached("effect:after_call")
     usage = call.usage_of(result) if call.usage_of else None
     try:
-        completed = _store_result(journal, call, attempt, result, usage)
+        # The receiver has acted: its result is stored even if the caller is interrupted
+        # meanwhile (the interruption goes on after it), else the attempt would stay
+        # running and read as unknown once its lease ended.
+        completed = finish_despite_interrupt(
+            lambda: _store_result(journal, call, attempt, result, usage)
+        )
     except EffectResultNotStoredError as exc:
         # The receiver acted; without its result no replay is possible, and calling it
         # again could act twice. Park the row for a decision.
@@ -300,6 +311,8 @@ def _attempt(
         )
     _crashpoints.reached("effect:after_result")
     record_outcome(call, "completed")
+    if interrupted is not None:
+        raise interrupted
     return True, result, None
 
 

@@ -8,6 +8,7 @@ what the tests check, with the journal row that says what happened.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from psycopg_pool import ConnectionPool
 from receivers import Receiver, acted, closed_port, post, receiver
 
 from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    AsyncEffectJournal,
     DurablePostgresSaver,
     EffectError,
     EffectFailedError,
@@ -514,6 +517,74 @@ def test_resolve_needs_exactly_one_choice_and_names_itself(
 def test_resolve_of_an_unknown_key_says_where_to_look(journal: EffectJournal) -> None:
     with pytest.raises(EffectError, match="langgraph-durable effects"):
         journal.resolve(new_key("nothing"), allow_retry=True)
+
+
+class YieldsBeforeStoring(AsyncEffectJournal):
+    """Yields to the loop before storing a result, as a wait for a pooled connection does:
+    a pending cancel is delivered there, before the statement is sent."""
+
+    async def acomplete(self, *args: Any, **kwargs: Any) -> bool:
+        await asyncio.sleep(0)
+        return await super().acomplete(*args, **kwargs)
+
+
+async def test_a_cancel_as_the_receiver_answers_still_stores_its_result(db_dsn: str) -> None:
+    """A timeout firing as the receiver answers: the result is in hand, so it is stored
+    before the cancel goes on; the key must not stay running (then read as unknown, and
+    be attempted again) under this live process's lease."""
+    key = new_key("cancelled-after")
+    acted: list[int] = []
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        await saver.setup()
+        journal = YieldsBeforeStoring(saver.conn)  # type: ignore[arg-type]
+
+        @effect(key=key, journal=journal, name="cancelled.after")
+        async def charge() -> str:
+            acted.append(1)
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # delivered at the runner's next await: the receiver has acted
+            return "charged"
+
+        with pytest.raises(asyncio.CancelledError):
+            await charge()
+        row = await journal.aget(key)
+        assert row is not None
+        assert row.status is EffectStatus.COMPLETED
+        assert await charge() == "charged"  # a replay
+    assert acted == [1]
+
+
+class InterruptedOnce(EffectJournal):
+    """Ctrl-C lands while the first result is being stored (before its statement)."""
+
+    interrupted = False
+
+    def complete(self, *args: Any, **kwargs: Any) -> bool:
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return super().complete(*args, **kwargs)
+
+
+def test_ctrl_c_as_the_result_is_stored_still_stores_it(saver: DurablePostgresSaver) -> None:
+    assert isinstance(saver.conn, ConnectionPool)
+    journal = InterruptedOnce(saver.conn)
+    key = new_key("ctrl-c-after")
+    acted: list[int] = []
+
+    @effect(key=key, journal=journal, name="ctrl_c.after")
+    def charge() -> str:
+        acted.append(1)
+        return "charged"
+
+    with pytest.raises(KeyboardInterrupt):
+        charge()
+    row = journal.get(key)
+    assert row is not None
+    assert row.status is EffectStatus.COMPLETED
+    assert charge() == "charged"
+    assert acted == [1]
 
 
 def test_a_cancelled_attempt_is_journaled_as_unknown_at_once(journal: EffectJournal) -> None:

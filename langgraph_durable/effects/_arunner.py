@@ -361,8 +361,14 @@ async def _arecord_failure(
         retry_at = await journal.await_retry(
             call.key, attempt, status=EffectStatus.DEFERRED, delay_seconds=step.delay, error=exc
         )
+        when = (
+            f"retry after {retry_at}"
+            if retry_at is not None
+            else "no retry time was recorded (the attempt was taken over meanwhile); retry "
+            "the run later"
+        )
         raise EffectDeferred(
-            f"Effect {call.name!r} (key {call.key!r}) was rate limited; retry after {retry_at}.",
+            f"Effect {call.name!r} (key {call.key!r}) was rate limited; {when}.",
             key=call.key,
             retry_at=retry_at,
         ) from exc

@@ -363,8 +363,14 @@ def _record_failure(
         retry_at = journal.wait_retry(
             call.key, attempt, status=EffectStatus.DEFERRED, delay_seconds=step.delay, error=exc
         )
+        when = (
+            f"retry after {retry_at}"
+            if retry_at is not None
+            else "no retry time was recorded (the attempt was taken over meanwhile); retry "
+            "the run later"
+        )
         raise EffectDeferred(
-            f"Effect {call.name!r} (key {call.key!r}) was rate limited; retry after {retry_at}.",
+            f"Effect {call.name!r} (key {call.key!r}) was rate limited; {when}.",
             key=call.key,
             retry_at=retry_at,
         ) from exc

@@ -684,10 +684,10 @@ LIMIT %(batch)s
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 INSERT INTO langgraph_durable_effects
     (key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
-     thread_id, checkpoint_ns, node, step)
+     thread_id, checkpoint_ns, node, step, completion_event)
 SELECT %(key)s, %(effect_name)s, %(input_hash)s, 'running', 1, %(owner)s,
     clock_timestamp() + make_interval(secs => %(lease_seconds)s),
-    %(thread_id)s, %(checkpoint_ns)s, %(node)s, %(step)s
+    %(thread_id)s, %(checkpoint_ns)s, %(node)s, %(step)s, %(completion_event)s
 FROM commit_mode
 ON CONFLICT (key) DO NOTHING
 
@@ -695,7 +695,7 @@ ON CONFLICT (key) DO NOTHING
 SELECT key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
     next_attempt_at, result_type, result, error_type, error_message, usage, replays,
     thread_id, node, step, created_at, updated_at, completed_at, resolved_by,
-    clock_timestamp() AS db_now
+    completion_event, clock_timestamp() AS db_now
 FROM langgraph_durable_effects
 WHERE key = %(key)s
 

@@ -74,7 +74,8 @@ CREATE TABLE langgraph_durable_effects (
     step INTEGER,
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    completed_at TIMESTAMPTZ
+    completed_at TIMESTAMPTZ,
+    completion_event TEXT
 );
 CREATE INDEX lgd_effects_thread_idx ON langgraph_durable_effects (thread_id);
 CREATE INDEX lgd_effects_open_idx ON langgraph_durable_effects (status, lease_expires_at)
@@ -229,4 +230,5 @@ INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (8, 'durable_008_drop_checkpoints_thread_id_idx_concurrently'),
     (9, 'durable_009_drop_checkpoint_blobs_thread_id_idx_concurrently'),
     (10, 'durable_010_drop_checkpoint_writes_thread_id_idx_concurrently'),
-    (11, 'durable_011_runs_timeout');
+    (11, 'durable_011_runs_timeout'),
+    (12, 'durable_012_effects_completion_event');

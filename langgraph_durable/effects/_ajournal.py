@@ -50,6 +50,7 @@ from langgraph_durable.effects._protocol import (
 )
 from langgraph_durable.effects._rows import (
     claim_params,
+    completion_event_of,
     dump_result,
     json_text,
     load_result,
@@ -121,10 +122,11 @@ async def aclaim_txn(
     owner: str,
     lease_seconds: float,
     where: TaskContext | None = None,
+    completion_event: str | None = None,
 ) -> int | None:
     """Insert the row for a first attempt; the attempt number (1), or None if the key
     exists."""
-    params = claim_params(key, name, input_hash, owner, lease_seconds, where)
+    params = claim_params(key, name, input_hash, owner, lease_seconds, where, completion_event)
     return 1 if await _arow_count(conn, QUERIES["effect_claim"], params) else None
 
 
@@ -310,9 +312,12 @@ class AsyncEffectJournal:
         lease_seconds: float,
         where: TaskContext | None,
         call_token: str = "",
+        completion_event: str | None = None,
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists.
-        The input hash is stored encrypted when the serializer encrypts (`input_hash`)."""
+        The input hash is stored encrypted when the serializer encrypts (`input_hash`);
+        `completion_event` is the event type the completion is announced with, kept for a
+        completion resolved by hand."""
         return await self._arun(
             f"claiming effect key {key!r}",
             aclaim_txn,
@@ -322,6 +327,7 @@ class AsyncEffectJournal:
             owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
             where=where,
+            completion_event=completion_event,
         )
 
     async def aget(self, key: str) -> JournalRow | None:
@@ -543,12 +549,20 @@ class AsyncEffectJournal:
                 resolved_by=resolved_by,
             )
         else:
+            event_type = row.extra.get("completion_event")
+            thread_id = row.extra.get("thread_id")
+            events = (
+                [completion_event_of(event_type, key, row.effect_name, thread_id, completed)]
+                if event_type
+                else []
+            )
             done = await self.acomplete(
                 key,
                 row.attempt,
                 completed,
                 seen_statuses=RESOLVABLE_STATUSES,
                 resolved_by=resolved_by,
+                events=events,
             )
         check_resolved(key, done)
 

@@ -98,7 +98,13 @@ async def _arun_recorded(journal: AsyncEffectJournal, call: EffectCall) -> Any:
 
 async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     attempt = await journal.aclaim(
-        call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
+        call.key,
+        call.name,
+        call.input_hash,
+        call.lease_seconds,
+        call.where,
+        call.token,
+        completion_event=call.completion_event,
     )
     first_seen: datetime | None = None
     last_error: BaseException | None = None
@@ -114,7 +120,13 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
         row = await journal.aget(call.key)
         if row is None:  # released between our insert and our read: claim afresh
             attempt = await journal.aclaim(
-                call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
+                call.key,
+                call.name,
+                call.input_hash,
+                call.lease_seconds,
+                call.where,
+                call.token,
+                completion_event=call.completion_event,
             )
             continue
         assert row.db_now is not None

@@ -6,16 +6,15 @@ import inspect
 import itertools
 import os
 import secrets
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_durable import _telemetry
-from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
+from langgraph_durable.effects._rows import completion_event_of
 from langgraph_durable.errors import ConfigurationError
 
 __all__ = [
@@ -130,45 +129,20 @@ class NothingSentError(ConfigurationError):
 
 
 def completion_events(call: EffectCall, result: Any) -> dict[str, Any]:
-    """`acomplete`'s keyword for the call's completion event: none, or one per key.
-
-    The event id is derived from the key, so a completion stored twice (a reconcile after
-    a lost answer) stores one event. The result is in the payload when Postgres can store
-    it as JSON; otherwise its type's name is. Never raises because of the result: the
-    receiver has acted, and storing its result is all that is left.
-    """
-    event_type = call.completion_event
-    if event_type is None:
+    """`acomplete`'s keyword for the call's completion event: none, or one per key
+    (`_rows.completion_event_of`)."""
+    if call.completion_event is None:
         return {}
-    thread = call.where.thread_id if call.where is not None else ""
-    payload: dict[str, Any] = {"key": call.key, "effect": call.name, "result": result}
-    try:
-        event = _completion_event(event_type, call.key, payload, thread)
-    except Exception:
-        # Not JSON, NaN, a NUL or a lone surrogate somewhere in it, or a container whose
-        # own code fails when read: its type goes instead.
-        payload = {"key": call.key, "effect": call.name, "result_type": type(result).__name__}
-        event = _completion_event(event_type, call.key, payload, thread)
-    return {"events": [event]}
-
-
-def _completion_event(
-    event_type: str, effect_key: str, payload: dict[str, Any], thread: str
-) -> ParkedEvent:
-    return new_event(
-        event_type,
-        payload,
-        thread or effect_key,
-        event_id=str(uuid.uuid5(_EVENT_NAMESPACE, effect_key)),
-    )
+    thread = call.where.thread_id if call.where is not None else None
+    return {
+        "events": [completion_event_of(call.completion_event, call.key, call.name, thread, result)]
+    }
 
 
 STORE_PAUSE_FIRST = 0.1
 """Seconds before trying again to store a result the database could not take (doubling)."""
 STORE_PAUSE_MAX = 5.0
 """The longest pause between tries to store a result while the database is away."""
-
-_EVENT_NAMESPACE = uuid.UUID("0f3b8f8e-1d5c-4b7e-8f7a-6c2d9b1e4a33")
 
 
 def refuse_awaitable(call: EffectCall, value: Any) -> Any:

@@ -52,6 +52,7 @@ from langgraph_durable.effects._protocol import (
 )
 from langgraph_durable.effects._rows import (
     claim_params,
+    completion_event_of,
     dump_result,
     json_text,
     load_result,
@@ -119,10 +120,11 @@ def claim_txn(
     owner: str,
     lease_seconds: float,
     where: TaskContext | None = None,
+    completion_event: str | None = None,
 ) -> int | None:
     """Insert the row for a first attempt; the attempt number (1), or None if the key
     exists."""
-    params = claim_params(key, name, input_hash, owner, lease_seconds, where)
+    params = claim_params(key, name, input_hash, owner, lease_seconds, where, completion_event)
     return 1 if _row_count(conn, QUERIES["effect_claim"], params) else None
 
 
@@ -306,9 +308,12 @@ class EffectJournal:
         lease_seconds: float,
         where: TaskContext | None,
         call_token: str = "",
+        completion_event: str | None = None,
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists.
-        The input hash is stored encrypted when the serializer encrypts (`input_hash`)."""
+        The input hash is stored encrypted when the serializer encrypts (`input_hash`);
+        `completion_event` is the event type the completion is announced with, kept for a
+        completion resolved by hand."""
         return self._run(
             f"claiming effect key {key!r}",
             claim_txn,
@@ -318,6 +323,7 @@ class EffectJournal:
             owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
             where=where,
+            completion_event=completion_event,
         )
 
     def get(self, key: str) -> JournalRow | None:
@@ -537,12 +543,20 @@ class EffectJournal:
                 resolved_by=resolved_by,
             )
         else:
+            event_type = row.extra.get("completion_event")
+            thread_id = row.extra.get("thread_id")
+            events = (
+                [completion_event_of(event_type, key, row.effect_name, thread_id, completed)]
+                if event_type
+                else []
+            )
             done = self.complete(
                 key,
                 row.attempt,
                 completed,
                 seen_statuses=RESOLVABLE_STATUSES,
                 resolved_by=resolved_by,
+                events=events,
             )
         check_resolved(key, done)
 

@@ -121,6 +121,7 @@ class MemoryEffectJournal(EffectJournal):
         lease_seconds: float,
         where: TaskContext | None,
         call_token: str = "",
+        completion_event: str | None = None,
     ) -> int | None:
         with self._lock:
             if key in self._rows:

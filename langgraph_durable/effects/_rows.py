@@ -3,15 +3,47 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import EffectStatus, JournalRow
 from langgraph_durable.errors import EffectResultNotStoredError
 
-__all__ = ["claim_params", "dump_result", "json_text", "load_result", "row_of"]
+__all__ = [
+    "claim_params",
+    "completion_event_of",
+    "dump_result",
+    "json_text",
+    "load_result",
+    "row_of",
+]
+
+_EVENT_NAMESPACE = uuid.UUID("0f3b8f8e-1d5c-4b7e-8f7a-6c2d9b1e4a33")
+
+
+def completion_event_of(
+    event_type: str, key: str, name: str, thread_id: str | None, result: Any
+) -> ParkedEvent:
+    """The outbox event announcing an effect's completion (`@effect(event=...)`).
+
+    Its id is derived from the key, so a completion stored twice (a reconcile after a lost
+    answer) stores one event. The result is in the payload when Postgres can store it as
+    JSON; otherwise its type's name is. Never raises because of the result: the receiver
+    has acted, and storing its result is all that is left.
+    """
+    event_id = str(uuid.uuid5(_EVENT_NAMESPACE, key))
+    payload: dict[str, Any] = {"key": key, "effect": name, "result": result}
+    try:
+        return new_event(event_type, payload, thread_id or key, event_id=event_id)
+    except Exception:
+        # Not JSON, NaN, a NUL or a lone surrogate somewhere in it, or a container whose
+        # own code fails when read: its type goes instead.
+        payload = {"key": key, "effect": name, "result_type": type(result).__name__}
+        return new_event(event_type, payload, thread_id or key, event_id=event_id)
 
 
 def row_of(found: dict[str, Any]) -> JournalRow:
@@ -30,7 +62,10 @@ def row_of(found: dict[str, Any]) -> JournalRow:
         error_type=found["error_type"],
         error_message=found["error_message"],
         db_now=found["db_now"],
-        extra={k: found[k] for k in ("usage", "replays", "thread_id", "node", "step")},
+        extra={
+            k: found[k]
+            for k in ("usage", "replays", "thread_id", "node", "step", "completion_event")
+        },
     )
 
 
@@ -41,8 +76,10 @@ def claim_params(
     owner: str,
     lease_seconds: float,
     where: TaskContext | None,
+    completion_event: str | None = None,
 ) -> dict[str, Any]:
     return {
+        "completion_event": completion_event,
         "key": key,
         "effect_name": name,
         "input_hash": input_hash,

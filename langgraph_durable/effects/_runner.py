@@ -100,7 +100,13 @@ def _run_recorded(journal: EffectJournal, call: EffectCall) -> Any:
 
 def _run(journal: EffectJournal, call: EffectCall) -> Any:
     attempt = journal.claim(
-        call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
+        call.key,
+        call.name,
+        call.input_hash,
+        call.lease_seconds,
+        call.where,
+        call.token,
+        completion_event=call.completion_event,
     )
     first_seen: datetime | None = None
     last_error: BaseException | None = None
@@ -116,7 +122,13 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
         row = journal.get(call.key)
         if row is None:  # released between our insert and our read: claim afresh
             attempt = journal.claim(
-                call.key, call.name, call.input_hash, call.lease_seconds, call.where, call.token
+                call.key,
+                call.name,
+                call.input_hash,
+                call.lease_seconds,
+                call.where,
+                call.token,
+                completion_event=call.completion_event,
             )
             continue
         assert row.db_now is not None

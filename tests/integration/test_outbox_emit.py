@@ -468,6 +468,40 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
     assert calls == ["o1"]
 
 
+def test_a_completion_resolved_by_hand_is_announced_like_any_other(dsn: str) -> None:
+    """The receiver timed out (outcome unknown); an operator checked it acted and resolved
+    the key as completed. Its `@effect(event=...)` event must be stored with that
+    completion (I7), as the runner's own completions store theirs: consumers waiting for
+    "refund.sent" would otherwise never hear of this refund."""
+    from langgraph_durable import EffectJournal, EffectOutcomeUnknown, effect
+
+    key = f"refund-by-hand:{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        journal = EffectJournal(saver.conn)
+
+        @effect(name="refund", event="refund.sent", key=lambda: key, journal=journal)
+        def refund() -> dict[str, str]:
+            raise TimeoutError("the bank did not answer in time")
+
+        with pytest.raises(EffectOutcomeUnknown):
+            refund()
+        journal.resolve(key, completed={"refund": "r-7"})
+        assert refund() == {"refund": "r-7"}  # a replay of the resolved result
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT event_type, key, payload FROM langgraph_durable_outbox"
+            " WHERE payload->>'key' = %s",
+            (key,),
+        ).fetchall()
+    assert rows == [
+        {
+            "event_type": "refund.sent",
+            "key": key,
+            "payload": {"key": key, "effect": "refund", "result": {"refund": "r-7"}},
+        }
+    ]
+
+
 class Unreadable(dict):  # type: ignore[type-arg]
     """A result whose items cannot be read: JSON fails with an error of its own."""
 

@@ -703,7 +703,7 @@ def test_runs_made_before_their_timeout_was_kept_get_it_from_their_deadline(
     our_setup(fresh_db_dsn)
     with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:  # back to version 10
         conn.execute("ALTER TABLE langgraph_durable_runs DROP COLUMN timeout_seconds")
-        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v = 11")
+        conn.execute("DELETE FROM langgraph_durable_migrations WHERE v >= 11")
         conn.execute(
             "INSERT INTO langgraph_durable_runs (run_id, thread_id, graph_name, graph_version,"
             " status, created_at, deadline_at) VALUES"
@@ -711,7 +711,10 @@ def test_runs_made_before_their_timeout_was_kept_get_it_from_their_deadline(
             " ('untimed', 't', 'g', '1', 'pending', now(), NULL)"
         )
     with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
-        assert saver.setup() == ["durable_011_runs_timeout"]
+        assert saver.setup() == [
+            "durable_011_runs_timeout",
+            "durable_012_effects_completion_event",
+        ]
     with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT run_id, timeout_seconds FROM langgraph_durable_runs ORDER BY run_id"

@@ -4,8 +4,9 @@ Answers go through the library's own functions: `validate_decision` (the graph's
 model), `refusal_for` (the graph's `authorize` hook, asked before anything is sent), then
 either the run registry's `aresume` (a run waits in the registry: a worker resumes it) or
 `aresume_approval` under `aexclusive` (a thread run by plain `invoke`: the console runs it
-on, and a second answer at once gets `ThreadBusyError`). The approval node judges the
-answer again when it arrives (authorize, revalidate), as for any other caller.
+on, and a second answer at once gets `ThreadBusyError`). Which of the two, or neither, is
+one rule (`why_not_answerable`), shared by the pages and `answer`. The approval node judges
+the answer again when it arrives (authorize, revalidate), as for any other caller.
 """
 
 from __future__ import annotations
@@ -94,10 +95,19 @@ class Refused(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class GivenGraph:
+    """A graph given to `create_app`, with its name and, for a `GraphVersion`, version."""
+
+    name: str | None
+    version: str | None
+    graph: Pregel[Any, Any, Any, Any]
+
+
 @dataclass
 class Console:
     saver: AsyncDurablePostgresSaver
-    graphs: list[tuple[str | None, Pregel[Any, Any, Any, Any]]]
+    graphs: list[GivenGraph]
     authenticate: Authenticate | None
     read_only: bool
     secret: bytes
@@ -177,13 +187,21 @@ class Console:
     async def graph_for(
         self, thread_id: str, run: Run | None
     ) -> tuple[Pregel[Any, Any, Any, Any], Any] | None:
-        """The given graph the thread waits in, with its state (None: none fits)."""
+        """The given graph the thread waits in, with its state (None: none fits).
+
+        For a registry run, the `GraphVersion` it is pinned to (name and version) is tried
+        first, then others of its name: a worker resumes it with that version, so its hooks
+        are the ones to ask."""
         config: Any = {"configurable": {"thread_id": thread_id}}
         candidates = self.graphs
         if run is not None:
-            named = [g for g in self.graphs if g[0] == run.graph_name]
-            candidates = named or candidates
-        for _, graph in candidates:
+            pinned = [
+                g for g in self.graphs if (g.name, g.version) == (run.graph_name, run.graph_version)
+            ]
+            named = [g for g in self.graphs if g.name == run.graph_name and g not in pinned]
+            candidates = pinned + named or candidates
+        for given in candidates:
+            graph = given.graph
             state = await graph.aget_state(config)
             waiting = [t for t in state.tasks if t.interrupts]
             if waiting and all(t.name in graph.nodes for t in waiting):
@@ -205,15 +223,13 @@ def link(request: Request, name: str, **query: Any) -> str:
     return f"{base}{path}" + (f"?{text}" if text else "")
 
 
-def _graphs(
-    graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion],
-) -> list[tuple[str | None, Pregel[Any, Any, Any, Any]]]:
-    found: list[tuple[str | None, Pregel[Any, Any, Any, Any]]] = []
+def _graphs(graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion]) -> list[GivenGraph]:
+    found: list[GivenGraph] = []
     for graph in graphs:
         if isinstance(graph, GraphVersion):
-            found.append((graph.name, graph.graph))
+            found.append(GivenGraph(graph.name, graph.version, graph.graph))
         elif isinstance(graph, Pregel):
-            found.append((graph.name, graph))
+            found.append(GivenGraph(graph.name, None, graph))
         else:
             raise ConfigurationError(
                 f"create_app(graphs=...) takes compiled graphs or GraphVersions; got a "
@@ -237,17 +253,14 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
     run = await console.latest_run(pending.thread_id)
     found = await console.graph_for(pending.thread_id, run) if pending.is_approval else None
     may: str | None = None
-    can_answer = False
+    why_not: str | None
     if not pending.is_approval:
         why_not = "asked by a plain interrupt(), not an approval node: answer it from code"
     elif found is None:
         why_not = "the console was given no graph that this thread waits in"
-    elif run is not None and run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-        why_not = f"answered: its run is {run.status.value}"
     else:
-        why_not = None
-        can_answer = True
-        if user is not None:
+        why_not = await why_not_answerable(console, pending, run)
+        if why_not is None and user is not None:
             trial = ApprovalDecision(approved=True, approver=user)
             may = refusal_for(found[0], found[1], trial, interrupt_id=pending.interrupt_id)
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
@@ -257,10 +270,44 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
         "request": value.get("request", value),
         "refused": value.get("refused"),
         "run": run,
-        "can_answer": can_answer,
+        "can_answer": why_not is None,
         "why_not": why_not,
         "user_refused": may,
     }
+
+
+RETRYABLE = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED)
+
+
+async def why_not_answerable(
+    console: Console, pending: PendingApproval, run: Run | None
+) -> str | None:
+    """Why the thread's runs keep the console from answering `pending`; None if they do not.
+
+    One rule for the pages and for `answer`: a thread the run registry never ran (`run`,
+    its latest run, is None) is a plain thread, which the console runs on under
+    `aexclusive`. A thread with a run belongs to the registry: its question is answered
+    only through `aresume` of that run, which must be interrupted and have written the
+    checkpoint the question waits at (the test `aresume` makes itself). Anything else is
+    refused: running the graph here would run it outside the registry, beside a run that
+    may be retried, and with whichever graph of that name fits, not the run's version.
+    """
+    if run is None:
+        return None
+    status = run.status.value
+    if await console.registry.alatest_checkpoint(run) != pending.checkpoint_id:
+        return (
+            f"its thread's latest run ({status}) did not ask it, and the console answers a "
+            "thread of the registry only through its run: answer it from code"
+        )
+    if run.status is RunStatus.INTERRUPTED:
+        return None
+    if run.status in RETRYABLE:
+        return (
+            f"its run is {status}: retry the run (it resumes with the answer it was given) "
+            "or create a new run"
+        )
+    return f"answered: its run is {status}"
 
 
 def _thread_id(text: str) -> str:
@@ -321,6 +368,9 @@ async def answer(console: Console, request: Request) -> Response:
             "answered from here. Nothing was sent.",
         )
     graph, state = found
+    why_not = await why_not_answerable(console, before[token], run)
+    if why_not is not None:
+        raise Refused(409, f"This cannot be answered here: {why_not}. Nothing was sent.")
     question = before[token].interrupt_id
     hooks = approval_hooks(graph, state, interrupt_id=question)
     model = hooks.decision_model if hooks is not None else ApprovalDecision
@@ -328,17 +378,17 @@ async def answer(console: Console, request: Request) -> Response:
     refusal = refusal_for(graph, state, decision, interrupt_id=question)
     if refusal is not None:
         raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
-    if run is not None and run.status is RunStatus.INTERRUPTED:
+    if run is not None:  # interrupted, and waiting at this question: a worker resumes it
         answer_value = answer_for(state, thread_id, decision, interrupt_id=question)
         command: Command[Any] = Command(resume=answer_value)
         await console.registry.aresume(run.run_id, command)
         return console.back_to(request, "inbox", "queued")
-    if run is not None and not run.finished:
-        raise Refused(409, f"This was answered already: its run is {run.status.value}.")
     async with console.registry.aexclusive(thread_id) as config:
         # Read again under the lock: another answer may have won, or had its question
-        # asked again, since the page's answer came in.
+        # asked again, or a run of the registry started, since the page's answer came in.
         before = await _same_question(console, thread_id, token)
+        if await console.latest_run(thread_id) is not None:
+            raise Refused(409, "A run of the registry started on this thread; nothing was sent.")
         await aresume_approval(
             graph, thread_id, decision, model=model, config=config, interrupt_id=question
         )

@@ -502,22 +502,36 @@ async def resolve(console: Console, request: Request) -> Response:
     key = str(form.get("key") or "")
     how = form.get("how")
     by = f"console:{user}"
+    attempt = _attempt(form.get("attempt"))
     if how == "allow_retry":
-        await console.journal.aresolve(key, allow_retry=True, resolved_by=by)
+        await console.journal.aresolve(key, allow_retry=True, resolved_by=by, attempt=attempt)
     elif how == "failed":
         reason = str(form.get("reason") or "").strip()
         if not reason:
             raise Refused(400, "Give the reason replays will raise.")
-        await console.journal.aresolve(key, failed=reason, resolved_by=by)
+        await console.journal.aresolve(key, failed=reason, resolved_by=by, attempt=attempt)
     elif how == "completed":
         try:
             result = json.loads(str(form.get("result") or ""))
         except json.JSONDecodeError as exc:
             raise Refused(400, f"The receiver's result must be JSON ({exc.msg}).") from exc
-        await console.journal.aresolve(key, completed=result, resolved_by=by)
+        await console.journal.aresolve(key, completed=result, resolved_by=by, attempt=attempt)
     else:
         raise Refused(400, "Choose allow_retry, completed or failed.")
     return console.back_to(request, "effects", "resolved")
+
+
+def _attempt(given: object) -> int:
+    """The attempt the page showed, the one the operator checked the receiver for: the
+    journal refuses the resolution if the effect moved on to another attempt since. A form
+    without it (from a page older than the field) is refused, not resolved blindly."""
+    if not isinstance(given, str) or not (given.isascii() and given.isdigit()) or len(given) > 18:
+        raise Refused(
+            400,
+            "The form does not say which attempt of the effect was checked (a page from an "
+            "older console?); nothing was changed. Reload the effects page and resolve again.",
+        )
+    return int(given)
 
 
 # -- the application -------------------------------------------------------------------------

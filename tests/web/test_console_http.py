@@ -269,7 +269,8 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         ("charge:3", {"how": "failed", "reason": "the bank says it never arrived"}),
     ]
     for key, how in cases:
-        done = ana.post("/console/effects/resolve", data={"csrf_token": token, "key": key, **how})
+        data = {"csrf_token": token, "key": key, "attempt": "1", **how}
+        done = ana.post("/console/effects/resolve", data=data)
         assert done.status_code == 303, done.text
     assert "No effect has an unknown outcome" in ana.get("/console/effects?notice=resolved").text
     with DurablePostgresSaver.from_conn_string(world) as saver:
@@ -285,12 +286,24 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
     assert count(world, by) == 3
     again = ana.post(
         "/console/effects/resolve",
-        data={"csrf_token": token, "key": "charge:1", "how": "failed", "reason": "x"},
+        data={
+            "csrf_token": token,
+            "key": "charge:1",
+            "attempt": "1",
+            "how": "failed",
+            "reason": "x",
+        },
     )
     assert again.status_code == 409
     bad = ana.post(
         "/console/effects/resolve",
-        data={"csrf_token": token, "key": "charge:2", "how": "completed", "result": "{"},
+        data={
+            "csrf_token": token,
+            "key": "charge:2",
+            "attempt": "1",
+            "how": "completed",
+            "result": "{",
+        },
     )
     assert bad.status_code == 400
 

@@ -1,0 +1,89 @@
+"""Resolving unknown effects from the console: the attempt the operator checked, and
+input the page cannot take (refused with 400, never a 500)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from starlette.testclient import TestClient
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable.effects import EffectJournal, journal_of
+from langgraph_durable.effects._protocol import EffectStatus
+
+
+def journal(saver: DurablePostgresSaver) -> EffectJournal:
+    found = journal_of(saver)
+    assert isinstance(found, EffectJournal)
+    return found
+
+
+def unknown(dsn: str, key: str) -> None:
+    """An effect whose first attempt's outcome is unknown."""
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        attempt = journal(saver).claim(key, "charge", "hash", 30.0, None)
+        assert attempt == 1
+        journal(saver).mark_unknown(key, attempt, error_type="TimeoutError")
+
+
+def row(dsn: str, key: str) -> tuple[EffectStatus, int]:
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        found = journal(saver).get(key)
+    assert found is not None
+    return found.status, found.attempt
+
+
+def forms(page: str) -> list[dict[str, str]]:
+    """The hidden fields of each resolve form on the effects page."""
+    found = []
+    for form in re.findall(r"<form .*?</form>", page, flags=re.S):
+        found.append(dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form)))
+    return found
+
+
+def resolve(client: TestClient, fields: dict[str, str], **form: str) -> tuple[int, str]:
+    done = client.post("/console/effects/resolve", data={**fields, **form})
+    return done.status_code, html.unescape(done.text)
+
+
+def test_each_resolve_form_names_the_attempt_shown_and_a_later_one_is_not_settled(
+    world: str, ana: TestClient
+) -> None:
+    unknown(world, "charge:9")
+    page = ana.get("/console/effects").text
+    shown = forms(page)
+    assert len(shown) == 3
+    assert {f["attempt"] for f in shown} == {"1"}
+    # While the page is open, attempt 1 is allowed a retry, attempt 2 starts and its
+    # outcome is unknown too: nobody checked the receiver for attempt 2.
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        assert journal(saver).allow_retry("charge:9", 1, resolved_by="cli")
+        assert journal(saver).take_over("charge:9", 1, EffectStatus.RETRY_WAIT, 30.0) == 2
+        journal(saver).mark_unknown("charge:9", 2, error_type="TimeoutError")
+    status, text = resolve(ana, shown[1], how="completed", result='{"charge_id": 7}')
+    assert status == 409, text
+    assert "at attempt 2 now, not at attempt 1" in text
+    assert "nothing was changed" in text
+    assert row(world, "charge:9") == (EffectStatus.UNKNOWN, 2)
+    # The reloaded page names attempt 2, and resolves it.
+    status, text = resolve(ana, forms(ana.get("/console/effects").text)[0], how="allow_retry")
+    assert status == 303, text
+    assert row(world, "charge:9") == (EffectStatus.RETRY_WAIT, 2)
+
+
+def test_a_resolve_form_without_the_attempt_is_refused_and_resolves_nothing(
+    world: str, ana: TestClient
+) -> None:
+    """A page from before the field: resolving "whatever attempt is current" could settle
+    one nobody checked."""
+    unknown(world, "charge:8")
+    fields = forms(ana.get("/console/effects").text)[0]
+    for attempt in (None, "", "one", "²", "9" * 40):
+        sent = {k: v for k, v in fields.items() if k != "attempt"}
+        if attempt is not None:
+            sent["attempt"] = attempt
+        status, text = resolve(ana, sent, how="allow_retry")
+        assert status == 400, (attempt, text)
+        assert "Reload the effects page" in text
+    assert row(world, "charge:8") == (EffectStatus.UNKNOWN, 1)

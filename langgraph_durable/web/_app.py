@@ -12,6 +12,7 @@ the answer again when it arrives (authorize, revalidate), as for any other calle
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,8 @@ from langgraph_durable.web._security import (
 )
 
 __all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
 
 PATHS = {
     "inbox": "/",
@@ -389,14 +392,47 @@ async def answer(console: Console, request: Request) -> Response:
         before = await _same_question(console, thread_id, token)
         if await console.latest_run(thread_id) is not None:
             raise Refused(409, "A run of the registry started on this thread; nothing was sent.")
-        await aresume_approval(
-            graph, thread_id, decision, model=model, config=config, interrupt_id=question
-        )
+        try:
+            await aresume_approval(
+                graph, thread_id, decision, model=model, config=config, interrupt_id=question
+            )
+        except DurableError:
+            raise  # named errors: `_route` shows their messages (a conflict, the database)
+        except Exception as exc:  # the graph failed after taking the answer in
+            logger.exception("Thread %r failed after an answer from the console", thread_id)
+            return await _run_failed(console, request, graph, thread_id, exc)
     # The node judged the answer again (authorize, revalidate): say what it decided.
     after = (await _questions(console, thread_id)).values()
     if asked_again(after, before[token], before.values()):
         return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
     return console.back_to(request, "inbox", "answered")
+
+
+async def _run_failed(
+    console: Console,
+    request: Request,
+    graph: Pregel[Any, Any, Any, Any],
+    thread_id: str,
+    error: Exception,
+) -> Response:
+    """The page for a plain thread whose graph, run on in this request, failed after the
+    answer: the approver learns that the answer was taken and where the run stopped,
+    rather than a bare 500 that reads as if nothing was sent."""
+    failed = None
+    try:
+        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        failed = next((t.name for t in state.tasks if t.error is not None), None)
+    except Exception:  # naming the node is a courtesy: the page goes on without it
+        logger.exception("Cannot read thread %r after its failure", thread_id)
+    where = f"node {failed}" if failed else type(error).__name__
+    message = (
+        f"Your answer was recorded, then the run failed in {where}: "
+        f"{views.shown_error(error)}. See where it stopped on the thread's page; once the "
+        "cause is fixed, run the thread on from code."
+    )
+    return await console.page(
+        request, "message.html", status=500, message=message, thread_id=thread_id
+    )
 
 
 async def _questions(console: Console, thread_id: str) -> dict[str, PendingApproval]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable.approvals import PendingApproval
+from langgraph_durable.outbox._base import error_text
 from langgraph_durable.runs import Run, RunStatus
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "human_age",
     "node_of_task_path",
     "question_token",
+    "shown_error",
     "timeline",
 ]
 
@@ -195,3 +198,18 @@ def _interrupt_values(serde: SerializerProtocol, row: Mapping[str, Any]) -> Any:
     if isinstance(loaded, (list, tuple)):
         return [getattr(item, "value", item) for item in loaded]
     return loaded
+
+
+SHOWN_ERROR_MAX = 300
+"""Characters of a graph's error a page shows: enough to name it, not a wall of text."""
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def shown_error(error: BaseException) -> str:
+    """`Type: message` of an error a graph raised, as a page may show it: cut to
+    `SHOWN_ERROR_MAX` characters, each URL cut to its scheme and host and each
+    `password=...` hidden. A node's error may quote a DSN or a webhook URL, and pages never
+    show a password."""
+    text = _PASSWORD.sub(r"\1***", error_text(error))
+    return text if len(text) <= SHOWN_ERROR_MAX else text[:SHOWN_ERROR_MAX] + "…"

@@ -17,6 +17,7 @@ from langgraph_durable.web._views import (
     human_age,
     node_of_task_path,
     question_token,
+    shown_error,
     timeline,
 )
 
@@ -105,3 +106,15 @@ def test_runs_are_grouped_by_status_people_first() -> None:
         (RunStatus.SUCCESS, ["a", "c"]),
     ]
     assert set(STATUS_ORDER) == set(RunStatus)
+
+
+def test_a_graph_error_is_shown_short_and_without_passwords() -> None:
+    error = ValueError(
+        "no: postgresql://u:pw1@db/x host=db password='pw2 x' PASSWORD = pw3 " + "z" * 500
+    )
+    text = shown_error(error)
+    assert text.startswith("ValueError: no: postgresql://***@db/… host=db password=*** ")
+    assert all(secret not in text for secret in ("pw1", "pw2", "pw3"))
+    assert len(text) == 301
+    assert text.endswith("…")
+    assert shown_error(KeyError("k")) == "KeyError: 'k'"

@@ -140,6 +140,32 @@ def sequence_builder() -> StateGraph[Any, Any, Any, Any]:
     return outer
 
 
+class Ledger(TypedDict, total=False):
+    item: str
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+LEDGER_ERROR = (
+    "the ledger refused the entry: postgresql://ledger:s3cret-pw@ledger.internal/books "
+    "password=s3cret-pw " + "and so on " * 100
+)
+
+
+def failing_builder() -> StateGraph[Any, Any, Any, Any]:
+    """A third graph: the node after its approval fails, quoting a DSN with a password."""
+
+    def post_to_ledger(state: Ledger) -> Ledger:
+        raise RuntimeError(LEDGER_ERROR)
+
+    builder = StateGraph(Ledger)
+    builder.add_node("post_to_ledger", post_to_ledger)
+    builder.add_edge(START, "post_to_ledger")
+    builder.add_edge("post_to_ledger", END)
+    add_approval_before(builder, "post_to_ledger", request=lambda s: {"item": s["item"]})
+    return builder
+
+
 PAIR = ("left", "right")
 ELEVEN = tuple(f"q{i:02d}" for i in range(11))
 """More questions at once than the console once fetched for a thread (ten)."""
@@ -168,6 +194,7 @@ def host_app(
                     parallel_builder(PAIR).compile(checkpointer=saver),
                     parallel_builder(ELEVEN).compile(checkpointer=saver),
                     sequence_builder().compile(checkpointer=saver),
+                    failing_builder().compile(checkpointer=saver),
                 ],
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,

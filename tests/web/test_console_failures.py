@@ -1,0 +1,40 @@
+"""What the approver sees when something other than the console fails: the graph run on
+after an answer, or the graph's `authorize` hook. A clear page, never a bare 500."""
+
+from __future__ import annotations
+
+import html
+import logging
+
+import pytest
+from console_host import LEDGER_ERROR, failing_builder
+from console_world import form_fields
+from starlette.testclient import TestClient
+from test_console_http import answer, approval_page
+
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable.approvals import pending_approvals
+
+
+def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
+    world: str, ana: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    thread = "ledger-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        failing_builder().compile(checkpointer=saver).invoke(
+            {"item": "invoice 7"}, {"configurable": {"thread_id": thread}}
+        )
+    fields = form_fields(approval_page(ana, thread))
+    with caplog.at_level(logging.ERROR, logger="langgraph_durable.web._app"):
+        failed = answer(ana, fields, action="approve")
+    assert failed.status_code == 500
+    text = html.unescape(failed.text)
+    assert "Your answer was recorded, then the run failed in node post_to_ledger: " in text
+    assert "RuntimeError: the ledger refused the entry" in text
+    assert "s3cret-pw" not in text
+    assert world not in text
+    assert LEDGER_ERROR[:400] not in text  # cut to a few hundred characters
+    assert f'href="/console/thread?thread_id={thread}"' in failed.text
+    assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        assert pending_approvals(saver, thread_id=thread) == []  # the answer was taken in

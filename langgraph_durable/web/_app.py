@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from langgraph_durable._db import source_of
-from langgraph_durable._ids import thread_id_of
+from langgraph_durable._ids import is_text, thread_id_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
@@ -335,21 +335,63 @@ async def approval(console: Console, request: Request) -> Response:
     return await console.page(request, "approval.html", items=items, thread_id=thread_id)
 
 
+FIELD_MAX = 100_000
+"""Characters a form's text field may hold: far more than a key, a reason, a comment or a
+JSON result needs, and a bound on what a request makes the console parse and store."""
+
+
+def _field(form: dict[str, Any], name: str, what: str) -> str:
+    """A text field of a form, refused (400) if it is longer than `FIELD_MAX` or is not
+    text Postgres can store (a NUL, a lone surrogate): the database would refuse it with a
+    driver error, a 500, after the page had said nothing."""
+    value = form.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Refused(400, f"{what} must be text, not a file. Nothing was done.")
+    if len(value) > FIELD_MAX:
+        raise Refused(
+            400,
+            f"{what} is {len(value):,} characters long; at most {FIELD_MAX:,} are taken. "
+            "Nothing was done.",
+        )
+    if not is_text(value):
+        raise Refused(
+            400,
+            f"{what} holds a NUL character or a lone surrogate, which Postgres cannot store. "
+            "Nothing was done; remove it.",
+        )
+    return value
+
+
+def _json_field(form: dict[str, Any], name: str, what: str) -> Any:
+    """A form field's JSON, refused (400) if it cannot be read: not JSON, or JSON Python
+    will not load (an integer of more than 4,300 digits, nesting deeper than the stack)."""
+    text = _field(form, name, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Refused(400, f"{what} must be JSON ({exc.msg}). Nothing was done.") from exc
+    except (ValueError, RecursionError) as exc:
+        raise Refused(
+            400,
+            f"{what} cannot be read: a number too long or nesting too deep "
+            f"({type(exc).__name__}). Nothing was done.",
+        ) from exc
+
+
 def _decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
     action = form.get("action")
     if action not in ("approve", "reject", "amend"):
         raise Refused(400, "Choose approve, reject or amend.")
-    comment = str(form.get("comment") or "").strip() or None
+    comment = _field(form, "comment", "The comment").strip() or None
     decision: dict[str, Any] = {
         "approved": action != "reject",
         "approver": user,
         "comment": comment,
     }
     if action == "amend":
-        try:
-            amended = json.loads(str(form.get("amended") or ""))
-        except json.JSONDecodeError as exc:
-            raise Refused(400, f"Amended fields must be a JSON object ({exc.msg}).") from exc
+        amended = _json_field(form, "amended", "Amended fields")
         if not isinstance(amended, dict) or not amended:
             raise Refused(400, 'Amended fields must be a JSON object, e.g. {"amount": 300}.')
         decision["amended"] = amended
@@ -535,22 +577,19 @@ async def resolve(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
     if console.may_resolve is not None and not console.may_resolve(user):
         raise Refused(403, f"{user} may not resolve effects. Nothing was changed.")
-    key = str(form.get("key") or "")
+    key = _field(form, "key", "The effect key")
     how = form.get("how")
     by = f"console:{user}"
     attempt = _attempt(form.get("attempt"))
     if how == "allow_retry":
         await console.journal.aresolve(key, allow_retry=True, resolved_by=by, attempt=attempt)
     elif how == "failed":
-        reason = str(form.get("reason") or "").strip()
+        reason = _field(form, "reason", "The reason").strip()
         if not reason:
             raise Refused(400, "Give the reason replays will raise.")
         await console.journal.aresolve(key, failed=reason, resolved_by=by, attempt=attempt)
     elif how == "completed":
-        try:
-            result = json.loads(str(form.get("result") or ""))
-        except json.JSONDecodeError as exc:
-            raise Refused(400, f"The receiver's result must be JSON ({exc.msg}).") from exc
+        result = _json_field(form, "result", "The receiver's result")
         await console.journal.aresolve(key, completed=result, resolved_by=by, attempt=attempt)
     else:
         raise Refused(400, "Choose allow_retry, completed or failed.")

@@ -265,7 +265,11 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
         why_not = await why_not_answerable(console, pending, run)
         if why_not is None and user is not None:
             trial = ApprovalDecision(approved=True, approver=user)
-            may = refusal_for(found[0], found[1], trial, interrupt_id=pending.interrupt_id)
+            try:
+                may = refusal_for(found[0], found[1], trial, interrupt_id=pending.interrupt_id)
+            except Exception as exc:  # the graph's own hook: this question, not the page
+                logger.exception("The authorize hook of thread %r raised", pending.thread_id)
+                why_not = f"cannot check who may answer: {type(exc).__name__}"
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {
         "p": pending,
@@ -420,7 +424,15 @@ async def answer(console: Console, request: Request) -> Response:
     hooks = approval_hooks(graph, state, interrupt_id=question)
     model = hooks.decision_model if hooks is not None else ApprovalDecision
     decision = validate_decision(raw, model)
-    refusal = refusal_for(graph, state, decision, interrupt_id=question)
+    try:
+        refusal = refusal_for(graph, state, decision, interrupt_id=question)
+    except Exception as exc:  # the graph's own hook failed: say so, not a bare 500
+        logger.exception("The authorize hook of thread %r raised", thread_id)
+        raise Refused(
+            500,
+            f"The graph's authorize hook raised {type(exc).__name__}, so the console cannot "
+            f"check whether {user} may answer this. Nothing was sent; see the server's log.",
+        ) from exc
     if refusal is not None:
         raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
     if run is not None:  # interrupted, and waiting at this question: a worker resumes it

@@ -166,6 +166,22 @@ def failing_builder() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
+def directory_builder() -> StateGraph[Any, Any, Any, Any]:
+    """A fourth graph: its authorize hook asks a staff directory that is down (it raises)."""
+
+    def authorize(state: Ledger, decision: ApprovalDecision) -> bool:
+        raise LookupError("the staff directory is down")
+
+    builder = StateGraph(Ledger)
+    builder.add_node("order_supplies", lambda state: {})
+    builder.add_edge(START, "order_supplies")
+    builder.add_edge("order_supplies", END)
+    add_approval_before(
+        builder, "order_supplies", request=lambda s: {"item": s["item"]}, authorize=authorize
+    )
+    return builder
+
+
 PAIR = ("left", "right")
 ELEVEN = tuple(f"q{i:02d}" for i in range(11))
 """More questions at once than the console once fetched for a thread (ten)."""
@@ -195,6 +211,7 @@ def host_app(
                     parallel_builder(ELEVEN).compile(checkpointer=saver),
                     sequence_builder().compile(checkpointer=saver),
                     failing_builder().compile(checkpointer=saver),
+                    directory_builder().compile(checkpointer=saver),
                 ],
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import html
 import logging
+from types import ModuleType
 
 import pytest
-from console_host import LEDGER_ERROR, failing_builder
-from console_world import form_fields
+from console_host import LEDGER_ERROR, directory_builder, failing_builder
+from console_world import form_fields, start_plain
 from starlette.testclient import TestClient
-from test_console_http import answer, approval_page
+from test_console_http import answer, approval_page, waiting
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.approvals import pending_approvals
+from langgraph_durable.web._views import question_token
 
 
 def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
@@ -38,3 +40,38 @@ def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
     assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
     with DurablePostgresSaver.from_conn_string(world) as saver:
         assert pending_approvals(saver, thread_id=thread) == []  # the answer was taken in
+
+
+def test_an_authorize_hook_that_raises_hides_one_form_not_the_inbox(
+    world: str, example: ModuleType, ana: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    refund = start_plain(world, example)
+    supplies = "supplies-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        directory_builder().compile(checkpointer=saver).invoke(
+            {"item": "paper"}, {"configurable": {"thread_id": supplies}}
+        )
+    with caplog.at_level(logging.ERROR, logger="langgraph_durable.web._app"):
+        inbox = ana.get("/console/")
+    assert inbox.status_code == 200
+    assert inbox.text.count("you (manager-ana) may answer") == 1  # the refund's
+    assert inbox.text.count("cannot check who may answer: LookupError") == 1
+    assert any(r.exc_info and r.exc_info[0] is LookupError for r in caplog.records)
+    assert 'value="approve"' in approval_page(ana, refund)
+    page = approval_page(ana, supplies)
+    assert "cannot check who may answer: LookupError" in page
+    assert 'value="approve"' not in page
+    # The form posted anyway (as an earlier page showed it): a clear 500 naming the error.
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        (asked,) = pending_approvals(saver, thread_id=supplies)
+    fields = {
+        **form_fields(approval_page(ana, refund)),
+        "thread_id": supplies,
+        "question": question_token(asked),
+    }
+    failed = answer(ana, fields, action="approve")
+    assert failed.status_code == 500
+    text = html.unescape(failed.text)
+    assert "The graph's authorize hook raised LookupError" in text
+    assert "Nothing was sent" in text
+    assert waiting(world, supplies) == 1

@@ -7,6 +7,7 @@ command line (`module:attribute`) are compiled with it, so the console can resum
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -42,6 +43,38 @@ def find_graph(spec: str) -> Any:
         ) from exc
 
 
+def graph_maker(spec: str) -> Any:
+    """What `module:attribute` names, imported and checked without being called: a
+    `StateGraph`, or a function that takes the saver as its one argument. Anything else is
+    a `ConfigurationError`; `serve` asks before the server starts, so a wrong `--graph`
+    fails in one line rather than in a traceback from the server's start-up."""
+    found = find_graph(spec)
+    if isinstance(found, StateGraph):
+        return found
+    if isinstance(found, Pregel):
+        raise ConfigurationError(
+            f"--graph {spec!r} is a compiled graph, which has no saver of the console's: name "
+            "its StateGraph (the console compiles it), or a function that takes the saver "
+            "and returns the compiled graph or a GraphVersion."
+        )
+    if not callable(found):
+        raise ConfigurationError(
+            f"--graph {spec!r} is of type {type(found).__name__}, neither a StateGraph nor a "
+            "function that takes the saver and returns a compiled graph or a GraphVersion."
+        )
+    try:
+        inspect.signature(found).bind(None)
+    except TypeError:
+        raise ConfigurationError(
+            f"--graph {spec!r} is a function that cannot take the saver as its one "
+            "argument: define it as `def graph(saver): return builder.compile(checkpointer="
+            "saver)`."
+        ) from None
+    except ValueError:  # no signature to read (some built-ins): calling it will tell
+        pass
+    return found
+
+
 def load_graph(
     spec: str, saver: AsyncDurablePostgresSaver
 ) -> Pregel[Any, Any, Any, Any] | GraphVersion:
@@ -50,16 +83,15 @@ def load_graph(
     The attribute is a `StateGraph` (compiled here), or a function that takes the saver
     and returns a compiled graph or a `GraphVersion`.
     """
-    found = find_graph(spec)
+    found = graph_maker(spec)
     if isinstance(found, StateGraph):
         return found.compile(checkpointer=saver)
-    if callable(found):
-        made = found(saver)
-        if isinstance(made, (Pregel, GraphVersion)):
-            return made
+    made = found(saver)
+    if isinstance(made, (Pregel, GraphVersion)):
+        return made
     raise ConfigurationError(
-        f"--graph {spec!r} is neither a StateGraph nor a function that takes the saver and "
-        "returns a compiled graph or a GraphVersion."
+        f"--graph {spec!r} returned a {type(made).__name__}; the function must return a "
+        "compiled graph or a GraphVersion."
     )
 
 
@@ -117,11 +149,13 @@ def serve(
             "Serving the console needs uvicorn: pip install 'langgraph-durable[web]'."
         ) from exc
     # Fail here, in one clear line, on a wrong DSN, a database without setup() or a graph
-    # that cannot be imported: inside the app's start-up uvicorn would print a traceback.
+    # that cannot be imported or is of the wrong kind: inside the app's start-up uvicorn
+    # would print a traceback. (What a function returns is known only once it is called
+    # with the saver the server opens.)
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         saver.check_schema()
     for spec in graphs:
-        find_graph(spec)
+        graph_maker(spec)
     app = standalone_app(
         dsn, graphs=graphs, read_only=read_only, user_header=user_header, secret_key=secret_key
     )

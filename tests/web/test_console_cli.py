@@ -23,8 +23,10 @@ def free_port() -> int:
     return port
 
 
-def cli(*args: str, dsn: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "LANGGRAPH_DURABLE_DSN": dsn, "PYTHONPATH": str(HERE)}
+def cli(*args: str, dsn: str, path: Path | None = None) -> subprocess.Popen[str]:
+    """`langgraph-durable ARGS` in a child process; `path` is importable there too."""
+    paths = [str(HERE)] if path is None else [str(HERE), str(path)]
+    env = {**os.environ, "LANGGRAPH_DURABLE_DSN": dsn, "PYTHONPATH": os.pathsep.join(paths)}
     return subprocess.Popen(
         [sys.executable, "-m", "langgraph_durable.cli", *args],
         env=env,
@@ -101,3 +103,47 @@ def test_web_with_a_graph_that_cannot_be_imported_fails_in_one_clear_line(world:
         assert server.returncode == 1, out
         assert out.startswith(f"error: --graph {spec!r}"), out
         assert "Traceback" not in out
+
+
+WRONG_KINDS = """
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+
+class State(TypedDict):
+    n: int
+
+
+builder = StateGraph(State)
+builder.add_node("step", lambda state: state)
+builder.add_edge(START, "step")
+builder.add_edge("step", END)
+compiled = builder.compile()
+number = 7
+
+
+def no_saver():
+    return builder.compile()
+"""
+
+
+def test_web_with_a_graph_of_the_wrong_kind_fails_in_one_clear_line(
+    world: str, tmp_path: Path
+) -> None:
+    """Checked before the server starts, as an import is: a compiled graph (it has no saver
+    of the console's), a function that cannot take the saver, something else."""
+    (tmp_path / "wrong_kinds.py").write_text(WRONG_KINDS)
+    cases = {
+        "compiled": "is a compiled graph",
+        "no_saver": "cannot take the saver as its one argument",
+        "number": "is of type int, neither a StateGraph nor a function",
+    }
+    for name, why in cases.items():
+        spec = f"wrong_kinds:{name}"
+        server = cli("web", "--port", str(free_port()), "--graph", spec, dsn=world, path=tmp_path)
+        out, _ = server.communicate(timeout=120)  # a server that starts fails the test
+        assert server.returncode == 1, out
+        assert out.startswith(f"error: --graph {spec!r} "), out
+        assert why in out
+        assert "Traceback" not in out
+        assert len(out.strip().splitlines()) == 1, out

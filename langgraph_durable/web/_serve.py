@@ -16,7 +16,9 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.errors import ConfigurationError, MissingExtraError
@@ -95,6 +97,28 @@ def load_graph(
     )
 
 
+def one_sign_in_header(app: ASGIApp, header: str) -> ASGIApp:
+    """`app`, with a request that carries the sign-in header more than once refused (403).
+
+    The proxy in front sets the header and must strip what clients send; if it appends
+    instead, the request holds the client's copy too, and taking either one could sign in
+    whoever the client names."""
+    name = header.lower().encode("latin-1")
+    message = (
+        f"Refused: the sign-in header ({header}) appears more than once, so who is signed in "
+        "is not clear. Have the proxy replace the header a client sends, not add to it."
+    )
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        copies = sum(1 for key, _ in scope.get("headers", ()) if key == name)
+        if scope["type"] == "http" and copies > 1:
+            await PlainTextResponse(message, status_code=403)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def standalone_app(
     dsn: str,
     *,
@@ -124,7 +148,8 @@ def standalone_app(
                 read_only=read_only,
                 secret_key=secret_key,
             )
-            app.router.routes.append(Mount("/", app=console))
+            guarded = one_sign_in_header(console, user_header) if user_header else console
+            app.router.routes.append(Mount("/", app=guarded))
             yield
 
     app.router.lifespan_context = lifespan

@@ -12,6 +12,9 @@ from types import ModuleType
 
 import httpx
 from console_world import csrf_of, form_fields, start_plain
+from starlette.testclient import TestClient
+
+from langgraph_durable.web._serve import standalone_app
 
 HERE = Path(__file__).resolve().parent
 
@@ -147,3 +150,18 @@ def test_web_with_a_graph_of_the_wrong_kind_fails_in_one_clear_line(
         assert why in out
         assert "Traceback" not in out
         assert len(out.strip().splitlines()) == 1, out
+
+
+def test_a_request_with_the_sign_in_header_twice_is_refused(world: str) -> None:
+    """A proxy that appends the header instead of replacing it lets the client's copy
+    through as well: the console once took the first copy, which may be the client's."""
+    with TestClient(standalone_app(world, user_header="X-User")) as client:
+        assert client.get("/", headers={"X-User": "manager-ana"}).status_code == 200
+        for path in ("/", "/effects", "/approval?thread_id=t"):
+            twice = client.get(path, headers=[("X-User", "manager-ana"), ("x-user", "mallory")])
+            assert twice.status_code == 403, path
+            assert "the sign-in header (X-User) appears more than once" in twice.text
+        posted = client.post(
+            "/effects/resolve", headers=[("X-User", "a"), ("X-User", "b")], data={"key": "k"}
+        )
+        assert posted.status_code == 403

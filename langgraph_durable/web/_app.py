@@ -134,13 +134,14 @@ class Console:
         self, request: Request, template: str, status: int = 200, **context: Any
     ) -> Response:
         session = ensure_session(request)
+        user = await current_user(self.authenticate, request)
         html = self.env.get_template(template).render(
             request=request,
             url=lambda name, **query: link(request, name, **query),
             title=self.title,
-            user=await current_user(self.authenticate, request),
+            user=user,
             read_only=self.read_only,
-            csrf=csrf_token(self.secret, session),
+            csrf=csrf_token(self.secret, session, user),
             notice=NOTICES.get(request.query_params.get("notice", "")),
             json=views.as_json,
             age=views.human_age,
@@ -174,11 +175,11 @@ class Console:
                 "authenticate= to create_app (it names the approver).",
             )
         form = dict(await request.form())
-        if not csrf_valid(self.secret, request, form.get("csrf_token")):
+        if not csrf_valid(self.secret, request, form.get("csrf_token"), user):
             raise Refused(
                 403,
-                "The form's security token is missing or belongs to another session; "
-                "nothing was done. Reload the page and try again.",
+                "The form's security token is missing or belongs to another session or "
+                "user; nothing was done. Reload the page and try again.",
             )
         return user, form
 

@@ -4,8 +4,9 @@
   request to a user name (or None, not signed in). That name becomes the approver of
   every answer, and the graph's `authorize` hook judges it.
 - **CSRF**: each browser gets a random session id in an HttpOnly, SameSite=Strict cookie;
-  every form carries `HMAC(secret, session id)`. A POST without the cookie, without the
-  token, or with a token of another session is refused before anything is read or done.
+  every form carries `HMAC(secret, session id, user)`. A POST without the cookie, without
+  the token, or with a token of another session or of another user (the browser signed in
+  as someone else since the page was shown) is refused before anything is read or done.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import inspect
+import json
 import secrets
 from collections.abc import Awaitable, Callable
 
@@ -67,16 +69,20 @@ def set_session_cookie(request: Request, response: Response) -> None:
         )
 
 
-def csrf_token(secret: bytes, session: str) -> str:
-    return hmac.new(secret, f"csrf:{session}".encode(), hashlib.sha256).hexdigest()
+def csrf_token(secret: bytes, session: str, user: str | None) -> str:
+    """The token of a session's forms for one signed-in user (None: nobody). JSON keeps
+    the two apart: no session and user pair spells another's."""
+    signed = json.dumps(["csrf", session, user]).encode()
+    return hmac.new(secret, signed, hashlib.sha256).hexdigest()
 
 
-def csrf_valid(secret: bytes, request: Request, given: object) -> bool:
-    """Whether a form's token belongs to the session of the browser that sent it."""
+def csrf_valid(secret: bytes, request: Request, given: object, user: str | None) -> bool:
+    """Whether a form's token belongs to the session of the browser that sent it, and to
+    the user signed in now: a page shown to one user does not act for the next."""
     session = session_of(request)
     if session is None or not isinstance(given, str) or not given:
         return False
-    return hmac.compare_digest(csrf_token(secret, session), given)
+    return hmac.compare_digest(csrf_token(secret, session, user), given)
 
 
 async def current_user(authenticate: Authenticate | None, request: Request) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 
+from console_host import USER_COOKIE
 from starlette.testclient import TestClient
 
 from langgraph_durable import DurablePostgresSaver
@@ -87,3 +88,19 @@ def test_a_resolve_form_without_the_attempt_is_refused_and_resolves_nothing(
         assert status == 400, (attempt, text)
         assert "Reload the effects page" in text
     assert row(world, "charge:8") == (EffectStatus.UNKNOWN, 1)
+
+
+def test_a_form_shown_to_one_user_does_not_act_for_the_next_in_that_browser(
+    world: str, ana: TestClient
+) -> None:
+    """The CSRF token is tied to the signed-in user as well as the browser's session: after
+    someone else signs in in the same browser, a page left open from before is refused."""
+    unknown(world, "charge:7")
+    fields = forms(ana.get("/console/effects").text)[0]
+    ana.cookies.set(USER_COOKIE, "lead-bo")  # the same session cookie, another user
+    status, text = resolve(ana, fields, how="allow_retry")
+    assert status == 403, text
+    assert "belongs to another session or user" in text
+    assert row(world, "charge:7") == (EffectStatus.UNKNOWN, 1)
+    status, text = resolve(ana, forms(ana.get("/console/effects").text)[0], how="allow_retry")
+    assert status == 303, text  # lead-bo's own page

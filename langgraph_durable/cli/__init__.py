@@ -12,7 +12,8 @@
     langgraph-durable resolve KEY (--allow-retry | --completed JSON | --failed REASON)
     langgraph-durable approvals [list|approve THREAD|reject THREAD ...]
     langgraph-durable outbox relay URL | backlog | dead | replay [ID...] | prune --older-than 7d
-    langgraph-durable web [--host H] [--port P] [--graph MODULE:ATTR] [--read-only]
+    langgraph-durable web [--host H] [--port P] [--graph MODULE:ATTR] [--user-header HEADER]
+                          [--read-only]       # CSRF key: LANGGRAPH_DURABLE_WEB_SECRET
 
 `--dsn` (else `LANGGRAPH_DURABLE_DSN`) and `--json` go before or after the command.
 `--json` prints one JSON object whose shape is stable: numbers as numbers, times as
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 
 from langgraph_durable._sql import SCHEMA
 from langgraph_durable.checkpoint import DurablePostgresSaver
-from langgraph_durable.cli._args import DSN_ENV, parse_age, parser
+from langgraph_durable.cli._args import DSN_ENV, WEB_SECRET_ENV, parse_age, parser
 from langgraph_durable.cli._commands import COMMANDS, Result
 from langgraph_durable.cli._output import as_json
 from langgraph_durable.embedded import detached_dsn, start_detached, stop_detached
@@ -81,7 +82,7 @@ def _web(args: argparse.Namespace) -> Result:
         graphs=args.graph,
         read_only=args.read_only,
         user_header=args.user_header,
-        secret_key=os.environ.get("LANGGRAPH_DURABLE_WEB_SECRET"),
+        secret_key=os.environ.get(WEB_SECRET_ENV),
     )
     return Result({"served": True})
 

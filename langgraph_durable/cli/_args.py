@@ -14,9 +14,10 @@ from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from typing import Any
 
-__all__ = ["DSN_ENV", "parse_age", "parser"]
+__all__ = ["DSN_ENV", "WEB_SECRET_ENV", "parse_age", "parser"]
 
 DSN_ENV = "LANGGRAPH_DURABLE_DSN"
+WEB_SECRET_ENV = "LANGGRAPH_DURABLE_WEB_SECRET"
 AGE_HELP = "an age: a whole number and a unit, s m h d or w (90m, 12h, 30d, 2w)"
 STATUSES = (
     "pending",
@@ -329,7 +330,13 @@ def parser() -> argparse.ArgumentParser:
 
     # -- the web console -------------------------------------------------------------------
     web = commands.add_parser(
-        "web", parents=common, help="serve the web console (needs the web extra)"
+        "web",
+        parents=common,
+        help="serve the web console (needs the web extra)",
+        description="Serve the web console until interrupted (needs the web extra).",
+        epilog=f"Its forms' CSRF tokens are signed with {WEB_SECRET_ENV}: set the same "
+        "value in every process behind a load balancer. Without it each process makes a "
+        "random one, and open pages stop working when it restarts.",
     )
     web.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
@@ -344,8 +351,9 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument(
         "--user-header",
         metavar="HEADER",
-        help="the request header your sign-in proxy puts the user name in; without it "
-        "nobody is signed in and nothing can be changed",
+        help="the request header your sign-in proxy puts the user name in, replacing any a "
+        "client sends (a request with it twice is refused); without it nobody is signed in "
+        "and nothing can be changed",
     )
     web.add_argument("--read-only", action="store_true", help="show, never change")
 

@@ -11,9 +11,12 @@ from pathlib import Path
 from types import ModuleType
 
 import httpx
+import pytest
 from console_world import csrf_of, form_fields, start_plain
 from starlette.testclient import TestClient
 
+import langgraph_durable.cli as cli_module
+from langgraph_durable.cli import main
 from langgraph_durable.web._serve import standalone_app
 
 HERE = Path(__file__).resolve().parent
@@ -165,3 +168,16 @@ def test_a_request_with_the_sign_in_header_twice_is_refused(world: str) -> None:
             "/effects/resolve", headers=[("X-User", "a"), ("X-User", "b")], data={"key": "k"}
         )
         assert posted.status_code == 403
+
+
+def test_the_web_help_and_the_cli_docstring_name_the_secret_and_the_header(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["web", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "LANGGRAPH_DURABLE_WEB_SECRET" in help_text
+    assert "--user-header HEADER" in help_text
+    assert cli_module.__doc__ is not None
+    assert "--user-header" in cli_module.__doc__
+    assert "LANGGRAPH_DURABLE_WEB_SECRET" in cli_module.__doc__

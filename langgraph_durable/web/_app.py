@@ -11,7 +11,6 @@ the answer again when it arrives (authorize, revalidate), as for any other calle
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,6 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from langgraph_durable._db import source_of
-from langgraph_durable._ids import is_text, thread_id_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
@@ -56,6 +54,14 @@ from langgraph_durable.errors import (
 )
 from langgraph_durable.runs import AsyncRunRegistry, GraphVersion, Run, RunStatus
 from langgraph_durable.web import _views as views
+from langgraph_durable.web._forms import (
+    Refused,
+    attempt_field,
+    decision_input,
+    json_field,
+    text_field,
+    thread_id_field,
+)
 from langgraph_durable.web._security import (
     Authenticate,
     csrf_token,
@@ -87,15 +93,6 @@ NOTICES = {
     "queued": "Your answer was sent; a worker resumes the run.",
     "resolved": "The effect was resolved; resume its thread (or retry its run).",
 }
-
-
-class Refused(Exception):
-    """A request the console turns down, with the status and the words to show."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -318,21 +315,9 @@ async def why_not_answerable(
     return f"answered: its run is {status}"
 
 
-def _thread_id(text: str) -> str:
-    """A thread id from a request, as Postgres can store it (no NUL, no lone surrogate);
-    else the page is not found, as for any thread that does not exist.
-    An empty one is left to the page, which says what it expected."""
-    if not text:
-        return text
-    try:
-        return thread_id_of(text)
-    except InvalidInputError as exc:
-        raise Refused(404, str(exc)) from exc
-
-
 async def approval(console: Console, request: Request) -> Response:
     user = await console.reader(request)
-    thread_id = _thread_id(request.query_params.get("thread_id", ""))
+    thread_id = thread_id_field(request.query_params.get("thread_id", ""))
     waiting = await apending_approvals(console.saver, thread_id=thread_id or None)
     if not thread_id or not waiting:
         raise Refused(404, f"Thread {thread_id!r} is not waiting for an answer.")
@@ -340,74 +325,11 @@ async def approval(console: Console, request: Request) -> Response:
     return await console.page(request, "approval.html", items=items, thread_id=thread_id)
 
 
-FIELD_MAX = 100_000
-"""Characters a form's text field may hold: far more than a key, a reason, a comment or a
-JSON result needs, and a bound on what a request makes the console parse and store."""
-
-
-def _field(form: dict[str, Any], name: str, what: str) -> str:
-    """A text field of a form, refused (400) if it is longer than `FIELD_MAX` or is not
-    text Postgres can store (a NUL, a lone surrogate): the database would refuse it with a
-    driver error, a 500, after the page had said nothing."""
-    value = form.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise Refused(400, f"{what} must be text, not a file. Nothing was done.")
-    if len(value) > FIELD_MAX:
-        raise Refused(
-            400,
-            f"{what} is {len(value):,} characters long; at most {FIELD_MAX:,} are taken. "
-            "Nothing was done.",
-        )
-    if not is_text(value):
-        raise Refused(
-            400,
-            f"{what} holds a NUL character or a lone surrogate, which Postgres cannot store. "
-            "Nothing was done; remove it.",
-        )
-    return value
-
-
-def _json_field(form: dict[str, Any], name: str, what: str) -> Any:
-    """A form field's JSON, refused (400) if it cannot be read: not JSON, or JSON Python
-    will not load (an integer of more than 4,300 digits, nesting deeper than the stack)."""
-    text = _field(form, name, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise Refused(400, f"{what} must be JSON ({exc.msg}). Nothing was done.") from exc
-    except (ValueError, RecursionError) as exc:
-        raise Refused(
-            400,
-            f"{what} cannot be read: a number too long or nesting too deep "
-            f"({type(exc).__name__}). Nothing was done.",
-        ) from exc
-
-
-def _decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
-    action = form.get("action")
-    if action not in ("approve", "reject", "amend"):
-        raise Refused(400, "Choose approve, reject or amend.")
-    comment = _field(form, "comment", "The comment").strip() or None
-    decision: dict[str, Any] = {
-        "approved": action != "reject",
-        "approver": user,
-        "comment": comment,
-    }
-    if action == "amend":
-        amended = _json_field(form, "amended", "Amended fields")
-        if not isinstance(amended, dict) or not amended:
-            raise Refused(400, 'Amended fields must be a JSON object, e.g. {"amount": 300}.')
-        decision["amended"] = amended
-    return decision
-
-
 async def answer(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
-    thread_id = _thread_id(str(form.get("thread_id") or ""))
+    thread_id = thread_id_field(str(form.get("thread_id") or ""))
     token = str(form.get("question") or "")
-    raw = _decision_input(user, form)
+    raw = decision_input(user, form)
     before = await _same_question(console, thread_id, token)
     run = await console.latest_run(thread_id) if thread_id else None
     found = await console.graph_for(thread_id, run) if thread_id else None
@@ -548,7 +470,7 @@ async def run_page(console: Console, request: Request) -> Response:
 
 async def thread(console: Console, request: Request) -> Response:
     await console.reader(request)
-    thread_id = _thread_id(request.query_params.get("thread_id", ""))
+    thread_id = thread_id_field(request.query_params.get("thread_id", ""))
     source = source_of(console.saver)
     params: dict[str, Any] = {"thread_id": thread_id, "limit": 200}
     async with source.connection("reading a thread's timeline (console)") as conn:
@@ -590,36 +512,23 @@ async def resolve(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
     if console.may_resolve is not None and not console.may_resolve(user):
         raise Refused(403, f"{user} may not resolve effects. Nothing was changed.")
-    key = _field(form, "key", "The effect key")
+    key = text_field(form, "key", "The effect key")
     how = form.get("how")
     by = f"console:{user}"
-    attempt = _attempt(form.get("attempt"))
+    attempt = attempt_field(form.get("attempt"))
     if how == "allow_retry":
         await console.journal.aresolve(key, allow_retry=True, resolved_by=by, attempt=attempt)
     elif how == "failed":
-        reason = _field(form, "reason", "The reason").strip()
+        reason = text_field(form, "reason", "The reason").strip()
         if not reason:
             raise Refused(400, "Give the reason replays will raise.")
         await console.journal.aresolve(key, failed=reason, resolved_by=by, attempt=attempt)
     elif how == "completed":
-        result = _json_field(form, "result", "The receiver's result")
+        result = json_field(form, "result", "The receiver's result")
         await console.journal.aresolve(key, completed=result, resolved_by=by, attempt=attempt)
     else:
         raise Refused(400, "Choose allow_retry, completed or failed.")
     return console.back_to(request, "effects", "resolved")
-
-
-def _attempt(given: object) -> int:
-    """The attempt the page showed, the one the operator checked the receiver for: the
-    journal refuses the resolution if the effect moved on to another attempt since. A form
-    without it (from a page older than the field) is refused, not resolved blindly."""
-    if not isinstance(given, str) or not (given.isascii() and given.isdigit()) or len(given) > 18:
-        raise Refused(
-            400,
-            "The form does not say which attempt of the effect was checked (a page from an "
-            "older console?); nothing was changed. Reload the effects page and resolve again.",
-        )
-    return int(given)
 
 
 # -- the application -------------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""What a request sends, checked before the console acts on it.
+
+Every text field is at most `FIELD_MAX` characters of text Postgres can store, JSON is
+what Python can load, and the resolve forms name the attempt they showed: bad input is a
+`Refused` with a 400 that says nothing was done, never a driver error or a 500.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langgraph_durable._ids import is_text, thread_id_of
+from langgraph_durable.errors import InvalidInputError
+
+__all__ = [
+    "FIELD_MAX",
+    "Refused",
+    "attempt_field",
+    "decision_input",
+    "json_field",
+    "text_field",
+    "thread_id_field",
+]
+
+
+class Refused(Exception):
+    """A request the console turns down, with the status and the words to show."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+FIELD_MAX = 100_000
+"""Characters a form's text field may hold: far more than a key, a reason, a comment or a
+JSON result needs, and a bound on what a request makes the console parse and store."""
+
+
+def text_field(form: dict[str, Any], name: str, what: str) -> str:
+    """A text field of a form, refused (400) if it is longer than `FIELD_MAX` or is not
+    text Postgres can store (a NUL, a lone surrogate): the database would refuse it with a
+    driver error, a 500, after the page had said nothing."""
+    value = form.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise Refused(400, f"{what} must be text, not a file. Nothing was done.")
+    if len(value) > FIELD_MAX:
+        raise Refused(
+            400,
+            f"{what} is {len(value):,} characters long; at most {FIELD_MAX:,} are taken. "
+            "Nothing was done.",
+        )
+    if not is_text(value):
+        raise Refused(
+            400,
+            f"{what} holds a NUL character or a lone surrogate, which Postgres cannot store. "
+            "Nothing was done; remove it.",
+        )
+    return value
+
+
+def json_field(form: dict[str, Any], name: str, what: str) -> Any:
+    """A form field's JSON, refused (400) if it cannot be read: not JSON, or JSON Python
+    will not load (an integer of more than 4,300 digits, nesting deeper than the stack)."""
+    text = text_field(form, name, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Refused(400, f"{what} must be JSON ({exc.msg}). Nothing was done.") from exc
+    except (ValueError, RecursionError) as exc:
+        raise Refused(
+            400,
+            f"{what} cannot be read: a number too long or nesting too deep "
+            f"({type(exc).__name__}). Nothing was done.",
+        ) from exc
+
+
+def decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
+    """The answer an approval form asks for, by `user`, as `validate_decision` takes it."""
+    action = form.get("action")
+    if action not in ("approve", "reject", "amend"):
+        raise Refused(400, "Choose approve, reject or amend.")
+    comment = text_field(form, "comment", "The comment").strip() or None
+    decision: dict[str, Any] = {
+        "approved": action != "reject",
+        "approver": user,
+        "comment": comment,
+    }
+    if action == "amend":
+        amended = json_field(form, "amended", "Amended fields")
+        if not isinstance(amended, dict) or not amended:
+            raise Refused(400, 'Amended fields must be a JSON object, e.g. {"amount": 300}.')
+        decision["amended"] = amended
+    return decision
+
+
+def thread_id_field(text: str) -> str:
+    """A thread id from a request, as Postgres can store it (no NUL, no lone surrogate);
+    else the page is not found, as for any thread that does not exist.
+    An empty one is left to the page, which says what it expected."""
+    if not text:
+        return text
+    try:
+        return thread_id_of(text)
+    except InvalidInputError as exc:
+        raise Refused(404, str(exc)) from exc
+
+
+def attempt_field(given: object) -> int:
+    """The attempt the page showed, the one the operator checked the receiver for: the
+    journal refuses the resolution if the effect moved on to another attempt since. A form
+    without it (from a page older than the field) is refused, not resolved blindly."""
+    if not isinstance(given, str) or not (given.isascii() and given.isdigit()) or len(given) > 18:
+        raise Refused(
+            400,
+            "The form does not say which attempt of the effect was checked (a page from an "
+            "older console?); nothing was changed. Reload the effects page and resolve again.",
+        )
+    return int(given)

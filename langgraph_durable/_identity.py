@@ -2,15 +2,18 @@
 
 LangGraph gives each execution of a task objects of its own (a scratchpad; the list its
 answers are matched from, shared by the in-process retries of that execution) and nothing
-to hang our own bookkeeping on: they are neither hashable nor weak-referenceable. Entries
-are keyed by `id()` with the object kept alongside, so the id cannot be reused by another
-object while the entry lives. The map is bounded, but only entries whose object nothing
-else holds any more (its execution ended) are dropped, oldest first: dropping a live
-execution's counts would restart them, and give a later call an earlier call's ordinal
-(its idempotency key, its event id). While more executions than that are alive at once,
-the map grows.
+to hang our own bookkeeping on: they are neither hashable nor weak-referenceable. One
+table (`OwnerTable`) keeps every such value, keyed by the object's `id()` with the object
+alongside, so the id cannot be reused by another object while the entry lives. The table
+is bounded, but only entries whose object nothing else holds any more (its execution
+ended) are dropped, oldest first: dropping a live execution's counts would restart them,
+and give a later call an earlier call's ordinal (its idempotency key, its event id). An
+object must be held by one entry only, else none of its holders could ever tell that
+nothing else holds it: hence one table for all of them, each user with a slot of its own
+in the object's entry. While more executions than the capacity are alive, it grows.
 
-`NamespaceOrigins` keeps, per subgraph namespace, where the task that entered it ran.
+`NamespaceOrigins` keeps, per subgraph namespace, where the task that entered it ran, for
+as long as that task's execution lives.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from typing import Any, Generic, TypeVar
 
 __all__ = [
     "NAMESPACE_ORIGINS",
+    "OWNERS",
     "CallCounts",
     "FirstSeen",
     "NamespaceOrigins",
     "Origin",
+    "OwnerTable",
     "ancestor_origins",
     "plain",
 ]
@@ -38,63 +43,81 @@ _HELD_BY_ENTRY_ONLY = 2
 local: the entry's tuple, and the call's own argument."""
 
 
-class _ByIdentity(Generic[V]):
-    def __init__(self, capacity: int) -> None:
-        self._lock = threading.Lock()
+class OwnerTable:
+    """Per live object (its owner): one dict of slots, one per user of the table."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.lock = threading.RLock()
         self._capacity = capacity
-        self._entries: OrderedDict[int, tuple[object, V]] = OrderedDict()
+        self._entries: OrderedDict[int, tuple[object, dict[object, Any]]] = OrderedDict()
+        self._on_drop: list[Callable[[dict[object, Any]], None]] = []
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _value(self, owner: object, make: Callable[[], V]) -> V:
-        """The value kept for `owner`, made now if there is none (hold the lock)."""
+    def on_drop(self, hook: Callable[[dict[object, Any]], None]) -> None:
+        """Call `hook(slots)` for each entry dropped (its owner's execution ended)."""
+        self._on_drop.append(hook)
+
+    def slot(self, owner: object, slot: object, make: Callable[[], V]) -> V:
+        """The value in `owner`'s slot `slot`, made now if there is none (hold `lock`)."""
         entry = self._entries.get(id(owner))
         if entry is None or entry[0] is not owner:
-            entry = (owner, make())
+            entry = (owner, {})
             self._entries[id(owner)] = entry
             if len(self._entries) > self._capacity:
                 self._drop_ended()
-        return entry[1]
+        slots = entry[1]
+        if slot not in slots:
+            slots[slot] = make()
+        value: V = slots[slot]
+        return value
 
     def _drop_ended(self) -> None:
-        """Drop the oldest entries whose object only the map holds, down to the capacity;
-        entries of live objects go to the back. If every entry is alive, the capacity
-        doubles, so that the next insert does not scan them all again."""
+        """Drop the oldest entries whose owner only this table holds, down to the
+        capacity; entries of live owners go to the back. If every owner is alive, the
+        capacity doubles, so that the next insert does not scan them all again."""
         for _ in range(len(self._entries)):
             if len(self._entries) <= self._capacity:
                 return
             key, entry = self._entries.popitem(last=False)
             if sys.getrefcount(entry[0]) > _HELD_BY_ENTRY_ONLY:
                 self._entries[key] = entry  # still alive: keep it, at the back
+            else:
+                for hook in self._on_drop:
+                    hook(entry[1])
         if len(self._entries) > self._capacity:
             self._capacity *= 2
 
 
-class CallCounts(_ByIdentity[dict[str, int]]):
+OWNERS = OwnerTable()
+"""The table every per-execution value of this process lives in."""
+
+
+class CallCounts:
     """Per owner (a task execution's scratchpad), per name: how many calls came before."""
 
-    def __init__(self, capacity: int = 4096) -> None:
-        super().__init__(capacity)
+    def __init__(self, table: OwnerTable | None = None) -> None:
+        self._table = OWNERS if table is None else table
 
     def next(self, owner: object, name: str) -> int:
         """The ordinal of this call of `name` for `owner`: 0 for the first."""
-        with self._lock:
-            counts = self._value(owner, dict)
+        with self._table.lock:
+            counts: dict[str, int] = self._table.slot(owner, self, dict)
             ordinal = counts.get(name, 0)
             counts[name] = ordinal + 1
             return ordinal
 
 
-class FirstSeen(_ByIdentity[V]):
+class FirstSeen(Generic[V]):
     """Per owner: a value taken the first time the owner was seen, the same ever after."""
 
-    def __init__(self, capacity: int = 4096) -> None:
-        super().__init__(capacity)
+    def __init__(self, table: OwnerTable | None = None) -> None:
+        self._table = OWNERS if table is None else table
 
     def value(self, owner: object, make: Callable[[], V]) -> V:
-        with self._lock:
-            return self._value(owner, make)
+        with self._table.lock:
+            return self._table.slot(owner, self, make)
 
 
 Origin = tuple[str, int, Any]
@@ -108,30 +131,36 @@ class NamespaceOrigins:
     A subgraph's tasks see their own node, step and path, not those of the parent task
     that runs the subgraph: two `Send` items into one subgraph, or a loop in the parent
     running it again, look alike from inside. The saver records the parent task's place
-    when the subgraph's loop reads its checkpoint on entry (`_langgraph.subgraph_entry`),
-    before any of its tasks runs; effects and events look it up to tell those executions
-    apart. Bounded, least recently used dropped first: an entry is read moments after it
-    is made, and made again whenever the subgraph is entered again (a resume, a retry).
+    when the subgraph's loop reads its checkpoint on entry (`_langgraph.subgraph_entry`:
+    `get_tuple`, or `list` when it replays from an earlier checkpoint), before any of its
+    tasks runs; effects and events look it up to tell those executions apart. An entry
+    lives as long as the parent task's execution (its scratchpad, in `OWNERS`), however
+    long the subgraph runs: a lost entry would change the keys of the effects after it.
     """
 
-    def __init__(self, capacity: int = 65536) -> None:
-        self._lock = threading.Lock()
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], Origin] = OrderedDict()
+    def __init__(self, table: OwnerTable | None = None) -> None:
+        self._table = OWNERS if table is None else table
+        self._found: dict[tuple[str, str], Origin] = {}
+        self._table.on_drop(self._forget)
 
-    def record(self, thread_id: str, namespace: str, origin: Origin) -> None:
-        with self._lock:
-            self._entries[(thread_id, namespace)] = origin
-            self._entries.move_to_end((thread_id, namespace))
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+    def record(self, thread_id: str, namespace: str, origin: Origin, parent: object) -> None:
+        """Where the subgraph at `namespace` was entered from, kept while `parent` (the
+        parent task execution's scratchpad) lives."""
+        with self._table.lock:
+            mine: dict[tuple[str, str], Origin] = self._table.slot(parent, self, dict)
+            mine[(thread_id, namespace)] = origin
+            self._found[(thread_id, namespace)] = origin
 
     def find(self, thread_id: str, namespace: str) -> Origin | None:
-        with self._lock:
-            origin = self._entries.get((thread_id, namespace))
-            if origin is not None:
-                self._entries.move_to_end((thread_id, namespace))
-            return origin
+        with self._table.lock:
+            return self._found.get((thread_id, namespace))
+
+    def _forget(self, slots: dict[object, Any]) -> None:
+        """The parent's execution ended: its subgraphs' entries go (a new execution that
+        enters them again records them again)."""
+        for key, origin in slots.get(self, {}).items():
+            if self._found.get(key) is origin:
+                del self._found[key]
 
 
 NAMESPACE_ORIGINS = NamespaceOrigins()
@@ -149,8 +178,8 @@ def plain(value: Any) -> Any:
 def ancestor_origins(thread_id: str, namespace: str) -> list[list[Any] | None]:
     """For a task in `namespace` (with task ids: `outer:1f..|inner:9c..`, its own level
     last), where each subgraph around it was entered from: `[node, step, path]` per level,
-    outermost first, None for a level whose entry this process has not seen (a subgraph
-    without a checkpointer, or a saver other than ours). Empty for a task of the root
+    outermost first, None for a level whose entry no saver of ours recorded (a subgraph
+    without a checkpointer, or another checkpointer). Empty for a task of the root
     graph."""
     levels = namespace.split("|")
     found: list[list[Any] | None] = []

@@ -284,18 +284,21 @@ def scratchpad_of(config: RunnableConfig | None) -> Any:
     return _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
 
 
-def subgraph_entry(config: RunnableConfig) -> tuple[str, str, tuple[str, int, Any]] | None:
-    """(thread, namespace, (node, step, path) of the parent task) when `config` is the one a
-    subgraph's loop reads its checkpoint with as it starts, else None.
+def subgraph_entry(config: RunnableConfig) -> tuple[str, str, tuple[str, int, Any], Any] | None:
+    """(thread, namespace, (node, step, path) of the parent task, its scratchpad) when
+    `config` is the one a subgraph's loop reads its checkpoint with as it starts, else
+    None.
 
     LangGraph runs a subgraph on the config of the parent task that runs it, with the
     namespace set to that task's (`node:task_id`); the loop's first checkpointer call,
-    `get_tuple`, gets it with the parent task's metadata still in it. Its tasks then get
+    `get_tuple` (or `list(before=...)` when it replays from an earlier checkpoint), gets it
+    with the parent task's metadata and scratchpad still in it. Its tasks then get
     metadata of their own, which replaces the parent's.
     """
     configurable = config.get("configurable") or {}
     namespace = configurable.get("checkpoint_ns")
-    if not namespace or "thread_id" not in configurable:
+    scratchpad = configurable.get(CONFIG_KEY_SCRATCHPAD)
+    if not namespace or scratchpad is None or "thread_id" not in configurable:
         return None
     metadata = config.get("metadata") or {}
     if metadata.get("langgraph_checkpoint_ns") != namespace:
@@ -304,7 +307,7 @@ def subgraph_entry(config: RunnableConfig) -> tuple[str, str, tuple[str, int, An
     if not isinstance(node, str) or not isinstance(step, int):
         return None
     path = metadata.get("langgraph_path", ())
-    return str(configurable["thread_id"]), str(namespace), (node, step, path)
+    return str(configurable["thread_id"]), str(namespace), (node, step, path), scratchpad
 
 
 # -- the msgpack format's class references (langgraph.checkpoint.serde.jsonplus) -----------

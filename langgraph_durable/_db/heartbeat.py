@@ -15,7 +15,6 @@ written differently for asyncio and for threads.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -68,8 +67,10 @@ class AsyncHeartbeat:
             self._timer.cancel()
         if self._beating is not None and not self._beating.done():
             self._beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beating
+            # `wait`, not `await` of the task: its own cancellation is not raised here, and
+            # a cancel of the caller meanwhile is (a suppressed CancelledError would swallow
+            # both).
+            await asyncio.wait({self._beating})
 
 
 class _Beats:

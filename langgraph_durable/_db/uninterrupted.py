@@ -22,20 +22,21 @@ T = TypeVar("T")
 
 async def afinish_despite_cancel(operation: Callable[[], Awaitable[T]]) -> T:
     """`await operation()`, to its end even if the calling task is cancelled meanwhile;
-    the cancel is raised after it."""
+    the cancel is raised after it (chained to the operation's own error, if it failed),
+    also when it lands after the operation ended but before the caller went on."""
     task = asyncio.ensure_future(operation())
     cancelled: asyncio.CancelledError | None = None
     while not task.done():
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError as exc:
-            if task.done():
-                break  # the operation itself was cancelled: `result()` says so
-            cancelled = exc  # ours: wait on for the operation
-    result = task.result()
-    if cancelled is not None:
+            cancelled = exc  # ours, or the operation's own: told apart below
+    if cancelled is not None and not task.cancelled():
+        error = task.exception()
+        if error is not None:
+            raise cancelled from error
         raise cancelled
-    return result
+    return task.result()
 
 
 def finish_despite_interrupt(operation: Callable[[], T]) -> T:

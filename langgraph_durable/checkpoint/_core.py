@@ -317,11 +317,11 @@ def checkpoint_row(
     return row, blob_values
 
 
-def note_subgraph_entry(config: RunnableConfig) -> None:
+def note_subgraph_entry(config: RunnableConfig | None) -> None:
     """Record where the parent task of a subgraph ran, when `config` is the subgraph
     loop's read on entry (`_identity.NamespaceOrigins`: its effects' keys and events' ids
     tell the subgraph's executions apart by it)."""
-    entry = _langgraph.subgraph_entry(config)
+    entry = None if config is None else _langgraph.subgraph_entry(config)
     if entry is not None:
         NAMESPACE_ORIGINS.record(*entry)
 

@@ -445,6 +445,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                     params["checkpoint_ns"] = _core.thread_id_of(
                         configurable["checkpoint_ns"], "checkpoint_ns"
                     )
+                    if params["checkpoint_ns"]:  # a subgraph replayed from an earlier step
+                        _core.note_subgraph_entry(config)
                     # A range walks the namespace in the primary key's order (queries.sql,
                     # `where_latest`); before a checkpoint id, `=` lets the scan stop there.
                     exact = bool(configurable.get("checkpoint_id"))

@@ -247,7 +247,9 @@ def default_key(context: TaskContext, name: str, ordinal: int) -> str:
         name,
         ordinal,
     ]
-    if context.origins:  # inside a subgraph; a root task's key is what it always was
+    if any(o is not None for o in context.origins):
+        # Inside a subgraph that our saver saw entered. A root task's key, or one where
+        # no entry was recorded (another checkpointer), is what it always was.
         where.append(list(context.origins))
     material = json.dumps(where, separators=(",", ":"))
     return f"{name}:{hashlib.sha256(material.encode()).hexdigest()[:32]}"
@@ -260,12 +262,13 @@ new nonce every time, so its bytes differ for the same arguments."""
 
 def _canonical(value: Any, serde: SerializerProtocol) -> Any:
     """`value` with every set whose iteration order depends on the interpreter's hash
-    seed (strings, bytes, tuples of them...) as a list sorted by each element's bytes:
-    another process iterates such a set in another order. Sets of numbers iterate alike
-    in every process and are kept, so their hashes stay what they were."""
+    seed (strings, bytes, tuples of them, None...) as a list sorted by each element's
+    bytes: another process iterates such a set in another order. Sets of numbers, and
+    sets of one element, iterate alike in every process and are kept, so their hashes
+    stay what they were."""
     kind = type(value)
     if kind is set or kind is frozenset:
-        if all(isinstance(v, (int, float)) or v is None for v in value):
+        if len(value) <= 1 or all(isinstance(v, (int, float)) for v in value):
             return value
         items = [_canonical(v, serde) for v in value]
         return sorted(items, key=lambda v: serde.dumps_typed(v)[1])

@@ -20,7 +20,13 @@ from langgraph_durable.outbox._aoutbox import (
     aprune_published,
     areplay_dead,
 )
-from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, sign_webhook, verify_webhook
+from langgraph_durable.outbox._base import (
+    OutboxEvent,
+    backoff_delay,
+    error_text,
+    sign_webhook,
+    verify_webhook,
+)
 from langgraph_durable.outbox._emit import emit
 from langgraph_durable.outbox._outbox import (
     backlog,
@@ -49,6 +55,7 @@ __all__ = [
     "backoff_delay",
     "emit",
     "emit_txn",
+    "error_text",
     "events",
     "inbox_record_txn",
     "prune_inbox",

@@ -17,7 +17,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable.approvals import PendingApproval
-from langgraph_durable.outbox._base import error_text
+from langgraph_durable.outbox import error_text
 from langgraph_durable.runs import Run, RunStatus
 
 __all__ = [

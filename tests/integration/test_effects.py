@@ -179,6 +179,14 @@ def test_default_keys_differ_across_executions_of_a_subgraph(
     assert paused.invoke(Command(resume="yes"), config)["log"] == ["yes"]
     assert len(acted) == 1  # the resumed subgraph replayed the key it acted under
 
+    # Time travel to before the subgraph: LangGraph re-enters it by `list(before=...)`,
+    # not `get_tuple`; its resume then must replay what the travelled run did.
+    (start,) = [s for s in paused.get_state_history(config) if s.next == ("mailer",)]
+    paused.invoke(None, start.config)
+    assert len(acted) == 2  # a new execution at a later step: it acts again
+    assert paused.invoke(Command(resume="again"), config)["log"] == ["again"]
+    assert len(acted) == 2
+
 
 def test_business_key_dedupes_across_threads_and_rejects_other_input(
     journal: EffectJournal,

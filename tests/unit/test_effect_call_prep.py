@@ -137,15 +137,18 @@ def _hash_in_a_process(seed: str, arguments: str) -> str:
 def test_the_input_hash_of_a_set_is_the_same_in_every_process() -> None:
     """A set of strings iterates in an order set by the interpreter's hash seed: another
     process (a resume) would see other input and refuse the replay."""
-    arguments = "{'tags': {'vip', 'eu', 'late', 'b2b', 'x'}, 'ids': [frozenset({'a', 'b'})]}"
+    arguments = (
+        "{'tags': {'vip', 'eu', 'late', 'b2b', 'x'}, 'ids': [frozenset({'a', 'b'})],"
+        " 'maybe': {1, None}}"
+    )
     assert len({_hash_in_a_process(seed, arguments) for seed in ("1", "2", "3", "4")}) == 1
 
 
 def test_the_input_hash_of_numbers_in_a_set_is_what_it_was() -> None:
-    """Sets of numbers iterate alike everywhere: their hash is the plain serialization's,
-    as before, so effects journaled earlier still replay."""
+    """Sets of numbers, and of one element, iterate alike everywhere: their hash is the
+    plain serialization's, as before, so effects journaled earlier still replay."""
     serde = SafeSerializer()
-    arguments = {"ids": {3, 1, 2}, "n": 1}
+    arguments = {"ids": {3, 1, 2}, "n": 1, "one": {"vip"}, "none": set()}
     kind, data = serde.dumps_typed(arguments)
     plain = hashlib.sha256(kind.encode() + b"\x00" + data).hexdigest()[:32]
     assert input_hash(serde, "tag", arguments) == plain

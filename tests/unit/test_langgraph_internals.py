@@ -111,12 +111,13 @@ def test_a_subgraph_reads_its_checkpoint_with_the_parent_task_s_place() -> None:
     builder.add_conditional_edges(START, lambda s: [Send("mailer", {}), Send("mailer", {})])
     builder.add_edge("mailer", END)
     builder.compile(checkpointer=Spy()).invoke({"log": []}, {"configurable": {"thread_id": "t"}})
-    assert sorted((thread, origin) for thread, _, origin in entered) == [
+    assert all(scratchpad is not None for *_, scratchpad in entered)
+    assert sorted((thread, origin) for thread, _, origin, _ in entered) == [
         ("t", ("mailer", 1, ("__pregel_push", 0, False))),
         ("t", ("mailer", 1, ("__pregel_push", 1, False))),
     ]
     assert sorted(ns.split("|")[0] for ns in inner_namespaces) == sorted(
-        namespace for _, namespace, _ in entered
+        namespace for _, namespace, _, _ in entered
     )
 
 

@@ -639,11 +639,14 @@ WHERE ch <> ALL(walk.remaining) AND NOT %(chain_only)s
 
 -- name: prune_delete_checkpoints
 -- keep_latest: deletes a namespace's checkpoints that are not kept, with their writes, and
--- reports the blobs they named.
+-- reports the blobs they named. Only checkpoints older than the head read before: under
+-- read committed this statement sees checkpoints a running thread committed since, and
+-- those (its newest, not a stale one) must stay, with their writes and blobs.
 WITH deleted AS (
     DELETE FROM checkpoints
     WHERE thread_id = %(thread_id)s
         AND checkpoint_ns = %(checkpoint_ns)s
+        AND checkpoint_id < %(head)s
         AND checkpoint_id <> ALL(%(kept)s)
     RETURNING checkpoint_id, checkpoint -> 'channel_versions' AS versions
 ), deleted_writes AS (
@@ -658,11 +661,15 @@ FROM deleted d
 CROSS JOIN LATERAL jsonb_each_text(d.versions) AS v
 
 -- name: prune_cut_parents
--- A kept checkpoint whose parent is gone becomes a root, so no reader follows a dangling link.
+-- A checkpoint left whose parent is gone becomes a root, so no reader follows a dangling
+-- link. The parents gone are the ones `prune_delete_checkpoints` took: older than the head
+-- and not kept. Left are the kept ones and any committed after the head was read (a fork
+-- from an old checkpoint may have one of the deleted as its parent).
 UPDATE checkpoints SET parent_checkpoint_id = NULL
 WHERE thread_id = %(thread_id)s
     AND checkpoint_ns = %(checkpoint_ns)s
-    AND checkpoint_id = ANY(%(kept)s)
+    AND (checkpoint_id = ANY(%(kept)s) OR checkpoint_id > %(head)s)
+    AND parent_checkpoint_id < %(head)s
     AND parent_checkpoint_id <> ALL(%(kept)s)
 
 -- name: idle_threads

@@ -166,6 +166,44 @@ async def _adelete_unreferenced(
     )
 
 
+async def _aprune_namespace(
+    conn: AsyncConnection[DictRow], thread_id: str, head: Mapping[str, Any]
+) -> None:
+    """keep_latest for one namespace, given its head as `thread_heads` read it.
+
+    The thread may be running: checkpoints it commits after `head` was read are newer than
+    the head and are left alone (each statement below sees them under read committed), so
+    only what was already history when the head was read is deleted.
+    """
+    kept = [head["checkpoint_id"]]
+    if head["delta_channels"]:
+        chain = await conn.execute(
+            QUERIES["delta_history"],
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": head["checkpoint_ns"],
+                "checkpoint_id": head["checkpoint_id"],
+                "channels": head["delta_channels"],
+                "chain_only": True,
+            },
+        )
+        kept = [r["checkpoint_id"] for r in await chain.fetchall()]
+    params = {
+        "thread_id": thread_id,
+        "checkpoint_ns": head["checkpoint_ns"],
+        "head": head["checkpoint_id"],
+        "kept": kept,
+    }
+    freed = await (await conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
+    await conn.execute(QUERIES["prune_cut_parents"], params)
+    # Only versions the deleted checkpoints named are candidates, and each goes only if no
+    # checkpoint left names it, a newer one included.
+    await _adelete_unreferenced(
+        conn,
+        [{**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]} for r in freed],
+    )
+
+
 class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     """A LangGraph checkpointer on Postgres that survives crashes and restarts.
 
@@ -831,35 +869,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             await conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
             cur = await conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
             for head in await cur.fetchall():
-                kept = [head["checkpoint_id"]]
-                if head["delta_channels"]:
-                    chain = await conn.execute(
-                        QUERIES["delta_history"],
-                        {
-                            "thread_id": thread_id,
-                            "checkpoint_ns": head["checkpoint_ns"],
-                            "checkpoint_id": head["checkpoint_id"],
-                            "channels": head["delta_channels"],
-                            "chain_only": True,
-                        },
-                    )
-                    kept = [r["checkpoint_id"] for r in await chain.fetchall()]
-                params = {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": head["checkpoint_ns"],
-                    "kept": kept,
-                }
-                freed = await (
-                    await conn.execute(QUERIES["prune_delete_checkpoints"], params)
-                ).fetchall()
-                await conn.execute(QUERIES["prune_cut_parents"], params)
-                await _adelete_unreferenced(
-                    conn,
-                    [
-                        {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}
-                        for r in freed
-                    ],
-                )
+                await _aprune_namespace(conn, thread_id, head)
 
     async def adelete_idle_threads(
         self, older_than: timedelta, *, batch_size: int = 500

@@ -166,6 +166,42 @@ def _delete_unreferenced(conn: Connection[DictRow], freed: Sequence[Mapping[str,
     )
 
 
+def _prune_namespace(conn: Connection[DictRow], thread_id: str, head: Mapping[str, Any]) -> None:
+    """keep_latest for one namespace, given its head as `thread_heads` read it.
+
+    The thread may be running: checkpoints it commits after `head` was read are newer than
+    the head and are left alone (each statement below sees them under read committed), so
+    only what was already history when the head was read is deleted.
+    """
+    kept = [head["checkpoint_id"]]
+    if head["delta_channels"]:
+        chain = conn.execute(
+            QUERIES["delta_history"],
+            {
+                "thread_id": thread_id,
+                "checkpoint_ns": head["checkpoint_ns"],
+                "checkpoint_id": head["checkpoint_id"],
+                "channels": head["delta_channels"],
+                "chain_only": True,
+            },
+        )
+        kept = [r["checkpoint_id"] for r in chain.fetchall()]
+    params = {
+        "thread_id": thread_id,
+        "checkpoint_ns": head["checkpoint_ns"],
+        "head": head["checkpoint_id"],
+        "kept": kept,
+    }
+    freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
+    conn.execute(QUERIES["prune_cut_parents"], params)
+    # Only versions the deleted checkpoints named are candidates, and each goes only if no
+    # checkpoint left names it, a newer one included.
+    _delete_unreferenced(
+        conn,
+        [{**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]} for r in freed],
+    )
+
+
 class DurablePostgresSaver(RefusesAsyncCalls):
     """A LangGraph checkpointer on Postgres that survives crashes and restarts.
 
@@ -824,33 +860,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
             cur = conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
             for head in cur.fetchall():
-                kept = [head["checkpoint_id"]]
-                if head["delta_channels"]:
-                    chain = conn.execute(
-                        QUERIES["delta_history"],
-                        {
-                            "thread_id": thread_id,
-                            "checkpoint_ns": head["checkpoint_ns"],
-                            "checkpoint_id": head["checkpoint_id"],
-                            "channels": head["delta_channels"],
-                            "chain_only": True,
-                        },
-                    )
-                    kept = [r["checkpoint_id"] for r in chain.fetchall()]
-                params = {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": head["checkpoint_ns"],
-                    "kept": kept,
-                }
-                freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
-                conn.execute(QUERIES["prune_cut_parents"], params)
-                _delete_unreferenced(
-                    conn,
-                    [
-                        {**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]}
-                        for r in freed
-                    ],
-                )
+                _prune_namespace(conn, thread_id, head)
 
     def delete_idle_threads(
         self, older_than: timedelta, *, batch_size: int = 500

@@ -447,14 +447,101 @@ WITH fence AS (
 )
 SELECT ok FROM fence
 
+-- name: lock_threads
+-- `lock_thread` for several threads, taken in one order so that two callers cannot
+-- deadlock. Then take `lock_thread_rows`.
+SELECT count(pg_advisory_xact_lock(hashtextextended('langgraph-durable thread ' || t, 0)))
+FROM (SELECT DISTINCT t FROM unnest(%(thread_ids)s::text[]) AS u(t) ORDER BY t) AS s
+
+-- name: lock_thread_rows
+-- The threads' rows in the run registry, for the transaction: until it ends, no run of
+-- them can be created, claimed, resumed or finished, and no lease taken or renewed.
+SELECT thread_id FROM langgraph_durable_threads
+WHERE thread_id = ANY(%(thread_ids)s)
+ORDER BY thread_id
+FOR UPDATE
+
 -- name: delete_threads
--- Every row of the given threads, in one atomic statement.
-WITH deleted_writes AS (
-    DELETE FROM checkpoint_writes WHERE thread_id = ANY(%(thread_ids)s)
+-- Every row of the given threads, in one atomic statement: checkpoints, writes, blobs, the
+-- journal rows of their finished effects, and their registry row when no run names it.
+-- A thread with work in flight is not deleted: an unfinished run, an effect whose outcome
+-- is open (running, unknown, deferred, retry_wait), or a live lease. With `idle_before`
+-- (retention), neither is one with a checkpoint from then on, nor one whose latest root
+-- checkpoint waits at an interrupt. With `all_or_none`, one such thread keeps them all.
+-- The checks are here, not in an earlier statement, so that they and the deletes see the
+-- same rows; the caller holds `lock_threads`. One row per thread: why it stays, if it does.
+WITH state AS MATERIALIZED (
+    SELECT t.thread_id,
+        ARRAY(
+            SELECT r.run_id FROM langgraph_durable_runs r
+            WHERE r.thread_id = t.thread_id
+                AND r.status IN ('pending', 'running', 'interrupted', 'deferred', 'blocked')
+            ORDER BY r.created_at, r.run_id
+            LIMIT 10
+        ) AS open_runs,
+        ARRAY(
+            SELECT e.key FROM langgraph_durable_effects e
+            WHERE e.thread_id = t.thread_id
+                AND e.status IN ('running', 'unknown', 'deferred', 'retry_wait')
+            ORDER BY e.key
+            LIMIT 10
+        ) AS open_effects,
+        EXISTS (
+            SELECT 1 FROM langgraph_durable_threads l
+            WHERE l.thread_id = t.thread_id
+                AND l.owner IS NOT NULL AND l.lease_expires_at >= clock_timestamp()
+        ) AS leased,
+        %(idle_before)s::timestamptz IS NOT NULL AND EXISTS (
+            SELECT 1 FROM checkpoints c
+            WHERE c.thread_id = t.thread_id
+                AND (c.checkpoint ->> 'ts')::timestamptz >= %(idle_before)s::timestamptz
+        ) AS recent,
+        %(idle_before)s::timestamptz IS NOT NULL AND EXISTS (
+            SELECT 1 FROM checkpoint_writes w
+            WHERE w.thread_id = t.thread_id
+                AND w.channel = '__interrupt__' AND w.checkpoint_ns = ''
+                AND w.checkpoint_id = (
+                    SELECT c.checkpoint_id FROM checkpoints c
+                    WHERE c.thread_id = t.thread_id
+                        AND c.checkpoint_ns >= '' AND c.checkpoint_ns <= ''
+                    ORDER BY c.thread_id DESC, c.checkpoint_ns DESC, c.checkpoint_id DESC
+                    LIMIT 1
+                )
+        ) AS waiting
+    FROM (SELECT DISTINCT unnest(%(thread_ids)s::text[]) AS thread_id) AS t
+), judged AS MATERIALIZED (
+    SELECT s.*, (
+        cardinality(s.open_runs) > 0 OR cardinality(s.open_effects) > 0
+        OR s.leased OR s.recent OR s.waiting
+    ) AS busy
+    FROM state s
+), target AS MATERIALIZED (
+    SELECT thread_id FROM judged
+    WHERE NOT busy AND NOT (%(all_or_none)s AND EXISTS (SELECT 1 FROM judged WHERE busy))
+), deleted_writes AS (
+    DELETE FROM checkpoint_writes WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
 ), deleted_blobs AS (
-    DELETE FROM checkpoint_blobs WHERE thread_id = ANY(%(thread_ids)s)
+    DELETE FROM checkpoint_blobs WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
+), deleted_checkpoints AS (
+    DELETE FROM checkpoints WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
+), deleted_effects AS (
+    -- Business-keyed effects of the thread too: a key used again acts again.
+    DELETE FROM langgraph_durable_effects
+    WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
+        AND status IN ('completed', 'failed')
+), deleted_registry_row AS (
+    -- Every run names its thread's row, so it stays while one does; so does a row whose
+    -- lease lapsed without being let go (its holder may still write: a new row would
+    -- count fencing tokens from 1 again, and could hand out the token it holds).
+    DELETE FROM langgraph_durable_threads l
+    WHERE l.thread_id = ANY(ARRAY(SELECT thread_id FROM target))
+        AND l.owner IS NULL
+        AND NOT EXISTS (SELECT 1 FROM langgraph_durable_runs r WHERE r.thread_id = l.thread_id)
 )
-DELETE FROM checkpoints WHERE thread_id = ANY(%(thread_ids)s)
+SELECT j.thread_id, j.open_runs, j.open_effects, j.leased, j.recent, j.waiting,
+    j.thread_id IN (SELECT thread_id FROM target) AS deleted
+FROM judged j
+ORDER BY j.thread_id
 
 -- name: thread_has_checkpoints
 SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = %(thread_id)s) AS found
@@ -673,12 +760,17 @@ WHERE thread_id = %(thread_id)s
     AND parent_checkpoint_id <> ALL(%(kept)s)
 
 -- name: idle_threads
--- Threads whose newest checkpoint is older than the cutoff, oldest first.
+-- Threads whose newest checkpoint is older than the cutoff, oldest first, a page after
+-- (after_ts, after_id): `delete_threads` keeps some of them (work in flight, waiting at an
+-- interrupt), and the next page starts past those.
 SELECT thread_id, max((checkpoint ->> 'ts')::timestamptz) AS last_ts
 FROM checkpoints
 GROUP BY thread_id
 HAVING max((checkpoint ->> 'ts')::timestamptz) < %(cutoff)s
-ORDER BY last_ts
+    AND (max((checkpoint ->> 'ts')::timestamptz), thread_id) > (
+        coalesce(%(after_ts)s::timestamptz, '-infinity'), coalesce(%(after_id)s::text, '')
+    )
+ORDER BY last_ts, thread_id
 LIMIT %(batch)s
 
 -- ---------------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ from langgraph_durable.checkpoint._parking import (
     WriteKey,
     writes_may_wait,
 )
+from langgraph_durable.checkpoint._retention import kept_reasons, refuse_busy
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -787,15 +788,39 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         _core.check_fenced(bool(found and found[0]), params)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        """Delete a thread, in one transaction: its checkpoints, writes and blobs, the journal
+        rows of its finished effects, and its run registry row when no run names it.
+
+        With the journal rows goes what they remember: a run on the same thread id acts
+        again where the deleted thread acted (its default effect keys are built from the
+        thread id), and so does an effect with a business key this thread used. The runs
+        of the thread stay, as history.
+
+        Raises:
+            ThreadBusyError: The thread has work in flight: an unfinished run, an effect
+                whose outcome is open (its receiver may have acted; only its row says so),
+                or a live thread lease. Nothing was deleted.
+        """
         thread_id = _core.thread_id_of(thread_id)
         await self._parking.flush_thread(thread_id)  # none stored after the delete
-        await self._adelete_threads([thread_id])
+        refuse_busy(await self._adelete_threads([thread_id]))
 
     @aretry_on_disconnect
-    async def _adelete_threads(self, thread_ids: Sequence[str]) -> None:
-        async with self._source.connection("deleting threads") as conn:
-            await conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
+    async def _adelete_threads(
+        self, thread_ids: Sequence[str], *, idle_before: datetime | None = None
+    ) -> builtins.list[DictRow]:
+        """`delete_threads` under the threads' locks: one row per thread, `deleted` or why
+        not. Without `idle_before` all or none go; with it, each idle one goes."""
+        params = {
+            "thread_ids": sorted(set(thread_ids)),
+            "idle_before": idle_before,
+            "all_or_none": idle_before is None,
+        }
+        async with self._source.connection("deleting threads") as conn, conn.transaction():
+            await conn.execute(QUERIES["lock_threads"], params)
+            await conn.execute(QUERIES["lock_thread_rows"], params)
+            cur = await conn.execute(QUERIES["delete_threads"], params)
+            return await cur.fetchall()
 
     @aretry_on_disconnect
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -858,7 +883,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if not ids:
             return
         if strategy == "delete":
-            await self._adelete_threads(ids)
+            refuse_busy(await self._adelete_threads(ids))
             return
         for thread_id in ids:
             await self._akeep_latest(thread_id)
@@ -876,6 +901,13 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
     ) -> builtins.list[str]:
         """Delete threads whose newest checkpoint is older than `older_than`.
 
+        Each goes as `delete_thread` deletes it, its finished effects' journal rows
+        included. Skipped, and left whole, are threads that wait at an interrupt (an
+        approval), have an unfinished run (pending, running, interrupted, deferred, blocked)
+        or an effect whose outcome is open (running, unknown, deferred, retry_wait), or a
+        live thread lease. Each thread is judged again in the transaction that deletes it,
+        under its locks: one that became active since it was listed stays.
+
         Works in batches, logging progress; whole threads go, so `DeltaChannel` chains are
         never cut.
 
@@ -889,17 +921,37 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         except OverflowError:  # before the year 1: no thread is that old
             return []
         deleted: builtins.list[str] = []
+        kept = 0
+        after: dict[str, Any] = {"after_ts": None, "after_id": None}
         while True:
-            async with self._source.connection() as conn:
+            async with self._source.connection("listing idle threads") as conn:
                 cur = await conn.execute(
-                    QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size}
+                    QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size, **after}
                 )
-                ids = [r["thread_id"] for r in await cur.fetchall()]
-            if not ids:
+                page = await cur.fetchall()
+            if not page:
                 return deleted
-            await self._adelete_threads(ids)
-            deleted.extend(ids)
-            logger.info("retention: deleted %d idle threads so far", len(deleted))
+            # The next page starts past this one: the threads kept here are listed once.
+            after = {"after_ts": page[-1]["last_ts"], "after_id": page[-1]["thread_id"]}
+            ids = [r["thread_id"] for r in page]
+            judged = {
+                r["thread_id"]: r for r in await self._adelete_threads(ids, idle_before=cutoff)
+            }
+            for thread_id in ids:
+                if judged[thread_id]["deleted"]:
+                    deleted.append(thread_id)
+                else:
+                    kept += 1
+                    logger.info(
+                        "retention: kept thread %r: %s",
+                        thread_id,
+                        "; ".join(kept_reasons(judged[thread_id])),
+                    )
+            logger.info(
+                "retention: deleted %d idle threads so far, kept %d with work in flight",
+                len(deleted),
+                kept,
+            )
 
     @aretry_on_disconnect
     async def aget_delta_channel_history(

@@ -71,6 +71,7 @@ from langgraph_durable.checkpoint._parking import (
     WriteParking,
     writes_may_wait,
 )
+from langgraph_durable.checkpoint._retention import kept_reasons, refuse_busy
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -780,15 +781,39 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         _core.check_fenced(bool(found and found[0]), params)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and blob of a thread, in one transaction."""
+        """Delete a thread, in one transaction: its checkpoints, writes and blobs, the journal
+        rows of its finished effects, and its run registry row when no run names it.
+
+        With the journal rows goes what they remember: a run on the same thread id acts
+        again where the deleted thread acted (its default effect keys are built from the
+        thread id), and so does an effect with a business key this thread used. The runs
+        of the thread stay, as history.
+
+        Raises:
+            ThreadBusyError: The thread has work in flight: an unfinished run, an effect
+                whose outcome is open (its receiver may have acted; only its row says so),
+                or a live thread lease. Nothing was deleted.
+        """
         thread_id = _core.thread_id_of(thread_id)
         self._parking.flush_thread(thread_id)  # none stored after the delete
-        self._delete_threads([thread_id])
+        refuse_busy(self._delete_threads([thread_id]))
 
     @retry_on_disconnect
-    def _delete_threads(self, thread_ids: Sequence[str]) -> None:
-        with self._source.connection("deleting threads") as conn:
-            conn.execute(QUERIES["delete_threads"], {"thread_ids": list(thread_ids)})
+    def _delete_threads(
+        self, thread_ids: Sequence[str], *, idle_before: datetime | None = None
+    ) -> builtins.list[DictRow]:
+        """`delete_threads` under the threads' locks: one row per thread, `deleted` or why
+        not. Without `idle_before` all or none go; with it, each idle one goes."""
+        params = {
+            "thread_ids": sorted(set(thread_ids)),
+            "idle_before": idle_before,
+            "all_or_none": idle_before is None,
+        }
+        with self._source.connection("deleting threads") as conn, conn.transaction():
+            conn.execute(QUERIES["lock_threads"], params)
+            conn.execute(QUERIES["lock_thread_rows"], params)
+            cur = conn.execute(QUERIES["delete_threads"], params)
+            return cur.fetchall()
 
     @retry_on_disconnect
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -849,7 +874,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         if not ids:
             return
         if strategy == "delete":
-            self._delete_threads(ids)
+            refuse_busy(self._delete_threads(ids))
             return
         for thread_id in ids:
             self._keep_latest(thread_id)
@@ -867,6 +892,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     ) -> builtins.list[str]:
         """Delete threads whose newest checkpoint is older than `older_than`.
 
+        Each goes as `delete_thread` deletes it, its finished effects' journal rows
+        included. Skipped, and left whole, are threads that wait at an interrupt (an
+        approval), have an unfinished run (pending, running, interrupted, deferred, blocked)
+        or an effect whose outcome is open (running, unknown, deferred, retry_wait), or a
+        live thread lease. Each thread is judged again in the transaction that deletes it,
+        under its locks: one that became active since it was listed stays.
+
         Works in batches, logging progress; whole threads go, so `DeltaChannel` chains are
         never cut.
 
@@ -880,15 +912,35 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         except OverflowError:  # before the year 1: no thread is that old
             return []
         deleted: builtins.list[str] = []
+        kept = 0
+        after: dict[str, Any] = {"after_ts": None, "after_id": None}
         while True:
-            with self._source.connection() as conn:
-                cur = conn.execute(QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size})
-                ids = [r["thread_id"] for r in cur.fetchall()]
-            if not ids:
+            with self._source.connection("listing idle threads") as conn:
+                cur = conn.execute(
+                    QUERIES["idle_threads"], {"cutoff": cutoff, "batch": batch_size, **after}
+                )
+                page = cur.fetchall()
+            if not page:
                 return deleted
-            self._delete_threads(ids)
-            deleted.extend(ids)
-            logger.info("retention: deleted %d idle threads so far", len(deleted))
+            # The next page starts past this one: the threads kept here are listed once.
+            after = {"after_ts": page[-1]["last_ts"], "after_id": page[-1]["thread_id"]}
+            ids = [r["thread_id"] for r in page]
+            judged = {r["thread_id"]: r for r in self._delete_threads(ids, idle_before=cutoff)}
+            for thread_id in ids:
+                if judged[thread_id]["deleted"]:
+                    deleted.append(thread_id)
+                else:
+                    kept += 1
+                    logger.info(
+                        "retention: kept thread %r: %s",
+                        thread_id,
+                        "; ".join(kept_reasons(judged[thread_id])),
+                    )
+            logger.info(
+                "retention: deleted %d idle threads so far, kept %d with work in flight",
+                len(deleted),
+                kept,
+            )
 
     @retry_on_disconnect
     def get_delta_channel_history(

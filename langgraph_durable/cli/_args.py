@@ -203,10 +203,16 @@ def parser() -> argparse.ArgumentParser:
         default="keep_latest",
         choices=["keep_latest", "delete"],
         help="keep_latest: keep each namespace's latest checkpoint (and what a DeltaChannel "
-        "needs); delete: remove the threads (default: keep_latest)",
+        "needs); delete: remove the threads with their finished effects' journal rows, "
+        "refused (nothing deleted) while one has an unfinished run, an effect whose outcome "
+        "is open or a live lease (default: keep_latest)",
     )
     idle = commands.add_parser(
-        "delete-idle", parents=common, help="delete threads idle for longer than an age"
+        "delete-idle",
+        parents=common,
+        help="delete threads idle for longer than an age, as prune --strategy delete does; "
+        "skips threads waiting at an interrupt (an approval), with an unfinished run, an "
+        "effect whose outcome is open or a live lease",
     )
     idle.add_argument("--older-than", type=parse_age, required=True, metavar="AGE", help=AGE_HELP)
     _, threads = _group(commands, "threads", "threads: list, show, history, diff", common)

@@ -755,7 +755,14 @@ def test_large_blobs_are_fetched_by_key(admin: psycopg.Connection[DictRow], mode
 # statement by thread alone, as upstream's delete_thread and ours send them, must still find
 # a thread's rows through another index that starts with thread_id.
 DELETES_BY_THREAD = {
-    "ours, delete_threads": Sent(QUERIES["delete_threads"], {"thread_ids": ["small-7"]}),
+    "ours, delete_threads": Sent(
+        QUERIES["delete_threads"],
+        {"thread_ids": ["small-7"], "idle_before": None, "all_or_none": True},
+    ),
+    "ours, delete_threads (retention)": Sent(
+        QUERIES["delete_threads"],
+        {"thread_ids": ["small-7"], "idle_before": "2000-01-01Z", "all_or_none": False},
+    ),
     **{
         f"upstream's delete_thread, {table}": Sent(
             f"DELETE FROM {table} WHERE thread_id = %(thread_id)s", {"thread_id": "small-7"}

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypedDict
 
 import psycopg
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from psycopg import sql
 from psycopg.rows import dict_row
 
-from langgraph_durable import DurablePostgresSaver
+from langgraph_durable import DurablePostgresSaver, RunRegistry, ThreadBusyError, effect
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint._saver import _prune_namespace
 
@@ -59,3 +64,227 @@ def test_keep_latest_keeps_a_checkpoint_committed_after_it_read_the_heads(db_dsn
         kept = saver.get_tuple(head)
         assert kept is not None
         assert kept.parent_config is None  # its parent was pruned
+
+
+# -- deleting whole threads ------------------------------------------------------------------
+
+OLD = "2000-01-01T00:00:00+00:00"
+
+
+def make_old(dsn: str, thread: str) -> None:
+    """Date every checkpoint of `thread` back to the year 2000 (idle for retention)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{ts}', to_jsonb(%s::text))"
+            " WHERE thread_id = %s",
+            (OLD, thread),
+        )
+
+
+def old_thread(saver: DurablePostgresSaver, dsn: str, thread: str) -> RunnableConfig:
+    root: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    config = put_version(saver, root, 1)
+    saver.put_writes(config, [("ch", "v")], "task")
+    make_old(dsn, thread)
+    return config
+
+
+def add_run(dsn: str, thread: str, status: str) -> str:
+    """A run of `thread` in the registry, as `RunRegistry.create` leaves its rows."""
+    run_id = f"run-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_threads (thread_id) VALUES (%s) ON CONFLICT DO NOTHING",
+            (thread,),
+        )
+        conn.execute(
+            "INSERT INTO langgraph_durable_runs (run_id, thread_id, graph_name, graph_version,"
+            " status) VALUES (%s, %s, 'g', '1', %s)",
+            (run_id, thread, status),
+        )
+    return run_id
+
+
+def add_effect(dsn: str, thread: str, status: str) -> str:
+    key = f"{status}-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status,"
+            " thread_id) VALUES (%s, 'charge', 'h', %s, %s)",
+            (key, status, thread),
+        )
+    return key
+
+
+def rows_of(dsn: str, thread: str) -> dict[str, int]:
+    """How many rows each table holds for `thread`."""
+    with psycopg.connect(dsn) as conn:
+        return {
+            table: conn.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE thread_id = %s").format(
+                    sql.Identifier(table)
+                ),
+                (thread,),
+            ).fetchone()[0]  # type: ignore[index]
+            for table in (
+                "checkpoints",
+                "checkpoint_writes",
+                "checkpoint_blobs",
+                "langgraph_durable_effects",
+                "langgraph_durable_threads",
+                "langgraph_durable_runs",
+            )
+        }
+
+
+class State(TypedDict, total=False):
+    amount: int
+    receipt: str
+    refund: str
+    answer: str
+
+
+def waiting_graph(saver: DurablePostgresSaver) -> Any:
+    """A graph that charges, then waits for an answer at interrupt()."""
+    builder = StateGraph(State)
+    builder.add_node("charge", lambda s: {"receipt": "r"})
+    builder.add_node("ask", lambda s: {"answer": interrupt("refund?")})
+    builder.add_edge(START, "charge")
+    builder.add_edge("charge", "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_delete_idle_skips_threads_that_wait_or_have_work_in_flight(fresh_db_dsn: str) -> None:
+    dsn = fresh_db_dsn
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        waiting = "waiting"
+        waiting_graph(saver).invoke({"amount": 1}, {"configurable": {"thread_id": waiting}})
+        make_old(dsn, waiting)
+        pending, interrupted, effect_open = "pending-run", "interrupted-run", "open-effect"
+        idle, finished = "idle", "finished-run"
+        for thread in (pending, interrupted, effect_open, idle, finished):
+            old_thread(saver, dsn, thread)
+        add_run(dsn, pending, "pending")
+        add_run(dsn, interrupted, "interrupted")
+        add_effect(dsn, effect_open, "unknown")
+        add_effect(dsn, effect_open, "completed")
+        add_effect(dsn, idle, "completed")
+        add_effect(dsn, idle, "failed")
+        with psycopg.connect(dsn, autocommit=True) as conn:  # an exclusive() lease let go
+            conn.execute("INSERT INTO langgraph_durable_threads (thread_id) VALUES (%s)", (idle,))
+        add_run(dsn, finished, "success")
+        add_effect(dsn, finished, "completed")
+
+        deleted = saver.delete_idle_threads(timedelta(days=1), batch_size=2)
+
+        assert sorted(deleted) == [finished, idle]
+        for thread in (waiting, pending, interrupted, effect_open):
+            assert rows_of(dsn, thread)["checkpoints"] > 0, thread
+        assert rows_of(dsn, effect_open)["langgraph_durable_effects"] == 2
+        # The finished effects' journal rows went too; the registry row only where no run
+        # names it (every run needs its thread's row).
+        assert rows_of(dsn, idle) == dict.fromkeys(rows_of(dsn, idle), 0)
+        assert rows_of(dsn, finished) == {
+            **dict.fromkeys(rows_of(dsn, finished), 0),
+            "langgraph_durable_threads": 1,
+            "langgraph_durable_runs": 1,
+        }
+
+
+def test_delete_idle_keeps_a_thread_that_gets_a_run_while_it_is_judged(
+    fresh_db_dsn: str,
+) -> None:
+    """The thread is listed as idle; before its delete runs, a run is created on it (held
+    back by the test's lock on its registry row until the delete waits for that row)."""
+    dsn = fresh_db_dsn
+    thread = "becomes-busy"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        old_thread(saver, dsn, thread)
+        add_run(dsn, thread, "success")
+        result: list[list[str]] = []
+        with psycopg.connect(dsn) as creator, psycopg.connect(dsn, autocommit=True) as watch:
+            creator.execute(
+                "SELECT 1 FROM langgraph_durable_threads WHERE thread_id = %s FOR UPDATE",
+                (thread,),
+            )
+            holder = creator.info.backend_pid
+            worker = threading.Thread(
+                target=lambda: result.append(saver.delete_idle_threads(timedelta(days=1)))
+            )
+            worker.start()
+            # Until the delete waits for the row (or, without its lock, has finished).
+            while (
+                worker.is_alive()
+                and not watch.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pg_stat_activity"
+                    " WHERE %s = ANY(pg_blocking_pids(pid)))",
+                    (holder,),
+                ).fetchone()[0]
+            ):  # type: ignore[index]
+                worker.join(0.01)
+            creator.execute(
+                "INSERT INTO langgraph_durable_runs (run_id, thread_id, graph_name,"
+                " graph_version, status) VALUES ('new-run', %s, 'g', '1', 'pending')",
+                (thread,),
+            )
+            creator.commit()
+            worker.join()
+        assert result == [[]]
+        assert rows_of(dsn, thread)["checkpoints"] == 1
+
+
+def test_a_deleted_threads_effects_act_again_when_its_id_is_used_again(
+    fresh_db_dsn: str,
+) -> None:
+    calls: list[str] = []
+
+    @effect(name="send")
+    def send(amount: int) -> str:
+        calls.append(f"send {amount}")
+        return f"sent {amount}"
+
+    @effect(name="refund", key=lambda amount: f"refund:{amount}")
+    def refund(amount: int) -> str:
+        calls.append(f"refund {amount}")
+        return f"refunded {amount}"
+
+    builder = StateGraph(State)
+    builder.add_node("send", lambda s: {"receipt": send(s["amount"])})
+    builder.add_node("refund", lambda s: {"refund": refund(s["amount"])})
+    builder.add_edge(START, "send")
+    builder.add_edge("send", "refund")
+    builder.add_edge("refund", END)
+    config: RunnableConfig = {"configurable": {"thread_id": "reused"}}
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"amount": 5}, config)
+        assert rows_of(fresh_db_dsn, "reused")["langgraph_durable_effects"] == 2
+        saver.delete_thread("reused")
+        assert rows_of(fresh_db_dsn, "reused") == dict.fromkeys(rows_of(fresh_db_dsn, "x"), 0)
+        graph.invoke({"amount": 5}, config)
+    assert calls == ["send 5", "refund 5", "send 5", "refund 5"]
+
+
+def test_deleting_a_thread_with_work_in_flight_is_refused_whole(fresh_db_dsn: str) -> None:
+    dsn = fresh_db_dsn
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        for thread in ("open-effect", "open-run", "free"):
+            old_thread(saver, dsn, thread)
+        key = add_effect(dsn, "open-effect", "unknown")
+        run_id = add_run(dsn, "open-run", "pending")
+        before = {t: rows_of(dsn, t) for t in ("open-effect", "open-run", "free")}
+        with pytest.raises(ThreadBusyError, match=key) as refused:
+            saver.delete_thread("open-effect")
+        assert "Nothing was deleted" in str(refused.value)
+        with pytest.raises(ThreadBusyError, match=run_id):
+            saver.prune(["free", "open-run"], strategy="delete")
+        assert {t: rows_of(dsn, t) for t in before} == before  # all or none
+        with RunRegistry(saver).exclusive("free"), pytest.raises(ThreadBusyError, match="lease"):
+            saver.delete_thread("free")
+        saver.delete_thread("free")  # the lease let go
+        assert rows_of(dsn, "free") == dict.fromkeys(before["free"], 0)

@@ -1,0 +1,54 @@
+"""What deleting a thread may not take with it, and how a refusal reads: pure.
+
+`delete_thread`, `prune(strategy="delete")` and `delete_idle_threads` delete a thread's
+checkpoints with the journal rows of its finished effects, so a thread id used again acts
+again. Work in flight on a thread keeps it whole: an unfinished run (pending, running,
+interrupted, deferred, blocked), an effect whose outcome is open (running, unknown,
+deferred, retry_wait: its receiver may have acted, and only its row says so), or a live
+thread lease. Retention also keeps a thread with a checkpoint newer than its cutoff, or
+one waiting at an interrupt. The `delete_threads` statement judges each thread in the
+transaction that deletes it; these helpers read its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph_durable.errors import ThreadBusyError
+
+__all__ = ["kept_reasons", "refuse_busy"]
+
+
+def kept_reasons(row: Mapping[str, Any]) -> list[str]:
+    """Why `delete_threads` kept a thread, in words (empty: it was not kept for a reason)."""
+    reasons: list[str] = []
+    if row["open_runs"]:
+        reasons.append(f"unfinished runs {', '.join(row['open_runs'])}")
+    if row["open_effects"]:
+        reasons.append(f"effects with an open outcome {', '.join(row['open_effects'])}")
+    if row["leased"]:
+        reasons.append("a live thread lease (a worker or `exclusive()` holds it)")
+    if row.get("recent"):
+        reasons.append("a checkpoint newer than the cutoff")
+    if row.get("waiting"):
+        reasons.append("it waits at an interrupt")
+    return reasons
+
+
+def refuse_busy(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Raise when `delete_threads` (all or none) kept the threads: say why, and what to do.
+
+    Raises:
+        ThreadBusyError: A thread had work in flight; none of the threads was deleted.
+    """
+    busy = [(row["thread_id"], kept_reasons(row)) for row in rows if not row["deleted"]]
+    if not busy:
+        return
+    said = "; ".join(f"thread {thread!r}: {', '.join(why)}" for thread, why in busy)
+    raise ThreadBusyError(
+        f"Not deleted, work is in flight ({said}). Let the runs finish or cancel them "
+        "(`langgraph-durable runs cancel RUN_ID`), let running effects end and resolve "
+        "unknown ones (`langgraph-durable effects list --thread THREAD_ID`), then delete "
+        "again. Nothing was deleted."
+    )

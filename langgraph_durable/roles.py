@@ -19,6 +19,9 @@ schema; run `REVOKE CREATE ON SCHEMA public FROM PUBLIC` there to take DDL away 
 
 from __future__ import annotations
 
+import functools
+import re
+
 import psycopg
 import psycopg.errors
 from psycopg import sql
@@ -27,7 +30,7 @@ from langgraph_durable._db import cannot_connect, check_dsn
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import ConfigurationError, InvalidInputError, SchemaNotReadyError
 
-__all__ = ["app_role_sql", "grant_app_role", "revoke_app_role"]
+__all__ = ["app_role_privileges", "app_role_sql", "grant_app_role", "revoke_app_role"]
 
 
 def _statement(name: str, role: str, schema: str) -> sql.Composed:
@@ -38,6 +41,27 @@ def _statement(name: str, role: str, schema: str) -> sql.Composed:
                 f"of an existing {what}."
             )
     return sql.SQL(QUERIES[name]).format(role=sql.Identifier(role), schema=sql.Identifier(schema))
+
+
+_GRANT = re.compile(
+    r"GRANT (?P<privileges>[A-Z, ]+?) ON (?P<kind>TABLE|SEQUENCE)\s+(?P<names>[^;]+?)\s+TO \{role\}"
+)
+
+
+@functools.cache
+def app_role_privileges() -> tuple[tuple[str, str, str], ...]:
+    """What `grant_app_role` gives on tables and sequences, as (kind, name, privilege):
+    ("table", "checkpoint_writes", "INSERT"), ... Read from its statement, so that what
+    `doctor` checks an application's role for cannot drift from what is granted."""
+    text = "\n".join(
+        line for line in QUERIES["grant_app_role"].splitlines() if not line.startswith("--")
+    )
+    found: list[tuple[str, str, str]] = []
+    for grant in _GRANT.finditer(text):
+        names = [n.strip().removeprefix("{schema}.") for n in grant["names"].split(",")]
+        for privilege in (p.strip() for p in grant["privileges"].split(",")):
+            found += [(grant["kind"].lower(), name, privilege) for name in names]
+    return tuple(found)
 
 
 def app_role_sql(role: str, schema: str = "public") -> str:

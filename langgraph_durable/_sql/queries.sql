@@ -1609,6 +1609,24 @@ FROM (VALUES ('checkpoints', 'checkpoint'), ('checkpoint_blobs', 'blob'),
 CROSS JOIN LATERAL (SELECT c.tab || '.' || c.col AS name) AS v
 JOIN pg_attribute a ON a.attrelid = to_regclass(c.tab) AND a.attname = c.col
 
+-- name: doctor_privileges
+-- The privileges this session's role lacks, of those an application needs
+-- (`roles.app_role_privileges`, read from `grant_app_role`), on the tables found on the
+-- search path as the saver finds them. A table that is not there is the schema check's.
+SELECT current_user AS role,
+    coalesce(
+        array_agg(g.name || ' ' || g.privilege ORDER BY g.name, g.privilege) FILTER (
+            WHERE NOT CASE g.kind
+                WHEN 'sequence' THEN has_sequence_privilege(to_regclass(g.name), g.privilege)
+                ELSE has_table_privilege(to_regclass(g.name), g.privilege)
+            END
+        ),
+        '{}'
+    ) AS missing
+FROM unnest(%(kinds)s::text[], %(names)s::text[], %(privileges)s::text[])
+    AS g(kind, name, privilege)
+WHERE to_regclass(g.name) IS NOT NULL
+
 -- name: doctor_connections
 SELECT count(*) AS connections FROM pg_stat_activity WHERE backend_type = 'client backend'
 

@@ -24,7 +24,8 @@ Exit codes: 0 done; 1 the command failed (one line on stderr says why and what t
 password is never shown), or `doctor` found a problem, or an approval was not accepted;
 2 the command line is wrong (usage on stderr); `runs wait` and `approvals approve|reject`:
 3 the run ended without success (error, timeout, cancelled, blocked; for an approval, also
-a newer run that stopped it), 4 it had not finished when --timeout passed.
+a newer run that stopped it), 4 it had not finished when --timeout passed; `doctor`: 5 it
+found warnings and nothing worse.
 """
 
 from __future__ import annotations

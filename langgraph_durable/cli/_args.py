@@ -148,7 +148,8 @@ def parser() -> argparse.ArgumentParser:
         parents=[_common(suppress=False)],
         epilog="Exit codes: 0 done, 1 the command failed, 2 the command line is wrong; "
         "`runs wait` and `approvals approve|reject` also 3 (the run ended without success) "
-        "and 4 (not finished when --timeout passed).",
+        "and 4 (not finished when --timeout passed); `doctor` 1 when a check failed, 5 when "
+        "it found only warnings.",
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     common = [_common(suppress=True)]
@@ -163,7 +164,9 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "doctor",
         parents=common,
-        help="check the connection, the schema and the server settings durability needs",
+        help="check the connection, the schema, the role's privileges and the server "
+        "settings durability needs; exit 1 on a failed check (fsync or synchronous_commit "
+        "off, a missing privilege, ...), 5 on warnings only",
     )
     grant = commands.add_parser(
         "grant",

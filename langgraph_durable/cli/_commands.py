@@ -41,7 +41,7 @@ from langgraph_durable.errors import (
     NotWaitingError,
     ThreadNotFoundError,
 )
-from langgraph_durable.ops import doctor, list_threads, thread_diff, thread_history
+from langgraph_durable.ops import doctor, doctor_summary, list_threads, thread_diff, thread_history
 from langgraph_durable.outbox import (
     OutboxRelay,
     backlog,
@@ -57,6 +57,7 @@ __all__ = ["COMMANDS", "Result", "run_json"]
 
 EXIT_RUN_FAILED = 3
 EXIT_STILL_RUNNING = 4
+EXIT_DOCTOR_WARNINGS = 5
 PRUNE_BATCH = 20
 
 
@@ -143,14 +144,24 @@ def check(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 
 
 def run_doctor(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    findings = [record(f) for f in doctor(saver)]
-    failed = any(f["level"] == "fail" for f in findings)
+    found = doctor(saver)
+    failures, warnings = doctor_summary(found)
+    findings = [record(f) for f in found]
 
     def show(data: dict[str, Any]) -> None:
         print_table(data["findings"], ["level", "check", "seen", "advice"], empty="")
-        print("doctor: " + ("problems found" if failed else "fine"))
+        if failures:
+            verdict = f"problems found ({failures} failed, {warnings} warnings)"
+        elif warnings:
+            verdict = f"fine, {warnings} warning{'s' if warnings > 1 else ''}"
+        else:
+            verdict = "fine"
+        print("doctor: " + verdict)
 
-    return Result({"ok": not failed, "findings": findings}, show, code=1 if failed else 0)
+    # A warning is not "ok": a script tells it from a failure by the exit code.
+    code = 1 if failures else EXIT_DOCTOR_WARNINGS if warnings else 0
+    data = {"ok": code == 0, "failures": failures, "warnings": warnings, "findings": findings}
+    return Result(data, show, code=code)
 
 
 # -- threads ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ database (no graph is needed to show a thread).
 from langgraph_durable.ops._adoctor import adoctor
 from langgraph_durable.ops._athreads import alist_threads, athread_diff, athread_history
 from langgraph_durable.ops._checks import Finding
+from langgraph_durable.ops._checks import summary as doctor_summary
 from langgraph_durable.ops._doctor import doctor
 from langgraph_durable.ops._history import Step, ThreadHistory, ThreadSummary, plain
 from langgraph_durable.ops._threads import list_threads, thread_diff, thread_history
@@ -21,6 +22,7 @@ __all__ = [
     "athread_diff",
     "athread_history",
     "doctor",
+    "doctor_summary",
     "list_threads",
     "plain",
     "thread_diff",

@@ -4,7 +4,9 @@ Each finding says what it saw and, where it is not fine, what to change. The set
 that matter most are the ones that decide whether a committed step survives a crash of
 the server: a step the saver committed under `fsync = off` can be lost by a power cut,
 and under `synchronous_commit = off` by a crash of Postgres itself, which no
-durability mode of ours can make up for.
+durability mode of ours can make up for: both fail. So does a role without the
+privileges an application needs, since every run would then fail. Warnings name what
+works but needs a look.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Finding", "judge_registry", "judge_settings", "judge_value_compression"]
+__all__ = [
+    "Finding",
+    "judge_privileges",
+    "judge_registry",
+    "judge_settings",
+    "judge_value_compression",
+    "summary",
+]
 
 Level = Literal["ok", "warn", "fail"]
 
@@ -55,8 +64,10 @@ def judge_settings(settings: Mapping[str, str], connections: int) -> list[Findin
         "synchronous_commit",
         commit != "off",
         f"synchronous_commit = {commit}",
-        "A server crash can lose the last commits (checkpoints of durability='sync' "
-        "included; the effect journal forces its own commits on): set it to on.",
+        "A server crash can lose committed steps (checkpoints of durability='sync' "
+        "included; only the effect journal forces its own commits on): set it to on "
+        "(ALTER DATABASE / ALTER ROLE ... RESET synchronous_commit, or postgresql.conf).",
+        "fail",
     )
     add(
         "full_page_writes",
@@ -151,3 +162,24 @@ def judge_value_compression(lz4_available: bool, not_lz4: list[str]) -> Finding:
         f"(README, 'Values compressed with lz4'): {statements}. If pglz was chosen for "
         "its smaller size, leave it.",
     )
+
+
+def judge_privileges(role: str, missing: list[str]) -> Finding:
+    """Whether this role may do what an application does with the rows (the privileges
+    `grant_app_role` gives): without them every run fails with `permission denied`."""
+    if not missing:
+        return Finding("privileges", "ok", f"{role} has what an application needs")
+    shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+    return Finding(
+        "privileges",
+        "fail",
+        f"{role} lacks {shown}",
+        "Runs as this role fail with `permission denied`. As the owner of the tables run "
+        f"`langgraph-durable grant {role}` (`--print` shows the GRANT statements).",
+    )
+
+
+def summary(findings: list[Finding]) -> tuple[int, int]:
+    """How many findings fail, and how many warn."""
+    levels = [f.level for f in findings]
+    return levels.count("fail"), levels.count("warn")

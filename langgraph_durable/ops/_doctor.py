@@ -15,17 +15,21 @@ from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.errors import SchemaError
 from langgraph_durable.ops._checks import (
     Finding,
+    judge_privileges,
     judge_registry,
     judge_settings,
     judge_value_compression,
 )
 from langgraph_durable.ops._history import checked_saver
+from langgraph_durable.roles import app_role_privileges
 
 __all__ = ["doctor"]
 
 
 def doctor(saver: DurablePostgresSaver, *, live_seconds: float = 90.0) -> builtins.list[Finding]:
-    """Every finding on the saver's database, each "ok", "warn" or "fail".
+    """Every finding on the saver's database, each "ok", "warn" or "fail": the server's
+    durability settings, the privileges of the saver's role, the schema, value
+    compression, and what waits for a person.
 
     Raises:
         DatabaseUnreachableError: The database cannot be reached (the one finding that
@@ -40,7 +44,15 @@ def doctor(saver: DurablePostgresSaver, *, live_seconds: float = 90.0) -> builti
             settings[f"{row['name']}:unit"] = row["unit"] or ""
         cur = conn.execute(QUERIES["doctor_connections"])
         connections = int((cur.fetchone() or {"connections": 0})["connections"])
+        kinds, names, privileges = zip(*app_role_privileges(), strict=True)
+        cur = conn.execute(
+            QUERIES["doctor_privileges"],
+            {"kinds": list(kinds), "names": list(names), "privileges": list(privileges)},
+        )
+        granted = cur.fetchone()
+    assert granted is not None
     findings = judge_settings(settings, connections)
+    findings.append(judge_privileges(granted["role"], granted["missing"]))
     try:
         saver.check_schema()
     except SchemaError as exc:

@@ -7,6 +7,7 @@ cluster-wide, so each test makes one with a random name and drops it afterwards.
 
 from __future__ import annotations
 
+import json
 import operator
 import secrets
 import uuid
@@ -265,3 +266,25 @@ async def test_the_app_role_emits_and_relays_outbox_events(app_dsn: str) -> None
     finally:
         await relay.aclose()
     assert seen == [str(event_id)]
+
+
+def test_doctor_fails_a_role_without_a_privilege_runs_need(
+    app_dsn: str, owner_dsn: str, role: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every run of this role would fail with `permission denied` at its first write."""
+
+    def privileges() -> tuple[int, dict[str, Any]]:
+        capsys.readouterr()
+        code = main(["--json", "--dsn", app_dsn, "doctor"])
+        report = json.loads(capsys.readouterr().out)
+        return code, {f["check"]: f for f in report["findings"]}["privileges"]
+
+    assert privileges()[1]["level"] == "ok"
+    execute(
+        owner_dsn,
+        sql.SQL("REVOKE INSERT ON checkpoint_writes FROM {}").format(sql.Identifier(role)),
+    )
+    code, found = privileges()
+    assert code == 1
+    assert (found["level"], found["seen"]) == ("fail", f"{role} lacks checkpoint_writes INSERT")
+    assert f"langgraph-durable grant {role}" in found["advice"]

@@ -163,6 +163,7 @@ def test_the_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> N
         main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "`runs wait` and `approvals approve|reject` also 3" in out
+    assert "`doctor` 1 when a check failed, 5 when it found only warnings" in out
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:

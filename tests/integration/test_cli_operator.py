@@ -20,6 +20,8 @@ import pytest
 from _pg import server_has_lz4
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
@@ -407,7 +409,11 @@ def test_doctor_reports_settings_and_a_missing_schema(
     checks = {f["check"]: f for f in report["findings"]}
     assert {"fsync", "synchronous_commit", "wal_level", "connections", "schema"} <= set(checks)
     assert checks["schema"]["level"] == "ok"
-    assert code == (0 if report["ok"] else 1)
+    assert checks["privileges"]["level"] == "ok"
+    levels = [f["level"] for f in report["findings"]]
+    assert (report["failures"], report["warnings"]) == (levels.count("fail"), levels.count("warn"))
+    assert code == (1 if report["failures"] else 5 if report["warnings"] else 0)
+    assert report["ok"] is (code == 0)
     code, report, _ = cli(capsys, fresh_db_dsn, "doctor")
     assert (code, report["ok"]) == (1, False)
     assert [f["level"] for f in report["findings"] if f["check"] == "schema"] == ["fail"]
@@ -433,10 +439,37 @@ def test_doctor_reports_value_columns_left_on_pglz(
         )
         # As after a restore with `pg_dump --no-toast-compression`.
         conn.execute("ALTER TABLE checkpoint_blobs ALTER COLUMN blob SET COMPRESSION pglz")
-    _, report, _ = cli(capsys, fresh_db_dsn, "doctor")
+    code, report, _ = cli(capsys, fresh_db_dsn, "doctor")
     found = {f["check"]: f for f in report["findings"]}["value compression"]
     assert (found["level"], found["seen"]) == ("warn", "not lz4: checkpoint_blobs.blob")
     assert "ALTER TABLE checkpoint_blobs ALTER COLUMN blob SET COMPRESSION lz4" in found["advice"]
+    # A warning is not "fine" without saying so, nor "ok", and has its own exit code.
+    assert report["failures"] == 0, report
+    assert (code, report["ok"], report["warnings"]) == (5, False, 1)
+    code, out = text(capsys, fresh_db_dsn, "doctor")
+    assert code == 5
+    assert out.rstrip().endswith("doctor: fine, 1 warning")
+
+
+def test_doctor_fails_a_database_that_commits_asynchronously(
+    capsys: pytest.CaptureFixture[str], fresh_db_dsn: str
+) -> None:
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    name = conninfo_to_dict(fresh_db_dsn)["dbname"]
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                sql.Identifier(str(name))
+            )
+        )
+    code, report, _ = cli(capsys, fresh_db_dsn, "doctor")
+    found = {f["check"]: f for f in report["findings"]}["synchronous_commit"]
+    assert (found["level"], found["seen"]) == ("fail", "synchronous_commit = off")
+    assert (code, report["ok"]) == (1, False)
+    code, out = text(capsys, fresh_db_dsn, "doctor")
+    assert code == 1
+    assert "doctor: problems found (1 failed" in out
 
 
 def test_db_start_url_and_stop_an_embedded_server(

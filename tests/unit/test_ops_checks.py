@@ -32,7 +32,7 @@ def test_a_healthy_server_is_all_ok() -> None:
 
 def test_settings_that_lose_committed_steps_are_named() -> None:
     found = levels({**HEALTHY, "fsync": "off", "synchronous_commit": "off"})
-    assert (found["fsync"], found["synchronous_commit"]) == ("fail", "warn")
+    assert (found["fsync"], found["synchronous_commit"]) == ("fail", "fail")
     assert levels({**HEALTHY, "wal_level": "minimal"})["wal_level"] == "warn"
     assert levels({**HEALTHY, "server_version_num": "120000"})["server version"] == "fail"
     assert levels(HEALTHY, connections=90)["connections"] == "warn"

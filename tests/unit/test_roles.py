@@ -8,6 +8,7 @@ import pytest
 
 from langgraph_durable import InvalidInputError, app_role_sql
 from langgraph_durable._sql import QUERIES, SCHEMA
+from langgraph_durable.roles import app_role_privileges
 
 TABLES = set(re.findall(r"^CREATE TABLE (\w+)", SCHEMA, re.MULTILINE))
 VERSION_TABLES = {"checkpoint_migrations", "langgraph_durable_migrations"}
@@ -46,3 +47,17 @@ def test_the_printed_sql_quotes_the_names() -> None:
 def test_a_role_name_must_be_a_name(name: str) -> None:
     with pytest.raises(InvalidInputError, match="role name"):
         app_role_sql(name)
+
+
+def test_doctor_checks_what_the_grants_give() -> None:
+    """`doctor` checks the privileges read from the grant statement, every table's."""
+    found = app_role_privileges()
+    tables = {name for kind, name, _ in found if kind == "table"}
+    assert tables == TABLES
+    writable = TABLES - VERSION_TABLES
+    for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE"):
+        assert {n for k, n, p in found if k == "table" and p == privilege} >= writable
+    assert {(n, p) for k, n, p in found if n in VERSION_TABLES} == {
+        (n, "SELECT") for n in VERSION_TABLES
+    }
+    assert ("sequence", "langgraph_durable_outbox_seq_seq", "USAGE") in found

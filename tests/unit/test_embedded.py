@@ -10,6 +10,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from langgraph_durable import ConfigurationError
+from langgraph_durable.cli import main
 from langgraph_durable.embedded import DSN_ENV_VAR, resolve_dsn, start_embedded_postgres
 
 
@@ -55,3 +57,38 @@ def test_resolve_dsn_prefers_explicit_then_env(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(DSN_ENV_VAR, "postgresql://from-env/db")
     assert resolve_dsn("postgresql://explicit/db") == ("postgresql://explicit/db", None)
     assert resolve_dsn() == ("postgresql://from-env/db", None)
+
+
+def test_a_data_dir_holding_other_files_is_named_with_the_fix(
+    private_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two folders: pgserver keeps the server it failed to start, per folder and process.
+    library, cli = private_tmp / "library", private_tmp / "cli"
+    for data_dir in (library, cli):
+        data_dir.mkdir()
+        (data_dir / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigurationError, match="must be empty") as raised:
+        start_embedded_postgres(library)
+    assert "initdb failed" in str(raised.value)
+    capsys.readouterr()
+    assert main(["db", "start", "--data-dir", str(cli)]) == 1
+    err = capsys.readouterr().err
+    assert "error: Could not start an embedded Postgres" in err
+    assert "Traceback" not in err
+    assert (library / "notes.txt").read_text() == (cli / "notes.txt").read_text() == "mine"
+
+
+def test_a_data_dir_of_another_major_version_is_named_with_the_fix(
+    private_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = private_tmp / "old"
+    data_dir.mkdir()
+    (data_dir / "PG_VERSION").write_text("9\n")  # no embedded server is that old
+    (data_dir / "postmaster.pid").write_text("1\n")
+    with pytest.raises(ConfigurationError, match="another PostgreSQL major version"):
+        start_embedded_postgres(data_dir)
+    for action in ("start", "url"):
+        capsys.readouterr()
+        assert main(["db", action, "--data-dir", str(data_dir)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: The data directory"), err

@@ -35,15 +35,18 @@ server is for local development, demos and tests.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import warnings
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import FrameType, ModuleType, TracebackType
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -147,12 +150,43 @@ def _get_server(pgdata: Path, cleanup_mode: str | None) -> PostgresServer:
     return server
 
 
+_running: dict[EmbeddedPostgres, int] = {}
+"""The servers started and not stopped yet, each with the process that started it (a
+forked child inherits this, and the SIGTERM handler, but not the servers)."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """Stop this process's embedded servers, then end the process as SIGTERM would have.
+
+    Without it a demo killed with SIGTERM (`kill`, a container stop, a CI timeout) left
+    its server running and its temporary folder behind: SIGTERM's default action ends the
+    process without running the `atexit` hooks that stop them."""
+    for server, started_by in list(_running.items()):
+        if started_by == os.getpid():
+            with contextlib.suppress(Exception):  # stop the others; the signal still ends us
+                server.stop()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _stop_on_sigterm() -> None:
+    """Install `_on_sigterm`, unless the application handles SIGTERM itself (then its
+    handler decides, and `stop()` or `atexit` remain the way the server stops). Handlers
+    can only be set from the main thread; elsewhere `atexit` alone stops the server."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 class EmbeddedPostgres:
     """A running embedded Postgres server and the DSN to reach it.
 
     Create instances with :func:`start_embedded_postgres`. The handle is a context
     manager; leaving the ``with`` block calls :meth:`stop`. If :meth:`stop` is never
-    called, the server is stopped when the interpreter exits.
+    called, the server is stopped when the interpreter exits, or when the process gets
+    SIGTERM while it has no SIGTERM handler of its own (the process then ends as SIGTERM
+    ends it).
 
     Attributes:
         data_dir: The Postgres data directory (``PGDATA``) of this server.
@@ -172,6 +206,8 @@ class EmbeddedPostgres:
         self.data_dir = data_dir
         self._dsn = _dsn_for(server)
         atexit.register(self.stop)
+        _running[self] = os.getpid()
+        _stop_on_sigterm()
 
     @property
     def dsn(self) -> str:
@@ -197,6 +233,7 @@ class EmbeddedPostgres:
         if server is None:
             return
         atexit.unregister(self.stop)
+        _running.pop(self, None)
         try:
             server.cleanup()
         finally:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +15,12 @@ import pytest
 
 from langgraph_durable import ConfigurationError
 from langgraph_durable.cli import main
-from langgraph_durable.embedded import DSN_ENV_VAR, resolve_dsn, start_embedded_postgres
+from langgraph_durable.embedded import (
+    DSN_ENV_VAR,
+    resolve_dsn,
+    start_embedded_postgres,
+    stop_detached,
+)
 
 
 @pytest.fixture
@@ -92,3 +100,60 @@ def test_a_data_dir_of_another_major_version_is_named_with_the_fix(
         assert main(["db", action, "--data-dir", str(data_dir)]) == 1
         err = capsys.readouterr().err
         assert err.startswith("error: The data directory"), err
+
+
+SIGTERMED = """
+import signal, sys
+from langgraph_durable.embedded import start_embedded_postgres
+
+if sys.argv[1] == "own handler":
+    def mine(signum, frame):
+        print("mine", flush=True)
+    signal.signal(signal.SIGTERM, mine)
+pg = start_embedded_postgres()
+if sys.argv[1] == "own handler":
+    assert signal.getsignal(signal.SIGTERM) is mine
+    pg.stop()
+    print("kept", flush=True)
+    sys.exit(0)
+print(pg.dsn, pg.data_dir, sep="\\n", flush=True)
+sys.stdin.read()  # until the test sends SIGTERM
+"""
+
+
+def test_sigterm_stops_the_server_then_ends_the_process() -> None:
+    """A demo killed with SIGTERM left its server running: `atexit` does not run then."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SIGTERMED, "default"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    dsn, data_dir = child.stdout.readline().strip(), Path(child.stdout.readline().strip())
+    try:
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == -signal.SIGTERM
+        assert not data_dir.parent.exists()  # stopped, and its temporary folder removed
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(dsn, connect_timeout=2).close()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if data_dir.exists():  # a failed run leaves no server behind either
+            stop_detached(data_dir)
+            shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+def test_an_applications_own_sigterm_handler_is_left_alone() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SIGTERMED, "own handler"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "kept\n"), done.stderr

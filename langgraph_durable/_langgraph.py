@@ -68,6 +68,7 @@ __all__ = [
     "is_delta_snapshot",
     "loads_anything",
     "missing_state_keys",
+    "nodes_going_to",
     "reroute_edges_into",
     "scratchpad_of",
     "strict_ext_hook",
@@ -247,6 +248,17 @@ def reroute_edges_into(builder: StateGraph[Any, Any, Any, Any], target: str, via
             if spec.ends and target in spec.ends.values():
                 ends = {k: (via if v == target else v) for k, v in spec.ends.items()}
                 branches[key] = spec._replace(ends=ends)
+
+
+def nodes_going_to(builder: StateGraph[Any, Any, Any, Any], target: str) -> list[str]:
+    """The nodes that declare they may go to `target` by `Command(goto=...)` (their return
+    annotation or `destinations=`): `StateNodeSpec.ends`, which `StateGraph` does not
+    document. A node that returns such a Command without declaring it is not seen."""
+    return sorted(
+        name
+        for name, spec in builder.nodes.items()
+        if name != target and target in (getattr(spec, "ends", None) or ())
+    )
 
 
 def checkpointer_of(config: RunnableConfig | None) -> Any:

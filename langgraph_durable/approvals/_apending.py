@@ -16,6 +16,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from langgraph_durable._db import source_of
+from langgraph_durable._fencing import fence_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals._node import ApprovalDecision, validate_decision
 from langgraph_durable.approvals._waiting import (
@@ -57,6 +58,7 @@ async def aresume_approval(
     durability: Any = None,
     config: RunnableConfig | None = None,
     interrupt_id: str | None = None,
+    lease_seconds: float = 300.0,
 ) -> Any:
     """Answer the approval a thread waits on and run it on; returns the run's output.
 
@@ -65,10 +67,16 @@ async def aresume_approval(
     answered on the first that `pending_approvals` lists, or on the one asked under
     `interrupt_id` (a `PendingApproval.interrupt_id`).
 
+    Without a lease in `config`, a graph on our saver is answered under the thread's
+    lease (`exclusive()`, held `lease_seconds`): two people answering at once would both
+    see the question waiting and both run the approved node. The second gets
+    `ThreadBusyError`, and once the first is done the question no longer waits.
+
     Raises:
         InvalidDecisionError: The decision does not validate (nothing is sent).
         NotWaitingError: The thread waits for no approval (or does not exist), or no
             longer on `interrupt_id`.
+        ThreadBusyError: Another process holds the thread (another answer, a worker).
     """
     checked = validate_decision(decision, model)
     given: Any = config or {}
@@ -76,8 +84,32 @@ async def aresume_approval(
         **given,
         "configurable": {**given.get("configurable", {}), "thread_id": thread_id},
     }
+    saver = graph.checkpointer
+    if fence_of(run_config) is not None or not isinstance(saver, AsyncDurablePostgresSaver):
+        return await _aanswer(graph, thread_id, checked, run_config, durability, interrupt_id)
+    # Imported here: the run registry imports this package.
+    from langgraph_durable.runs import AsyncRunRegistry
+
+    registry = AsyncRunRegistry(saver)
+    async with registry.aexclusive(thread_id, lease_seconds=lease_seconds) as leased:
+        fenced = {
+            **run_config,
+            "configurable": {**run_config["configurable"], **leased["configurable"]},
+        }
+        return await _aanswer(graph, thread_id, checked, fenced, durability, interrupt_id)
+
+
+async def _aanswer(
+    graph: Pregel[Any, Any, Any, Any],
+    thread_id: str,
+    decision: ApprovalDecision,
+    run_config: Any,
+    durability: Any,
+    interrupt_id: str | None,
+) -> Any:
+    """Read what the thread waits on and send the answer (under the caller's lease)."""
     state = await graph.aget_state(run_config)
-    answer = answer_for(state, thread_id, checked, interrupt_id=interrupt_id)
+    answer = answer_for(state, thread_id, decision, interrupt_id=interrupt_id)
     command: Command[Any] = Command(resume=answer)
     kwargs = {"durability": durability} if durability else {}
     return await graph.ainvoke(command, run_config, **kwargs)

@@ -6,9 +6,9 @@ from typing import Any, cast
 
 from langgraph.graph import END, StateGraph
 
-from langgraph_durable._langgraph import reroute_edges_into
+from langgraph_durable._langgraph import nodes_going_to, reroute_edges_into
 from langgraph_durable.approvals._node import approval_node, require_state_keys
-from langgraph_durable.errors import InvalidInputError
+from langgraph_durable.errors import ConfigurationError, InvalidInputError
 
 __all__ = ["add_approval_before"]
 
@@ -25,8 +25,10 @@ def add_approval_before(
     """Add an approval node and send everything that led to `target` through it first.
 
     Plain edges, edges that wait for several nodes, and conditional edges with a path map
-    are rewired. Conditional edges without a path map cannot be inspected: route them to
-    the returned node name yourself.
+    are rewired. A node that declares it may go to `target` by `Command(goto=...)` (its
+    return annotation, or `destinations=`) is refused: it would skip the approval. A
+    `Send`, an undeclared `Command`, or a conditional edge without a path map cannot be
+    seen: route them to the returned node name yourself.
 
     Args:
         builder: The graph, before `compile()`.
@@ -52,6 +54,13 @@ def add_approval_before(
         where="add_approval_before",
         known=builder.channels,
     )
+    going = nodes_going_to(builder, target)
+    if going:
+        raise ConfigurationError(
+            f"add_approval_before: {', '.join(map(repr, going))} may go to {target!r} by "
+            f"Command(goto=...), which would skip the approval. Make them go to the "
+            f"approval node instead ({name!r}; name= chooses another)."
+        )
     reroute_edges_into(builder, target, name)
     node = approval_node(
         on_approve=target, on_reject=on_reject, on_no_longer_needed=on_no_longer_needed, **options

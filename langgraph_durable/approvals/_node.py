@@ -191,7 +191,9 @@ def approval_node(
         on_reject: The node to run when rejected.
         on_no_longer_needed: The node to run when `revalidate` says the action is moot.
         authorize: `(state, decision) -> True | False | reason`; anything but True re-asks
-            with the reason.
+            with the reason. Asked about every answer, a rejection too (`decision.approved`
+            says which; `not d.approved or ...` lets anyone reject), and about the amended
+            values the approval would act on (`decision.amended`).
         revalidate: `(state, decision) -> "proceed" | "no_longer_needed" |
             "needs_new_approval"`; re-reads the world before acting.
         decision_model: A subclass of `ApprovalDecision` with more fields.
@@ -236,13 +238,16 @@ def approval_node(
             payload = {"kind": APPROVAL_KIND, "request": request(state), "refused": reason}
 
     def _judge(state: Any, decision: ApprovalDecision) -> tuple[tuple[str, str] | None, str | None]:
-        if not decision.approved:
-            return (on_reject, "rejected"), None
+        # Asked about every answer, a rejection too: who may answer is one rule, the one
+        # the console asks before it sends (`refusal_for`). A hook that lets anyone
+        # reject says so: `not d.approved or ...`.
         if authorize is not None:
             verdict = authorize(state, decision)
             if verdict is not True:
                 reason = verdict if isinstance(verdict, str) else "approver not authorized"
                 return None, f"{decision.approver}: {reason}; a new approval is needed"
+        if not decision.approved:
+            return (on_reject, "rejected"), None
         if revalidate is not None:
             outcome = revalidate(state, decision)
             if outcome == "no_longer_needed":

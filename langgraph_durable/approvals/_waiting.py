@@ -290,15 +290,14 @@ def refusal_for(
 ) -> str | None:
     """Why the waiting approval node's `authorize` hook refuses `decision`; None if it does not.
 
-    The very hook the node runs when the answer arrives, asked before anything is sent, so
-    a console can refuse an approver at once. It is asked about the approver whatever the
-    answer (approve or reject); the node itself asks it only about approvals. Without an
-    `authorize` hook every approver is accepted.
+    The very hook the node runs when the answer arrives, asked the same way (about every
+    answer, approve or reject) before anything is sent, so a console can refuse an
+    approver at once. Without an `authorize` hook every approver is accepted.
     """
     hooks = approval_hooks(graph, state, interrupt_id=interrupt_id)
     if hooks is None or hooks.authorize is None:
         return None
-    verdict = hooks.authorize(state.values, decision.model_copy(update={"approved": True}))
+    verdict = hooks.authorize(state.values, decision)
     if verdict is True:
         return None
     return verdict if isinstance(verdict, str) else "approver not authorized"

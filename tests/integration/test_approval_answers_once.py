@@ -5,14 +5,21 @@ answers it refused stay refused even if the hooks would now let them through."""
 from __future__ import annotations
 
 import operator
+import threading
 import uuid
 from typing import Annotated, Any
 
+import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy, interrupt
 from typing_extensions import TypedDict
 
-from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
+from langgraph_durable import (
+    AsyncDurablePostgresSaver,
+    DurablePostgresSaver,
+    NotWaitingError,
+    ThreadBusyError,
+)
 from langgraph_durable.approvals import (
     ApprovalDecision,
     approval_node,
@@ -253,3 +260,48 @@ def test_a_command_sent_again_does_not_deliver_its_refused_answer_twice(
     state = graph.get_state(config)
     assert state.next == ("approve",)
     assert "refund" not in state.values["log"]
+
+
+def test_two_people_answering_at_once_do_not_both_run_the_approved_node(
+    saver: DurablePostgresSaver,
+) -> None:
+    """Both would see the question waiting; without the thread's lease both answers ran
+    the refund (and forked the thread). The second is refused while the first runs, and
+    finds nothing waiting once it is done."""
+    inside, release = threading.Event(), threading.Event()
+    refunds: list[str] = []
+
+    def refund(state: Order) -> Order:
+        refunds.append("refund")
+        inside.set()
+        assert release.wait(60)
+        return {"log": ["refund"]}
+
+    builder = StateGraph(Order)
+    builder.add_node(
+        "approve",
+        approval_node(request=lambda s: {"refund": 420}, on_approve="refund"),
+        destinations=("refund", END),
+    )
+    builder.add_node("refund", refund)
+    builder.add_edge(START, "approve")
+    builder.add_edge("refund", END)
+    graph = builder.compile(checkpointer=saver)
+    thread, config = new_thread()
+    graph.invoke({"log": []}, config)
+
+    first = threading.Thread(
+        target=resume_approval, args=(graph, thread, {"approved": True, "approver": "ana"})
+    )
+    first.start()
+    try:
+        assert inside.wait(60)
+        with pytest.raises(ThreadBusyError):
+            resume_approval(graph, thread, {"approved": True, "approver": "bob"})
+    finally:
+        release.set()
+        first.join(60)
+    with pytest.raises(NotWaitingError):
+        resume_approval(graph, thread, {"approved": True, "approver": "bob"})
+    assert refunds == ["refund"]
+    assert graph.get_state(config).values["log"] == ["refund"]

@@ -7,7 +7,7 @@ import smtplib
 import uuid
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import psycopg
 import pytest
@@ -142,6 +142,32 @@ def test_unauthorized_approver_is_asked_again(saver: DurablePostgresSaver) -> No
     done = resume_approval(graph, thread, {"approved": True, "approver": "manager-ana"})
     assert done["log"] == ["check", "refund"]
     assert done["approval"]["approver"] == "manager-ana"
+
+
+def test_who_may_answer_is_asked_about_rejections_too(saver: DurablePostgresSaver) -> None:
+    """One rule says who may answer, approve or reject: the console asks it before it
+    sends, and the node asked it only about approvals, so anyone could reject through the
+    library, the CLI or the registry."""
+    graph = refund_graph(saver)
+    thread, _ = start(graph)
+    again = resume_approval(graph, thread, {"approved": False, "approver": "intern-cy"})
+    assert "intern-cy: may not approve 420" in again["__interrupt__"][0].value["refused"]
+    done = resume_approval(graph, thread, {"approved": False, "approver": "manager-ana"})
+    assert done["log"] == ["check", "rejected"]
+
+
+def test_a_node_that_may_go_straight_to_the_guarded_one_is_refused() -> None:
+    """`Command(goto="refund")` from a node would run the refund unapproved."""
+
+    def decide(state: Refund) -> Command[Literal["refund"]]:
+        return Command(goto="refund")
+
+    builder = StateGraph(Refund)
+    builder.add_node("decide", decide)
+    builder.add_node("refund", lambda s: {"log": ["refund"]})
+    builder.add_edge(START, "decide")
+    with pytest.raises(ConfigurationError, match="'decide' may go to 'refund'"):
+        add_approval_before(builder, "refund", request=lambda s: {"amount": s["amount"]})
 
 
 def test_stale_world_routes_or_reasks(saver: DurablePostgresSaver) -> None:

@@ -2,7 +2,8 @@
 
 - `CallbackPublisher`: an in-process function or coroutine (tests, small apps);
 - `RabbitMQPublisher` (`pip install 'langgraph-durable[rabbitmq]'`, aio-pika): publisher
-  confirms, persistent messages, `message_id` = event id, routing key = event type;
+  confirms, persistent messages, `message_id` = event id, routing key = event type; a
+  message no queue takes is a failed publish (`UnroutableError`), never a published one;
 - `NatsPublisher` (`[nats]`, nats-py): JetStream publish acknowledged by the stream, header
   `Nats-Msg-Id` = event id, so the stream's own window drops duplicates;
 - `WebhookPublisher` (`[webhook]`, httpx): POST signed with `webhook-id`,
@@ -27,6 +28,7 @@ __all__ = [
     "CallbackPublisher",
     "NatsPublisher",
     "RabbitMQPublisher",
+    "UnroutableError",
     "WebhookPublisher",
     "publisher_for",
 ]
@@ -50,8 +52,22 @@ class CallbackPublisher:
             await result
 
 
+class UnroutableError(Exception):
+    """RabbitMQ returned the message: no queue is bound to its routing key on the exchange.
+
+    The event stays pending and is tried again (a failed attempt): declare a queue that
+    takes it (with the default exchange, a queue named after the routing key), or give
+    the relay a routing key or exchange that reaches one.
+    """
+
+
 class RabbitMQPublisher:
     """Publishes to a RabbitMQ exchange with publisher confirms.
+
+    Every message is `mandatory`: one that no queue takes is returned by the broker and
+    raises `UnroutableError`, so the relay never marks an event published that no queue
+    holds. With the default exchange the routing key (the event type unless given) must
+    be a queue's name.
 
     Args:
         url: An AMQP URL, e.g. "amqp://guest:guest@127.0.0.1:5672/".
@@ -77,7 +93,9 @@ class RabbitMQPublisher:
     async def _ready(self) -> Any:
         if self._connection is None or self._connection.is_closed:
             self._connection = await self._aio_pika.connect_robust(self.url)
-            channel = await self._connection.channel(publisher_confirms=True)
+            # on_return_raises: aio-pika's default (False) hands a returned message to
+            # callbacks and lets `publish` succeed, which would mark a lost event published.
+            channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
             self._exchange = (
                 await channel.get_exchange(self.exchange_name)
                 if self.exchange_name
@@ -95,16 +113,30 @@ class RabbitMQPublisher:
             delivery_mode=self._aio_pika.DeliveryMode.PERSISTENT,
             headers=dict(_headers(event)),
         )
-        # With publisher confirms, publish returns once the broker has taken the message
-        # and raises when it refuses it (nack, unroutable with mandatory).
-        await exchange.publish(
-            message, routing_key=self.routing_key or event.event_type, mandatory=True
-        )
+        routing_key = self.routing_key or event.event_type
+        # Publisher confirms: publish returns once the broker has taken the message and
+        # raises when it nacks it; with mandatory=True and on_return_raises=True it also
+        # raises when the broker returns it because no queue is bound to the routing key.
+        try:
+            await exchange.publish(message, routing_key=routing_key, mandatory=True)
+        except self._aio_pika.exceptions.PublishError as exc:
+            frame: Any = exc.frame  # a Basic.Return: reply_code 312, NO_ROUTE
+            raise UnroutableError(
+                f"RabbitMQ returned event {event.event_id} ({frame.reply_code} "
+                f"{frame.reply_text}): no queue is bound to routing key {routing_key!r} on "
+                f"{_exchange_named(self.exchange_name)}; declare a queue that takes it"
+                + (" (one named after the routing key)" if not self.exchange_name else "")
+                + " or give another routing key"
+            ) from exc
 
     async def aclose(self) -> None:
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
+
+
+def _exchange_named(name: str) -> str:
+    return f"exchange {name!r}" if name else "the default exchange"
 
 
 class NatsPublisher:

@@ -92,6 +92,43 @@ async def test_rabbitmq_publishes_with_confirms_and_the_event_id(dsn: str) -> No
     assert work_done(dsn) == ids
 
 
+async def test_rabbitmq_an_event_no_queue_takes_stays_pending_with_the_reason(dsn: str) -> None:
+    """RabbitMQ returns a mandatory message no queue is bound for; aio-pika's default
+    would let `publish` succeed and the relay mark a lost event published."""
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    routing_key = f"outbox-test-unbound-{uuid.uuid4()}"
+    [event_id] = emit_events(dsn, 1)
+    publisher = RabbitMQPublisher(RABBIT_URL, routing_key=routing_key)
+    relay = OutboxRelay(dsn, publisher, backoff_base=0.0, backoff_cap=0.0)
+    try:
+        result = await relay.run_once()
+        assert (result.published, result.failed) == (0, 1)
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT status, attempts, last_error FROM langgraph_durable_outbox"
+            ).fetchone()
+        assert row is not None
+        status, attempts, last_error = row
+        assert (status, attempts) == ("pending", 1)
+        assert last_error.startswith("UnroutableError: RabbitMQ returned event")
+        assert "NO_ROUTE" in last_error
+        assert f"no queue is bound to routing key {routing_key!r}" in last_error
+        # Once a queue takes it, the same publisher delivers it.
+        connection = await aio_pika.connect_robust(RABBIT_URL)
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(routing_key, auto_delete=True)
+            assert (await relay.run_once()).published == 1
+            message = await queue.get(timeout=10)
+            await message.ack()
+            assert message.message_id == event_id
+    finally:
+        await relay.aclose()
+        await publisher.aclose()
+
+
 async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
     need_broker("NATS", 4222)
     import nats

@@ -15,6 +15,7 @@ Every message carries the event id, type and key, so consumers dedupe by id.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import time
@@ -89,19 +90,35 @@ class RabbitMQPublisher:
         self.routing_key = routing_key
         self._connection: Any = None
         self._exchange: Any = None
+        self._lock = asyncio.Lock()
 
     async def _ready(self) -> Any:
-        if self._connection is None or self._connection.is_closed:
-            self._connection = await self._aio_pika.connect_robust(self.url)
+        """The exchange, connecting first when there is no open connection.
+
+        The relay publishes up to `keys` keys at once, so on the first round many
+        coroutines get here together: the lock lets one connect and the others use its
+        connection (without it each opened its own, and all but the last leaked).
+        """
+        async with self._lock:
+            if self._connection is None or self._connection.is_closed:
+                self._connection, self._exchange = await self._connect()
+            return self._exchange
+
+    async def _connect(self) -> tuple[Any, Any]:
+        connection = await self._aio_pika.connect_robust(self.url)
+        try:
             # on_return_raises: aio-pika's default (False) hands a returned message to
             # callbacks and lets `publish` succeed, which would mark a lost event published.
-            channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-            self._exchange = (
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            exchange = (
                 await channel.get_exchange(self.exchange_name)
                 if self.exchange_name
                 else channel.default_exchange
             )
-        return self._exchange
+        except BaseException:
+            await connection.close()  # a missing exchange, say: do not leave it open
+            raise
+        return connection, exchange
 
     async def publish(self, event: OutboxEvent) -> None:
         exchange = await self._ready()
@@ -130,9 +147,9 @@ class RabbitMQPublisher:
             ) from exc
 
     async def aclose(self) -> None:
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
+        connection, self._connection, self._exchange = self._connection, None, None
+        if connection is not None:
+            await connection.close()
 
 
 def _exchange_named(name: str) -> str:
@@ -159,12 +176,16 @@ class NatsPublisher:
         self.subject = subject
         self._client: Any = None
         self._js: Any = None
+        self._lock = asyncio.Lock()
 
     async def _ready(self) -> Any:
-        if self._client is None or self._client.is_closed:
-            self._client = await self._nats.connect(self.servers)
-            self._js = self._client.jetstream()
-        return self._js
+        """The JetStream context, connecting first when there is no open client; one
+        connection however many keys the relay publishes at once (see RabbitMQPublisher)."""
+        async with self._lock:
+            if self._client is None or self._client.is_closed:
+                client = await self._nats.connect(self.servers)
+                self._client, self._js = client, client.jetstream()
+            return self._js
 
     async def publish(self, event: OutboxEvent) -> None:
         js = await self._ready()
@@ -175,9 +196,9 @@ class NatsPublisher:
         )
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        client, self._client, self._js = self._client, None, None
+        if client is not None:
+            await client.close()
 
 
 class WebhookPublisher:

@@ -14,6 +14,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -163,6 +164,81 @@ async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
         await client.close()
     assert received == ids
     assert work_done(dsn) == ids
+
+
+class CountingClient:
+    """A broker client module whose `connect_name` calls are counted: a publisher's
+    connections, counted in-process (the publisher keeps its client module in an
+    attribute, so a test can hand it this one)."""
+
+    def __init__(self, module: Any, connect_name: str) -> None:
+        self._module = module
+        self.connects = 0
+        connect = getattr(module, connect_name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.connects += 1
+            return await connect(*args, **kwargs)
+
+        self._connect = (connect_name, counted)
+
+    def __getattr__(self, name: str) -> Any:
+        return self._connect[1] if name == self._connect[0] else getattr(self._module, name)
+
+
+async def test_rabbitmq_opens_one_connection_for_a_round_over_many_keys(dsn: str) -> None:
+    """The relay publishes every key of a round at once; before the publisher guarded
+    its connect with a lock, each key's first publish opened a connection of its own and
+    all but one leaked."""
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    queue_name = f"outbox-test-{uuid.uuid4()}"
+    connection = await aio_pika.connect_robust(RABBIT_URL)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name, auto_delete=True)
+        for n in range(30):
+            emit_events(dsn, 1, key=f"k{n}")
+        publisher = RabbitMQPublisher(RABBIT_URL, routing_key=queue_name)
+        client = CountingClient(aio_pika, "connect_robust")
+        publisher._aio_pika = client
+        relay = OutboxRelay(dsn, publisher, keys=100)
+        try:
+            assert (await relay.run_once()).published == 30
+            assert (await queue.declare()).message_count == 30
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+    assert client.connects == 1
+
+
+async def test_nats_opens_one_connection_for_a_round_over_many_keys(dsn: str) -> None:
+    need_broker("NATS", 4222)
+    import nats
+
+    name = f"outbox_{uuid.uuid4().hex}"
+    subject = f"outbox.{name}"
+    admin = await nats.connect(NATS_URL)
+    js = admin.jetstream()
+    await js.add_stream(name=name, subjects=[subject])
+    try:
+        for n in range(30):
+            emit_events(dsn, 1, key=f"k{n}")
+        publisher = NatsPublisher(NATS_URL, subject=subject)
+        client = CountingClient(nats, "connect")
+        publisher._nats = client
+        relay = OutboxRelay(dsn, publisher, keys=100)
+        try:
+            assert (await relay.run_once()).published == 30
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+        assert (await js.stream_info(name)).state.messages == 30
+    finally:
+        await js.delete_stream(name)
+        await admin.close()
+    assert client.connects == 1
 
 
 @pytest.fixture

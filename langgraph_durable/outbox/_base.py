@@ -109,12 +109,19 @@ _ERROR_TEXT_MAX = 4000
 """Characters of an error's text kept (the outbox row keeps 2,000)."""
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Characters a Postgres text value cannot hold: NUL, and lone surrogates (not UTF-8)."""
+
+
 def error_text(error: BaseException) -> str:
     """`Type: message` of a publishing error, for the outbox row, the CLI and the logs,
     every URL in it cut to its scheme and host (`https://***@hooks.example/…`): client
     libraries quote the URL they failed on (httpx's `raise_for_status` does), and a
-    webhook or broker URL may hold a password or a token."""
-    text = f"{type(error).__name__}: {error}"[:_ERROR_TEXT_MAX]
+    webhook or broker URL may hold a password or a token.
+
+    NUL and lone surrogates are dropped: a broker's message may quote binary data, and
+    Postgres refuses both in text, so storing the error would fail the relay's round."""
+    text = _UNSTORABLE.sub("", f"{type(error).__name__}: {error}"[:_ERROR_TEXT_MAX])
     return _URL.sub(_url_shown, text)
 
 

@@ -174,3 +174,40 @@ async def test_the_relay_wakes_on_notify(dsn: str) -> None:
         await conn.execute("SELECT pg_notify('langgraph_durable_outbox', '')")
     await running
     assert got == ids["key-0"]
+
+
+async def test_an_error_quoting_binary_data_is_stored_and_the_round_commits(dsn: str) -> None:
+    """An error text with a NUL made the statement recording the failure raise: the
+    round rolled back the marks of the events it had published, and they were
+    published again every round."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        bad = emit_txn(conn, "t", {"n": 1}, key="a")
+        good = emit_txn(conn, "t", {"n": 2}, key="b")
+    published: list[str] = []
+
+    def publish(event: OutboxEvent) -> None:
+        if event.event_id == bad:
+            raise RuntimeError(b"broker said \x00\x01 bad frame".decode("latin-1"))
+        published.append(event.event_id)
+
+    relay = OutboxRelay(dsn, CallbackPublisher(publish), backoff_base=3600.0, backoff_cap=3600.0)
+    try:
+        result = await relay.run_once()
+        assert (result.published, result.failed) == (1, 1)
+        assert (await relay.run_once()).claimed == 0
+    finally:
+        await relay.aclose()
+    assert published == [good]
+    assert stored(dsn) == {
+        good: ("published", 1, None),
+        bad: ("pending", 1, "RuntimeError: broker said \x01 bad frame"),
+    }
+
+
+def stored(dsn: str) -> dict[str, tuple[str, int, str | None]]:
+    """Status, attempts and last error of every event, by event id."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT event_id::text, status, attempts, last_error FROM langgraph_durable_outbox"
+        ).fetchall()
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}

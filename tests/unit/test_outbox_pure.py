@@ -184,6 +184,14 @@ def test_error_text_hides_the_credentials_of_every_url() -> None:
     )
 
 
+def test_error_text_drops_what_postgres_text_cannot_hold() -> None:
+    """A broker's message may quote binary data: a NUL or a lone surrogate in the stored
+    error would make Postgres refuse the statement that records the failure."""
+    quoted = b"frame \x00\x01\xff".decode("utf-8", "surrogateescape")  # \udcff: lone
+    assert error_text(RuntimeError(quoted)) == "RuntimeError: frame \x01"
+    assert error_text(RuntimeError("a \ud800 b 😀")) == "RuntimeError: a  b 😀"
+
+
 def test_error_text_is_short_and_linear_on_long_text() -> None:
     """An error's text is cut before the URLs are looked for: a long one cannot hold up
     the relay's event loop (before, 20,000 characters took seconds)."""

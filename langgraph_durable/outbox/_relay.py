@@ -3,13 +3,15 @@
 One round (`run_once`) is one transaction: claim the oldest pending event of up to `keys`
 keys with `FOR UPDATE SKIP LOCKED` (and the events queued behind them), publish them
 with the event id as message id, mark the published ones and record the failures, then
-commit. The row locks held during the round are what lets any number of relays run at
-once: a key's events go through one relay at a time, in `seq` order. A relay that dies
-mid-round (SIGKILL, lost connection) releases its locks without marking anything: the
-next round publishes those events again, under the same ids, and consumers drop the
-repeats (`inbox_record_txn`). A failed publish stops its key for this round; the event
-is tried again after a backoff and moved to 'dead' after `max_attempts` failures (a dead
-event no longer holds its key back; `replay_dead` brings it back).
+commit. Each mark runs in a savepoint, so one that fails leaves its events pending and
+cannot undo the others'. The row locks held during the round are what lets any number
+of relays run at once: a key's events go through one relay at a time, in `seq` order. A
+relay that dies mid-round (SIGKILL, lost connection) releases its locks without marking
+anything: the next round publishes those events again, under the same ids, and
+consumers drop the repeats (`inbox_record_txn`). A failed publish stops its key for this
+round; the event is tried again after a backoff and moved to 'dead' after
+`max_attempts` failures (a dead event no longer holds its key back; `replay_dead`
+brings it back).
 
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
 for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
@@ -29,6 +31,7 @@ from typing import Any, Protocol
 
 import psycopg
 from psycopg import AsyncConnection
+from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
@@ -129,14 +132,13 @@ class OutboxRelay:
             for event in events:
                 by_key.setdefault(event.key, []).append(event)
             outcomes = await asyncio.gather(*(self._publish_key(evs) for evs in by_key.values()))
-            published = [seq for done, _ in outcomes for seq in done]
             failures = [failure for _, failure in outcomes if failure is not None]
             _crashpoints.reached("relay:after_publish")
-            if published:
-                await conn.execute(QUERIES["outbox_mark_published"], {"seqs": published})
+            published = await self._mark_published(conn, [done for done, _ in outcomes if done])
             dead = 0
             for event, error in failures:
-                cur = await conn.execute(
+                rows = await self._mark(
+                    conn,
                     QUERIES["outbox_mark_failed"],
                     {
                         "seq": event.seq,
@@ -146,9 +148,9 @@ class OutboxRelay:
                         ),
                         "max_attempts": self.max_attempts,
                     },
+                    [event],
                 )
-                row = await cur.fetchone()
-                if row is not None and row["status"] == "dead":
+                if rows and rows[0]["status"] == "dead":
                     dead += 1
                     logger.error(
                         "outbox event %s (%s) is dead after %d attempts: %s",
@@ -158,12 +160,68 @@ class OutboxRelay:
                         error_text(error),
                     )
         _crashpoints.reached("relay:after_commit")
-        return RoundResult(len(events), len(published), len(failures), dead)
+        return RoundResult(len(events), published, len(failures), dead)
+
+    async def _mark_published(
+        self, conn: AsyncConnection[Any], by_key: Sequence[Sequence[OutboxEvent]]
+    ) -> int:
+        """Mark the published events of every key; returns how many were marked.
+
+        One statement for the round; if it fails, one per key, so that a key whose mark
+        fails cannot undo the others' (a key's published events are marked together, as
+        marking a later one without an earlier one would publish them out of order).
+        """
+        every = [event for events in by_key for event in events]
+        if not every:
+            return 0
+        query = QUERIES["outbox_mark_published"]
+        seqs = [event.seq for event in every]
+        if len(by_key) > 1 and await self._mark(conn, query, {"seqs": seqs}, every, quiet=True):
+            return len(every)
+        marked = 0
+        for events in by_key:
+            if await self._mark(conn, query, {"seqs": [e.seq for e in events]}, events):
+                marked += len(events)
+        return marked
+
+    async def _mark(
+        self,
+        conn: AsyncConnection[Any],
+        query: LiteralString,
+        params: dict[str, Any],
+        events: Sequence[OutboxEvent],
+        *,
+        quiet: bool = False,
+    ) -> list[Any] | None:
+        """Run one marking statement in a savepoint: its rows, or None when it failed.
+
+        A failing statement (a value Postgres refuses, a trigger, a statement timeout)
+        undoes only itself: the round's other marks commit, and the events it was about
+        stay pending, to be published again (consumers drop the repeats). Before, one
+        failing mark rolled back the whole round, whose events were then published again
+        on every round while their attempts never rose. A lost connection still ends the
+        round (`run()` waits it out).
+        """
+        try:
+            async with conn.transaction():  # a savepoint inside the round's transaction
+                cur = await conn.execute(query, params)
+                return list(await cur.fetchall()) if cur.description else [True]
+        except psycopg.Error as exc:
+            if is_disconnect(exc):
+                raise
+            if not quiet:
+                logger.error(
+                    "outbox relay could not record what happened to event(s) %s, which stay "
+                    "pending and will be published again: %s",
+                    ", ".join(event.event_id for event in events),
+                    exc,
+                )
+            return None
 
     async def _publish_key(
         self, events: Sequence[OutboxEvent]
-    ) -> tuple[list[int], tuple[OutboxEvent, BaseException] | None]:
-        done: list[int] = []
+    ) -> tuple[list[OutboxEvent], tuple[OutboxEvent, BaseException] | None]:
+        done: list[OutboxEvent] = []
         for event in events:
             attributes: dict[str, str | int] = {
                 "langgraph_durable.event_id": event.event_id,
@@ -182,7 +240,7 @@ class OutboxRelay:
                     _count_publish(event, "failed")
                     return done, (event, exc)
             _count_publish(event, "published")
-            done.append(event.seq)
+            done.append(event)
         return done, None
 
     async def _areport_backlog(self) -> None:

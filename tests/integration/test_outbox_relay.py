@@ -211,3 +211,45 @@ def stored(dsn: str) -> dict[str, tuple[str, int, str | None]]:
             "SELECT event_id::text, status, attempts, last_error FROM langgraph_durable_outbox"
         ).fetchall()
     return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+async def test_a_mark_that_fails_undoes_no_other_event_s_mark(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A statement marking one key's events that fails (here a trigger refuses it) leaves
+    those events pending; before, it rolled back the whole round and raised."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            """
+            CREATE FUNCTION refuse_stuck() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$;
+            CREATE TRIGGER refuse_stuck BEFORE UPDATE ON langgraph_durable_outbox
+            FOR EACH ROW WHEN (OLD.key LIKE 'stuck%') EXECUTE FUNCTION refuse_stuck();
+            """
+        )
+        stuck_published = emit_txn(conn, "t", {}, key="stuck-1")
+        stuck_failed = emit_txn(conn, "t", {}, key="stuck-2")
+        ok = [emit_txn(conn, "t", {}, key=key) for key in ("a", "a", "b")]
+        ok_failed = emit_txn(conn, "t", {}, key="c")
+
+    def publish(event: OutboxEvent) -> None:
+        if event.event_id in (stuck_failed, ok_failed):
+            raise RuntimeError("receiver says no")
+
+    relay = OutboxRelay(dsn, CallbackPublisher(publish))
+    try:
+        result = await relay.run_once()
+    finally:
+        await relay.aclose()
+    assert (result.claimed, result.published, result.failed) == (6, 3, 2)
+    assert stored(dsn) == {
+        **{event_id: ("published", 1, None) for event_id in ok},
+        ok_failed: ("pending", 1, "RuntimeError: receiver says no"),
+        stuck_published: ("pending", 0, None),
+        stuck_failed: ("pending", 0, None),
+    }
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(logged) == 2
+    assert stuck_published in logged[0]
+    assert "refused by a trigger" in logged[0]
+    assert stuck_failed in logged[1]

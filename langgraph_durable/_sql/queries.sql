@@ -1676,6 +1676,13 @@ FROM (
 ) AS e
 ON CONFLICT (event_id) DO NOTHING
 
+-- name: outbox_relay_session
+-- The relay holds a round's transaction open while it publishes (its row locks keep each
+-- key with one relay), idle as far as the server can tell; a server-wide
+-- idle_in_transaction_session_timeout (managed Postgres often sets one) would end the
+-- session mid-round whenever a publish outlasted it, and the round would start over.
+SELECT set_config('idle_in_transaction_session_timeout', '0', false)
+
 -- name: outbox_listen
 LISTEN langgraph_durable_outbox
 

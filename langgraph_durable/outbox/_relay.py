@@ -110,7 +110,9 @@ class OutboxRelay:
 
     async def _connection(self) -> AsyncConnection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS)
+            conn = await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS)
+            await conn.execute(QUERIES["outbox_relay_session"])  # no idle-in-transaction kill
+            self._conn = conn
         return self._conn
 
     async def aclose(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import (
@@ -253,3 +254,39 @@ async def test_a_mark_that_fails_undoes_no_other_event_s_mark(
     assert stuck_published in logged[0]
     assert "refused by a trigger" in logged[0]
     assert stuck_failed in logged[1]
+
+
+async def test_a_publish_may_outlast_the_server_s_idle_in_transaction_timeout(
+    dsn: str,
+) -> None:
+    """A managed server's `idle_in_transaction_session_timeout` ended the relay's session
+    while a slow webhook answered (the round's transaction is idle meanwhile), and the
+    relay crashed with IdleInTransactionSessionTimeout. The relay turns it off for its
+    own session. Here the server's limit is 1 ms and the publish returns only once the
+    server shows the relay idle in its transaction for far longer, or gone."""
+    name = "relay-under-test"
+    relay_dsn = make_conninfo(
+        dsn, options="-c idle_in_transaction_session_timeout=1", application_name=name
+    )
+    [event_id] = emit_many(dsn, keys=1, per_key=1)["key-0"]
+
+    async def outlast_the_timeout(event: OutboxEvent) -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            while True:
+                cur = await conn.execute(
+                    "SELECT state = 'idle in transaction'"
+                    " AND clock_timestamp() - state_change > interval '500 ms'"
+                    " FROM pg_stat_activity WHERE application_name = %s",
+                    (name,),
+                )
+                row = await cur.fetchone()
+                if row is None or row[0]:  # killed, or idle in transaction and alive
+                    return
+                await asyncio.sleep(0.01)
+
+    relay = OutboxRelay(relay_dsn, CallbackPublisher(outlast_the_timeout))
+    try:
+        assert (await relay.run_once()).published == 1
+    finally:
+        await relay.aclose()
+    assert stored(dsn) == {event_id: ("published", 1, None)}

@@ -30,6 +30,7 @@ Each class docstring is its default message and says what to do. Driver errors
     │   └── StatementTimeoutError
     ├── TransactionConflictError
     ├── OutboxUnavailableError            (also a ConfigurationError)
+    ├── OutboxRelayError
     ├── UnsafeRowError
     ├── ThreadNotFoundError
     ├── EffectNotFoundError
@@ -85,6 +86,7 @@ __all__ = [
     "MissingExtraError",
     "NotInEffectError",
     "NotWaitingError",
+    "OutboxRelayError",
     "OutboxUnavailableError",
     "PoolBusyError",
     "PoolClosedError",
@@ -257,6 +259,16 @@ class OutboxUnavailableError(ConfigurationError):
 
     Compile the graph with `DurablePostgresSaver` or `AsyncDurablePostgresSaver` (after
     `setup()`), or store the event in your own transaction with `emit_txn(conn, ...)`.
+    """
+
+
+class OutboxRelayError(DurableError):
+    """The outbox relay stopped on a database error that waiting will not cure.
+
+    Nothing is lost: events it had not marked published stay pending and go out again,
+    under the same ids, once a relay runs. The message quotes the server; fix that cause
+    (a read-only server or replica, a table changed by hand, a setting of the role or
+    the database) and start the relay again.
     """
 
 

@@ -36,7 +36,13 @@ from typing_extensions import LiteralString
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
 from langgraph_durable._sql import QUERIES
-from langgraph_durable.errors import ConfigurationError, ConnectionLostError
+from langgraph_durable.errors import (
+    ConfigurationError,
+    ConnectionLostError,
+    DurableError,
+    OutboxRelayError,
+    translate_driver_error,
+)
 from langgraph_durable.outbox._aoutbox import abacklog
 from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, error_text, event_of
 
@@ -271,6 +277,11 @@ class OutboxRelay:
         """Publish until `stop` is set: rounds while there is work, then wait for more.
 
         A lost database connection is waited out with a growing pause.
+
+        Raises:
+            DurableError: A database error waiting will not cure, named (e.g.
+                `SchemaNotReadyError`) or an `OutboxRelayError` quoting the server; the
+                events it had not marked stay pending.
         """
         stop = stop or asyncio.Event()
         pause = 0.1
@@ -279,7 +290,7 @@ class OutboxRelay:
                 await self._serve(stop)
             except (psycopg.Error, ConnectionLostError) as exc:
                 if not is_disconnect(exc):
-                    raise
+                    raise _stopped_by(exc) from exc
                 logger.warning("outbox relay lost the database (%s); retrying", exc)
                 await self.aclose()
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -301,6 +312,23 @@ class OutboxRelay:
                     continue
                 async for _ in listener.notifies(timeout=wait, stop_after=1):
                     pass
+
+
+def _stopped_by(exc: psycopg.Error | DurableError) -> DurableError:
+    """The named error for a database error that ends `run()`: the CLI prints it as one
+    line that says what to do, where a raw psycopg error gave a traceback."""
+    if isinstance(exc, DurableError):
+        return exc
+    named = translate_driver_error(exc, doing="relaying outbox events")
+    if named is not None:
+        return named
+    return OutboxRelayError(
+        f"The outbox relay stopped on a database error: {exc.diag.message_primary or exc} "
+        f"(SQLSTATE {exc.sqlstate or 'none'}). Events it had not marked published stay "
+        "pending and go out again, under the same ids, once a relay runs: fix the cause "
+        "(a read-only server or replica, a table changed by hand, a setting of the role or "
+        "the database) and start the relay again."
+    )
 
 
 def _count_publish(event: OutboxEvent, outcome: str) -> None:

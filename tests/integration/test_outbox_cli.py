@@ -13,10 +13,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from outbox_receivers import WebhookReceiver
+from psycopg.conninfo import make_conninfo
 
-from langgraph_durable import DurablePostgresSaver, InvalidInputError
+from langgraph_durable import DurablePostgresSaver, InvalidInputError, OutboxRelayError
 from langgraph_durable.cli import main
-from langgraph_durable.outbox import OutboxRelay, emit_txn, prune_published
+from langgraph_durable.outbox import OutboxRelay, emit_txn, prune_published, run_relay
 from langgraph_durable.outbox.publishers import CallbackPublisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +123,30 @@ def test_a_webhook_relay_without_a_secret_says_what_to_set(
     monkeypatch.delenv("LANGGRAPH_DURABLE_WEBHOOK_SECRET", raising=False)
     assert main(["--dsn", dsn, "outbox", "relay", "https://example.invalid/hook"]) == 1
     assert "LANGGRAPH_DURABLE_WEBHOOK_SECRET" in capsys.readouterr().err
+
+
+def test_a_relay_stopped_by_the_database_says_why_and_what_to_do(
+    dsn: str,
+    receiver: WebhookReceiver,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A database error that waiting will not cure (here a read-only session, as on a
+    replica) ended `outbox relay` with a raw psycopg traceback; it is a named error now,
+    printed as one line."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "cli.event", {}, key="k")
+    monkeypatch.setenv("LANGGRAPH_DURABLE_WEBHOOK_SECRET", "cli-secret")
+    read_only = make_conninfo(dsn, options="-c default_transaction_read_only=on")
+    assert main(["--dsn", read_only, "outbox", "relay", receiver.url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: The outbox relay stopped on a database error: "), err
+    assert "read-only transaction (SQLSTATE 25006)" in err
+    assert "stay pending" in err
+    assert "start the relay again" in err
+    with pytest.raises(OutboxRelayError, match="read-only"):
+        run_relay(OutboxRelay(read_only, CallbackPublisher(lambda event: None)))
+    assert receiver.deliveries == []
 
 
 LOSES_THE_CANCELLATION = """

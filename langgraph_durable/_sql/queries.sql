@@ -1732,6 +1732,13 @@ UPDATE langgraph_durable_outbox SET
 WHERE seq = %(seq)s AND status = 'pending'
 RETURNING status
 
+-- name: outbox_mark_unreachable
+-- A publish failed because the broker could not be reached (`is_transport_error`): the
+-- reason is kept for operators, but the event's attempts and next try are left alone, as
+-- the failure says nothing about the event; the relay as a whole backs off instead.
+UPDATE langgraph_durable_outbox SET last_error = %(error)s
+WHERE seq = %(seq)s AND status = 'pending'
+
 -- name: outbox_next_due
 -- Seconds until the earliest event waiting out a backoff may be tried again.
 SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - clock_timestamp())::float8 AS seconds

@@ -24,6 +24,7 @@ from langgraph_durable.outbox._base import (
     OutboxEvent,
     backoff_delay,
     error_text,
+    is_transport_error,
     sign_webhook,
     verify_webhook,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "error_text",
     "events",
     "inbox_record_txn",
+    "is_transport_error",
     "prune_inbox",
     "prune_published",
     "replay_dead",

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import re
+import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,7 @@ __all__ = [
     "error_text",
     "event_id_of",
     "event_of",
+    "is_transport_error",
     "sign_webhook",
     "verify_webhook",
 ]
@@ -71,6 +73,44 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> fl
     if attempts < 1:
         return 0.0
     return float(min(cap, base * 2 ** min(attempts - 1, 30)))
+
+
+_CLIENT_TRANSPORT_ERRORS = (
+    ("httpx", "TransportError"),  # ConnectError, timeouts, a dropped connection, TLS
+    ("aiormq.exceptions", "ChannelInvalidStateError"),  # the AMQP channel is gone
+    ("nats.errors", "NoServersError"),
+    ("nats.errors", "ConnectionClosedError"),
+    ("nats.errors", "ConnectionReconnectingError"),
+    ("nats.errors", "ConnectionDrainingError"),
+    ("nats.errors", "StaleConnectionError"),
+    ("nats.errors", "OutboundBufferLimitError"),  # filled while disconnected
+)
+"""The broker clients' connection errors that are not `OSError`s, as (module, class)."""
+
+
+def is_transport_error(error: BaseException) -> bool:
+    """Whether a publish failed because the broker could not be reached, not because of
+    the event: a refused or dropped connection, a timeout, a name that does not resolve.
+
+    Such a failure says nothing about the event, so it does not spend the event's
+    attempts; the relay backs off as a whole instead. Counted, a broker outage longer
+    than the backoff schedule (1 + 2 + ... + 256 s at the defaults, about 8.5 minutes)
+    turned every waiting event dead, and the events queued behind a dead one went out
+    before it, out of order. Errors about the message itself count: the broker nacked or
+    returned it, a webhook answered 4xx or 5xx, a payload too large.
+
+    `OSError` covers `ConnectionError` (aiormq's `AMQPConnectionError` is one),
+    `TimeoutError` (asyncio's, so the relay's `publish_timeout`, and nats-py's) and
+    socket and TLS errors. The clients' other connection errors are looked up only in
+    modules already imported: an error of a client never imported cannot occur.
+    """
+    if isinstance(error, OSError):
+        return True
+    for module_name, class_name in _CLIENT_TRANSPORT_ERRORS:
+        found = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(found, type) and isinstance(error, found):
+            return True
+    return False
 
 
 MAX_AGE_S = 1000 * 365.25 * 86400

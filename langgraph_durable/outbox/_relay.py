@@ -11,7 +11,9 @@ anything: the next round publishes those events again, under the same ids, and
 consumers drop the repeats (`inbox_record_txn`). A failed publish stops its key for this
 round; the event is tried again after a backoff and moved to 'dead' after
 `max_attempts` failures (a dead event no longer holds its key back; `replay_dead`
-brings it back).
+brings it back). A failure to reach the broker at all (`is_transport_error`) is no
+failure of the event: it keeps its attempts and its place, and the whole relay pauses,
+longer each round, until a round reaches the broker again; it logs the outage once.
 
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
 for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
@@ -44,7 +46,13 @@ from langgraph_durable.errors import (
     translate_driver_error,
 )
 from langgraph_durable.outbox._aoutbox import abacklog
-from langgraph_durable.outbox._base import OutboxEvent, backoff_delay, error_text, event_of
+from langgraph_durable.outbox._base import (
+    OutboxEvent,
+    backoff_delay,
+    error_text,
+    event_of,
+    is_transport_error,
+)
 
 __all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
 
@@ -52,19 +60,29 @@ logger = logging.getLogger("langgraph_durable.outbox")
 
 
 class Publisher(Protocol):
-    """Sends one event to a broker and returns once the broker has it (or raises)."""
+    """Sends one event to a broker and returns once the broker has it (or raises).
+
+    Raise an `OSError` (`ConnectionError`, `TimeoutError`) when the broker cannot be
+    reached: that spends none of the event's attempts (`is_transport_error`).
+    """
 
     async def publish(self, event: OutboxEvent) -> None: ...
 
 
 @dataclass(frozen=True)
 class RoundResult:
-    """What one relay round did."""
+    """What one relay round did.
+
+    `failed` counts every failed publish; `unreachable` those of them that failed because
+    the broker could not be reached (not counted against their events); `dead` the
+    events that used up their attempts.
+    """
 
     claimed: int
     published: int
     failed: int
     dead: int
+    unreachable: int = 0
 
 
 class OutboxRelay:
@@ -76,9 +94,12 @@ class OutboxRelay:
             `WebhookPublisher`, `CallbackPublisher`, or your own `publish` coroutine).
         keys: Keys claimed per round.
         batch: Events claimed per round, at most.
-        max_attempts: Failed publishes after which an event is dead.
-        backoff_base: Seconds before the first retry; doubled per failure.
-        backoff_cap: The longest wait between retries, in seconds.
+        max_attempts: Failed publishes after which an event is dead; a broker that
+            cannot be reached (`is_transport_error`) spends none.
+        backoff_base: Seconds before the first retry; doubled per failure. Also the
+            relay's first pause when it cannot reach the broker, doubled per round.
+        backoff_cap: The longest wait between retries, or between rounds while the
+            broker cannot be reached, in seconds.
         publish_timeout: Seconds a publish may take before it counts as failed.
         idle_wait: Seconds between looks when no notification comes.
     """
@@ -113,6 +134,8 @@ class OutboxRelay:
         self.publish_timeout = publish_timeout
         self.idle_wait = idle_wait
         self._conn: AsyncConnection[Any] | None = None
+        self._outage_rounds = 0
+        """Rounds in a row that could not reach the broker."""
 
     async def _connection(self) -> AsyncConnection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -139,12 +162,21 @@ class OutboxRelay:
             by_key: dict[str, list[OutboxEvent]] = {}
             for event in events:
                 by_key.setdefault(event.key, []).append(event)
-            outcomes = await asyncio.gather(*(self._publish_key(evs) for evs in by_key.values()))
+            outcomes = await self._publish_keys(list(by_key.values()))
             failures = [failure for _, failure in outcomes if failure is not None]
             _crashpoints.reached("relay:after_publish")
             published = await self._mark_published(conn, [done for done, _ in outcomes if done])
+            unreachable = [failure for failure in failures if is_transport_error(failure[1])]
             dead = 0
             for event, error in failures:
+                if is_transport_error(error):
+                    await self._mark(
+                        conn,
+                        QUERIES["outbox_mark_unreachable"],
+                        {"seq": event.seq, "error": error_text(error)[:2000]},
+                        [event],
+                    )
+                    continue
                 rows = await self._mark(
                     conn,
                     QUERIES["outbox_mark_failed"],
@@ -168,7 +200,29 @@ class OutboxRelay:
                         error_text(error),
                     )
         _crashpoints.reached("relay:after_commit")
-        return RoundResult(len(events), published, len(failures), dead)
+        self._note_outage(unreachable)
+        return RoundResult(len(events), published, len(failures), dead, len(unreachable))
+
+    def _note_outage(self, unreachable: Sequence[tuple[OutboxEvent, BaseException]]) -> None:
+        """Count rounds that could not reach the broker; log when an outage starts and
+        when it ends, not once per event and round (a long outage flooded the log)."""
+        if unreachable and not self._outage_rounds:
+            logger.warning(
+                "outbox relay cannot reach the broker (%s); events stay pending with their "
+                "attempts untouched, and the relay tries again with a growing pause",
+                error_text(unreachable[0][1]),
+            )
+        elif not unreachable and self._outage_rounds:
+            logger.warning(
+                "outbox relay reaches the broker again, after %d round(s) that could not",
+                self._outage_rounds,
+            )
+        self._outage_rounds = self._outage_rounds + 1 if unreachable else 0
+
+    def _outage_pause(self) -> float:
+        """Seconds `run()` waits before the next round while the broker cannot be
+        reached: `backoff_base` doubled per such round, up to `backoff_cap`; 0 otherwise."""
+        return backoff_delay(self._outage_rounds, base=self.backoff_base, cap=self.backoff_cap)
 
     async def _mark_published(
         self, conn: AsyncConnection[Any], by_key: Sequence[Sequence[OutboxEvent]]
@@ -226,6 +280,20 @@ class OutboxRelay:
                 )
             return None
 
+    async def _publish_keys(
+        self, keys: Sequence[Sequence[OutboxEvent]]
+    ) -> list[tuple[list[OutboxEvent], tuple[OutboxEvent, BaseException] | None]]:
+        """Publish each key's events in order, the keys at once. While the broker cannot
+        be reached, one key goes first and the others only if it got through: a round
+        during an outage makes one connection attempt, not one per key (the keys not
+        tried stay pending as they were)."""
+        if self._outage_rounds:
+            first = await self._publish_key(keys[0])
+            if first[1] is not None and is_transport_error(first[1][1]):
+                return [first]
+            return [first, *await asyncio.gather(*(self._publish_key(k) for k in keys[1:]))]
+        return list(await asyncio.gather(*(self._publish_key(k) for k in keys)))
+
     async def _publish_key(
         self, events: Sequence[OutboxEvent]
     ) -> tuple[list[OutboxEvent], tuple[OutboxEvent, BaseException] | None]:
@@ -240,12 +308,16 @@ class OutboxRelay:
             with _telemetry.span("langgraph_durable.outbox.publish", attributes):
                 try:
                     await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
-                except Exception as exc:  # any failure: retried later, dead after max_attempts
-                    logger.warning(
-                        "publishing outbox event %s failed: %s", event.event_id, error_text(exc)
+                except Exception as exc:  # retried later; dead after max_attempts, unless
+                    unreachable = is_transport_error(exc)  # the broker could not be reached
+                    logger.log(
+                        logging.DEBUG if unreachable else logging.WARNING,  # an outage: once
+                        "publishing outbox event %s failed: %s",
+                        event.event_id,
+                        error_text(exc),
                     )
                     _telemetry.annotate({"langgraph_durable.error_type": type(exc).__name__})
-                    _count_publish(event, "failed")
+                    _count_publish(event, "unreachable" if unreachable else "failed")
                     return done, (event, exc)
             _count_publish(event, "published")
             done.append(event)
@@ -303,6 +375,10 @@ class OutboxRelay:
             await listener.execute(QUERIES["outbox_listen"])
             while not stop.is_set():
                 result = await self.run_once()
+                if result.unreachable:  # new events would not help: wait for the broker
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self._outage_pause())
+                    continue
                 if result.claimed:
                     continue
                 await self._areport_backlog()
@@ -336,7 +412,7 @@ def _count_publish(event: OutboxEvent, outcome: str) -> None:
         "langgraph_durable.outbox.publishes",
         1,
         {"event_type": event.event_type, "outcome": outcome},
-        "Outbox publish attempts by outcome (published, failed)",
+        "Outbox publish attempts by outcome (published, failed, unreachable)",
     )
 
 

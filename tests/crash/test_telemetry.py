@@ -187,7 +187,7 @@ async def test_a_relay_reports_publishes_and_its_backlog(
 
     def publish(event: Any) -> None:
         if event.event_type == "tele.poison":
-            raise ConnectionError("no route")
+            raise RuntimeError("receiver refused it")
 
     relay = OutboxRelay(fresh_db_dsn, CallbackPublisher(publish), max_attempts=1)
     stop = asyncio.Event()

@@ -130,6 +130,79 @@ async def test_rabbitmq_an_event_no_queue_takes_stays_pending_with_the_reason(ds
         await publisher.aclose()
 
 
+def closed_port() -> int:
+    """A local port nothing listens on (bound once by the system, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_rabbitmq_an_outage_spends_no_attempts_and_keeps_the_order(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connection refusals counted as failed attempts turned every waiting head dead
+    after the backoff schedule (about 8.5 minutes at the defaults), and the events
+    behind a dead head went out before it. Here the relay cannot connect for more
+    rounds than `max_attempts`, then the broker is back: every event is published, in
+    order per key, each on its first counted attempt, and the outage is logged once."""
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    queue_name = f"outbox-test-{uuid.uuid4()}"
+    connection = await aio_pika.connect_robust(RABBIT_URL)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name, auto_delete=True)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            ids = [emit_txn(conn, "acct.changed", {"n": n}, key=f"acct-{n % 2}") for n in range(6)]
+        down = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+        publisher = RabbitMQPublisher(down, routing_key=queue_name)
+        relay = OutboxRelay(dsn, publisher, max_attempts=2, backoff_base=1.0, backoff_cap=8.0)
+        caplog.set_level(logging.DEBUG, logger="langgraph_durable")
+        try:
+            for round_number in range(5):
+                result = await relay.run_once()
+                # After the first, each round tries one key; it fails, the other waits.
+                tried = 2 if round_number == 0 else 1
+                assert (result.published, result.failed, result.unreachable) == (0, tried, tried)
+                assert result.dead == 0
+            assert relay._outage_pause() == 8.0  # 1, 2, 4, 8, then the cap
+            with psycopg.connect(dsn) as conn:
+                rows = conn.execute(
+                    "SELECT status, attempts, last_error FROM langgraph_durable_outbox ORDER BY seq"
+                ).fetchall()
+            assert [row[:2] for row in rows] == [("pending", 0)] * 6
+            assert all("Connect call failed" in row[2] for row in rows[:2])
+            publisher.url = RABBIT_URL  # the broker is back
+            await drain(relay)
+            assert relay._outage_pause() == 0.0
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+        received: list[str] = []
+        while len(received) < 6:
+            message = await queue.get(timeout=10)
+            await message.ack()
+            assert message.message_id is not None
+            received.append(message.message_id)
+    for key in (0, 1):
+        assert [i for i in received if ids.index(i) % 2 == key] == ids[key::2]
+    with psycopg.connect(dsn) as conn:
+        stored = conn.execute(
+            "SELECT status, attempts, last_error FROM langgraph_durable_outbox"
+        ).fetchall()
+    assert stored == [("published", 1, None)] * 6
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("langgraph_durable") and r.levelno >= logging.WARNING
+    ]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("outbox relay cannot reach the broker (")
+    assert warnings[1] == "outbox relay reaches the broker again, after 5 round(s) that could not"
+
+
 async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
     need_broker("NATS", 4222)
     import nats
@@ -307,10 +380,15 @@ async def test_an_unreachable_receiver_grows_the_backlog_which_then_drains_in_or
     with psycopg.connect(dsn, autocommit=True) as conn:
         first = [emit_txn(conn, "t", {"n": n}, key=f"k{n % 2}") for n in range(6)]
     publisher = WebhookPublisher(url, b"s3cret")
-    relay = OutboxRelay(dsn, publisher, max_attempts=1000, backoff_base=0.0, backoff_cap=0.0)
-    for _ in range(3):
+    relay = OutboxRelay(dsn, publisher, max_attempts=1, backoff_base=0.0, backoff_cap=0.0)
+    for round_number in range(3):
         result = await relay.run_once()
-        assert (result.published, result.failed) == (0, 2)  # one head per key, refused
+        # One head per key, refused (then, the broker known down, one key per round); a
+        # refused connection (httpx.ConnectError) is no failure of the event: with
+        # max_attempts=1 none goes dead.
+        tried = 2 if round_number == 0 else 1
+        assert (result.published, result.failed, result.unreachable) == (0, tried, tried)
+        assert result.dead == 0
     with psycopg.connect(dsn, autocommit=True) as conn:
         later = [emit_txn(conn, "t", {"n": n}, key=f"k{n % 2}") for n in range(6, 10)]
         assert backlog(conn)["pending"] == 10

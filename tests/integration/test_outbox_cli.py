@@ -80,7 +80,7 @@ async def test_backlog_dead_replay_and_prune(dsn: str, capsys: pytest.CaptureFix
     assert cli_json(capsys, "--dsn", dsn, "outbox", "backlog")["pending"] == 1
 
     def refuse(event: object) -> None:
-        raise ConnectionError("no route")
+        raise RuntimeError("no route")
 
     relay = OutboxRelay(dsn, CallbackPublisher(refuse), max_attempts=1)
     assert (await relay.run_once()).dead == 1

@@ -82,7 +82,7 @@ async def test_a_failing_event_holds_its_key_back_then_goes_dead_and_is_replayed
 
     def publish(event: OutboxEvent) -> None:
         if event.event_id == poisoned and broken:
-            raise ConnectionError("broker says no")
+            raise RuntimeError("broker says no")
         seen.append(event.event_id)
 
     relay = OutboxRelay(
@@ -112,7 +112,7 @@ async def test_a_failed_publish_waits_out_its_backoff(dsn: str) -> None:
     emit_many(dsn, keys=1, per_key=1)
     relay = OutboxRelay(
         dsn,
-        CallbackPublisher(lambda e: (_ for _ in ()).throw(ConnectionError("down"))),
+        CallbackPublisher(lambda e: (_ for _ in ()).throw(RuntimeError("refused"))),
         backoff_base=3600.0,
     )
     assert (await relay.run_once()).failed == 1

@@ -10,7 +10,7 @@ from langgraph_durable import InvalidWebhookError, NotInEffectError, current_eff
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.checkpoint._events import EventParking
 from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook
-from langgraph_durable.outbox._base import error_text
+from langgraph_durable.outbox._base import error_text, is_transport_error
 
 
 def event(
@@ -197,6 +197,40 @@ def test_error_text_is_short_and_linear_on_long_text() -> None:
     the relay's event loop (before, 20,000 characters took seconds)."""
     text = error_text(ValueError("x" * 100_000 + "://" + "y" * 100_000))
     assert len(text) <= 4000
+
+
+def test_only_failures_to_reach_the_broker_are_transport_errors() -> None:
+    """They spend no attempts of the event; a refusal of the message itself does."""
+    import aiormq.exceptions
+    import httpx
+    import nats.errors
+
+    from langgraph_durable.outbox.publishers import UnroutableError
+
+    request = httpx.Request("POST", "https://hooks.example/x")
+    unreachable = [
+        ConnectionRefusedError(111, "Connect call failed"),
+        TimeoutError(),  # also asyncio.TimeoutError: the relay's publish_timeout
+        OSError("Name or service not known"),
+        aiormq.exceptions.AMQPConnectionError("connect failed"),
+        aiormq.exceptions.ChannelInvalidStateError("channel closed"),
+        httpx.ConnectError("refused", request=request),
+        httpx.ReadTimeout("slow", request=request),
+        nats.errors.NoServersError(),
+        nats.errors.ConnectionClosedError(),
+        nats.errors.TimeoutError(),
+    ]
+    about_the_message = [
+        RuntimeError("receiver refused it"),
+        ValueError("bad payload"),
+        UnroutableError("no queue"),
+        httpx.HTTPStatusError(
+            "500", request=request, response=httpx.Response(500, request=request)
+        ),
+        nats.errors.MaxPayloadError(),
+    ]
+    assert [is_transport_error(e) for e in unreachable] == [True] * len(unreachable)
+    assert [is_transport_error(e) for e in about_the_message] == [False] * len(about_the_message)
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

@@ -3,10 +3,12 @@
     LANGGRAPH_DURABLE_DSN=postgresql://... python examples/outbox_webhook.py
 
 A two-node graph emits `order.paid` and `order.shipped`; the relay POSTs them to a local
-receiver, signed (`webhook-id`, `webhook-timestamp`, `webhook-signature`: HMAC-SHA256).
-The receiver checks the signature with `verify_webhook` and records each message id in its
-inbox in the same transaction as its own work; the relay then delivers the first event
-again, and the receiver answers without acting. Exit code 0 means it held.
+receiver, signed as Standard Webhooks specifies (`webhook-id`, `webhook-timestamp`,
+`webhook-signature: v1,<base64 HMAC-SHA256>`, a `whsec_` secret), so any Standard
+Webhooks library could check it. The receiver checks it with `verify_webhook` and
+records each message id in its inbox in the same transaction as its own work; the relay
+then delivers the first event again, and the receiver answers without acting. Exit code
+0 means it held.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from langgraph_durable.embedded import demo_database
 from langgraph_durable.outbox import OutboxRelay, inbox_record_txn, verify_webhook
 from langgraph_durable.outbox.publishers import WebhookPublisher
 
-SECRET = b"share-this-with-the-receiver"
+SECRET = "whsec_c2hhcmUgdGhpcyB3aXRoIHRoZSByZWNlaXZlciBvbmx5"  # `whsec_`, then the key in base64
 
 
 class Order(TypedDict, total=False):

@@ -1,14 +1,22 @@
 """A consumer for outbox tests: its work and its inbox row commit in one transaction.
 
 `WebhookReceiver` is a real HTTP server on 127.0.0.1 that checks each delivery's HMAC
-signature (`verify_webhook`) and consumes it through the inbox, so a redelivery is
-answered but does nothing.
+signature (`verify_webhook`, or `standard_webhooks_verify`) and consumes it through the
+inbox, so a redelivery is answered but does nothing.
+
+`standard_webhooks_signature` and `standard_webhooks_verify` are written here from the
+Standard Webhooks specification alone, independent of the package, so that a test can
+show that what the package sends is what a receiver following the specification accepts.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import threading
 import time
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,10 +42,49 @@ def work_done(dsn: str) -> list[str]:
         return [r[0] for r in conn.execute("SELECT message_id FROM consumer_work").fetchall()]
 
 
+def standard_webhooks_signature(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
+    """The specification's v1 signature: the secret is `whsec_` and the key in base64; the
+    signature is `v1,` and the base64 of HMAC-SHA256 over `{msg_id}.{timestamp}.{body}`."""
+    key = base64.b64decode(secret.split("_", 1)[1] if secret.startswith("whsec_") else secret)
+    content = msg_id.encode() + b"." + timestamp.encode() + b"." + body
+    return "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
+
+
+def standard_webhooks_verify(
+    secret: str, headers: Mapping[str, str], body: bytes, *, now: float
+) -> str:
+    """A receiver's check as the specification describes it; the message id, or
+    ValueError. The header holds space-delimited `version,signature` pairs; only v1
+    counts; the timestamp must be within five minutes of `now`."""
+    msg_id, timestamp = headers["webhook-id"], headers["webhook-timestamp"]
+    if abs(now - int(timestamp)) > 5 * 60:
+        raise ValueError("timestamp too old or too new")
+    expected = standard_webhooks_signature(secret, msg_id, timestamp, body).split(",", 1)[1]
+    for versioned in headers["webhook-signature"].split(" "):
+        version, _, signature = versioned.partition(",")
+        if version == "v1" and hmac.compare_digest(
+            base64.b64decode(signature), base64.b64decode(expected)
+        ):
+            return msg_id
+    raise ValueError("no matching signature")
+
+
+Verify = Callable[[Any, Any, bytes], str]
+"""(secret, headers, body) -> message id, or ValueError."""
+
+
 class WebhookReceiver:
     """A real HTTP receiver that checks signatures and consumes through the inbox."""
 
-    def __init__(self, dsn: str, secret: bytes, port: int = 0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        secret: bytes | str,
+        port: int = 0,
+        verify: Verify = lambda secret, headers, body: verify_webhook(
+            secret, headers, body, now=time.time()
+        ),
+    ) -> None:
         self.deliveries: list[str] = []
         self.changed = threading.Condition()
         self.rejected = 0
@@ -50,7 +97,7 @@ class WebhookReceiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 try:
-                    message_id = verify_webhook(secret, self.headers, body, now=time.time())
+                    message_id = verify(secret, self.headers, body)
                 except ValueError:
                     receiver.rejected += 1
                     self.send_response(401)

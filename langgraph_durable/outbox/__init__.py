@@ -27,6 +27,7 @@ from langgraph_durable.outbox._base import (
     is_transport_error,
     sign_webhook,
     verify_webhook,
+    webhook_key,
 )
 from langgraph_durable.outbox._emit import emit
 from langgraph_durable.outbox._outbox import (
@@ -66,4 +67,5 @@ __all__ = [
     "run_relay",
     "sign_webhook",
     "verify_webhook",
+    "webhook_key",
 ]

@@ -1,10 +1,13 @@
-"""What the outbox's I/O shells share: the event a publisher sees, backoff, signatures.
+"""What the outbox's I/O shells share: the event a publisher sees, backoff, signatures
+(Standard Webhooks), which publish failures spend an event's attempts.
 
 Pure code, never generated; tested without a database or a broker.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -26,6 +29,7 @@ __all__ = [
     "is_transport_error",
     "sign_webhook",
     "verify_webhook",
+    "webhook_key",
 ]
 
 
@@ -172,26 +176,61 @@ def _url_shown(found: re.Match[str]) -> str:
     return f"{found.group('scheme')}{user}{found.group('host')}{'/…' if rest else ''}{after}"
 
 
-def _signature(secret: bytes, message_id: str, timestamp: int, body: bytes) -> str:
+SECRET_PREFIX = "whsec_"
+"""How a Standard Webhooks secret is written: this prefix, then the key in base64."""
+
+
+def webhook_key(secret: bytes | str) -> bytes:
+    """The HMAC key of a webhook secret, as Standard Webhooks' libraries read it.
+
+    Bytes are the key itself. Text is the key in base64, `whsec_` prefix optional
+    (`whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`), as Standard Webhooks writes secrets: a
+    receiver configured with the same text derives the same key.
+
+    Raises:
+        InvalidInputError: An empty secret, or text that is not base64.
+    """
+    if isinstance(secret, str):
+        text = secret.removeprefix(SECRET_PREFIX)
+        try:
+            key = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInputError(
+                "A webhook secret given as text is the key in base64 (Standard Webhooks: "
+                "'whsec_' then base64); give the key's bytes instead to use it as it is."
+            ) from None
+    else:
+        key = bytes(secret)
+    if not key:
+        raise InvalidInputError("A webhook secret must not be empty.")
+    return key
+
+
+def _signature(key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
     signed = f"{message_id}.{timestamp}.".encode() + body
-    return "v1=" + hmac.new(secret, signed, hashlib.sha256).hexdigest()
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
-def sign_webhook(secret: bytes, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:
-    """Headers of a signed webhook (Standard Webhooks style: id, timestamp, signature).
+def sign_webhook(
+    secret: bytes | str, message_id: str, timestamp: int, body: bytes
+) -> dict[str, str]:
+    """Headers of a webhook signed as Standard Webhooks specifies, so that a receiver's
+    Standard Webhooks library (or `verify_webhook`) accepts it.
 
-    The signature is HMAC-SHA256 over `id.timestamp.body`, so a receiver can check that
-    the body came from the holder of the secret and reject old or repeated deliveries.
+    `webhook-signature` is `v1,` and the base64 of HMAC-SHA256 over
+    `{webhook-id}.{webhook-timestamp}.{body}`, keyed by `webhook_key(secret)`: a receiver
+    checks that the body came from the holder of the secret, and rejects old timestamps
+    and repeated ids.
     """
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": _signature(secret, message_id, timestamp, body),
+        "webhook-signature": _signature(webhook_key(secret), message_id, timestamp, body),
     }
 
 
 def verify_webhook(
-    secret: bytes,
+    secret: bytes | str,
     headers: Any,
     body: bytes,
     *,
@@ -202,7 +241,8 @@ def verify_webhook(
     `ValueError`) saying why: refuse the delivery then.
 
     Args:
-        secret: The secret shared with the sender.
+        secret: The secret shared with the sender (bytes: the key; text: the key in
+            base64, `whsec_` prefix optional, as in Standard Webhooks).
         headers: The request's headers (any mapping with `get`, case as sent).
         body: The raw request body, exactly as received.
         now: The receiver's time in seconds since the epoch (`time.time()`).
@@ -223,7 +263,12 @@ def verify_webhook(
         raise InvalidWebhookError(
             "webhook-timestamp is outside the tolerance: a replay or a wrong clock"
         )
-    expected = _signature(secret, message_id, sent, body)
-    if not any(hmac.compare_digest(expected, given) for given in signature.split()):
+    expected = _signature(webhook_key(secret), message_id, sent, body)
+    # Space-separated `v1,<base64>` signatures (several while a secret is rotated).
+    expected_bytes = expected.encode()
+    if not any(
+        hmac.compare_digest(expected_bytes, given.encode("utf-8", "replace"))
+        for given in signature.split(" ")
+    ):
         raise InvalidWebhookError("webhook-signature does not match the body")
     return str(message_id)

@@ -6,9 +6,10 @@
   message no queue takes is a failed publish (`UnroutableError`), never a published one;
 - `NatsPublisher` (`[nats]`, nats-py): JetStream publish acknowledged by the stream, header
   `Nats-Msg-Id` = event id, so the stream's own window drops duplicates;
-- `WebhookPublisher` (`[webhook]`, httpx): POST signed with `webhook-id`,
-  `webhook-timestamp` and `webhook-signature` (HMAC-SHA256); receivers check it with
-  `verify_webhook`. Any answer but 2xx is a failure, retried by the relay.
+- `WebhookPublisher` (`[webhook]`, httpx): POST signed as Standard Webhooks specifies
+  (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), so
+  a receiver's Standard Webhooks library accepts it, as does `verify_webhook`. Any
+  answer but 2xx is a failure, retried by the relay.
 
 Every message carries the event id, type and key, so consumers dedupe by id.
 """
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph_durable.errors import ConfigurationError, MissingExtraError
-from langgraph_durable.outbox._base import OutboxEvent, sign_webhook
+from langgraph_durable.outbox._base import SECRET_PREFIX, OutboxEvent, sign_webhook, webhook_key
 
 __all__ = [
     "CallbackPublisher",
@@ -206,7 +207,8 @@ class WebhookPublisher:
 
     Args:
         url: The receiver's URL.
-        secret: The HMAC secret shared with the receiver.
+        secret: The secret shared with the receiver: a Standard Webhooks secret
+            (`"whsec_..."`: the key in base64), or the key's bytes.
         timeout: Seconds to wait for an answer.
         clock: Seconds since the epoch, for the signature's timestamp.
     """
@@ -214,7 +216,7 @@ class WebhookPublisher:
     def __init__(
         self,
         url: str,
-        secret: bytes,
+        secret: bytes | str,
         *,
         timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
@@ -226,7 +228,7 @@ class WebhookPublisher:
                 "WebhookPublisher needs httpx: pip install 'langgraph-durable[webhook]'"
             ) from exc
         self.url = url
-        self._secret = secret
+        self._key = webhook_key(secret)
         self._clock = clock
         self._client = httpx.AsyncClient(timeout=timeout)
 
@@ -235,7 +237,7 @@ class WebhookPublisher:
         headers = {
             "content-type": "application/json",
             **_headers(event),
-            **sign_webhook(self._secret, event.event_id, int(self._clock()), body),
+            **sign_webhook(self._key, event.event_id, int(self._clock()), body),
         }
         response = await self._client.post(self.url, content=body, headers=headers)
         response.raise_for_status()
@@ -249,7 +251,9 @@ def publisher_for(url: str, *, target: str | None = None) -> Any:
 
     `amqp://` or `amqps://`: RabbitMQ (`target` is the routing key); `nats://` or `tls://`:
     NATS JetStream (`target` is the subject); `http://` or `https://`: a signed webhook,
-    whose secret is read from the environment variable LANGGRAPH_DURABLE_WEBHOOK_SECRET.
+    whose secret is read from the environment variable LANGGRAPH_DURABLE_WEBHOOK_SECRET:
+    a Standard Webhooks secret (`whsec_` then the key in base64), or any other text,
+    whose UTF-8 bytes are then the key (as before secrets had that form).
     Without `target`, the event type is the routing key or subject.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
@@ -264,7 +268,9 @@ def publisher_for(url: str, *, target: str | None = None) -> Any:
                 f"A webhook needs a signing secret: set {WEBHOOK_SECRET_ENV} to the secret "
                 "the receiver verifies with."
             )
-        return WebhookPublisher(url, secret.encode())
+        return WebhookPublisher(
+            url, secret if secret.startswith(SECRET_PREFIX) else secret.encode()
+        )
     raise ConfigurationError(
         f"Cannot tell the broker from the URL scheme {scheme or '(none)'!r}: use amqp://, "
         "nats:// or https://."

@@ -9,16 +9,18 @@ broker fails the test; elsewhere it is skipped.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from outbox_receivers import WebhookReceiver, consume, work_done
+from outbox_receivers import WebhookReceiver, consume, standard_webhooks_verify, work_done
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import (
@@ -339,6 +341,31 @@ async def test_webhooks_are_signed_and_redeliveries_do_nothing_twice(
     await relay.aclose()
     await publisher.aclose()
     await forger.aclose()
+
+
+async def test_a_standard_webhooks_receiver_accepts_what_the_relay_sends(dsn: str) -> None:
+    """The receiver checks each delivery with an implementation of the Standard Webhooks
+    specification written in the tests, not with the package's `verify_webhook`."""
+    secret = "whsec_" + base64.b64encode(os.urandom(24)).decode()
+    receiver = WebhookReceiver(
+        dsn,
+        secret,
+        verify=lambda key, headers, body: standard_webhooks_verify(
+            key, headers, body, now=time.time()
+        ),
+    )
+    ids = emit_events(dsn, 3)
+    publisher = WebhookPublisher(receiver.url, secret)
+    relay = OutboxRelay(dsn, publisher)
+    try:
+        await drain(relay)
+    finally:
+        await relay.aclose()
+        await publisher.aclose()
+        receiver.close()
+    assert receiver.deliveries == ids
+    assert receiver.rejected == 0
+    assert work_done(dsn) == ids
 
 
 async def test_a_failed_publish_never_shows_the_url_password(

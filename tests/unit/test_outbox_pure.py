@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
+from outbox_receivers import standard_webhooks_signature, standard_webhooks_verify
 
-from langgraph_durable import InvalidWebhookError, NotInEffectError, current_effect_key
+from langgraph_durable import (
+    InvalidInputError,
+    InvalidWebhookError,
+    NotInEffectError,
+    current_effect_key,
+)
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.checkpoint._events import EventParking
-from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook
+from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook, webhook_key
 from langgraph_durable.outbox._base import error_text, is_transport_error
 
 
@@ -251,6 +258,58 @@ def test_verify_webhook_rejects_old_timestamps_and_changed_bodies() -> None:
     with pytest.raises(InvalidWebhookError, match="whole number") as raised:
         verify_webhook(b"k", {**headers, "webhook-timestamp": "soon"}, body, now=1000)
     assert isinstance(raised.value, ValueError)
+
+
+SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+"""The Standard Webhooks test vector (the specification's reference libraries test it)."""
+SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY = (
+    "msg_p5jXN8AQM9LWM0D4loKWxJek",
+    1614265330,
+    b'{"test": 2432232314}',
+)
+SPEC_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_webhooks_are_signed_exactly_as_standard_webhooks_specifies() -> None:
+    """Called "Standard Webhooks style", the signature was `v1=<hex>` keyed by the raw
+    secret, which no receiver following the specification accepts."""
+    # The independent implementation reproduces the published vector ...
+    assert (
+        standard_webhooks_signature(SPEC_SECRET, SPEC_ID, str(SPEC_TIMESTAMP), SPEC_BODY)
+        == SPEC_SIGNATURE
+    )
+    # ... and the package signs the vector the same way.
+    headers = sign_webhook(SPEC_SECRET, SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY)
+    assert headers == {
+        "webhook-id": SPEC_ID,
+        "webhook-timestamp": str(SPEC_TIMESTAMP),
+        "webhook-signature": SPEC_SIGNATURE,
+    }
+    # A receiver following the specification accepts any delivery the package signs.
+    body = json.dumps({"order": "8890", "note": "naïve"}).encode()
+    signed = sign_webhook(SPEC_SECRET, "e-1", 1_700_000_000, body)
+    assert standard_webhooks_verify(SPEC_SECRET, signed, body, now=1_700_000_100) == "e-1"
+    with pytest.raises(ValueError, match="no matching"):
+        standard_webhooks_verify(SPEC_SECRET, signed, body + b" ", now=1_700_000_100)
+    # And `verify_webhook` accepts the specification's own form, several signatures
+    # (a secret being rotated) included.
+    rotated = {**headers, "webhook-signature": "v1,bm9wZQ== " + SPEC_SIGNATURE}
+    assert verify_webhook(SPEC_SECRET, rotated, SPEC_BODY, now=SPEC_TIMESTAMP) == SPEC_ID
+    with pytest.raises(InvalidWebhookError, match="does not match"):
+        verify_webhook(
+            SPEC_SECRET, {**headers, "webhook-signature": "v1=ü"}, SPEC_BODY, now=SPEC_TIMESTAMP
+        )
+
+
+def test_a_webhook_secret_is_the_key_or_its_base64_with_or_without_the_prefix() -> None:
+    key = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    assert webhook_key(SPEC_SECRET) == webhook_key("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == key
+    assert sign_webhook(key, SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY)["webhook-signature"] == (
+        SPEC_SIGNATURE
+    )
+    for bad in ("whsec_not base64!", "", b""):
+        with pytest.raises(InvalidInputError):
+            webhook_key(bad)
 
 
 def test_current_effect_key_outside_an_effect_is_named() -> None:

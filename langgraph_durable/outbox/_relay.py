@@ -5,15 +5,17 @@ keys with `FOR UPDATE SKIP LOCKED` (and the events queued behind them), publish 
 with the event id as message id, mark the published ones and record the failures, then
 commit. Each mark runs in a savepoint, so one that fails leaves its events pending and
 cannot undo the others'. The row locks held during the round are what lets any number
-of relays run at once: a key's events go through one relay at a time, in `seq` order. A
-relay that dies mid-round (SIGKILL, lost connection) releases its locks without marking
-anything: the next round publishes those events again, under the same ids, and
-consumers drop the repeats (`inbox_record_txn`). A failed publish stops its key for this
-round; the event is tried again after a backoff and moved to 'dead' after
-`max_attempts` failures (a dead event no longer holds its key back; `replay_dead`
-brings it back). A failure to reach the broker at all (`is_transport_error`) is no
-failure of the event: it keeps its attempts and its place, and the whole relay pauses,
-longer each round, until a round reaches the broker again; it logs the outage once.
+of relays run at once: a key's events go through one relay at a time, in `seq` order
+among those committed when it claims them (an event that commits later with a lower
+`seq` goes out later). A relay that dies mid-round (SIGKILL, lost connection) releases
+its locks without marking anything: the next round publishes those events again, under
+the same ids, and consumers drop the repeats (`inbox_record_txn`). A failed publish
+stops its key for this round; the event is tried again after a backoff and moved to
+'dead' after `max_attempts` failures (a dead event no longer holds its key back;
+`replay_dead` brings it back). A failure to reach the broker at all
+(`is_transport_error`) is no failure of the event: it keeps its attempts and its place,
+and the whole relay pauses, longer each round, until a round reaches the broker again;
+it logs the outage once.
 
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
 for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays

@@ -10,7 +10,18 @@ thread, the namespace without task ids, the step, the task path, the event type 
 ordinal of this `emit` of that type in the task execution. Under durability "async" a
 task's writes can commit against a checkpoint that a crash then loses; the task runs
 again on resume and emits the same ids, which the outbox stores once (a unique id).
-A fork or time travel re-runs at a later step, so its events get new ids.
+
+So an id repeats exactly when the same task path, in the same thread and namespace,
+emits the same type for the same n-th time at the same step, whatever the payload, and
+the outbox keeps the event first stored under it. Beyond crash recovery that covers:
+every replay or fork from one checkpoint (`invoke(None, config)` with its
+`checkpoint_id`, or `update_state` on it then `invoke`) runs the next tasks at the same
+step, one later than the original run did (LangGraph first writes a fork or update
+checkpoint), so the first such re-run's events get ids new to the original run, and
+every later re-run from that checkpoint derives the same ids again: its events are
+dropped, silently, even with other payloads. A re-run reaching a step at which the same
+node emitted on another branch of the thread repeats those ids too. A fork whose events
+must all go out runs on its own thread (`copy_thread`, then fork the copy).
 """
 
 from __future__ import annotations

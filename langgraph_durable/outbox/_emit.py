@@ -6,10 +6,13 @@ durability mode). It is not stored when the task fails or is interrupted: the ta
 again and emits it again.
 
 The event id is derived, like an effect's default key, from what survives a crash: the
-thread, the namespace without task ids, the step, the task path, the event type and the
-ordinal of this `emit` of that type in the task execution. Under durability "async" a
-task's writes can commit against a checkpoint that a crash then loses; the task runs
-again on resume and emits the same ids, which the outbox stores once (a unique id).
+thread, the namespace without task ids, the step, the task path, inside a subgraph where
+each parent task that entered it ran (`_identity.ancestor_origins`: else two `Send` items
+into one subgraph would emit under one id, and the second's events would be dropped), the
+event type and the ordinal of this `emit` of that type in the task execution. Under
+durability "async" a task's writes can commit against a checkpoint that a crash then
+loses; the task runs again on resume and emits the same ids, which the outbox stores once
+(a unique id).
 
 So an id repeats exactly when the same task path, in the same thread and namespace,
 emits the same type for the same n-th time at the same step, whatever the payload, and
@@ -36,7 +39,7 @@ from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_token_of
-from langgraph_durable._identity import CallCounts
+from langgraph_durable._identity import CallCounts, ancestor_origins, plain
 from langgraph_durable.checkpoint import (
     AsyncDurablePostgresSaver,
     DurablePostgresSaver,
@@ -55,35 +58,27 @@ _NAMESPACE = uuid.UUID("6f0c1f38-4a0e-4c55-9a57-0c2b7e3d5a11")
 _ORDINALS = CallCounts()
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
-
-
 def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) -> str:
     """The id of this emit: stable across re-runs of the same task execution point."""
     configurable: Mapping[str, Any] = config.get("configurable") or {}
     metadata: Mapping[str, Any] = config.get("metadata") or {}
-    namespace = "|".join(
-        part.split(":", 1)[0] for part in str(configurable.get("checkpoint_ns") or "").split("|")
-    )
+    full_namespace = str(configurable.get("checkpoint_ns") or "")
+    namespace = "|".join(part.split(":", 1)[0] for part in full_namespace.split("|"))
     scratchpad = _langgraph.scratchpad_of(config)
     if scratchpad is None:
         return str(uuid.uuid4())
-    material = json.dumps(
-        [
-            thread_id,
-            namespace,
-            _plain(metadata.get("langgraph_step")),
-            _plain(metadata.get("langgraph_path")),
-            event_type,
-            _ORDINALS.next(scratchpad, event_type) + 1,
-        ],
-        separators=(",", ":"),
-    )
+    where: list[Any] = [
+        thread_id,
+        namespace,
+        plain(metadata.get("langgraph_step")),
+        plain(metadata.get("langgraph_path")),
+        event_type,
+        _ORDINALS.next(scratchpad, event_type) + 1,
+    ]
+    origins = ancestor_origins(thread_id, full_namespace)
+    if any(o is not None for o in origins):  # a root task's id is what it always was
+        where.append(origins)
+    material = json.dumps(where, separators=(",", ":"))
     return str(uuid.uuid5(_NAMESPACE, material))
 
 

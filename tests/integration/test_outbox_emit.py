@@ -22,7 +22,7 @@ from _pg import leased_config
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Durability, RetryPolicy, interrupt
+from langgraph.types import Command, Durability, RetryPolicy, Send, interrupt
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
@@ -582,6 +582,31 @@ def test_emit_inside_a_subgraph(dsn: str, mode: Durability) -> None:
         app = builder.compile(checkpointer=saver)
         app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
     assert sorted(r["event_type"] for r in stored(dsn, thread)) == ["inner.done", "outer.done"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_two_sends_into_one_subgraph_emit_two_events(dsn: str, mode: Durability) -> None:
+    """From inside, both executions of the subgraph look alike (the same inner node, step
+    and path): under one id the second's event would be dropped."""
+    thread = f"emit-{uuid.uuid4()}"
+
+    def inner(state: State) -> State:
+        emit("mail.sent", {"log": state["log"]})
+        return {}
+
+    sub = StateGraph(State)
+    sub.add_node("inner", inner)
+    sub.add_edge(START, "inner")
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        builder = StateGraph(State)
+        builder.add_node("mailer", sub.compile())
+        builder.add_conditional_edges(
+            START, lambda s: [Send("mailer", {"log": [to]}) for to in ("ana", "bob")]
+        )
+        app = builder.compile(checkpointer=saver)
+        app.invoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    payloads = sorted(r["payload"]["log"][0] for r in stored(dsn, thread))
+    assert payloads == ["ana", "bob"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])  # "exit" stores nothing to resume

@@ -96,8 +96,9 @@ async def _arun_recorded(journal: AsyncEffectJournal, call: EffectCall) -> Any:
         raise
 
 
-async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
-    attempt = await journal.aclaim(
+async def _aclaim(journal: AsyncEffectJournal, call: EffectCall) -> int | None:
+    """Claim the call's key for a first attempt: its number, or None if the key exists."""
+    return await journal.aclaim(
         call.key,
         call.name,
         call.input_hash,
@@ -106,6 +107,10 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
         call.token,
         completion_event=call.completion_event,
     )
+
+
+async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
+    attempt = await _aclaim(journal, call)
     first_seen: datetime | None = None
     last_error: BaseException | None = None
     tries = 0
@@ -119,15 +124,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
             continue
         row = await journal.aget(call.key)
         if row is None:  # released between our insert and our read: claim afresh
-            attempt = await journal.aclaim(
-                call.key,
-                call.name,
-                call.input_hash,
-                call.lease_seconds,
-                call.where,
-                call.token,
-                completion_event=call.completion_event,
-            )
+            attempt = await _aclaim(journal, call)
             continue
         assert row.db_now is not None
         now = row.db_now

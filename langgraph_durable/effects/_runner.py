@@ -98,8 +98,9 @@ def _run_recorded(journal: EffectJournal, call: EffectCall) -> Any:
         raise
 
 
-def _run(journal: EffectJournal, call: EffectCall) -> Any:
-    attempt = journal.claim(
+def _claim(journal: EffectJournal, call: EffectCall) -> int | None:
+    """Claim the call's key for a first attempt: its number, or None if the key exists."""
+    return journal.claim(
         call.key,
         call.name,
         call.input_hash,
@@ -108,6 +109,10 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
         call.token,
         completion_event=call.completion_event,
     )
+
+
+def _run(journal: EffectJournal, call: EffectCall) -> Any:
+    attempt = _claim(journal, call)
     first_seen: datetime | None = None
     last_error: BaseException | None = None
     tries = 0
@@ -121,15 +126,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
             continue
         row = journal.get(call.key)
         if row is None:  # released between our insert and our read: claim afresh
-            attempt = journal.claim(
-                call.key,
-                call.name,
-                call.input_hash,
-                call.lease_seconds,
-                call.where,
-                call.token,
-                completion_event=call.completion_event,
-            )
+            attempt = _claim(journal, call)
             continue
         assert row.db_now is not None
         now = row.db_now

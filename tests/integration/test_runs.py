@@ -557,19 +557,7 @@ def test_an_older_run_retried_while_a_newer_one_is_in_flight_waits_for_it(
     (failed,) = worker.run_until_idle()
     assert failed.status is RunStatus.ERROR
     second = runs.create(graph, {"log": []}, thread_id=first.thread_id)
-    sql(  # R2 in flight under a worker that died: its lease ran out
-        db_dsn,
-        "UPDATE langgraph_durable_runs SET status = 'running', attempt = 1, owner = 'gone',"
-        " lease_expires_at = now() - interval '1s' WHERE run_id = %s",
-        second.run_id,
-    )
-    sql(
-        db_dsn,
-        "UPDATE langgraph_durable_threads SET owner = 'gone', run_id = %s,"
-        " lease_expires_at = now() - interval '1s' WHERE thread_id = %s",
-        second.run_id,
-        first.thread_id,
-    )
+    died_mid_run(db_dsn, second.run_id, first.thread_id)  # R2 in flight, its worker gone
     runs.retry(first.run_id)
     done = worker.run_until_idle()
     assert [d.run_id for d in done] == [second.run_id, first.run_id]

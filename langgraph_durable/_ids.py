@@ -30,6 +30,7 @@ __all__ = [
     "json_text",
     "lone_surrogate",
     "metadata_json_text",
+    "storable_text",
     "stored_id",
     "thread_id_of",
 ]
@@ -62,6 +63,23 @@ def lone_surrogate(text: str) -> int | None:
 def is_text(value: object) -> bool:
     """Whether `value` is a string Postgres can store as text: no NUL, no lone surrogate."""
     return isinstance(value, str) and "\x00" not in value and lone_surrogate(value) is None
+
+
+def storable_text(text: str) -> str:
+    """`text` made storable in a text column, for text we only report and never look up
+    (an error's message, a status reason): each NUL written as the four characters
+    `\\x00` and each lone surrogate as its `\\udcxx` escape (`backslashreplace`).
+
+    Refusing such text is right for ids and inputs (I8), but not for an error a run
+    raised: Postgres would refuse the write recording how the run ended, and the run
+    would stay `running` with the real error lost.
+    """
+    if text.isascii() and "\x00" not in text:
+        return text  # nearly every message: nothing to replace
+    text = text.replace("\x00", "\\x00")
+    if lone_surrogate(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _text(value: str, what: str) -> str:

@@ -26,7 +26,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
 
 from langgraph_durable._db import from_our_connections, is_disconnect, process_owner
-from langgraph_durable._ids import json_text, lone_surrogate, stored_id, thread_id_of
+from langgraph_durable._ids import (
+    json_text,
+    lone_surrogate,
+    storable_text,
+    stored_id,
+    thread_id_of,
+)
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
@@ -506,6 +512,8 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
             output_type, output = serde.dumps_typed(outcome.output)
         except Exception:  # an output that cannot be stored is not a reason to fail the run
             output_type = output = None
+    # Every text is the run's own (its error's message, a reason quoting it): it may hold
+    # a NUL or a lone surrogate, which Postgres refuses, and the run would stay running.
     error = outcome.error
     return {
         "run_id": run.run_id,
@@ -513,13 +521,15 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
         "fence_token": run.fencing_token,
         "refund": not outcome.counted,
         "status": outcome.status.value,
-        "reason": outcome.reason,
+        "reason": None if outcome.reason is None else storable_text(outcome.reason),
         "retry_at": outcome.retry_at,
         "retry_in": outcome.retry_in,
         "output_type": output_type,
         "output": output,
-        "error_type": None if error is None else type(error).__name__,
-        "error_message": None if error is None else seal_text(serde, str(error)[:4000]),
+        "error_type": None if error is None else storable_text(type(error).__name__),
+        "error_message": (
+            None if error is None else seal_text(serde, storable_text(str(error))[:4000])
+        ),
     }
 
 

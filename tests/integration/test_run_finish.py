@@ -1,0 +1,74 @@
+"""Recording how a run ended never stops the worker, whatever the run's outcome holds.
+
+A worker that cannot write a run's outcome leaves the run `running`; the next worker takes
+it, fails the same way, and after `max_attempts` the run ends as `WorkerLost` with the real
+error lost. So:
+
+- an error's text (or a reason quoting it) holding a NUL or a lone surrogate is stored
+  with those characters escaped;
+- an approval question that is not plain JSON is announced with its values as text;
+- a finish that still fails for a reason that is not an outage records the run as `error`
+  with a message saying why its outcome could not be stored, and the worker goes on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from langgraph_durable import (
+    DurablePostgresSaver,
+    EffectDeferred,
+    GraphVersion,
+    RunRegistry,
+    RunStatus,
+    Worker,
+)
+
+
+class State(TypedDict, total=False):
+    log: list[str]
+
+
+def one_node(saver: DurablePostgresSaver, fn: Callable[[State], Any]) -> GraphVersion:
+    builder = StateGraph(State)
+    builder.add_node("only", fn)
+    builder.add_edge(START, "only")
+    builder.add_edge("only", END)
+    return GraphVersion(f"fin-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+
+
+@pytest.mark.parametrize(
+    ("message", "stored"),
+    [("id=abc\x00def", "id=abc\\x00def"), ("bad \ud800 byte", "bad \\ud800 byte")],
+)
+def test_an_error_text_postgres_refuses_is_stored_escaped(
+    saver: DurablePostgresSaver, runs: RunRegistry, message: str, stored: str
+) -> None:
+    def node(state: State) -> State:
+        raise ValueError(message)
+
+    graph = one_node(saver, node)
+    run = runs.create(graph, {"log": []}, max_attempts=1)
+    (done,) = Worker(saver, [graph]).run_until_idle()  # raised DataError / UnicodeEncodeError
+    assert done.run_id == run.run_id
+    assert (done.status, done.attempt, done.error_type) == (RunStatus.ERROR, 1, "ValueError")
+    assert done.error_message == stored
+
+
+def test_a_reason_postgres_refuses_is_stored_escaped(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    def node(state: State) -> State:
+        raise EffectDeferred("quota of tenant a\x00b is used up")
+
+    graph = one_node(saver, node)
+    runs.create(graph, {"log": []})
+    (done,) = Worker(saver, [graph]).run_until_idle()
+    assert done.status is RunStatus.DEFERRED
+    assert done.status_reason == "quota of tenant a\\x00b is used up"

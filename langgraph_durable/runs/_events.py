@@ -12,10 +12,12 @@ token and the type, so a retried finish cannot store one twice.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from langgraph_durable._ids import json_text
 from langgraph_durable.approvals import PendingApproval
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.runs._model import Outcome, Run, RunStatus
@@ -27,6 +29,7 @@ __all__ = [
     "checked_events",
     "event_id",
     "finish_events",
+    "json_request",
     "sweep_events",
 ]
 
@@ -104,7 +107,7 @@ def finish_events(
                 found.append(
                     (
                         "approval.requested",
-                        {**base, "interrupt_id": asked.interrupt_id, "request": request},
+                        {**base, "interrupt_id": asked.interrupt_id, **json_request(request)},
                     )
                 )
     elif status is RunStatus.BLOCKED:
@@ -118,6 +121,24 @@ def finish_events(
         for i, (kind, payload) in enumerate(found)
         if kind in enabled
     ]
+
+
+def json_request(request: Any) -> dict[str, Any]:
+    """The question of an approval as its event carries it: `{"request": ...}`.
+
+    The question is graph state, which need not be JSON (a `Decimal` amount, a date); the
+    outbox stores JSON only, and refusing the event would refuse the finish that it rides
+    with, leaving the run running. So values JSON lacks are written as their text, as
+    `json.dumps(default=str)` does; when even that cannot be stored (NaN, a NUL, a lone
+    surrogate, a container whose own code fails) only the question's type goes, as
+    `request_type`, like an effect's completion event does with its result.
+    """
+    try:
+        plain = json.loads(json.dumps(request, default=str, allow_nan=False))
+        json_text(plain, "an approval's question")  # refuses a NUL or a lone surrogate
+        return {"request": plain}
+    except Exception:
+        return {"request": None, "request_type": type(request).__name__}
 
 
 def answered_event(run: Run, answer: Any, enabled: frozenset[str]) -> list[Event]:

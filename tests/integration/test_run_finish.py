@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
+import psycopg
 import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -29,10 +31,13 @@ from langgraph_durable import (
     RunStatus,
     Worker,
 )
+from langgraph_durable.approvals import approval_node
 
 
 class State(TypedDict, total=False):
     log: list[str]
+    approval: dict[str, Any]
+    approval_outcome: str
 
 
 def one_node(saver: DurablePostgresSaver, fn: Callable[[State], Any]) -> GraphVersion:
@@ -72,3 +77,31 @@ def test_a_reason_postgres_refuses_is_stored_escaped(
     (done,) = Worker(saver, [graph]).run_until_idle()
     assert done.status is RunStatus.DEFERRED
     assert done.status_reason == "quota of tenant a\\x00b is used up"
+
+
+def test_an_approval_question_that_is_not_json_is_announced_as_text(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    builder = StateGraph(State)
+    builder.add_node(
+        "approve",
+        approval_node(
+            request=lambda s: {"amount": Decimal("420.00"), "order": "8890"},
+            on_approve="refund",
+        ),
+        destinations=("refund", END),
+    )
+    builder.add_node("refund", lambda s: {"log": ["refunded"]})
+    builder.add_edge(START, "approve")
+    builder.add_edge("refund", END)
+    graph = GraphVersion(f"fin-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+    run = runs.create(graph, {"log": []})
+    (done,) = Worker(saver, [graph], events=True).run_until_idle()  # raised InvalidEventError
+    assert (done.run_id, done.status, done.attempt) == (run.run_id, RunStatus.INTERRUPTED, 0)
+    with psycopg.connect(db_dsn) as conn:
+        rows = conn.execute(
+            "SELECT payload FROM langgraph_durable_outbox "
+            "WHERE key = %s AND event_type = 'approval.requested'",
+            (run.thread_id,),
+        ).fetchall()
+    assert [row[0]["request"] for row in rows] == [{"amount": "420.00", "order": "8890"}]

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
 from langgraph_durable import EffectOutcomeUnknown, RunStatus
-from langgraph_durable.runs._events import RUN_EVENTS, finish_events, sweep_events
+from langgraph_durable.runs._events import RUN_EVENTS, finish_events, json_request, sweep_events
 from langgraph_durable.runs._model import Run, outcome_of
 
 ALL = frozenset(RUN_EVENTS)
@@ -62,3 +69,22 @@ def test_a_sweep_announces_stuck_timed_out_and_crash_looped_runs() -> None:
     ]
     assert events[1][1]["error_type"] == "WorkerLost"
     assert sweep_events(changed, frozenset({"run.stuck"}))[0][0] == "run.stuck"
+
+
+@pytest.mark.parametrize(
+    ("question", "carried"),
+    [
+        ({"amount": 420, "order": "8890"}, {"request": {"amount": 420, "order": "8890"}}),
+        (
+            {"amount": Decimal("420.00"), "due": date(2026, 1, 2)},
+            {"request": {"amount": "420.00", "due": "2026-01-02"}},
+        ),
+        ({"amount": math.nan}, {"request": None, "request_type": "dict"}),
+        ({"note": "a\x00b"}, {"request": None, "request_type": "dict"}),
+        (["\ud800"], {"request": None, "request_type": "list"}),
+    ],
+)
+def test_an_approval_question_is_carried_as_json_postgres_stores(
+    question: Any, carried: dict[str, Any]
+) -> None:
+    assert json_request(question) == carried

@@ -78,6 +78,7 @@ __all__ = [
     "sends_input",
     "stopped_from_outside",
     "stored",
+    "unstored_outcome",
     "version_of",
     "worker_name",
     "workers_graphs",
@@ -514,7 +515,7 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
             output_type = output = None
     # Every text is the run's own (its error's message, a reason quoting it): it may hold
     # a NUL or a lone surrogate, which Postgres refuses, and the run would stay running.
-    error = outcome.error
+    error, message = outcome.error, outcome.error_message or ""
     return {
         "run_id": run.run_id,
         "thread_id": run.thread_id,
@@ -528,7 +529,7 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
         "output": output,
         "error_type": None if error is None else storable_text(type(error).__name__),
         "error_message": (
-            None if error is None else seal_text(serde, storable_text(str(error))[:4000])
+            None if error is None else seal_text(serde, storable_text(message)[:4000])
         ),
     }
 
@@ -615,10 +616,18 @@ class Outcome:
     does; one that ended waiting (an interrupt, a retry time, an unknown effect), was
     handed back or lost the database gives its attempt back, so waiting is never what
     uses a run's attempts up."""
+    message: str | None = None
+    """The error message to store instead of the error's own text (`unstored_outcome`)."""
 
     @property
     def error_type(self) -> str | None:
         return None if self.error is None else type(self.error).__name__
+
+    @property
+    def error_message(self) -> str | None:
+        if self.message is not None:
+            return self.message
+        return None if self.error is None else str(self.error)
 
     def handed_back(self) -> Outcome:
         """The worker is stopping mid-run: the run goes back to the queue at once."""
@@ -630,6 +639,30 @@ class Outcome:
             error=self.error,
             counted=False,
         )
+
+
+def unstored_outcome(outcome: Outcome, failure: BaseException) -> Outcome:
+    """What a worker records when storing `outcome` failed for a reason that is not an
+    outage (`failure`): the run ends as `error`, with the run's own error type (else the
+    failure's) and a message saying what could not be stored and why.
+
+    Letting `failure` escape would leave the run `running`: the next worker would take
+    it, fail the same way and stop too, until the run ended as `WorkerLost` with the
+    real error lost. Only `failure`'s text is read here, never the run's error's, whose
+    own `__str__` may be what failed.
+    """
+    ended = "ended" if outcome.status is None else f"ended as {outcome.status.value}"
+    cause = "" if outcome.error is None else f" after {type(outcome.error).__name__}"
+    return Outcome(
+        Next.FINISH,
+        RunStatus.ERROR,
+        reason="outcome not stored",
+        error=failure if outcome.error is None else outcome.error,
+        message=(
+            f"The run {ended}{cause}, but that outcome could not be stored "
+            f"({type(failure).__name__}: {first_line(failure)}); it is recorded as error."
+        ),
+    )
 
 
 def backoff(attempt: int, rng: random.Random | None = None) -> float:

@@ -56,6 +56,7 @@ from langgraph_durable.runs._model import (
     seconds_of,
     sends_input,
     stopped_from_outside,
+    unstored_outcome,
     waited_out,
     worker_name,
 )
@@ -321,7 +322,7 @@ class Worker:
             logger.warning(
                 "run %s: another worker took it over; leaving it", run.run_id, extra=log_ids(run)
             )
-        elif not self._through_outage(lambda: self.registry.finish(run, outcome), doing):
+        elif not self._store_outcome(run, outcome, doing):
             # Conditional on the fencing token: a retry after an outage never writes over
             # a worker that took the run over meanwhile.
             logger.warning(
@@ -332,6 +333,28 @@ class Worker:
                 "run %s: %s (%s)", run.run_id, outcome.status, outcome.error, extra=log_ids(run)
             )
         return self._through_outage(lambda: self.registry.get(run.run_id), doing)
+
+    def _store_outcome(self, run: Run, outcome: Outcome, doing: str) -> bool:
+        """Store `outcome` (riding out an outage); False if the run is no longer ours.
+
+        Any other failure records the run as `error`, saying why (`unstored_outcome`),
+        instead of escaping: the run would stay running and stop every worker that took
+        it, one after another.
+        """
+        try:
+            return self._through_outage(lambda: self.registry.finish(run, outcome), doing)
+        except Exception as exc:
+            if is_outage(exc):
+                raise  # the database stayed away longer than database_timeout
+            fallback = unstored_outcome(outcome, exc)
+            logger.error(
+                "run %s: %s",
+                run.run_id,
+                fallback.message,
+                exc_info=exc,
+                extra=log_ids(run),
+            )
+            return self._through_outage(lambda: self.registry.finish(run, fallback), doing)
 
     def _graph_for(self, run: Run) -> GraphVersion:
         for graph in self.graphs:

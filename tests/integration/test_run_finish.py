@@ -105,3 +105,47 @@ def test_an_approval_question_that_is_not_json_is_announced_as_text(
             (run.thread_id,),
         ).fetchall()
     assert [row[0]["request"] for row in rows] == [{"amount": "420.00", "order": "8890"}]
+
+
+def test_a_finish_that_fails_otherwise_records_the_run_as_error_and_the_worker_goes_on(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Whatever else makes the finish fail (here a fault injected into its first call)
+    ends the run as error, saying why, instead of stopping the worker."""
+
+    def node(state: State) -> State:
+        if state["log"] == ["fail"]:
+            raise ValueError("row 7 is bad")
+        return {"log": ["ran"]}
+
+    graph = one_node(saver, node)
+    broken = runs.create(graph, {"log": ["fail"]}, max_attempts=3)
+    healthy = runs.create(graph, {"log": []})
+    worker = Worker(saver, [graph])
+    real_finish = worker.registry.finish
+    calls: list[str] = []
+
+    def finish_failing_once(run: Any, outcome: Any) -> bool:
+        calls.append(run.run_id)
+        if len(calls) == 1:
+            raise RuntimeError("the disk says no")
+        return real_finish(run, outcome)
+
+    monkeypatch.setattr(worker.registry, "finish", finish_failing_once)
+    with caplog.at_level("ERROR", logger="langgraph_durable.runs"):
+        done = worker.run_until_idle()  # the RuntimeError escaped
+    assert calls == [broken.run_id, broken.run_id, healthy.run_id]
+    assert [(r.run_id, r.status, r.attempt) for r in done] == [
+        (broken.run_id, RunStatus.ERROR, 1),
+        (healthy.run_id, RunStatus.SUCCESS, 1),
+    ]
+    assert (done[0].error_type, done[0].status_reason) == ("ValueError", "outcome not stored")
+    assert done[0].error_message == (
+        "The run ended as pending after ValueError, but that outcome could not be stored "
+        "(RuntimeError: the disk says no); it is recorded as error."
+    )
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == [f"run {broken.run_id}: {done[0].error_message}"]

@@ -43,6 +43,7 @@ from langgraph_durable.errors import (
     FencedOutError,
     InvalidInputError,
     LockTimeoutError,
+    StatementTimeoutError,
     TransactionConflictError,
     UnserializableValueError,
 )
@@ -688,11 +689,16 @@ def is_outage(exc: BaseException) -> bool:
 
 def waited_out(exc: BaseException) -> bool:
     """Whether a worker waits out an error of one of its own statements (taking, finishing
-    or sweeping runs) and tries again: an outage (`is_outage`), or a lock timeout, as when
-    a registry change holds a thread's row longer than the saver's `lock_timeout`; the
-    run it concerns is not at fault. A statement timeout is not: a statement that always
-    runs too long would have the worker try again for ever."""
-    return is_outage(exc) or isinstance(exc, LockTimeoutError)
+    or sweeping runs) and tries again: an outage (`is_outage`), or a lock timeout or a
+    statement timeout, as when a registry change, a migration or a `LOCK TABLE` holds a
+    row or a table longer than the saver's `lock_timeout` (or, with none set, its
+    `statement_timeout`, which then ends the wait); the run it concerns is not at fault.
+
+    A statement that always runs too long would have the worker try again for ever, so
+    these waits are bounded like an outage's: the worker gives up after
+    `database_timeout` (unless that is None) with `DatabaseUnreachableError`, naming the
+    last error."""
+    return is_outage(exc) or isinstance(exc, (LockTimeoutError, StatementTimeoutError))
 
 
 def stopped_from_outside(exc: BaseException, *, stopping: bool) -> bool:

@@ -566,3 +566,49 @@ def test_a_finish_held_up_past_the_lock_timeout_is_waited_out(
         logging.getLogger("langgraph_durable").removeHandler(handler)
     assert len(found) == 1, found
     assert getattr(found[0], "status", None) is RunStatus.SUCCESS, found
+
+
+def test_a_statement_timeout_of_the_worker_s_own_statements_is_waited_out(db_dsn: str) -> None:
+    """With `statement_timeout` set and no `lock_timeout`, a table lock (a migration, a
+    `LOCK TABLE`) makes the worker's sweep time out: the worker waits it out as it does a
+    lock timeout, instead of `run_forever` stopping at once (and with it every worker)."""
+    retried = threading.Event()
+
+    class Retried(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "does not answer while" in record.getMessage():
+                retried.set()
+
+    handler = Retried()
+    logging.getLogger("langgraph_durable").addHandler(handler)
+    errors: list[BaseException] = []
+    try:
+        with DurablePostgresSaver.from_conn_string(db_dsn, statement_timeout=0.2) as saver:
+            saver.setup()
+            graph = one_node(saver, lambda s: {"log": ["ran"]})
+            worker = Worker(saver, [graph], idle_wait=0.5)
+
+            def work() -> None:
+                try:
+                    worker.run_forever()
+                except BaseException as exc:  # the old behaviour: StatementTimeoutError
+                    errors.append(exc)
+                    retried.set()
+
+            thread = threading.Thread(target=work, daemon=True)
+            with psycopg.connect(db_dsn) as holder:
+                holder.execute("LOCK TABLE langgraph_durable_runs IN ACCESS EXCLUSIVE MODE")
+                thread.start()
+                assert retried.wait(60)  # a hang guard only: set by the first timeout
+                holder.rollback()  # the table is free: the next try goes through
+            assert errors == []
+            runs = RunRegistry(saver)
+            run = runs.create(graph, {"log": []})
+            done = runs.wait_for(run.run_id, timeout=300)  # a hang guard only
+            worker.stop()
+            thread.join(60)
+    finally:
+        logging.getLogger("langgraph_durable").removeHandler(handler)
+    assert errors == []
+    assert not thread.is_alive()
+    assert done.status is RunStatus.SUCCESS

@@ -41,6 +41,7 @@ from langgraph_durable.errors import (
     EffectOutcomeUnknown,
     EffectResultNotStoredError,
     FencedOutError,
+    InvalidDecisionError,
     InvalidInputError,
     LockTimeoutError,
     StatementTimeoutError,
@@ -812,6 +813,18 @@ def outcome_of(
             Next.FINISH,
             RunStatus.BLOCKED,
             reason=f"{BLOCKED_EFFECT}: {error}",
+            error=error,
+            counted=False,
+        )
+    if isinstance(error, InvalidDecisionError):
+        # The approval node refused the answer the run was resumed with, before acting on
+        # it: the question still waits. Counted as a failure, the run would be retried
+        # with the same stored answer until it ended as error; interrupted, uncounted,
+        # it takes a corrected answer through `resume`.
+        return Outcome(
+            Next.FINISH,
+            RunStatus.INTERRUPTED,
+            reason=f"answer refused, the question still waits: {first_line(error)}",
             error=error,
             counted=False,
         )

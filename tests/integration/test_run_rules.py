@@ -5,7 +5,8 @@
   the same order, so a registry change that holds the thread while a worker reports can
   never deadlock with it (PostgreSQL would abort one of the two with 40P01).
 - Attempts: `attempt` counts executions that failed or whose worker died; waiting at an
-  interrupt, a deferral, a hand-back or a lost database give the attempt back.
+  interrupt, a deferral, a hand-back or a lost database give the attempt back, and so does
+  an answer the approval node refuses (the question still waits for a corrected one).
 - Inputs: bad ids, filters and configs are named errors before any SQL runs.
 """
 
@@ -37,12 +38,15 @@ from langgraph_durable import (
     effect,
 )
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.approvals import approval_node
 from langgraph_durable.runs._model import Outcome, outcome_of
 
 
 class State(TypedDict, total=False):
     log: list[str]
     answer: Any
+    approval: dict[str, Any]
+    approval_outcome: str
 
 
 def one_node(saver: DurablePostgresSaver, fn: Callable[[State], Any]) -> GraphVersion:
@@ -160,6 +164,43 @@ def test_waiting_and_hand_backs_do_not_use_attempts_up(
     assert outage.status is RunStatus.PENDING
     assert runs.finish(claimed, outage)
     assert runs.get(other.run_id).attempt == 0
+
+
+def test_an_answer_the_approval_node_refuses_leaves_the_run_waiting_for_another(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """README: an invalid answer sent through `Command(resume=...)` leaves the run waiting,
+    so the caller can answer again. Counted as a failure, it was retried with the same
+    stored answer until the run ended as error, and `retry` replayed it again."""
+    builder = StateGraph(State)
+    builder.add_node(
+        "approve",
+        approval_node(request=lambda s: {"amount": 420}, on_approve="refund"),
+        destinations=("refund", END),
+    )
+    builder.add_node("refund", lambda s: {"log": ["refunded"]})
+    builder.add_edge(START, "approve")
+    builder.add_edge("refund", END)
+    graph = GraphVersion(f"g-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+    run = runs.create(graph, {"log": []}, max_attempts=1)
+    worker = Worker(saver, [graph])
+    (asked,) = worker.run_until_idle()
+    assert asked.status is RunStatus.INTERRUPTED
+    runs.resume(run.run_id, Command(resume={"approved": True}))  # no approver: invalid
+    (refused,) = worker.run_until_idle()
+    assert (refused.status, refused.attempt, refused.error_type) == (
+        RunStatus.INTERRUPTED,
+        0,
+        "InvalidDecisionError",
+    )
+    assert refused.status_reason is not None
+    assert refused.status_reason.startswith(
+        "answer refused, the question still waits: Invalid approval decision (approver"
+    )
+    runs.resume(run.run_id, Command(resume={"approved": True, "approver": "manager-ana"}))
+    (done,) = worker.run_until_idle()
+    assert (done.status, done.attempt, done.error_type) == (RunStatus.SUCCESS, 1, None)
+    assert runs.output_of(done)["log"] == ["refunded"]
 
 
 def test_deferrals_do_not_use_attempts_up(

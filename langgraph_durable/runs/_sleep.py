@@ -8,14 +8,22 @@ The first call journals the wake-up time (an effect keyed by where the call happ
 is the same call on every resume) and raises `EffectDeferred`: under a worker the run
 becomes `deferred` until then, and a worker resumes it when due, not before, across
 restarts. Later calls read the journaled time and return once it has passed.
+
+The delay is not part of the effect's input: the first call's wake-up time wins, whatever
+later calls pass. A node re-runs from its first line on every resume, so a delay computed
+from the clock (`durable_sleep(due - now())`, "sleep until the due time") is another
+value each time; as input it made every resume fail with `EffectInputMismatchError`. A
+delay at or below zero (the due time has passed) does not wait.
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 from langgraph_durable.effects import effect
 from langgraph_durable.errors import EffectDeferred, InvalidInputError
+from langgraph_durable.runs._model import MAX_SECONDS
 
 __all__ = ["adurable_sleep", "durable_sleep"]
 
@@ -23,19 +31,23 @@ _NAME = "langgraph_durable.durable_sleep"
 
 
 def _seconds(delay: timedelta | float) -> float:
+    """The delay in seconds: a finite number (negative: no wait), at most ten years.
+
+    Checked here, so that NaN, infinity or a huge number is a named error and not a
+    `ValueError` or `OverflowError` from adding it to a datetime.
+    """
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
-        raise InvalidInputError(f"durable_sleep({delay!r}): pass a timedelta or seconds >= 0.")
-    return float(seconds)
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        raise InvalidInputError(f"durable_sleep({delay!r}): pass a timedelta or seconds.")
+    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+        raise InvalidInputError(
+            f"durable_sleep({delay!r}): pass a finite delay of at most ten years; for a "
+            "longer wait, sleep again when this one ends."
+        )
+    return max(0.0, float(seconds))
 
 
-@effect(name=_NAME, interrupt_guard=False)
 def _wake_at(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
-
-
-@effect(name=_NAME, interrupt_guard=False)
-async def _awake_at(seconds: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
 
 
@@ -48,12 +60,30 @@ def _check(wake: str) -> None:
 def durable_sleep(delay: timedelta | float) -> None:
     """Sleep `delay` (a timedelta or seconds) without holding a process.
 
+    The first call's wake-up time is kept: on a resume the delay passed is not looked at
+    (see the module docstring), so computing it from the clock is fine.
+
     Raises:
         EffectDeferred: Until the wake-up time, with `retry_at` set to it.
+        InvalidInputError: The delay is not a number, not finite, or over ten years.
     """
-    _check(_wake_at(_seconds(delay)))
+    seconds = _seconds(delay)
+
+    # No parameters: the journal's input hash covers none, so a resume that passes
+    # another delay reads the first call's wake-up time instead of failing.
+    @effect(name=_NAME, interrupt_guard=False)
+    def wake_at() -> str:
+        return _wake_at(seconds)
+
+    _check(wake_at())
 
 
 async def adurable_sleep(delay: timedelta | float) -> None:
     """Async `durable_sleep`, for async nodes."""
-    _check(await _awake_at(_seconds(delay)))
+    seconds = _seconds(delay)
+
+    @effect(name=_NAME, interrupt_guard=False)
+    async def wake_at() -> str:
+        return _wake_at(seconds)
+
+    _check(await wake_at())

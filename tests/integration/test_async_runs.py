@@ -129,9 +129,12 @@ async def test_an_interrupted_async_run_is_resumed_with_a_command(db_dsn: str) -
 
 async def test_adurable_sleep_defers_an_async_run_until_due(db_dsn: str) -> None:
     ran: list[str] = []
+    due = datetime.now(timezone.utc) + timedelta(days=3)
 
     async def remind(state: State) -> State:
-        await adurable_sleep(timedelta(days=3))
+        # A delay computed from the clock: another value on the resume, which must not
+        # fail the run (the first call's wake-up time wins).
+        await adurable_sleep(due - datetime.now(timezone.utc))
         ran.append("reminder")
         return {"log": ["reminded"]}
 

@@ -7,6 +7,8 @@ times in the database, never by sleeping.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import operator
 import threading
 import time
@@ -37,6 +39,7 @@ from langgraph_durable import (
     RunStatus,
     ThreadBusyError,
     Worker,
+    adurable_sleep,
     durable_sleep,
     effect,
 )
@@ -269,6 +272,52 @@ def test_durable_sleep_parks_the_run_and_wakes_it_when_due(
     assert done.status is RunStatus.SUCCESS, done.error_message
     assert ran == ["reminder"]
     assert runs.output_of(done) == {"log": ["order", "reminded"]}
+
+
+def test_durable_sleep_keeps_the_first_wake_up_time_whatever_later_calls_pass(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """`durable_sleep(due - now())` passes another delay on every resume (the node re-runs
+    from its first line); as the effect's input, it failed the run with
+    EffectInputMismatchError. The first call's wake-up time wins; a delay at or below zero
+    (the due time has passed) is taken too."""
+    delays = [timedelta(days=3), timedelta(days=1), -5.0]
+    passed: list[Any] = []
+
+    def remind(state: State) -> State:
+        passed.append(delays[len(passed)])
+        durable_sleep(passed[-1])
+        return {"log": ["reminded"]}
+
+    graph = graph_of(saver, ("remind", remind))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []}, max_attempts=1)
+    (first,) = worker.run_until_idle()
+    assert first.status is RunStatus.DEFERRED
+    make_due(db_dsn, run.run_id)  # woken early: the first wake-up time still holds
+    (again,) = worker.run_until_idle()
+    assert (again.status, again.status_reason) == (RunStatus.DEFERRED, first.status_reason)
+    assert again.retry_at - first.retry_at < timedelta(minutes=1)  # type: ignore[operator]
+    woken = saver.serde.dumps_typed((datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat())
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_effects SET result_type = %s, result = %s "
+        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+        *woken,
+        run.thread_id,
+    )
+    make_due(db_dsn, run.run_id)
+    (done,) = worker.run_until_idle()
+    assert (done.status, done.error_message) == (RunStatus.SUCCESS, None)
+    assert passed == delays
+
+
+@pytest.mark.parametrize("delay", [math.nan, math.inf, -math.inf, 1e12, timedelta.max, "1", True])
+def test_a_delay_durable_sleep_cannot_wait_is_a_named_error(delay: Any) -> None:
+    with pytest.raises(InvalidInputError, match=r"durable_sleep\("):
+        durable_sleep(delay)
+    with pytest.raises(InvalidInputError, match=r"durable_sleep\("):
+        asyncio.run(adurable_sleep(delay))
 
 
 def test_an_unknown_effect_blocks_the_run_until_someone_decides(

@@ -59,6 +59,7 @@ EXTERNAL = {
     "asynccontextmanager": "contextmanager",
     "AsyncPostgresSaver": "PostgresSaver",
     "AsyncHeartbeat": "Heartbeat",
+    "AsyncTermination": "Termination",
     "afinish_despite_cancel": "finish_despite_interrupt",
     "AsyncWriteParking": "WriteParking",
     "AsyncPutCombiner": "PutCombiner",

@@ -60,6 +60,7 @@ from langgraph_durable.runs._model import (
     waited_out,
     worker_name,
 )
+from langgraph_durable.runs._signals import AsyncTermination, WorkerTerminated
 
 __all__ = ["AsyncWorker"]
 
@@ -113,9 +114,12 @@ class AsyncWorker:
         self.database_timeout = optional_seconds_of(database_timeout, "database_timeout")
         self._stopping = False
         self._swept_at = -float("inf")  # the first look sweeps
+        self._termination = AsyncTermination(self.stop)
 
     def stop(self) -> None:
-        """Take no new run; the one running finishes (a killed worker's run is taken over)."""
+        """Take no new run; the one running finishes (a killed worker's run is taken over).
+
+        SIGTERM does more under `run_forever`: it hands the running run back at once."""
         self._stopping = True
 
     async def arun_until_idle(self, *, max_runs: int | None = None) -> list[Run]:
@@ -159,13 +163,25 @@ class AsyncWorker:
             done.append(await self.aexecute(run))
         return done
 
-    async def arun_forever(self) -> None:
+    async def arun_forever(self, *, handle_sigterm: bool = True) -> None:
         """Take and run runs until `stop()`; wait on notifications in between.
+
+        Args:
+            handle_sigterm: Make SIGTERM (a deploy, `docker stop`, Kubernetes) stop the
+                worker and hand the running run back to the queue at once, its attempt
+                given back, and then return; Python's default ends the process, leaving
+                the run running until its lease runs out, an attempt used up. Only in the
+                main thread, and only while SIGTERM has Python's default handler (one of
+                your own is left alone); the previous handler is back on return.
 
         Raises:
             DatabaseUnreachableError: The database could not be reached for
                 `database_timeout` seconds.
         """
+        with self._termination.installed(handle_sigterm):
+            await self._arun_until_stopped()
+
+    async def _arun_until_stopped(self) -> None:
         outage = Outage(self.database_timeout)
         try:
             while not self._stopping:
@@ -278,19 +294,19 @@ class AsyncWorker:
         heartbeat = AsyncHeartbeat(beat, self.lease_seconds / 3, run.run_id)
         async with heartbeat.running():
             try:
-                # Inside the try: a migration hook that raises, or a stored input that
-                # cannot be loaded, ends this attempt like any error of the run itself,
-                # instead of escaping and stopping the worker (and every worker after it).
-                if run.graph_version not in graph.compatible_with | {graph.version}:
-                    await self._amigrate(graph, run, config)
-                latest = await self.registry.alatest_checkpoint(run)
-                payload = self.registry.input_of(run) if sends_input(run, latest) else None
-                mode = cast(Durability, run.durability)
-                output = await graph.graph.ainvoke(payload, config, durability=mode)
-                state = await graph.graph.aget_state(config)
-                outcome = outcome_of(run, output=output, interrupted=bool(state.interrupts))
+                output, interrupted = await self._termination.interruptible(
+                    lambda: self._arun_graph(run, graph, config)
+                )
+                outcome = outcome_of(run, output=output, interrupted=interrupted)
             except Exception as exc:
                 outcome = outcome_of(run, error=exc)
+            except WorkerTerminated:
+                # SIGTERM under run_forever: back to the queue, attempt given back, and
+                # recorded like any outcome (riding out an outage); run_forever returns.
+                logger.warning(
+                    "run %s: handed back, its worker got SIGTERM", run.run_id, extra=log_ids(run)
+                )
+                outcome = Outcome(Next.FINISH).handed_back()
             except BaseException as exc:
                 if not stopped_from_outside(exc, stopping=self._stopping):
                     # The run stopped itself (a node's sys.exit(), a stray CancelledError):
@@ -314,6 +330,25 @@ class AsyncWorker:
             "Executions of runs by how they ended",
         )
         return outcome
+
+    async def _arun_graph(
+        self, run: Run, graph: GraphVersion, config: RunnableConfig
+    ) -> tuple[Any, bool]:
+        """Run the run's graph from where it got to: its output, and whether it stopped
+        at an interrupt.
+
+        Everything here ends the attempt when it fails, like an error of the run itself:
+        a migration hook that raises, or a stored input that cannot be loaded, would
+        otherwise escape and stop the worker (and every worker after it).
+        """
+        if run.graph_version not in graph.compatible_with | {graph.version}:
+            await self._amigrate(graph, run, config)
+        latest = await self.registry.alatest_checkpoint(run)
+        payload = self.registry.input_of(run) if sends_input(run, latest) else None
+        mode = cast(Durability, run.durability)
+        output = await graph.graph.ainvoke(payload, config, durability=mode)
+        state = await graph.graph.aget_state(config)
+        return output, bool(state.interrupts)
 
     async def _afinish(self, run: Run, outcome: Outcome) -> Run:
         """Record how the execution ended (riding out an outage); the run afterwards."""

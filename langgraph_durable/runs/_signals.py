@@ -1,0 +1,151 @@
+"""SIGTERM hands a worker's run back: what `run_forever` installs, in both flavours.
+
+Python's default SIGTERM ends the process at once, so a worker stopped that way (a deploy,
+`docker stop`, Kubernetes scaling down) leaves its run `running` until its lease runs out,
+and that execution uses an attempt up. `run_forever` installs a handler instead that calls
+the worker's `stop()` and stops the execution under way, so the run goes back to the queue
+at once, its attempt given back, and `run_forever` returns.
+
+Only when it is free to: in the main thread (the only one signals reach), and while
+SIGTERM has Python's default disposition; a handler of the application's own is left
+alone. The previous disposition comes back when `run_forever` returns.
+
+The execution is stopped differently by flavour, so the pair is written by hand here
+(like `_db/heartbeat.py`), not generated: the sync handler raises `WorkerTerminated` in
+the main thread, which runs the graph, but only while the graph runs (never while the
+worker records a run's outcome); the async handler, called by the event loop, cancels the
+task the graph runs in, and never the worker's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, TypeVar
+
+__all__ = ["AsyncTermination", "Termination", "WorkerTerminated"]
+
+T = TypeVar("T")
+
+
+class WorkerTerminated(BaseException):
+    """The worker got SIGTERM while it ran a graph: the run is handed back.
+
+    A BaseException, like KeyboardInterrupt, so that nodes and LangGraph's retries
+    (which catch Exception) let it through."""
+
+
+def _free_to_install() -> bool:
+    """Whether SIGTERM may be taken: in the main thread, and still Python's default."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    )
+
+
+class Termination:
+    """SIGTERM for a sync worker: `stop` it, and end the graph it runs with
+    `WorkerTerminated`."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self.requested = False
+        self._in_graph = False
+
+    @contextmanager
+    def installed(self, enabled: bool) -> Iterator[None]:
+        """SIGTERM handled while the block runs, if `enabled` and free to."""
+        if not enabled or not _free_to_install():
+            yield
+            return
+        previous = signal.signal(signal.SIGTERM, self._handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._stop()
+        self.requested = True
+        if self._in_graph:
+            self._in_graph = False  # a second SIGTERM does not break the hand-back
+            raise WorkerTerminated()
+
+    def interruptible(self, body: Callable[[], T]) -> T:
+        """`body()` (running a run's graph), ended by SIGTERM with `WorkerTerminated`; at
+        once if SIGTERM came while the run was being taken."""
+        if self.requested:
+            raise WorkerTerminated()
+        self._in_graph = True
+        try:
+            return body()
+        finally:
+            self._in_graph = False
+
+
+class AsyncTermination:
+    """SIGTERM for an async worker: `stop` it, and cancel the task its graph runs in."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self.requested = False
+        self._graph: asyncio.Future[Any] | None = None
+        self._cancelled: asyncio.Future[Any] | None = None
+
+    @contextmanager
+    def installed(self, enabled: bool) -> Iterator[None]:
+        """SIGTERM handled by the running loop while the block runs, if `enabled` and
+        free to."""
+        if not enabled or not _free_to_install():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGTERM, self._handle)
+        except (NotImplementedError, RuntimeError):  # Windows; a loop that cannot
+            yield
+            return
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)  # back to SIG_DFL, as it was
+
+    def _handle(self) -> None:
+        self._stop()
+        self.requested = True
+        if self._graph is not None:
+            self._cancelled = self._graph
+            self._graph.cancel()
+
+    async def interruptible(self, body: Callable[[], Awaitable[T]]) -> T:
+        """`await body()` (running a run's graph) in a task of its own, which SIGTERM
+        cancels: the worker's task is never cancelled, so it records the hand-back.
+        Ends with `WorkerTerminated`; at once if SIGTERM came while the run was being
+        taken."""
+        if self.requested:
+            raise WorkerTerminated()
+        graph: asyncio.Future[T] = asyncio.ensure_future(body())
+        self._graph = graph
+        try:
+            return await graph
+        except BaseException:
+            # Whatever the cancelled graph ended with (LangGraph may turn a cancellation
+            # into an error of its own), unless the worker's own task is being cancelled.
+            if self._cancelled is graph and not _cancelling_current_task():
+                raise WorkerTerminated() from None
+            raise
+        finally:
+            self._graph = None
+
+
+def _cancelling_current_task() -> bool:
+    """Whether the current task (the worker's) is being cancelled itself: then the
+    cancellation is passed on, not taken for SIGTERM's (Python 3.11+; on 3.10 it cannot
+    be told, and SIGTERM's is assumed)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False

@@ -1,0 +1,119 @@
+"""SIGTERM on a worker process mid-run hands the run back at once, and the process exits 0.
+
+Python's default SIGTERM ends the process on the spot: the run stayed `running` until its
+lease ran out (here 600 s) and that execution used an attempt up. `run_forever` (sync and
+async) installs a handler that stops the worker and the execution under way, records the
+run as handed back, and returns. A real worker process (`sigterm_worker.py`, the README's
+`run_forever` with no handler of its own) is signalled while its only node waits for ever;
+the test waits on the node's NOTIFY and the process's exit, never on a sleep.
+
+In process: `run_forever` takes SIGTERM only while it has Python's default handler, leaves
+a handler of the application's own alone, can be told not to (`handle_sigterm=False`), and
+puts the previous handler back when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.graph import END, START, StateGraph
+from psycopg.rows import dict_row
+from typing_extensions import TypedDict
+
+from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
+
+WORKER = Path(__file__).with_name("sigterm_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+HANG_GUARD_S = 120  # a correct run never gets near this
+
+pytestmark = pytest.mark.crash
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_sigterm_mid_run_hands_the_run_back_and_the_worker_exits_0(
+    runs: RunRegistry, db_dsn: str, flavour: str
+) -> None:
+    name = f"sigterm-{uuid.uuid4().hex[:8]}"
+    run = runs.create(name, {"log": []}, version="1", max_attempts=1)
+    with psycopg.connect(db_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN sigterm_test")
+        options = ["--async"] if flavour == "async" else []
+        process = subprocess.Popen(
+            [sys.executable, str(WORKER), db_dsn, name, *options],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            started = [n.payload for n in listener.notifies(timeout=HANG_GUARD_S, stop_after=1)]
+            assert started == [run.thread_id], process.poll()
+            running = runs.get(run.run_id)
+            assert (running.status.value, running.attempt) == ("running", 1)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=HANG_GUARD_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 0, err  # was -15: killed by the default handler
+    assert out.strip() == "run_forever returned"
+    back = runs.get(run.run_id)
+    assert (back.status.value, back.attempt, back.owner) == ("pending", 0, None)
+    assert back.status_reason == "handed back: its worker stopped"
+    with psycopg.connect(db_dsn, autocommit=True, row_factory=dict_row) as conn:
+        thread = conn.execute(
+            "SELECT owner, lease_expires_at FROM langgraph_durable_threads WHERE thread_id = %s",
+            (run.thread_id,),
+        ).fetchone()
+    assert thread == {"owner": None, "lease_expires_at": None}  # free for the next worker
+
+
+class State(TypedDict, total=False):
+    log: list[str]
+
+
+def test_run_forever_takes_sigterm_only_when_free_and_gives_it_back(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the test runner's is default
+    seen: list[Any] = []
+    worker: Worker | None = None
+
+    def node(state: State) -> State:
+        seen.append(signal.getsignal(signal.SIGTERM))
+        assert worker is not None
+        worker.stop()  # run_forever returns once this run has finished
+        return {"log": ["ran"]}
+
+    builder = StateGraph(State)
+    builder.add_node("only", node)
+    builder.add_edge(START, "only")
+    builder.add_edge("only", END)
+    graph = GraphVersion(f"st-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+
+    def own(signum: int, frame: Any) -> None:
+        raise AssertionError("not signalled")
+
+    for setup in ("default", "opted out", "own handler"):
+        runs.create(graph, {"log": []})
+        worker = Worker(saver, [graph])
+        previous = signal.signal(signal.SIGTERM, own) if setup == "own handler" else None
+        try:
+            worker.run_forever(handle_sigterm=setup != "opted out")
+            expected = own if previous is not None else signal.SIG_DFL
+            assert signal.getsignal(signal.SIGTERM) is expected
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+    assert seen[0] not in (signal.SIG_DFL, own)
+    assert callable(seen[0])
+    assert seen[1:] == [signal.SIG_DFL, own]

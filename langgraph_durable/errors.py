@@ -287,7 +287,14 @@ class EffectInputMismatchError(InvalidInputError):
     """The same idempotency key was used with a different input; nothing was called.
 
     A key names one operation: give this call its own key, or pass the original input.
+
+    Attributes:
+        key: The key, when the journal row was read.
     """
+
+    def __init__(self, message: str | None = None, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class InvalidDecisionError(InvalidInputError):

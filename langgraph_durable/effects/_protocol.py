@@ -140,13 +140,15 @@ def _check_identity(row: JournalRow, name: str, input_hash: str) -> None:
         raise EffectInputMismatchError(
             f"Key {row.key!r} belongs to effect {row.effect_name!r}, not {name!r}; nothing "
             "was called. Give each effect its own keys (a renamed effect needs name= with "
-            "its old name until its runs have finished)."
+            "its old name until its runs have finished).",
+            key=row.key,
         )
     if row.input_hash != input_hash:
         raise EffectInputMismatchError(
             f"Key {row.key!r} of effect {name!r} was first used with input hash "
             f"{row.input_hash} and now with {input_hash}; nothing was called. Use a new key "
-            "for a new input, or pass the original input."
+            "for a new input, or pass the original input.",
+            key=row.key,
         )
 
 

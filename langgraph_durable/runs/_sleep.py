@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
-from langgraph_durable.effects import effect
-from langgraph_durable.errors import EffectDeferred, InvalidInputError
+from langgraph.config import get_config
+
+from langgraph_durable import _langgraph
+from langgraph_durable.effects import AsyncEffectJournal, EffectJournal, effect, journal_of
+from langgraph_durable.errors import EffectDeferred, EffectInputMismatchError, InvalidInputError
 from langgraph_durable.runs._model import MAX_SECONDS
 
 __all__ = ["adurable_sleep", "durable_sleep"]
@@ -51,6 +55,20 @@ def _wake_at(seconds: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
 
 
+def _journaled_earlier(exc: EffectInputMismatchError, found: dict[str, Any] | None) -> str:
+    """The wake-up time of a sleep journaled by an earlier version, whose input held the
+    delay (so this version's call, without it, does not match): as stored. Resuming a run
+    asleep across an upgrade must neither fail nor sleep again. Anything else under the
+    key is the mismatch it says."""
+    if (
+        found is None
+        or found.get("status") != "completed"
+        or not isinstance(found.get("result"), str)
+    ):
+        raise exc
+    return str(found["result"])
+
+
 def _check(wake: str) -> None:
     when = datetime.fromisoformat(wake)
     if datetime.now(timezone.utc) < when:
@@ -75,7 +93,13 @@ def durable_sleep(delay: timedelta | float) -> None:
     def wake_at() -> str:
         return _wake_at(seconds)
 
-    _check(wake_at())
+    try:
+        wake = wake_at()
+    except EffectInputMismatchError as exc:
+        journal = journal_of(_langgraph.checkpointer_of(get_config()))
+        found = journal.details(exc.key) if isinstance(journal, EffectJournal) and exc.key else None
+        wake = _journaled_earlier(exc, found)
+    _check(wake)
 
 
 async def adurable_sleep(delay: timedelta | float) -> None:
@@ -86,4 +110,14 @@ async def adurable_sleep(delay: timedelta | float) -> None:
     async def wake_at() -> str:
         return _wake_at(seconds)
 
-    _check(await wake_at())
+    try:
+        wake = await wake_at()
+    except EffectInputMismatchError as exc:
+        journal = journal_of(_langgraph.checkpointer_of(get_config()))
+        found = (
+            await journal.adetails(exc.key)
+            if isinstance(journal, AsyncEffectJournal) and exc.key
+            else None
+        )
+        wake = _journaled_earlier(exc, found)
+    _check(wake)

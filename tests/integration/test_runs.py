@@ -274,6 +274,32 @@ def test_durable_sleep_parks_the_run_and_wakes_it_when_due(
     assert runs.output_of(done) == {"log": ["order", "reminded"]}
 
 
+def test_a_run_asleep_across_the_upgrade_wakes_at_its_journaled_time(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """Earlier versions journaled the delay as the sleep's input: resumed by this version
+    (whose call has none), the run must neither fail with EffectInputMismatchError, for
+    good, nor sleep again: it wakes at the time journaled."""
+    graph = graph_of(saver, ("remind", lambda s: (durable_sleep(3600), {"log": ["woke"]})[1]))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    (sleeping,) = worker.run_until_idle()
+    assert sleeping.status is RunStatus.DEFERRED
+    woken = saver.serde.dumps_typed((datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat())
+    sql(  # as an earlier version journaled it: the delay in the input hash; now due
+        db_dsn,
+        "UPDATE langgraph_durable_effects SET input_hash = 'hash-with-the-delay',"
+        " result_type = %s, result = %s"
+        " WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+        *woken,
+        run.thread_id,
+    )
+    make_due(db_dsn, run.run_id)
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS, done.error_message
+    assert runs.output_of(done) == {"log": ["woke"]}
+
+
 def test_durable_sleep_keeps_the_first_wake_up_time_whatever_later_calls_pass(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

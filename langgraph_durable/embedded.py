@@ -169,6 +169,14 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def stops_servers_on_sigterm(handler: object) -> bool:
+    """Whether `handler` (a SIGTERM disposition) is the one this module installs, which only
+    stops the embedded servers and ends the process as SIGTERM's default does: a worker's
+    `run_forever` may take SIGTERM over it (its own handler hands the run back, then the
+    process exits and `atexit` stops the servers)."""
+    return handler is _on_sigterm
+
+
 def _stop_on_sigterm() -> None:
     """Install `_on_sigterm`, unless the application handles SIGTERM itself (then its
     handler decides, and `stop()` or `atexit` remain the way the server stops). Handlers

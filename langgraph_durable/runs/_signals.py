@@ -27,24 +27,28 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
+from langgraph_durable.embedded import stops_servers_on_sigterm
+
 __all__ = ["AsyncTermination", "Termination", "WorkerTerminated"]
 
 T = TypeVar("T")
 
 
-class WorkerTerminated(BaseException):
+class WorkerTerminated(KeyboardInterrupt):
     """The worker got SIGTERM while it ran a graph: the run is handed back.
 
-    A BaseException, like KeyboardInterrupt, so that nodes and LangGraph's retries
-    (which catch Exception) let it through."""
+    A KeyboardInterrupt, as Ctrl-C is: nodes and LangGraph's retries (which catch
+    Exception) let it through, and what must finish though the process is interrupted
+    finishes for it too (an effect's result in hand is stored, `_db/uninterrupted.py`)."""
 
 
 def _free_to_install() -> bool:
-    """Whether SIGTERM may be taken: in the main thread, and still Python's default."""
-    return (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    )
+    """Whether SIGTERM may be taken: in the main thread, and still Python's default, or
+    the embedded Postgres's (which only stops its servers; they stop at exit anyway)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    current = signal.getsignal(signal.SIGTERM)
+    return current is signal.SIG_DFL or stops_servers_on_sigterm(current)
 
 
 class Termination:

@@ -28,7 +28,7 @@ from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
-from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
+from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker, embedded
 
 WORKER = Path(__file__).with_name("sigterm_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,17 +103,22 @@ def test_run_forever_takes_sigterm_only_when_free_and_gives_it_back(
     def own(signum: int, frame: Any) -> None:
         raise AssertionError("not signalled")
 
-    for setup in ("default", "opted out", "own handler"):
+    for setup in ("default", "opted out", "own handler", "embedded postgres's"):
         runs.create(graph, {"log": []})
         worker = Worker(saver, [graph])
-        previous = signal.signal(signal.SIGTERM, own) if setup == "own handler" else None
+        installed = {"own handler": own, "embedded postgres's": embedded._on_sigterm}
+        previous = signal.signal(signal.SIGTERM, installed[setup]) if setup in installed else None
         try:
             worker.run_forever(handle_sigterm=setup != "opted out")
-            expected = own if previous is not None else signal.SIG_DFL
+            expected = installed.get(setup, signal.SIG_DFL)
             assert signal.getsignal(signal.SIGTERM) is expected
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
     assert seen[0] not in (signal.SIG_DFL, own)
     assert callable(seen[0])
-    assert seen[1:] == [signal.SIG_DFL, own]
+    assert seen[1:3] == [signal.SIG_DFL, own]
+    # The embedded server's handler only stops the servers: the worker takes SIGTERM over
+    # it, so that a demo's worker hands its run back too.
+    assert callable(seen[3])
+    assert seen[3] not in (signal.SIG_DFL, own, embedded._on_sigterm)

@@ -71,3 +71,22 @@ async def test_without_a_cancel_the_result_or_the_error_comes_back() -> None:
     assert await afinish_despite_cancel(ok) == 7
     with pytest.raises(ValueError, match="no"):
         await afinish_despite_cancel(failing)
+
+
+def test_sigterm_under_a_worker_lets_a_result_in_hand_be_stored() -> None:
+    """`WorkerTerminated` (SIGTERM under `run_forever`) interrupts like Ctrl-C: the write
+    runs once more to its end, then the termination goes on."""
+    from langgraph_durable._db import finish_despite_interrupt
+    from langgraph_durable.runs._signals import WorkerTerminated
+
+    stored: list[str] = []
+
+    def store() -> None:
+        if not stored:
+            stored.append("interrupted")
+            raise WorkerTerminated()
+        stored.append("stored")
+
+    with pytest.raises(WorkerTerminated):
+        finish_despite_interrupt(store)
+    assert stored == ["interrupted", "stored"]

@@ -291,16 +291,20 @@ async def why_not_answerable(
 
     One rule for the pages and for `answer`: a thread the run registry never ran (`run`,
     its latest run, is None) is a plain thread, which the console runs on under
-    `aexclusive`. A thread with a run belongs to the registry: its question is answered
-    only through `aresume` of that run, which must be interrupted and have written the
-    checkpoint the question waits at (the test `aresume` makes itself). Anything else is
-    refused: running the graph here would run it outside the registry, beside a run that
-    may be retried, and with whichever graph of that name fits, not the run's version.
+    `aexclusive`; so is one whose latest run succeeded and did not ask the question (a
+    plain `invoke` asked it since; that run can be neither retried nor resumed). Otherwise
+    the thread belongs to the registry: its question is answered only through `aresume`
+    of that run, which must be interrupted and have written the checkpoint the question
+    waits at (the test `aresume` makes itself). Anything else is refused: running the
+    graph here would run it outside the registry, beside a run that may be retried, and
+    with whichever graph of that name fits, not the run's version.
     """
     if run is None:
         return None
     status = run.status.value
     if await console.registry.alatest_checkpoint(run) != pending.checkpoint_id:
+        if run.status is RunStatus.SUCCESS:
+            return None
         return (
             f"its thread's latest run ({status}) did not ask it, and the console answers a "
             "thread of the registry only through its run: answer it from code"
@@ -358,7 +362,8 @@ async def answer(console: Console, request: Request) -> Response:
         ) from exc
     if refusal is not None:
         raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
-    if run is not None:  # interrupted, and waiting at this question: a worker resumes it
+    if run is not None and run.status is RunStatus.INTERRUPTED:
+        # Interrupted, and waiting at this question: a worker resumes it.
         answer_value = answer_for(state, thread_id, decision, interrupt_id=question)
         command: Command[Any] = Command(resume=answer_value)
         await console.registry.aresume(run.run_id, command)
@@ -367,7 +372,8 @@ async def answer(console: Console, request: Request) -> Response:
         # Read again under the lock: another answer may have won, or had its question
         # asked again, or a run of the registry started, since the page's answer came in.
         before = await _same_question(console, thread_id, token)
-        if await console.latest_run(thread_id) is not None:
+        latest = await console.latest_run(thread_id)
+        if latest is not None and (run is None or latest.run_id != run.run_id):
             raise Refused(409, "A run of the registry started on this thread; nothing was sent.")
         try:
             await aresume_approval(

@@ -105,3 +105,28 @@ async def test_a_run_is_answered_with_the_graph_version_it_is_pinned_to(
         found = await console.graph_for(thread, run)
         assert found is not None
         assert found[0] is pinned.graph
+
+
+def test_a_question_a_plain_invoke_asked_after_a_successful_run_is_answered(
+    world: str, example: ModuleType, ana: TestClient
+) -> None:
+    """The thread's registry run finished (success: it can be neither retried nor resumed);
+    a plain invoke then asked a new question there. That one is a plain thread's again."""
+    run_id, thread = start_run(world, example)
+    assert answer(ana, form_fields(approval_page(ana, thread)), action="approve").status_code == 303
+    work(world, example)
+    assert status_of(world, run_id) is RunStatus.SUCCESS
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        graph = example.build(world).compile(checkpointer=saver)
+        graph.invoke(
+            {"thread": thread, "order_id": "8890", "amount": 420, "log": []},
+            {"configurable": {"thread_id": thread}},
+        )
+    page = html.unescape(approval_page(ana, thread))
+    assert 'value="approve"' in page
+    answered = answer(ana, form_fields(page), action="approve")
+    assert answered.status_code == 303, answered.text
+    assert answered.headers["location"] == "/console/?notice=answered"
+    gone = ana.get("/console/approval", params={"thread_id": thread})
+    assert gone.status_code == 404  # answered: the plain invoke ran on
+    assert refunds(world) == 1  # the same order: its business key replays the refund

@@ -301,7 +301,15 @@ class InvalidDecisionError(InvalidInputError):
     """The approval decision is not valid; nothing was sent and the run still waits.
 
     Send a decision with `approved` (true/false) and a non-empty `approver`.
+
+    Attributes:
+        thread_id: The thread whose approval node refused the answer (its question still
+            waits there), or None when the answer was refused before it was sent.
     """
+
+    def __init__(self, message: str | None = None, *, thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
 
 
 class UnsafeRowError(DurableError):

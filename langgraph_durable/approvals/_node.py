@@ -159,7 +159,9 @@ def validate_decision(
         ) from exc
 
 
-def _decision(payload: dict[str, Any], model: type[ApprovalDecision]) -> ApprovalDecision:
+def _decision(
+    payload: dict[str, Any], model: type[ApprovalDecision], thread_id: str | None
+) -> ApprovalDecision:
     """Ask, and validate the answer (LangGraph validates it against `model`)."""
     try:
         return interrupt(payload, response_schema=model)
@@ -167,8 +169,14 @@ def _decision(payload: dict[str, Any], model: type[ApprovalDecision]) -> Approva
         raise InvalidDecisionError(
             f"Invalid approval decision ({_problems(exc)}). The node did not act on it and the "
             "run still waits for a valid answer; send one with resume_approval(), which checks "
-            "it before anything reaches the graph."
+            "it before anything reaches the graph.",
+            thread_id=thread_id,
         ) from exc
+
+
+def _thread_of(config: Any) -> str | None:
+    found = (config.get("configurable") or {}).get("thread_id")
+    return None if found is None else str(found)
 
 
 def approval_node(
@@ -222,7 +230,7 @@ def approval_node(
         payload: dict[str, Any] = {"kind": APPROVAL_KIND, "request": request(state)}
         while True:
             index = interrupts_asked(config)
-            decision = _decision(payload, decision_model)
+            decision = _decision(payload, decision_model, _thread_of(config))
             judged_before = index < task.held
             if judged_before and index + 1 < len(task.answers):
                 continue  # the next question has its answer: this one's reason is not shown

@@ -816,9 +816,10 @@ def outcome_of(
             error=error,
             counted=False,
         )
-    if isinstance(error, InvalidDecisionError):
+    if isinstance(error, InvalidDecisionError) and error.thread_id == run.thread_id:
         # The approval node refused the answer the run was resumed with, before acting on
-        # it: the question still waits. Counted as a failure, the run would be retried
+        # it: the question still waits (one of this run's thread; an answer a node sent to
+        # another thread is that node's failure). Counted as a failure, the run would be retried
         # with the same stored answer until it ended as error; interrupted, uncounted,
         # it takes a corrected answer through `resume`.
         return Outcome(

@@ -203,6 +203,41 @@ def test_an_answer_the_approval_node_refuses_leaves_the_run_waiting_for_another(
     assert runs.output_of(done)["log"] == ["refunded"]
 
 
+def test_an_invalid_answer_a_node_sends_to_another_thread_is_its_own_failure(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """Only a question of the run's own thread still waits after a refused answer: a run
+    whose node answered another thread badly was parked as interrupted with nothing to
+    answer (resume, retry and cancel all refused it), for good."""
+    asking = StateGraph(State)
+    asking.add_node(
+        "approve",
+        approval_node(request=lambda s: {"amount": 420}, on_approve="refund"),
+        destinations=("refund", END),
+    )
+    asking.add_node("refund", lambda s: {"log": ["refunded"]})
+    asking.add_edge(START, "approve")
+    asking.add_edge("refund", END)
+    other = asking.compile(checkpointer=saver)
+    other_thread = f"other-{uuid.uuid4().hex[:8]}"
+    other.invoke({"log": []}, {"configurable": {"thread_id": other_thread}})
+
+    def answer_badly(state: State) -> State:
+        other.invoke(
+            Command(resume={"approved": True}), {"configurable": {"thread_id": other_thread}}
+        )
+        return {"log": ["never"]}
+
+    builder = StateGraph(State)
+    builder.add_node("answer", answer_badly)
+    builder.add_edge(START, "answer")
+    builder.add_edge("answer", END)
+    graph = GraphVersion(f"g-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+    runs.create(graph, {"log": []}, max_attempts=1)
+    (failed,) = Worker(saver, [graph]).run_until_idle()
+    assert (failed.status, failed.error_type) == (RunStatus.ERROR, "InvalidDecisionError")
+
+
 def test_deferrals_do_not_use_attempts_up(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

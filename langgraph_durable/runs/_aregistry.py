@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection, Sequence
@@ -26,7 +27,13 @@ from psycopg import AsyncConnection, errors
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable._db import AsyncConnectionSource, Timeout, process_owner, source_of
+from langgraph_durable._db import (
+    AsyncConnectionSource,
+    AsyncHeartbeat,
+    Timeout,
+    process_owner,
+    source_of,
+)
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
@@ -73,6 +80,9 @@ PgConn = AsyncConnection[DictRow]
 async def _arows(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[Any]:
     cur = await conn.execute(query, params)
     return await cur.fetchall() if cur.description else []
+
+
+logger = logging.getLogger("langgraph_durable.runs")
 
 
 class AsyncRunRegistry:
@@ -431,7 +441,8 @@ class AsyncRunRegistry:
 
         Two processes resuming one thread at once cannot both run it: the second gets
         `ThreadBusyError`, and a holder whose lease was taken over gets `FencedOutError` at
-        its next write. Hold it only as long as the lease (renew with a new `exclusive`).
+        its next write. The lease is renewed every third of `lease_seconds` while the block
+        runs (a long node keeps it), and runs out `lease_seconds` after a holder dies.
         """
         thread_id = stored_id(thread_id, "thread_id")
         lease_seconds = seconds_of(lease_seconds, "lease_seconds")
@@ -447,8 +458,23 @@ class AsyncRunRegistry:
                 "exclusive caller); try again when it is done."
             )
         token = int(found[0]["fencing_token"])
+
+        async def beat() -> None:
+            async with self._source.connection("renewing a thread's lease (exclusive)") as conn:
+                kept = await _arows(
+                    conn,
+                    QUERIES["thread_extend_lease"],
+                    {"thread_id": thread_id, "fence_token": token, "lease_seconds": lease_seconds},
+                )
+            if not kept:
+                logger.warning(
+                    "thread %s: its lease was taken over; the holder's writes are refused",
+                    thread_id,
+                )
+
         try:
-            yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
+            async with AsyncHeartbeat(beat, lease_seconds / 3, f"thread {thread_id}").running():
+                yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
             async with self._source.connection("releasing a thread's lease (exclusive)") as conn:
                 released = await _arows(

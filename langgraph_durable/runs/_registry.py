@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import time
 import uuid
 from collections.abc import Collection, Iterator, Sequence
@@ -27,7 +28,13 @@ from psycopg import Connection, errors
 from psycopg.rows import DictRow
 from typing_extensions import LiteralString
 
-from langgraph_durable._db import ConnectionSource, Timeout, process_owner, source_of
+from langgraph_durable._db import (
+    ConnectionSource,
+    Heartbeat,
+    Timeout,
+    process_owner,
+    source_of,
+)
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable._ids import stored_id
 from langgraph_durable._sql import QUERIES
@@ -74,6 +81,9 @@ PgConn = Connection[DictRow]
 def _rows(conn: PgConn, query: LiteralString, params: dict[str, Any]) -> list[Any]:
     cur = conn.execute(query, params)
     return cur.fetchall() if cur.description else []
+
+
+logger = logging.getLogger("langgraph_durable.runs")
 
 
 class RunRegistry:
@@ -428,7 +438,8 @@ class RunRegistry:
 
         Two processes resuming one thread at once cannot both run it: the second gets
         `ThreadBusyError`, and a holder whose lease was taken over gets `FencedOutError` at
-        its next write. Hold it only as long as the lease (renew with a new `exclusive`).
+        its next write. The lease is renewed every third of `lease_seconds` while the block
+        runs (a long node keeps it), and runs out `lease_seconds` after a holder dies.
         """
         thread_id = stored_id(thread_id, "thread_id")
         lease_seconds = seconds_of(lease_seconds, "lease_seconds")
@@ -444,8 +455,23 @@ class RunRegistry:
                 "exclusive caller); try again when it is done."
             )
         token = int(found[0]["fencing_token"])
+
+        def beat() -> None:
+            with self._source.connection("renewing a thread's lease (exclusive)") as conn:
+                kept = _rows(
+                    conn,
+                    QUERIES["thread_extend_lease"],
+                    {"thread_id": thread_id, "fence_token": token, "lease_seconds": lease_seconds},
+                )
+            if not kept:
+                logger.warning(
+                    "thread %s: its lease was taken over; the holder's writes are refused",
+                    thread_id,
+                )
+
         try:
-            yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
+            with Heartbeat(beat, lease_seconds / 3, f"thread {thread_id}").running():
+                yield with_fence({"configurable": {"thread_id": thread_id}}, Fence(token))
         finally:
             with self._source.connection("releasing a thread's lease (exclusive)") as conn:
                 released = _rows(

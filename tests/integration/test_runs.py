@@ -710,6 +710,28 @@ def test_a_worker_that_lost_its_run_cannot_advance_the_thread(
     assert "after" not in str(runs.output_of(finished))
 
 
+def test_exclusive_keeps_its_lease_while_its_block_runs(runs: RunRegistry, db_dsn: str) -> None:
+    """An approved node running longer than the lease (`resume_approval` and the console
+    answer under `exclusive`) kept it no longer: anyone could take the thread, and the
+    holder was fenced out after its effects had acted."""
+    thread = f"t-{uuid.uuid4()}"
+    with runs.exclusive(thread, lease_seconds=0.6):
+        seen: list[Any] = []
+        guard = time.monotonic() + 60  # only a guard against a hang
+        while len(seen) < 4:  # the lease moved on three times: past its first expiry
+            assert time.monotonic() < guard, f"the lease moved {len(seen) - 1} times"
+            ((expires,),) = sql(
+                db_dsn,
+                "SELECT lease_expires_at FROM langgraph_durable_threads WHERE thread_id = %s",
+                thread,
+            )
+            if not seen or expires > seen[-1]:
+                seen.append(expires)
+            time.sleep(0.01)
+        with pytest.raises(ThreadBusyError), runs.exclusive(thread):
+            pass
+
+
 def test_exclusive_lets_one_plain_invoke_run_a_thread(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

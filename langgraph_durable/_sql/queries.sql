@@ -463,7 +463,8 @@ FOR UPDATE
 
 -- name: delete_threads
 -- Every row of the given threads, in one atomic statement: checkpoints, writes, blobs, the
--- journal rows of their finished effects, and their registry row when no run names it.
+-- journal rows of their finished effects with default keys, and their registry row when no
+-- run names it. Business-keyed rows (`key=`) stay: other threads may share the key.
 -- A thread with work in flight is not deleted: an unfinished run, an effect whose outcome
 -- is open (running, unknown, deferred, retry_wait), or a live lease. With `idle_before`
 -- (retention), neither is one with a checkpoint from then on, nor one whose latest root
@@ -525,10 +526,11 @@ WITH state AS MATERIALIZED (
 ), deleted_checkpoints AS (
     DELETE FROM checkpoints WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
 ), deleted_effects AS (
-    -- Business-keyed effects of the thread too: a key used again acts again.
+    -- Only keys derived from the thread (`default_key`): a business key (`key=`) may be
+    -- shared by another thread, whose replay of it must not become a second attempt (I2).
     DELETE FROM langgraph_durable_effects
     WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
-        AND status IN ('completed', 'failed')
+        AND default_key AND status IN ('completed', 'failed')
 ), deleted_registry_row AS (
     -- Every run names its thread's row, so it stays while one does; so does a row whose
     -- lease lapsed without being let go (its holder may still write: a new row would
@@ -783,10 +785,11 @@ LIMIT %(batch)s
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 INSERT INTO langgraph_durable_effects
     (key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
-     thread_id, checkpoint_ns, node, step, completion_event)
+     thread_id, checkpoint_ns, node, step, completion_event, default_key)
 SELECT %(key)s, %(effect_name)s, %(input_hash)s, 'running', 1, %(owner)s,
     clock_timestamp() + make_interval(secs => %(lease_seconds)s),
-    %(thread_id)s, %(checkpoint_ns)s, %(node)s, %(step)s, %(completion_event)s
+    %(thread_id)s, %(checkpoint_ns)s, %(node)s, %(step)s, %(completion_event)s,
+    %(default_key)s
 FROM commit_mode
 ON CONFLICT (key) DO NOTHING
 

@@ -75,7 +75,8 @@ CREATE TABLE langgraph_durable_effects (
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     completed_at TIMESTAMPTZ,
-    completion_event TEXT
+    completion_event TEXT,
+    default_key BOOLEAN NOT NULL DEFAULT false
 );
 CREATE INDEX lgd_effects_thread_idx ON langgraph_durable_effects (thread_id);
 CREATE INDEX lgd_effects_open_idx ON langgraph_durable_effects (status, lease_expires_at)
@@ -231,4 +232,5 @@ INSERT INTO langgraph_durable_migrations (v, name) VALUES
     (9, 'durable_009_drop_checkpoint_blobs_thread_id_idx_concurrently'),
     (10, 'durable_010_drop_checkpoint_writes_thread_id_idx_concurrently'),
     (11, 'durable_011_runs_timeout'),
-    (12, 'durable_012_effects_completion_event');
+    (12, 'durable_012_effects_completion_event'),
+    (13, 'durable_013_effects_default_key');

@@ -1,13 +1,15 @@
 """What deleting a thread may not take with it, and how a refusal reads: pure.
 
 `delete_thread`, `prune(strategy="delete")` and `delete_idle_threads` delete a thread's
-checkpoints with the journal rows of its finished effects, so a thread id used again acts
-again. Work in flight on a thread keeps it whole: an unfinished run (pending, running,
-interrupted, deferred, blocked), an effect whose outcome is open (running, unknown,
-deferred, retry_wait: its receiver may have acted, and only its row says so), or a live
-thread lease. Retention also keeps a thread with a checkpoint newer than its cutoff, or
-one waiting at an interrupt. The `delete_threads` statement judges each thread in the
-transaction that deletes it; these helpers read its rows.
+checkpoints with the journal rows of its finished effects whose keys were derived from it
+(default keys), so a thread id used again acts again; business-keyed rows (`key=`) stay,
+since other threads may share the key and replay it. Work in flight on a thread keeps it
+whole: an unfinished run (pending, running, interrupted, deferred, blocked), an effect
+whose outcome is open (running, unknown, deferred, retry_wait: its receiver may have
+acted, and only its row says so), or a live thread lease. Retention also keeps a thread
+with a checkpoint newer than its cutoff, or one waiting at an interrupt. The
+`delete_threads` statement judges each thread in the transaction that deletes it; these
+helpers read its rows.
 """
 
 from __future__ import annotations

@@ -782,12 +782,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread, in one transaction: its checkpoints, writes and blobs, the journal
-        rows of its finished effects, and its run registry row when no run names it.
+        rows of its finished default-keyed effects, and its run registry row when no run
+        names it.
 
         With the journal rows goes what they remember: a run on the same thread id acts
         again where the deleted thread acted (its default effect keys are built from the
-        thread id), and so does an effect with a business key this thread used. The runs
-        of the thread stay, as history.
+        thread id). Business-keyed rows (`key=`) stay: another thread may share the key and
+        must replay it, not act again. The runs of the thread stay, as history.
 
         Raises:
             ThreadBusyError: The thread has work in flight: an unfinished run, an effect
@@ -892,8 +893,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
     ) -> builtins.list[str]:
         """Delete threads whose newest checkpoint is older than `older_than`.
 
-        Each goes as `delete_thread` deletes it, its finished effects' journal rows
-        included. Skipped, and left whole, are threads that wait at an interrupt (an
+        Each goes as `delete_thread` deletes it, its finished default-keyed effects'
+        journal rows included. Skipped, and left whole, are threads that wait at an interrupt (an
         approval), have an unfinished run (pending, running, interrupted, deferred, blocked)
         or an effect whose outcome is open (running, unknown, deferred, retry_wait), or a
         live thread lease. Each thread is judged again in the transaction that deletes it,

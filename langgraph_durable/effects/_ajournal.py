@@ -123,10 +123,13 @@ async def aclaim_txn(
     lease_seconds: float,
     where: TaskContext | None = None,
     completion_event: str | None = None,
+    default_key: bool = False,
 ) -> int | None:
     """Insert the row for a first attempt; the attempt number (1), or None if the key
     exists."""
-    params = claim_params(key, name, input_hash, owner, lease_seconds, where, completion_event)
+    params = claim_params(
+        key, name, input_hash, owner, lease_seconds, where, completion_event, default_key
+    )
     return 1 if await _arow_count(conn, QUERIES["effect_claim"], params) else None
 
 
@@ -313,11 +316,13 @@ class AsyncEffectJournal:
         where: TaskContext | None,
         call_token: str = "",
         completion_event: str | None = None,
+        default_key: bool = False,
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists.
         The input hash is stored encrypted when the serializer encrypts (`input_hash`);
         `completion_event` is the event type the completion is announced with, kept for a
-        completion resolved by hand."""
+        completion resolved by hand; `default_key` says the key was derived from the thread
+        (no `key=`), so deleting the thread may delete the row."""
         return await self._arun(
             f"claiming effect key {key!r}",
             aclaim_txn,
@@ -328,6 +333,7 @@ class AsyncEffectJournal:
             lease_seconds=lease_seconds,
             where=where,
             completion_event=completion_event,
+            default_key=default_key,
         )
 
     async def aget(self, key: str) -> JournalRow | None:

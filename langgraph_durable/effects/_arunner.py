@@ -106,6 +106,7 @@ async def _aclaim(journal: AsyncEffectJournal, call: EffectCall) -> int | None:
         call.where,
         call.token,
         completion_event=call.completion_event,
+        default_key=call.default_key,
     )
 
 

@@ -77,6 +77,9 @@ class EffectCall:
     cost_only: bool = False
     completion_event: str | None = None
     """An outbox event type stored with the completion (`@effect(event=...)`)."""
+    default_key: bool = False
+    """The key was derived from the thread (no `key=`): deleting the thread may delete
+    its journal row. A business key (`key=`) may be shared by threads: its row stays."""
     token: str = field(default_factory=next_call_token)
     """This call among others of this process, in the lease owner (`owner#token`)."""
 

@@ -283,6 +283,7 @@ class EffectSpec:
             call_site=call_site,
             cost_only=self.cost_only,
             completion_event=self.event,
+            default_key=self.key is None,
         )
         return call, (journal, saver)
 

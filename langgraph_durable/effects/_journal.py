@@ -121,10 +121,13 @@ def claim_txn(
     lease_seconds: float,
     where: TaskContext | None = None,
     completion_event: str | None = None,
+    default_key: bool = False,
 ) -> int | None:
     """Insert the row for a first attempt; the attempt number (1), or None if the key
     exists."""
-    params = claim_params(key, name, input_hash, owner, lease_seconds, where, completion_event)
+    params = claim_params(
+        key, name, input_hash, owner, lease_seconds, where, completion_event, default_key
+    )
     return 1 if _row_count(conn, QUERIES["effect_claim"], params) else None
 
 
@@ -309,11 +312,13 @@ class EffectJournal:
         where: TaskContext | None,
         call_token: str = "",
         completion_event: str | None = None,
+        default_key: bool = False,
     ) -> int | None:
         """Insert the row for a first attempt; the attempt number, or None if the key exists.
         The input hash is stored encrypted when the serializer encrypts (`input_hash`);
         `completion_event` is the event type the completion is announced with, kept for a
-        completion resolved by hand."""
+        completion resolved by hand; `default_key` says the key was derived from the thread
+        (no `key=`), so deleting the thread may delete the row."""
         return self._run(
             f"claiming effect key {key!r}",
             claim_txn,
@@ -324,6 +329,7 @@ class EffectJournal:
             lease_seconds=lease_seconds,
             where=where,
             completion_event=completion_event,
+            default_key=default_key,
         )
 
     def get(self, key: str) -> JournalRow | None:

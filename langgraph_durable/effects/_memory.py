@@ -122,6 +122,7 @@ class MemoryEffectJournal(EffectJournal):
         where: TaskContext | None,
         call_token: str = "",
         completion_event: str | None = None,
+        default_key: bool = False,
     ) -> int | None:
         with self._lock:
             if key in self._rows:

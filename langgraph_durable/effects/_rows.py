@@ -77,9 +77,11 @@ def claim_params(
     lease_seconds: float,
     where: TaskContext | None,
     completion_event: str | None = None,
+    default_key: bool = False,
 ) -> dict[str, Any]:
     return {
         "completion_event": completion_event,
+        "default_key": default_key,
         "key": key,
         "effect_name": name,
         "input_hash": input_hash,

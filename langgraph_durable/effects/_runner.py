@@ -108,6 +108,7 @@ def _claim(journal: EffectJournal, call: EffectCall) -> int | None:
         call.where,
         call.token,
         completion_event=call.completion_event,
+        default_key=call.default_key,
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -105,13 +105,13 @@ def add_run(dsn: str, thread: str, status: str) -> str:
     return run_id
 
 
-def add_effect(dsn: str, thread: str, status: str) -> str:
+def add_effect(dsn: str, thread: str, status: str, *, default_key: bool = True) -> str:
     key = f"{status}-{uuid.uuid4()}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status,"
-            " thread_id) VALUES (%s, 'charge', 'h', %s, %s)",
-            (key, status, thread),
+            " thread_id, default_key) VALUES (%s, 'charge', 'h', %s, %s, %s)",
+            (key, status, thread, default_key),
         )
     return key
 
@@ -236,9 +236,11 @@ def test_delete_idle_keeps_a_thread_that_gets_a_run_while_it_is_judged(
         assert rows_of(dsn, thread)["checkpoints"] == 1
 
 
-def test_a_deleted_threads_effects_act_again_when_its_id_is_used_again(
+def test_a_deleted_threads_default_keyed_effects_act_again_when_its_id_is_used_again(
     fresh_db_dsn: str,
 ) -> None:
+    """Default keys are derived from the thread: deleted with it. A business key may be
+    another thread's too: its row stays, and the key replays."""
     calls: list[str] = []
 
     @effect(name="send")
@@ -264,9 +266,48 @@ def test_a_deleted_threads_effects_act_again_when_its_id_is_used_again(
         graph.invoke({"amount": 5}, config)
         assert rows_of(fresh_db_dsn, "reused")["langgraph_durable_effects"] == 2
         saver.delete_thread("reused")
-        assert rows_of(fresh_db_dsn, "reused") == dict.fromkeys(rows_of(fresh_db_dsn, "x"), 0)
+        assert rows_of(fresh_db_dsn, "reused") == {
+            **dict.fromkeys(rows_of(fresh_db_dsn, "x"), 0),
+            "langgraph_durable_effects": 1,  # refund:5
+        }
         graph.invoke({"amount": 5}, config)
-    assert calls == ["send 5", "refund 5", "send 5", "refund 5"]
+    assert calls == ["send 5", "refund 5", "send 5"]
+
+
+def test_deleting_a_thread_keeps_a_business_key_another_thread_replayed(
+    fresh_db_dsn: str,
+) -> None:
+    """Thread B replayed A's refund and waits at an interrupt; deleting A must not make B's
+    resume (which runs its node again) refund a second time (I2)."""
+    calls: list[int] = []
+
+    # The node acts, then asks (the shape the guard warns about, as in the report).
+    @effect(name="refund", key=lambda amount: f"refund:{amount}", interrupt_guard=False)
+    def refund(amount: int) -> str:
+        calls.append(amount)
+        return f"refunded {amount}"
+
+    def node(s: State) -> State:
+        done = refund(s["amount"])
+        return {"refund": done, "answer": interrupt({"confirm": done})}
+
+    builder = StateGraph(State)
+    builder.add_node("refund", node)
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", END)
+    a: RunnableConfig = {"configurable": {"thread_id": "A"}}
+    b: RunnableConfig = {"configurable": {"thread_id": "B"}}
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"amount": 7}, a)
+        graph.invoke(Command(resume="yes"), a)
+        graph.invoke({"amount": 7}, b)  # replays A's refund, waits
+        saver.delete_thread("A")
+        out = graph.invoke(Command(resume="yes"), b)
+    assert calls == [7]
+    assert out["refund"] == "refunded 7"
+    assert out["answer"] == "yes"
 
 
 def test_deleting_a_thread_with_work_in_flight_is_refused_whole(fresh_db_dsn: str) -> None:

@@ -714,6 +714,7 @@ def test_runs_made_before_their_timeout_was_kept_get_it_from_their_deadline(
         assert saver.setup() == [
             "durable_011_runs_timeout",
             "durable_012_effects_completion_event",
+            "durable_013_effects_default_key",
         ]
     with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
         rows = conn.execute(

@@ -463,12 +463,15 @@ FOR UPDATE
 
 -- name: delete_threads
 -- Every row of the given threads, in one atomic statement: checkpoints, writes, blobs, the
--- journal rows of their finished effects with default keys, and their registry row when no
--- run names it. Business-keyed rows (`key=`) stay: other threads may share the key.
--- A thread with work in flight is not deleted: an unfinished run, an effect whose outcome
--- is open (running, unknown, deferred, retry_wait), or a live lease. With `idle_before`
--- (retention), neither is one with a checkpoint from then on, nor one whose latest root
--- checkpoint waits at an interrupt. With `all_or_none`, one such thread keeps them all.
+-- journal rows of their default-keyed effects that are settled (completed, failed) or never
+-- reached the receiver (deferred, retry_wait), and their registry row when no run names it.
+-- Business-keyed rows (`key=`) stay: other threads may share the key.
+-- A thread with work in flight is not deleted: a run pending, running, deferred or
+-- blocked, an effect whose outcome is open (running, unknown: the receiver may have acted),
+-- or a live lease. An interrupted run does not keep it (its question dies with the thread;
+-- a superseded one can never be resumed or cancelled). With `idle_before` (retention),
+-- neither is one with an interrupted run or a checkpoint from then on, nor one whose latest
+-- root checkpoint waits at an interrupt. With `all_or_none`, one such thread keeps them all.
 -- The checks are here, not in an earlier statement, so that they and the deletes see the
 -- same rows; the caller holds `lock_threads`. One row per thread: why it stays, if it does.
 WITH state AS MATERIALIZED (
@@ -476,14 +479,15 @@ WITH state AS MATERIALIZED (
         ARRAY(
             SELECT r.run_id FROM langgraph_durable_runs r
             WHERE r.thread_id = t.thread_id
-                AND r.status IN ('pending', 'running', 'interrupted', 'deferred', 'blocked')
+                AND (r.status IN ('pending', 'running', 'deferred', 'blocked')
+                    OR (r.status = 'interrupted' AND %(idle_before)s::timestamptz IS NOT NULL))
             ORDER BY r.created_at, r.run_id
             LIMIT 10
         ) AS open_runs,
         ARRAY(
             SELECT e.key FROM langgraph_durable_effects e
             WHERE e.thread_id = t.thread_id
-                AND e.status IN ('running', 'unknown', 'deferred', 'retry_wait')
+                AND e.status IN ('running', 'unknown')
             ORDER BY e.key
             LIMIT 10
         ) AS open_effects,
@@ -530,7 +534,7 @@ WITH state AS MATERIALIZED (
     -- shared by another thread, whose replay of it must not become a second attempt (I2).
     DELETE FROM langgraph_durable_effects
     WHERE thread_id = ANY(ARRAY(SELECT thread_id FROM target))
-        AND default_key AND status IN ('completed', 'failed')
+        AND default_key AND status IN ('completed', 'failed', 'deferred', 'retry_wait')
 ), deleted_registry_row AS (
     -- Every run names its thread's row, so it stays while one does; so does a row whose
     -- lease lapsed without being let go (its holder may still write: a new row would

@@ -4,12 +4,14 @@
 checkpoints with the journal rows of its finished effects whose keys were derived from it
 (default keys), so a thread id used again acts again; business-keyed rows (`key=`) stay,
 since other threads may share the key and replay it. Work in flight on a thread keeps it
-whole: an unfinished run (pending, running, interrupted, deferred, blocked), an effect
-whose outcome is open (running, unknown, deferred, retry_wait: its receiver may have
-acted, and only its row says so), or a live thread lease. Retention also keeps a thread
-with a checkpoint newer than its cutoff, or one waiting at an interrupt. The
-`delete_threads` statement judges each thread in the transaction that deletes it; these
-helpers read its rows.
+whole: a run that is pending, running, deferred or blocked (each can be cancelled), an
+effect whose outcome is open (running, unknown: its receiver may have acted, and only its
+row says so; a deferred or retry_wait one sent nothing, and goes), or a live thread lease.
+An interrupted run does not keep a thread from an explicit delete: its question dies with
+the thread (and one superseded by a newer run can be neither resumed nor cancelled).
+Retention also keeps a thread with an interrupted run, a checkpoint newer than its
+cutoff, or one waiting at an interrupt. The `delete_threads` statement judges each thread
+in the transaction that deletes it; these helpers read its rows.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def refuse_busy(rows: Sequence[Mapping[str, Any]]) -> None:
     said = "; ".join(f"thread {thread!r}: {', '.join(why)}" for thread, why in busy)
     raise ThreadBusyError(
         f"Not deleted, work is in flight ({said}). Let the runs finish or cancel them "
-        "(`langgraph-durable runs cancel RUN_ID`), let running effects end and resolve "
-        "unknown ones (`langgraph-durable effects list --thread THREAD_ID`), then delete "
-        "again. Nothing was deleted."
+        "(`langgraph-durable runs cancel RUN_ID`); let running effects end, and resolve "
+        "unknown ones (and running ones whose lease lapsed) once you have checked the "
+        "receiver (`langgraph-durable resolve KEY --completed JSON | --allow-retry | "
+        "--failed REASON`); a lease goes when its worker or `exclusive()` lets go. Then "
+        "delete again. Nothing was deleted."
     )

@@ -790,10 +790,16 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         thread id). Business-keyed rows (`key=`) stay: another thread may share the key and
         must replay it, not act again. The runs of the thread stay, as history.
 
+        A run interrupted on the thread does not keep it: its question dies with the
+        thread (the run stays `interrupted` in the registry, as history; answer it first
+        if it still matters). So does a run superseded by a newer one
+        (`multitask_strategy="interrupt"`), which can be neither resumed nor cancelled.
+
         Raises:
-            ThreadBusyError: The thread has work in flight: an unfinished run, an effect
-                whose outcome is open (its receiver may have acted; only its row says so),
-                or a live thread lease. Nothing was deleted.
+            ThreadBusyError: The thread has work in flight: a pending, running, deferred or
+                blocked run, an effect whose outcome is open (running or unknown: its
+                receiver may have acted; only its row says so), or a live thread lease.
+                Nothing was deleted.
         """
         thread_id = _core.thread_id_of(thread_id)
         self._parking.flush_thread(thread_id)  # none stored after the delete
@@ -861,7 +867,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             thread_ids: The threads to prune.
             strategy: `"keep_latest"` keeps the latest checkpoint of each namespace, plus the
                 ancestors (and their writes) that its `DeltaChannel`s need to rebuild;
-                `"delete"` removes the threads entirely.
+                `"delete"` removes the threads entirely, as `delete_thread` does (all or
+                none; an interrupted run's question dies with its thread).
         """
         if isinstance(thread_ids, str):
             raise InvalidInputError("thread_ids must be a list of thread ids, not one string.")
@@ -894,10 +901,10 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         """Delete threads whose newest checkpoint is older than `older_than`.
 
         Each goes as `delete_thread` deletes it, its finished default-keyed effects'
-        journal rows included. Skipped, and left whole, are threads that wait at an interrupt (an
-        approval), have an unfinished run (pending, running, interrupted, deferred, blocked)
-        or an effect whose outcome is open (running, unknown, deferred, retry_wait), or a
-        live thread lease. Each thread is judged again in the transaction that deletes it,
+        journal rows included. Skipped, and left whole, are threads that wait at an
+        interrupt (an approval), have an unfinished run (pending, running, interrupted,
+        deferred, blocked) or an effect whose outcome is open (running, unknown), or a live
+        thread lease. Each thread is judged again in the transaction that deletes it,
         under its locks: one that became active since it was listed stays.
 
         Works in batches, logging progress; whole threads go, so `DeltaChannel` chains are

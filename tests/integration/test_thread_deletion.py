@@ -16,7 +16,13 @@ from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from langgraph_durable import DurablePostgresSaver, RunRegistry, ThreadBusyError, effect
+from langgraph_durable import (
+    DurablePostgresSaver,
+    RunConflictError,
+    RunRegistry,
+    ThreadBusyError,
+    effect,
+)
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint._saver import _prune_namespace
 
@@ -322,6 +328,8 @@ def test_deleting_a_thread_with_work_in_flight_is_refused_whole(fresh_db_dsn: st
         with pytest.raises(ThreadBusyError, match=key) as refused:
             saver.delete_thread("open-effect")
         assert "Nothing was deleted" in str(refused.value)
+        # Steps that work on what keeps it: resolve (not `effects list`, which cannot).
+        assert "langgraph-durable resolve KEY" in str(refused.value)
         with pytest.raises(ThreadBusyError, match=run_id):
             saver.prune(["free", "open-run"], strategy="delete")
         assert {t: rows_of(dsn, t) for t in before} == before  # all or none
@@ -329,3 +337,56 @@ def test_deleting_a_thread_with_work_in_flight_is_refused_whole(fresh_db_dsn: st
             saver.delete_thread("free")
         saver.delete_thread("free")  # the lease let go
         assert rows_of(dsn, "free") == dict.fromkeys(before["free"], 0)
+
+
+def test_a_run_superseded_at_an_interrupt_does_not_keep_its_thread_forever(
+    fresh_db_dsn: str,
+) -> None:
+    """A run a newer one superseded (`multitask_strategy="interrupt"`) stays interrupted:
+    it can be neither cancelled nor resumed, so it must not keep its thread from an
+    explicit delete. Retention still skips a thread with an interrupted run."""
+    dsn = fresh_db_dsn
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        registry = RunRegistry(saver)
+        old_thread(saver, dsn, "stuck")
+        first = registry.create("g", {"x": 1}, version="v1", thread_id="stuck")
+        newer = registry.create(
+            "g", {"x": 2}, version="v1", thread_id="stuck", multitask_strategy="interrupt"
+        )
+        registry.cancel(newer.run_id)
+        assert registry.get(first.run_id).status.value == "interrupted"
+        with pytest.raises(RunConflictError):
+            registry.cancel(first.run_id)
+        assert saver.delete_idle_threads(timedelta(days=1)) == []
+        assert rows_of(dsn, "stuck")["checkpoints"] == 1
+
+        saver.delete_thread("stuck")
+
+        assert rows_of(dsn, "stuck")["checkpoints"] == 0
+        assert registry.get(first.run_id).status.value == "interrupted"  # history
+
+
+def test_an_effect_that_sent_nothing_does_not_keep_an_abandoned_thread(
+    fresh_db_dsn: str,
+) -> None:
+    """Deferred and retry_wait rows sent nothing (`resolve` has nothing to resolve): the
+    thread is deleted, and its default-keyed rows go with it; business-keyed ones stay."""
+    dsn = fresh_db_dsn
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        old_thread(saver, dsn, "abandoned")
+        add_effect(dsn, "abandoned", "deferred")
+        add_effect(dsn, "abandoned", "retry_wait")
+        shared = add_effect(dsn, "abandoned", "retry_wait", default_key=False)
+
+        saver.prune(["abandoned"], strategy="delete")
+
+        assert rows_of(dsn, "abandoned") == {
+            **dict.fromkeys(rows_of(dsn, "abandoned"), 0),
+            "langgraph_durable_effects": 1,
+        }
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute(
+                "SELECT key FROM langgraph_durable_effects WHERE thread_id = 'abandoned'"
+            ).fetchall() == [(shared,)]

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from langgraph_durable import EffectJournal, effect
 from langgraph_durable._db import TextArray
 from langgraph_durable._sql import QUERIES, complete_effect
+from langgraph_durable.effects._rows import claim_params
 
 FLOOR_TABLE = """
 CREATE TABLE IF NOT EXISTS bench_floor (
@@ -37,15 +38,12 @@ FLOOR_INSERT = "INSERT INTO bench_floor (key, payload) VALUES (%s, %s)"
 
 # The journal's two statements for a call of `noop` below, with its parameters computed
 # once: what the journal costs without any Python around it (the floor for `@effect`).
+# The journal's own parameters (less the key, given per call), so they never drift from
+# the claim statement.
 CLAIM_PARAMS: dict[str, Any] = {
-    "effect_name": "noop",
-    "input_hash": "0" * 64,
-    "owner": "bench#call",
-    "lease_seconds": 300.0,
-    "thread_id": None,
-    "checkpoint_ns": None,
-    "node": None,
-    "step": None,
+    k: v
+    for k, v in claim_params("", "noop", "0" * 64, "bench#call", 300.0, None).items()
+    if k != "key"
 }
 COMPLETE_PARAMS: dict[str, Any] = {
     "seen_attempt": 1,

@@ -84,10 +84,14 @@ class WebhookReceiver:
         verify: Verify = lambda secret, headers, body: verify_webhook(
             secret, headers, body, now=time.time()
         ),
+        hang_up_on: Callable[[bytes], bool] = lambda body: False,
     ) -> None:
+        """`hang_up_on(body)`: read such a delivery, then close the connection without
+        an answer (a receiver that crashes on that payload)."""
         self.deliveries: list[str] = []
         self.changed = threading.Condition()
         self.rejected = 0
+        self.hung_up = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,6 +100,10 @@ class WebhookReceiver:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
+                if hang_up_on(body):
+                    receiver.hung_up += 1
+                    self.close_connection = True
+                    return
                 try:
                     message_id = verify(secret, self.headers, body)
                 except ValueError:

@@ -21,6 +21,7 @@ from langgraph_durable.outbox._aoutbox import (
     areplay_dead,
 )
 from langgraph_durable.outbox._base import (
+    BrokerUnreachableError,
     OutboxEvent,
     backoff_delay,
     error_text,
@@ -42,6 +43,7 @@ from langgraph_durable.outbox._outbox import (
 from langgraph_durable.outbox._relay import OutboxRelay, Publisher, RoundResult, run_relay
 
 __all__ = [
+    "BrokerUnreachableError",
     "OutboxEvent",
     "OutboxRelay",
     "Publisher",

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import re
+import socket
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 from langgraph_durable.errors import InvalidInputError, InvalidWebhookError
 
 __all__ = [
+    "BrokerUnreachableError",
     "OutboxEvent",
     "backoff_delay",
     "error_text",
@@ -79,36 +81,53 @@ def backoff_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> fl
     return float(min(cap, base * 2 ** min(attempts - 1, 30)))
 
 
+class BrokerUnreachableError(ConnectionError):
+    """A publisher could not connect to its broker: nothing of the event was sent.
+
+    The publishers raise it (from the client's error) when connecting fails; a
+    publisher of your own raises it, or `ConnectionRefusedError`, only when it knows
+    nothing went out (`is_transport_error`).
+    """
+
+
 _CLIENT_TRANSPORT_ERRORS = (
-    ("httpx", "TransportError"),  # ConnectError, timeouts, a dropped connection, TLS
-    ("aiormq.exceptions", "ChannelInvalidStateError"),  # the AMQP channel is gone
+    ("httpx", "ConnectError"),  # refused, a name that does not resolve, TLS handshake
+    ("httpx", "ConnectTimeout"),
+    ("httpx", "PoolTimeout"),  # no connection of the pool came free: nothing sent
+    # The clients' refusals to send on a connection they know is gone:
+    ("aiormq.exceptions", "ChannelInvalidStateError"),
     ("nats.errors", "NoServersError"),
     ("nats.errors", "ConnectionClosedError"),
     ("nats.errors", "ConnectionReconnectingError"),
     ("nats.errors", "ConnectionDrainingError"),
-    ("nats.errors", "StaleConnectionError"),
-    ("nats.errors", "OutboundBufferLimitError"),  # filled while disconnected
+    ("nats.errors", "OutboundBufferLimitError"),
 )
-"""The broker clients' connection errors that are not `OSError`s, as (module, class)."""
+"""The broker clients' errors that prove nothing was sent, as (module, class)."""
 
 
 def is_transport_error(error: BaseException) -> bool:
-    """Whether a publish failed because the broker could not be reached, not because of
-    the event: a refused or dropped connection, a timeout, a name that does not resolve.
+    """Whether a publish failed before anything of the event was sent, because the
+    broker could not be reached: a refused connection, a name that does not resolve, a
+    connect timeout, a client that refuses to send on a connection it knows is gone.
 
     Such a failure says nothing about the event, so it does not spend the event's
     attempts; the relay backs off as a whole instead. Counted, a broker outage longer
     than the backoff schedule (1 + 2 + ... + 256 s at the defaults, about 8.5 minutes)
     turned every waiting event dead, and the events queued behind a dead one went out
-    before it, out of order. Errors about the message itself count: the broker nacked or
-    returned it, a webhook answered 4xx or 5xx, a payload too large.
+    before it, out of order.
 
-    `OSError` covers `ConnectionError` (aiormq's `AMQPConnectionError` is one),
-    `TimeoutError` (asyncio's, so the relay's `publish_timeout`, and nats-py's) and
-    socket and TLS errors. The clients' other connection errors are looked up only in
-    modules already imported: an error of a client never imported cannot occur.
+    Everything else counts against the event, including failures that may follow
+    sending: a read timeout, a connection dropped after the request (httpx's
+    `RemoteProtocolError`, `ReadError`), the relay's `publish_timeout`, any other
+    `OSError` (a callback's full disk, say). Counted as outages, one event whose own
+    publish failed that way was retried forever and held every other key back. Errors
+    about the message itself count too: the broker nacked or returned it, a webhook
+    answered 4xx or 5xx, a payload too large.
+
+    The clients' errors are looked up only in modules already imported: an error of a
+    client never imported cannot occur.
     """
-    if isinstance(error, OSError):
+    if isinstance(error, (BrokerUnreachableError, ConnectionRefusedError, socket.gaierror)):
         return True
     for module_name, class_name in _CLIENT_TRANSPORT_ERRORS:
         found = getattr(sys.modules.get(module_name), class_name, None)

@@ -64,8 +64,9 @@ logger = logging.getLogger("langgraph_durable.outbox")
 class Publisher(Protocol):
     """Sends one event to a broker and returns once the broker has it (or raises).
 
-    Raise an `OSError` (`ConnectionError`, `TimeoutError`) when the broker cannot be
-    reached: that spends none of the event's attempts (`is_transport_error`).
+    Raise `BrokerUnreachableError` (or `ConnectionRefusedError`) when the broker could
+    not be reached and nothing was sent: that spends none of the event's attempts
+    (`is_transport_error`); any other error counts against the event.
     """
 
     async def publish(self, event: OutboxEvent) -> None: ...
@@ -138,6 +139,8 @@ class OutboxRelay:
         self._conn: AsyncConnection[Any] | None = None
         self._outage_rounds = 0
         """Rounds in a row that could not reach the broker."""
+        self._unreachable_keys: set[str] = set()
+        """Keys whose publish could not reach the broker during the current outage."""
 
     async def _connection(self) -> AsyncConnection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -220,6 +223,10 @@ class OutboxRelay:
                 self._outage_rounds,
             )
         self._outage_rounds = self._outage_rounds + 1 if unreachable else 0
+        if unreachable:
+            self._unreachable_keys.update(event.key for event, _ in unreachable)
+        else:
+            self._unreachable_keys.clear()
 
     def _outage_pause(self) -> float:
         """Seconds `run()` waits before the next round while the broker cannot be
@@ -288,12 +295,19 @@ class OutboxRelay:
         """Publish each key's events in order, the keys at once. While the broker cannot
         be reached, one key goes first and the others only if it got through: a round
         during an outage makes one connection attempt, not one per key (the keys not
-        tried stay pending as they were)."""
+        tried stay pending as they were). The key that goes first goes round the keys (one
+        not refused yet in this outage): always the first key, one event whose own
+        publish looked like an outage held every other key back."""
         if self._outage_rounds:
-            first = await self._publish_key(keys[0])
+            fresh = [i for i, k in enumerate(keys) if k[0].key not in self._unreachable_keys]
+            if not fresh:  # every key refused once: start the round over
+                self._unreachable_keys.clear()
+            probe = fresh[0] if fresh else 0
+            first = await self._publish_key(keys[probe])
             if first[1] is not None and is_transport_error(first[1][1]):
                 return [first]
-            return [first, *await asyncio.gather(*(self._publish_key(k) for k in keys[1:]))]
+            others = [k for i, k in enumerate(keys) if i != probe]
+            return [first, *await asyncio.gather(*(self._publish_key(k) for k in others))]
         return list(await asyncio.gather(*(self._publish_key(k) for k in keys)))
 
     async def _publish_key(

@@ -24,7 +24,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph_durable.errors import ConfigurationError, MissingExtraError
-from langgraph_durable.outbox._base import SECRET_PREFIX, OutboxEvent, sign_webhook, webhook_key
+from langgraph_durable.outbox._base import (
+    SECRET_PREFIX,
+    BrokerUnreachableError,
+    OutboxEvent,
+    error_text,
+    sign_webhook,
+    webhook_key,
+)
 
 __all__ = [
     "CallbackPublisher",
@@ -106,7 +113,7 @@ class RabbitMQPublisher:
             return self._exchange
 
     async def _connect(self) -> tuple[Any, Any]:
-        connection = await self._aio_pika.connect_robust(self.url)
+        connection = await _connecting(self._aio_pika.connect_robust(self.url))
         try:
             # on_return_raises: aio-pika's default (False) hands a returned message to
             # callbacks and lets `publish` succeed, which would mark a lost event published.
@@ -153,6 +160,16 @@ class RabbitMQPublisher:
             await connection.close()
 
 
+async def _connecting(connect: Awaitable[Any]) -> Any:
+    """What `connect` returns; a failure to connect as `BrokerUnreachableError` (nothing
+    was sent: the relay spends no attempt), quoting the client's error. Errors raised
+    while publishing on the connection are not wrapped: they count against the event."""
+    try:
+        return await connect
+    except Exception as exc:
+        raise BrokerUnreachableError(f"cannot connect to the broker: {error_text(exc)}") from exc
+
+
 def _exchange_named(name: str) -> str:
     return f"exchange {name!r}" if name else "the default exchange"
 
@@ -184,7 +201,7 @@ class NatsPublisher:
         connection however many keys the relay publishes at once (see RabbitMQPublisher)."""
         async with self._lock:
             if self._client is None or self._client.is_closed:
-                client = await self._nats.connect(self.servers)
+                client = await _connecting(self._nats.connect(self.servers))
                 self._client, self._js = client, client.jetstream()
             return self._js
 

@@ -397,6 +397,41 @@ async def test_a_failed_publish_never_shows_the_url_password(
         assert "hook-user" not in text
 
 
+async def test_a_receiver_that_hangs_up_on_one_event_holds_back_no_other_key(
+    dsn: str,
+) -> None:
+    """httpx's `RemoteProtocolError` after the receiver read the request counted as an
+    outage: the event spent no attempts, the relay went into outage mode and tried only
+    that event's key, round after round, forever. It is a failure of the event now: the
+    other keys' events go out, and the event is dead after `max_attempts`."""
+    receiver = WebhookReceiver(dsn, b"s3cret", hang_up_on=lambda body: b"poison" in body)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        bad = emit_txn(conn, "t", {"poison": True}, key="bad")
+    publisher = WebhookPublisher(receiver.url, b"s3cret")
+    relay = OutboxRelay(dsn, publisher, max_attempts=3, backoff_base=0.0, backoff_cap=0.0)
+    good: list[str] = []
+    try:
+        for n in range(6):  # each round, one more event of another key
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                good.append(emit_txn(conn, "t", {"n": n}, key=f"good-{n}"))
+            result = await relay.run_once()
+            assert result.unreachable == 0
+    finally:
+        await relay.aclose()
+        await publisher.aclose()
+        receiver.close()
+    assert receiver.deliveries == good
+    assert receiver.hung_up == 3
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT status, attempts, last_error FROM langgraph_durable_outbox WHERE event_id = %s",
+            (bad,),
+        ).fetchone()
+    assert row is not None
+    assert row[:2] == ("dead", 3)
+    assert "RemoteProtocolError" in row[2]
+
+
 async def test_an_unreachable_receiver_grows_the_backlog_which_then_drains_in_order(
     dsn: str,
 ) -> None:

@@ -108,6 +108,61 @@ async def test_a_failing_event_holds_its_key_back_then_goes_dead_and_is_replayed
     assert status_of(dsn) == {"pending": 0, "dead": 0}
 
 
+async def test_an_os_error_of_one_event_holds_back_no_other_key(dsn: str) -> None:
+    """Any `OSError` counted as the broker being unreachable: a callback failing on one
+    event's payload (a full disk) kept it pending without spending attempts and, the
+    relay in outage mode, only its key was tried again, forever."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        bad = emit_txn(conn, "t", {"poison": True}, key="bad")
+    seen: list[str] = []
+
+    def publish(event: OutboxEvent) -> None:
+        if event.payload.get("poison"):
+            raise OSError(28, "No space left on device")
+        seen.append(event.event_id)
+
+    relay = OutboxRelay(
+        dsn, CallbackPublisher(publish), max_attempts=2, backoff_base=0.0, backoff_cap=0.0
+    )
+    good: list[str] = []
+    for n in range(4):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            good.append(emit_txn(conn, "t", {"n": n}, key=f"good-{n}"))
+        assert (await relay.run_once()).unreachable == 0
+    await relay.aclose()
+    assert seen == good
+    with psycopg.connect(dsn) as conn:
+        assert [str(row[1]) for row in events(conn, status="dead")] == [bad]
+
+
+async def test_during_an_outage_the_probe_goes_round_the_keys(dsn: str) -> None:
+    """While the broker cannot be reached the relay tries one key per round; it always
+    tried the first, so one event refused as unreachable held every other key back."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "t", {"refused": True}, key="a-refused")
+    seen: list[str] = []
+
+    def publish(event: OutboxEvent) -> None:
+        if event.payload.get("refused"):
+            raise ConnectionRefusedError(111, "Connect call failed")
+        seen.append(event.event_id)
+
+    relay = OutboxRelay(
+        dsn, CallbackPublisher(publish), max_attempts=1, backoff_base=0.0, backoff_cap=0.0
+    )
+    assert (await relay.run_once()).unreachable == 1  # the outage starts
+    good: list[str] = []
+    for n in range(3):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            good.append(emit_txn(conn, "t", {"n": n}, key=f"b-{n}"))
+        result = await relay.run_once()
+        # The key not refused yet goes first, gets through, and the refused one follows.
+        assert (result.published, result.unreachable, result.dead) == (1, 1, 0)
+    await relay.aclose()
+    assert seen == good
+    assert status_of(dsn) == {"pending": 1, "dead": 0}
+
+
 async def test_a_failed_publish_waits_out_its_backoff(dsn: str) -> None:
     emit_many(dsn, keys=1, per_key=1)
     relay = OutboxRelay(

@@ -206,28 +206,33 @@ def test_error_text_is_short_and_linear_on_long_text() -> None:
     assert len(text) <= 4000
 
 
-def test_only_failures_to_reach_the_broker_are_transport_errors() -> None:
-    """They spend no attempts of the event; a refusal of the message itself does."""
+def test_only_failures_that_sent_nothing_are_transport_errors() -> None:
+    """They spend no attempts of the event. A failure that may come after the broker got
+    the message (a read timeout, a dropped connection, `publish_timeout`) or that is
+    about the event itself does: counted as an outage, one such event stalled the relay."""
+    import socket
+
     import aiormq.exceptions
     import httpx
     import nats.errors
 
+    from langgraph_durable.outbox import BrokerUnreachableError
     from langgraph_durable.outbox.publishers import UnroutableError
 
     request = httpx.Request("POST", "https://hooks.example/x")
     unreachable = [
         ConnectionRefusedError(111, "Connect call failed"),
-        TimeoutError(),  # also asyncio.TimeoutError: the relay's publish_timeout
-        OSError("Name or service not known"),
-        aiormq.exceptions.AMQPConnectionError("connect failed"),
+        socket.gaierror(-2, "Name or service not known"),
+        BrokerUnreachableError("cannot connect to the broker: AMQPConnectionError: ..."),
         aiormq.exceptions.ChannelInvalidStateError("channel closed"),
         httpx.ConnectError("refused", request=request),
-        httpx.ReadTimeout("slow", request=request),
+        httpx.ConnectTimeout("slow to connect", request=request),
+        httpx.PoolTimeout("no connection free", request=request),
         nats.errors.NoServersError(),
         nats.errors.ConnectionClosedError(),
-        nats.errors.TimeoutError(),
+        nats.errors.OutboundBufferLimitError(),
     ]
-    about_the_message = [
+    counted = [
         RuntimeError("receiver refused it"),
         ValueError("bad payload"),
         UnroutableError("no queue"),
@@ -235,9 +240,17 @@ def test_only_failures_to_reach_the_broker_are_transport_errors() -> None:
             "500", request=request, response=httpx.Response(500, request=request)
         ),
         nats.errors.MaxPayloadError(),
+        TimeoutError(),  # also asyncio.TimeoutError: the relay's publish_timeout
+        OSError(28, "No space left on device"),
+        ConnectionResetError(104, "Connection reset by peer"),
+        aiormq.exceptions.AMQPConnectionError("closed while publishing"),
+        httpx.ReadTimeout("slow", request=request),
+        httpx.RemoteProtocolError("Server disconnected", request=request),
+        httpx.ReadError("reset", request=request),
+        nats.errors.TimeoutError(),
     ]
     assert [is_transport_error(e) for e in unreachable] == [True] * len(unreachable)
-    assert [is_transport_error(e) for e in about_the_message] == [False] * len(about_the_message)
+    assert [is_transport_error(e) for e in counted] == [False] * len(counted)
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

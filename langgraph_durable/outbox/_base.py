@@ -200,24 +200,34 @@ SECRET_PREFIX = "whsec_"
 
 
 def webhook_key(secret: bytes | str) -> bytes:
-    """The HMAC key of a webhook secret, as Standard Webhooks' libraries read it.
+    """The HMAC key of a webhook secret; the one rule of the relay, the CLI,
+    `WebhookPublisher`, `sign_webhook` and `verify_webhook`.
 
-    Bytes are the key itself. Text is the key in base64, `whsec_` prefix optional
-    (`whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`), as Standard Webhooks writes secrets: a
-    receiver configured with the same text derives the same key.
+    - Text starting `whsec_` is a Standard Webhooks secret: the key in base64 after the
+      prefix (`whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`), as Standard Webhooks'
+      libraries read it;
+    - any other text is the key as its UTF-8 bytes (`my-shared-secret`);
+    - bytes are the key itself.
+
+    Text without the prefix used to be read as base64 by the library and as UTF-8 by
+    the CLI: one secret gave two keys, and every delivery failed its signature check.
 
     Raises:
-        InvalidInputError: An empty secret, or text that is not base64.
+        InvalidInputError: An empty secret, or a `whsec_` secret that is not base64.
     """
     if isinstance(secret, str):
-        text = secret.removeprefix(SECRET_PREFIX)
-        try:
-            key = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidInputError(
-                "A webhook secret given as text is the key in base64 (Standard Webhooks: "
-                "'whsec_' then base64); give the key's bytes instead to use it as it is."
-            ) from None
+        if secret.startswith(SECRET_PREFIX):
+            try:
+                key = base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+            except (binascii.Error, ValueError):
+                raise InvalidInputError(
+                    "The webhook secret starts with 'whsec_' but what follows is not base64: "
+                    "copy the whole secret as the receiver shows it (Standard Webhooks: "
+                    "'whsec_' then the key in base64), or give a secret without the prefix "
+                    "to use its UTF-8 bytes as the key."
+                ) from None
+        else:
+            key = secret.encode()
     else:
         key = bytes(secret)
     if not key:
@@ -260,8 +270,9 @@ def verify_webhook(
     `ValueError`) saying why: refuse the delivery then.
 
     Args:
-        secret: The secret shared with the sender (bytes: the key; text: the key in
-            base64, `whsec_` prefix optional, as in Standard Webhooks).
+        secret: The secret shared with the sender (`webhook_key`): `whsec_` and the
+            key in base64 (Standard Webhooks), other text (its UTF-8 bytes are the
+            key), or the key's bytes.
         headers: The request's headers (any mapping with `get`, case as sent).
         body: The raw request body, exactly as received.
         now: The receiver's time in seconds since the epoch (`time.time()`).

@@ -25,7 +25,6 @@ from typing import Any
 
 from langgraph_durable.errors import ConfigurationError, MissingExtraError
 from langgraph_durable.outbox._base import (
-    SECRET_PREFIX,
     BrokerUnreachableError,
     OutboxEvent,
     error_text,
@@ -224,8 +223,9 @@ class WebhookPublisher:
 
     Args:
         url: The receiver's URL.
-        secret: The secret shared with the receiver: a Standard Webhooks secret
-            (`"whsec_..."`: the key in base64), or the key's bytes.
+        secret: The secret shared with the receiver (`webhook_key`): a Standard
+            Webhooks secret (`"whsec_..."`: the key in base64), other text (its UTF-8
+            bytes are the key), or the key's bytes.
         timeout: Seconds to wait for an answer.
         clock: Seconds since the epoch, for the signature's timestamp.
     """
@@ -269,8 +269,9 @@ def publisher_for(url: str, *, target: str | None = None) -> Any:
     `amqp://` or `amqps://`: RabbitMQ (`target` is the routing key); `nats://` or `tls://`:
     NATS JetStream (`target` is the subject); `http://` or `https://`: a signed webhook,
     whose secret is read from the environment variable LANGGRAPH_DURABLE_WEBHOOK_SECRET:
-    a Standard Webhooks secret (`whsec_` then the key in base64), or any other text,
-    whose UTF-8 bytes are then the key (as before secrets had that form).
+    read as `webhook_key` reads text, as `verify_webhook` does: a Standard Webhooks
+    secret (`whsec_` then the key in base64), or any other text, whose UTF-8 bytes are
+    then the key.
     Without `target`, the event type is the routing key or subject.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
@@ -285,9 +286,7 @@ def publisher_for(url: str, *, target: str | None = None) -> Any:
                 f"A webhook needs a signing secret: set {WEBHOOK_SECRET_ENV} to the secret "
                 "the receiver verifies with."
             )
-        return WebhookPublisher(
-            url, secret if secret.startswith(SECRET_PREFIX) else secret.encode()
-        )
+        return WebhookPublisher(url, secret)
     raise ConfigurationError(
         f"Cannot tell the broker from the URL scheme {scheme or '(none)'!r}: use amqp://, "
         "nats:// or https://."

@@ -314,15 +314,42 @@ def test_webhooks_are_signed_exactly_as_standard_webhooks_specifies() -> None:
         )
 
 
-def test_a_webhook_secret_is_the_key_or_its_base64_with_or_without_the_prefix() -> None:
+def test_a_webhook_secret_is_whsec_base64_or_other_text_s_utf8_or_the_key() -> None:
     key = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-    assert webhook_key(SPEC_SECRET) == webhook_key("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == key
+    assert webhook_key(SPEC_SECRET) == key
+    assert webhook_key("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == b"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    assert webhook_key("my-shared-secret") == webhook_key(b"my-shared-secret")
     assert sign_webhook(key, SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY)["webhook-signature"] == (
         SPEC_SIGNATURE
     )
-    for bad in ("whsec_not base64!", "", b""):
-        with pytest.raises(InvalidInputError):
+    for bad in ("", b""):
+        with pytest.raises(InvalidInputError, match="empty"):
             webhook_key(bad)
+    with pytest.raises(InvalidInputError, match="not base64: copy the whole secret") as raised:
+        webhook_key("whsec_not base64!")
+    assert "not base64!" not in str(raised.value)  # the secret is not echoed
+
+
+@pytest.mark.parametrize("secret", ["mysecret1234", "my-shared-secret", SPEC_SECRET])
+def test_the_cli_s_publisher_and_verify_webhook_read_one_secret_alike(
+    secret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI took text without `whsec_` as its UTF-8 bytes, `verify_webhook` and
+    `WebhookPublisher` as base64: `mysecret1234` gave another key (every delivery "does
+    not match"), `my-shared-secret` made `verify_webhook` raise InvalidInputError."""
+    from langgraph_durable.outbox.publishers import (
+        WEBHOOK_SECRET_ENV,
+        WebhookPublisher,
+        publisher_for,
+    )
+
+    monkeypatch.setenv(WEBHOOK_SECRET_ENV, secret)
+    cli = publisher_for("https://hooks.example/x")
+    library = WebhookPublisher("https://hooks.example/x", secret)
+    assert cli._key == library._key == webhook_key(secret)
+    body = b'{"a":1}'
+    headers = sign_webhook(cli._key, "msg_1", 1_700_000_000, body)
+    assert verify_webhook(secret, headers, body, now=1_700_000_000) == "msg_1"
 
 
 def test_current_effect_key_outside_an_effect_is_named() -> None:

@@ -258,6 +258,10 @@ def sign_webhook(
     }
 
 
+_TIMESTAMP = re.compile(r"-?[0-9]{1,15}")
+"""A `webhook-timestamp`: whole seconds since the epoch."""
+
+
 def verify_webhook(
     secret: bytes | str,
     headers: Any,
@@ -285,10 +289,11 @@ def verify_webhook(
         raise InvalidWebhookError(
             "missing webhook-id, webhook-timestamp or webhook-signature header"
         )
-    try:
-        sent = int(timestamp)
-    except ValueError:
-        raise InvalidWebhookError("webhook-timestamp is not a whole number of seconds") from None
+    # ASCII digits, at most 15 (a float holds them exactly): int() also took 400 digits,
+    # whose distance from `now` raised OverflowError, and non-ASCII digits.
+    if not isinstance(timestamp, str) or not _TIMESTAMP.fullmatch(timestamp):
+        raise InvalidWebhookError("webhook-timestamp is not a whole number of seconds")
+    sent = int(timestamp)
     if abs(now - sent) > tolerance:
         raise InvalidWebhookError(
             "webhook-timestamp is outside the tolerance: a replay or a wrong clock"

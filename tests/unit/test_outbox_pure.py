@@ -271,6 +271,11 @@ def test_verify_webhook_rejects_old_timestamps_and_changed_bodies() -> None:
     with pytest.raises(InvalidWebhookError, match="whole number") as raised:
         verify_webhook(b"k", {**headers, "webhook-timestamp": "soon"}, body, now=1000)
     assert isinstance(raised.value, ValueError)
+    # Any malformed timestamp is refused as such; 400 digits raised OverflowError.
+    fullwidth = "\uff11\uff10\uff10\uff10"  # int() reads it as 1000
+    for malformed in ("9" * 400, "9" * 5000, "1e9", " 1000", fullwidth, "1_000", "+-1"):
+        with pytest.raises(InvalidWebhookError, match="whole number"):
+            verify_webhook(b"k", {**headers, "webhook-timestamp": malformed}, body, now=1000.0)
 
 
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -19,6 +19,8 @@ from typing import Any
 from langgraph.types import Command
 
 from langgraph_durable._db import source_of
+from langgraph_durable._ids import thread_id_of
+from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
     PendingApproval,
@@ -168,9 +170,16 @@ def run_doctor(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 
 
 def prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    missing = [
-        t for t in args.threads if saver.get_tuple({"configurable": {"thread_id": t}}) is None
-    ]
+    # Asked in SQL: reading a checkpoint would load its values, and the CLI has none of
+    # the application's classes imported (the safe loader refuses them).
+    with _saver_connection(saver, "checking the threads to prune") as conn:
+        missing = [
+            t
+            for t in args.threads
+            if not conn.execute(
+                QUERIES["thread_has_checkpoints"], {"thread_id": thread_id_of(t)}
+            ).fetchone()["found"]
+        ]
     if missing:
         raise ThreadNotFoundError(
             f"No checkpoints for thread(s) {', '.join(map(repr, missing))}; nothing was "
@@ -536,7 +545,7 @@ def reject(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 # -- the outbox ----------------------------------------------------------------------------
 
 
-def _outbox_connection(saver: DurablePostgresSaver, doing: str) -> Any:
+def _saver_connection(saver: DurablePostgresSaver, doing: str) -> Any:
     """A connection of the saver's pool, its driver errors named (a role without the
     outbox's grants, a lost server) like every other command's."""
     return source_of(saver).connection(doing)
@@ -551,24 +560,24 @@ def outbox_relay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Resul
 
 
 def outbox_backlog(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(saver, "reading the outbox's backlog") as conn:
+    with _saver_connection(saver, "reading the outbox's backlog") as conn:
         return Result(record(backlog(conn)), _show_kv)
 
 
 def outbox_dead(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(saver, "reading the outbox's dead events") as conn:
+    with _saver_connection(saver, "reading the outbox's dead events") as conn:
         rows = [record(r) for r in events(conn, status="dead", limit=args.limit)]
     columns = ["event_id", "event_type", "key", "attempts", "last_error"]
     return Result({"dead": rows}, lambda d: print_table(d["dead"], columns, empty="no dead events"))
 
 
 def outbox_replay(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(saver, "replaying dead outbox events") as conn:
+    with _saver_connection(saver, "replaying dead outbox events") as conn:
         return Result({"replayed": replay_dead(conn, args.event_ids or None)}, _show_kv)
 
 
 def outbox_prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    with _outbox_connection(saver, "pruning published outbox events") as conn:
+    with _saver_connection(saver, "pruning published outbox events") as conn:
         pruned = prune_published(conn, args.older_than.total_seconds())
     return Result({"pruned": pruned}, _show_kv)
 

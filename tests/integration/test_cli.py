@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from graphs import linear_graph
+from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable import __name__ as package_name
@@ -107,6 +108,36 @@ def test_prune_of_an_unknown_thread_says_so_and_fails(
     assert "nothing was pruned" in err
     assert run_json(capsys, ["prune", known, "--json", "--dsn", dsn]) == {
         "pruned": [known],
+        "strategy": "keep_latest",
+    }
+
+
+def test_prune_needs_none_of_the_application_s_classes(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI imports none of the application's modules, and the safe loader refuses a
+    stored value of a class it has not imported: prune checked that each thread exists by
+    reading its checkpoint, values and all, and failed on every such thread."""
+    module = f"lgd_cli_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "from dataclasses import dataclass\n\n@dataclass\nclass Customer:\n    name: str\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        customer = __import__(module).Customer("ana")
+        thread = f"cli-app-{uuid.uuid4().hex[:8]}"
+        with DurablePostgresSaver.from_conn_string(dsn) as saver:
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"customer": customer}
+            checkpoint["channel_versions"] = {"customer": saver.get_next_version(None, None)}
+            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            versions = checkpoint["channel_versions"]
+            saver.put(config, checkpoint, {"source": "loop", "step": 1}, versions)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(module, None)  # as in the CLI's own process: never imported
+    assert run_json(capsys, ["prune", thread, "--json", "--dsn", dsn]) == {
+        "pruned": [thread],
         "strategy": "keep_latest",
     }
 

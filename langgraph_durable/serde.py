@@ -55,9 +55,12 @@ from langgraph_durable import _langgraph
 from langgraph_durable.errors import UnsafeRowError
 
 __all__ = [
+    "STORED_CLASS",
+    "DescribingSerializer",
     "SafeEncryptedSerializer",
     "SafeSerializer",
     "clip_text",
+    "describing",
     "encrypts",
     "make_safe",
     "open_text",
@@ -276,6 +279,80 @@ class SafeSerializer(JsonPlusSerializer):
         clone = _langgraph.copy_serializer(self)
         clone.allowed = self.allowed | _keys(extra_allowlist)
         return clone
+
+
+STORED_CLASS = "__class__"
+"""The key under which `DescribingSerializer` names the class of a value it did not build."""
+
+
+class DescribingSerializer(SafeSerializer):
+    """For showing stored values to an operator without the application's code.
+
+    `SafeSerializer` refuses a whole value that names a class it may not build, so the
+    CLI's `threads show` or the console's timeline, which run without the application's
+    modules, could not show a thread whose state holds the application's own types. This
+    one builds what `SafeSerializer` would, and shows every other custom value as its
+    stored fields under `STORED_CLASS` (``{"__class__": "myapp.Deal", "amount": 3}``):
+    nothing is imported or called on behalf of the row, as before.
+
+    Only for reading: a value loaded here is not the value that was stored, so nothing
+    loaded with it may be written back or acted on.
+    """
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        if data[0] != "msgpack":
+            return super().loads_typed(data)
+
+        def build(code: int, payload: bytes) -> Any:
+            refused, buildable = check_references(code, payload, self.allowed)
+            if not refused:
+                return _langgraph.strict_ext_hook(frozenset(buildable))(code, payload)
+            return _described(code, payload, build)
+
+        return ormsgpack.unpackb(data[1], ext_hook=build, option=ormsgpack.OPT_NON_STR_KEYS)
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[Any]) -> DescribingSerializer:
+        clone = _langgraph.copy_serializer(self)
+        clone.allowed = self.allowed | _keys(extra_allowlist)
+        return clone
+
+
+def _described(code: int, payload: bytes, build: Any) -> Any:
+    """A custom value that may not be built, as plain data: its stored fields (custom
+    values inside them built or described by `build`) under its class's name."""
+    try:
+        parts = ormsgpack.unpackb(payload, ext_hook=build, option=ormsgpack.OPT_NON_STR_KEYS)
+    except (ValueError, TypeError):
+        return {STORED_CLASS: "(a custom value that cannot be decoded)"}
+    if code == _langgraph.MSGPACK_NUMPY_CODE and isinstance(parts, (list, tuple)):
+        return {STORED_CLASS: "numpy.ndarray", "dtype": parts[0], "shape": parts[1]}
+    if code not in _langgraph.MSGPACK_REFERENCE_CODES:
+        return parts  # a wrapper (a delta channel's snapshot): the value it holds
+    if not isinstance(parts, (list, tuple)) or len(parts) < 2:
+        return {STORED_CLASS: "(a custom value that cannot be decoded)"}
+    name = f"{parts[0]}.{parts[1]}"
+    if code == _langgraph.MSGPACK_METHOD_CODE and len(parts) > 3:
+        name = f"{name}.{parts[3]}"
+    fields = parts[2] if len(parts) > 2 else None
+    if isinstance(fields, dict):
+        return {STORED_CLASS: name, **{str(k): v for k, v in fields.items()}}
+    return {STORED_CLASS: name, "value": fields}
+
+
+def describing(serde: SerializerProtocol) -> SerializerProtocol:
+    """The twin of a saver's serializer for showing values (`DescribingSerializer`): same
+    allow-list and cipher. A serializer that is not ours is returned as given."""
+    if isinstance(serde, DescribingSerializer):
+        return serde
+    if isinstance(serde, SafeSerializer):
+        twin = DescribingSerializer()
+        twin.allowed = serde.allowed
+        return twin
+    if isinstance(serde, SafeEncryptedSerializer):
+        return SafeEncryptedSerializer(
+            serde.cipher, describing(serde.serde), allow_plaintext=serde.allow_plaintext
+        )
+    return serde
 
 
 class SafeEncryptedSerializer(EncryptedSerializer):

@@ -45,6 +45,7 @@ from langgraph_durable.cli._output import as_json
 from langgraph_durable.embedded import detached_dsn, start_detached, stop_detached
 from langgraph_durable.errors import DurableError
 from langgraph_durable.roles import app_role_sql, grant_app_role
+from langgraph_durable.serde import DescribingSerializer
 
 __all__ = ["main", "parse_age"]
 
@@ -90,6 +91,24 @@ def _web(args: argparse.Namespace) -> Result:
     return Result({"served": True})
 
 
+SHOWING_COMMANDS = frozenset(
+    {
+        ("threads", "show"),
+        ("threads", "history"),
+        ("threads", "diff"),
+        ("runs", "list"),
+        ("runs", "show"),
+        ("effects", None),
+        ("effects", "list"),
+        ("effects", "show"),
+        ("approvals", None),
+        ("approvals", "list"),
+        ("stuck", None),
+    }
+)
+"""The commands that load stored values only to show them, never to act on them."""
+
+
 def _run(args: argparse.Namespace) -> Result:
     result = _without_database(args)
     if result is not None:
@@ -98,8 +117,12 @@ def _run(args: argparse.Namespace) -> Result:
         raise DurableError(f"No database given: pass --dsn or set {DSN_ENV}.")
     if args.command == "web":
         return _web(args)
-    handler = COMMANDS[(args.command, getattr(args, "action", None))]
-    with DurablePostgresSaver.from_conn_string(args.dsn) as saver:
+    command = (args.command, getattr(args, "action", None))
+    handler = COMMANDS[command]
+    # Commands that only show stored values read them without the application's code:
+    # its own types are shown as their stored fields (`DescribingSerializer`).
+    serde = DescribingSerializer() if command in SHOWING_COMMANDS else None
+    with DurablePostgresSaver.from_conn_string(args.dsn, serde=serde) as saver:
         if args.command not in ("setup", "check", "doctor"):
             saver.check_schema()  # a database without setup() is a named error, not a trace
         return handler(args, saver)

@@ -53,6 +53,7 @@ from langgraph_durable.errors import (
     ThreadBusyError,
 )
 from langgraph_durable.runs import AsyncRunRegistry, GraphVersion, Run, RunStatus
+from langgraph_durable.serde import describing
 from langgraph_durable.web import _views as views
 from langgraph_durable.web._forms import (
     Refused,
@@ -470,7 +471,13 @@ async def run_page(console: Console, request: Request) -> Response:
         found = await console.registry.aget(run_id)
     except (RunNotFoundError, InvalidInputError) as exc:
         raise Refused(404, str(exc)) from exc
-    output = console.registry.output_of(found) if found.finished else None
+    # Shown with the serializer's describing twin: the console may run without the
+    # application's modules, whose own types are then shown as their stored fields.
+    output = (
+        describing(console.registry.serde).loads_typed(found.stored_output)
+        if found.finished and found.stored_output is not None
+        else None
+    )
     return await console.page(request, "run.html", run=found, output=output)
 
 
@@ -490,7 +497,7 @@ async def thread(console: Console, request: Request) -> Response:
     effects = await console.journal.athread_effects(thread_id, 1000)
     if not checkpoints and not effects:
         raise Refused(404, f"No checkpoints or effects for thread {thread_id!r}.")
-    steps, unplaced = views.timeline(console.saver.serde, checkpoints, writes, effects)
+    steps, unplaced = views.timeline(describing(console.saver.serde), checkpoints, writes, effects)
     thread_runs = await console.registry.alist(thread_id=thread_id, limit=50)
     return await console.page(
         request,

@@ -28,6 +28,7 @@ from langgraph_durable import (
     DurablePostgresSaver,
     GraphVersion,
     RunRegistry,
+    UnsafeRowError,
     Worker,
     effect,
 )
@@ -260,6 +261,61 @@ def test_threads_commands_show_history_and_diff(
     code, _, err = cli(capsys, dsn, "threads", "history", "no-such-thread")
     assert code == 1
     assert "no checkpoints" in err
+
+
+APP_MODULE = """
+from typing import TypedDict
+
+from pydantic import BaseModel
+
+
+class Deal(BaseModel):
+    name: str
+    amount: int
+
+
+class State(TypedDict):
+    deal: Deal
+
+
+def grow(state: State) -> State:
+    return {"deal": Deal(name=state["deal"].name, amount=state["deal"].amount + 1)}
+"""
+
+
+def test_threads_holding_the_applications_types_are_shown_without_its_code(
+    capsys: pytest.CaptureFixture[str],
+    dsn: str,
+    saver: DurablePostgresSaver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CLI runs without the application's modules: its own types are shown as their
+    stored fields, where loading them would be refused."""
+    module = f"cli_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(APP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    app = __import__(module)
+    builder = StateGraph(app.State)
+    builder.add_node("grow", app.grow)
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", END)
+    thread = f"cli-app-{uuid.uuid4().hex[:8]}"
+    config: Any = {"configurable": {"thread_id": thread}}
+    builder.compile(checkpointer=saver).invoke({"deal": app.Deal(name="a", amount=1)}, config)
+    monkeypatch.delitem(sys.modules, module)  # as in the operator's shell
+
+    deal = {"__class__": f"{module}.Deal", "name": "a", "amount": 2}
+    code, shown, err = cli(capsys, dsn, "threads", "show", thread)
+    assert (code, err) == (0, "")
+    assert shown["values"] == {"deal": deal}
+    code, history, _ = cli(capsys, dsn, "threads", "history", thread)
+    assert [s["wrote"] for s in history["steps"]][-1] == {"deal": deal}
+    code, diff, _ = cli(capsys, dsn, "threads", "diff", thread)
+    assert diff["changed"] == {"deal": {"from": {**deal, "amount": 1}, "to": deal}}
+    assert module not in sys.modules  # shown from the stored fields, never imported
+    with pytest.raises(UnsafeRowError):  # what a saver that acts on values does
+        saver.get_tuple(config)
 
 
 def test_effects_show_and_resolve_name_unknown_keys(

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import sys
+import uuid
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -18,9 +21,16 @@ import psycopg
 import pytest
 from console_host import ELEVEN, PAIR, parallel_builder, recheck_builder, sequence_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
+from langgraph.graph import END, START, StateGraph
 from starlette.testclient import TestClient
 
-from langgraph_durable import DurablePostgresSaver, RunRegistry, RunStatus
+from langgraph_durable import (
+    DurablePostgresSaver,
+    GraphVersion,
+    RunRegistry,
+    RunStatus,
+    Worker,
+)
 from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.effects import EffectJournal, journal_of
 
@@ -451,3 +461,57 @@ def test_answers_sent_at_once_approve_once(
         work(world, example)
     assert refunds(world) == 1
     assert emails(world, thread) == ["Refund of $420 under review", "Your $420 refund is done"]
+
+
+APP_MODULE = """
+from typing import TypedDict
+
+from pydantic import BaseModel
+
+
+class Deal(BaseModel):
+    name: str
+    amount: int
+
+
+class State(TypedDict):
+    deal: Deal
+
+
+def grow(state: State) -> State:
+    return {"deal": Deal(name=state["deal"].name, amount=state["deal"].amount + 1)}
+"""
+
+
+def test_the_applications_own_types_are_shown_without_its_code(
+    world: str, ana: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A console started without the application's modules shows its types' stored
+    fields on the thread's timeline and the run's page, instead of refusing them."""
+    module = f"console_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(APP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    app = __import__(module)
+    builder = StateGraph(app.State)
+    builder.add_node("grow", app.grow)
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", END)
+    thread = f"console-app-{uuid.uuid4().hex[:8]}"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        version = GraphVersion("deals", "1", builder.compile(checkpointer=saver))
+        run = RunRegistry(saver).create(
+            version, {"deal": app.Deal(name="a", amount=1)}, thread_id=thread
+        )
+        Worker(saver, [version]).run_until_idle()
+    monkeypatch.delitem(sys.modules, module)  # as in the console's own process
+
+    timeline = ana.get("/console/thread", params={"thread_id": thread})
+    assert timeline.status_code == 200
+    shown = html.unescape(timeline.text)
+    assert f'"__class__": "{module}.Deal"' in shown
+    assert '"amount": 2' in shown
+    assert "cannot show this value" not in shown
+    page = ana.get(f"/console/runs/{run.run_id}")
+    assert page.status_code == 200
+    assert f'"__class__": "{module}.Deal"' in html.unescape(page.text)
+    assert module not in sys.modules  # shown from the stored fields, never imported

@@ -88,7 +88,9 @@ from langgraph_durable.runs import (
     RunStatus,
     Worker,
     adurable_sleep,
+    adurable_sleep_until,
     durable_sleep,
+    durable_sleep_until,
 )
 
 __all__ = [
@@ -161,11 +163,13 @@ __all__ = [
     "Worker",
     "WrongSaverClassError",
     "adurable_sleep",
+    "adurable_sleep_until",
     "aemit_txn",
     "app_role_sql",
     "atoken_ledger",
     "current_effect_key",
     "durable_sleep",
+    "durable_sleep_until",
     "effect",
     "emit",
     "emit_txn",

@@ -12,7 +12,12 @@ from langgraph_durable.runs._aworker import AsyncWorker
 from langgraph_durable.runs._events import RUN_EVENTS
 from langgraph_durable.runs._model import GraphVersion, Run, RunStatus
 from langgraph_durable.runs._registry import RunRegistry
-from langgraph_durable.runs._sleep import adurable_sleep, durable_sleep
+from langgraph_durable.runs._sleep import (
+    adurable_sleep,
+    adurable_sleep_until,
+    durable_sleep,
+    durable_sleep_until,
+)
 from langgraph_durable.runs._worker import Worker
 
 __all__ = [
@@ -25,5 +30,7 @@ __all__ = [
     "RunStatus",
     "Worker",
     "adurable_sleep",
+    "adurable_sleep_until",
     "durable_sleep",
+    "durable_sleep_until",
 ]

@@ -29,7 +29,7 @@ from langgraph_durable.effects import AsyncEffectJournal, EffectJournal, effect,
 from langgraph_durable.errors import EffectDeferred, EffectInputMismatchError, InvalidInputError
 from langgraph_durable.runs._model import MAX_SECONDS
 
-__all__ = ["adurable_sleep", "durable_sleep"]
+__all__ = ["adurable_sleep", "adurable_sleep_until", "durable_sleep", "durable_sleep_until"]
 
 _NAME = "langgraph_durable.durable_sleep"
 
@@ -49,6 +49,18 @@ def _seconds(delay: timedelta | float) -> float:
             "longer wait, sleep again when this one ends."
         )
     return max(0.0, float(seconds))
+
+
+def _until(when: datetime) -> float:
+    """Seconds from now to `when`, an aware datetime (a naive one names no moment)."""
+    if not isinstance(when, datetime):
+        raise InvalidInputError(f"durable_sleep_until({when!r}): pass a datetime.")
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise InvalidInputError(
+            f"durable_sleep_until({when!r}): pass a datetime with a time zone "
+            "(datetime(..., tzinfo=timezone.utc)); a naive one names no moment."
+        )
+    return (when - datetime.now(timezone.utc)).total_seconds()
 
 
 def _wake_at(seconds: float) -> str:
@@ -121,3 +133,20 @@ async def adurable_sleep(delay: timedelta | float) -> None:
         )
         wake = _journaled_earlier(exc, found)
     _check(wake)
+
+
+def durable_sleep_until(when: datetime) -> None:
+    """Sleep until `when` (a datetime with a time zone) without holding a process:
+    `durable_sleep` of the time left. A time already past does not wait.
+
+    Raises:
+        EffectDeferred: Until the wake-up time, with `retry_at` set to it.
+        InvalidInputError: `when` is not a datetime, has no time zone, or is more than
+            ten years away.
+    """
+    durable_sleep(_until(when))
+
+
+async def adurable_sleep_until(when: datetime) -> None:
+    """Async `durable_sleep_until`, for async nodes."""
+    await adurable_sleep(_until(when))

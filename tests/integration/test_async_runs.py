@@ -34,6 +34,7 @@ from langgraph_durable import (
     RunStatus,
     ThreadBusyError,
     adurable_sleep,
+    adurable_sleep_until,
 )
 
 HANG_GUARD_S = 120
@@ -167,6 +168,22 @@ async def test_adurable_sleep_defers_an_async_run_until_due(db_dsn: str) -> None
         assert done.status is RunStatus.SUCCESS, done.error_message
         assert ran == ["reminder"]
         assert runs.output_of(done) == {"log": ["order", "reminded"]}
+
+
+async def test_adurable_sleep_until_defers_an_async_run_until_that_moment(db_dsn: str) -> None:
+    due = datetime.now(timezone.utc) + timedelta(days=2)
+
+    async def remind(state: State) -> State:
+        await adurable_sleep_until(due)
+        return {"log": ["reminded"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, ("remind", remind))
+        await runs.acreate(graph, {"log": []})
+        (sleeping,) = await AsyncWorker(saver, [graph]).arun_until_idle()
+        assert sleeping.status is RunStatus.DEFERRED
+        assert sleeping.retry_at is not None
+        assert abs((sleeping.retry_at - due).total_seconds()) < 60
 
 
 async def test_an_async_worker_that_lost_its_run_cannot_advance_the_thread(db_dsn: str) -> None:

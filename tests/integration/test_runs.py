@@ -41,6 +41,7 @@ from langgraph_durable import (
     Worker,
     adurable_sleep,
     durable_sleep,
+    durable_sleep_until,
     effect,
 )
 from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
@@ -272,6 +273,22 @@ def test_durable_sleep_parks_the_run_and_wakes_it_when_due(
     assert done.status is RunStatus.SUCCESS, done.error_message
     assert ran == ["reminder"]
     assert runs.output_of(done) == {"log": ["order", "reminded"]}
+
+
+def test_durable_sleep_until_parks_the_run_until_that_moment(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    due = datetime.now(timezone.utc) + timedelta(days=2)
+    graph = graph_of(saver, ("remind", lambda s: (durable_sleep_until(due), {"log": ["woke"]})[1]))
+    runs.create(graph, {"log": []})
+    (sleeping,) = Worker(saver, [graph]).run_until_idle()
+    assert sleeping.status is RunStatus.DEFERRED
+    assert sleeping.retry_at is not None
+    assert abs((sleeping.retry_at - due).total_seconds()) < 60  # the clock's read, not a wait
+    with pytest.raises(InvalidInputError, match="time zone"):
+        durable_sleep_until(datetime.now())  # naive: names no moment
+    with pytest.raises(InvalidInputError, match="datetime"):
+        durable_sleep_until(3600)  # type: ignore[arg-type]
 
 
 def test_a_run_asleep_across_the_upgrade_wakes_at_its_journaled_time(

@@ -6,12 +6,18 @@ Each node appends its name to `log`, so a test can count how often each node ran
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send, interrupt
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    import pytest
 
 
 class State(TypedDict, total=False):
@@ -77,3 +83,41 @@ def linear_graph(
         previous = name
     builder.add_edge(previous, END)
     return builder
+
+
+APPLICATION_MODULE = """
+from typing import TypedDict
+
+from pydantic import BaseModel
+
+
+class Deal(BaseModel):
+    name: str
+    amount: int
+
+
+class State(TypedDict):
+    deal: Deal
+
+
+def grow(state: State) -> State:
+    return {"deal": Deal(name=state["deal"].name, amount=state["deal"].amount + 1)}
+"""
+
+
+def application_graph(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[ModuleType, StateGraph[Any]]:
+    """A module of an application's own types (a pydantic `Deal` in the state), written to
+    `directory` and imported under a new name, and a one-node graph (`grow`) over it. A
+    test removes the module from `sys.modules` to read as a process without the
+    application's code does (the CLI, the console)."""
+    name = f"app_{uuid.uuid4().hex[:8]}"
+    (directory / f"{name}.py").write_text(APPLICATION_MODULE)
+    monkeypatch.syspath_prepend(str(directory))
+    app = __import__(name)
+    builder: StateGraph[Any] = StateGraph(app.State)
+    builder.add_node("grow", app.grow)
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", END)
+    return app, builder

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import psycopg
 import pytest
 from _pg import server_has_lz4
+from graphs import application_graph
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 from psycopg import sql
@@ -263,26 +264,6 @@ def test_threads_commands_show_history_and_diff(
     assert "no checkpoints" in err
 
 
-APP_MODULE = """
-from typing import TypedDict
-
-from pydantic import BaseModel
-
-
-class Deal(BaseModel):
-    name: str
-    amount: int
-
-
-class State(TypedDict):
-    deal: Deal
-
-
-def grow(state: State) -> State:
-    return {"deal": Deal(name=state["deal"].name, amount=state["deal"].amount + 1)}
-"""
-
-
 def test_threads_holding_the_applications_types_are_shown_without_its_code(
     capsys: pytest.CaptureFixture[str],
     dsn: str,
@@ -292,14 +273,8 @@ def test_threads_holding_the_applications_types_are_shown_without_its_code(
 ) -> None:
     """The CLI runs without the application's modules: its own types are shown as their
     stored fields, where loading them would be refused."""
-    module = f"cli_app_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{module}.py").write_text(APP_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    app = __import__(module)
-    builder = StateGraph(app.State)
-    builder.add_node("grow", app.grow)
-    builder.add_edge(START, "grow")
-    builder.add_edge("grow", END)
+    app, builder = application_graph(tmp_path, monkeypatch)
+    module = app.__name__
     thread = f"cli-app-{uuid.uuid4().hex[:8]}"
     config: Any = {"configurable": {"thread_id": thread}}
     builder.compile(checkpointer=saver).invoke({"deal": app.Deal(name="a", amount=1)}, config)

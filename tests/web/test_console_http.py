@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from console_host import ELEVEN, PAIR, parallel_builder, recheck_builder, sequence_builder
 from console_world import client_for, csrf_of, form_fields, start_plain, start_run, work
-from langgraph.graph import END, START, StateGraph
+from graphs import application_graph
 from starlette.testclient import TestClient
 
 from langgraph_durable import (
@@ -463,39 +463,13 @@ def test_answers_sent_at_once_approve_once(
     assert emails(world, thread) == ["Refund of $420 under review", "Your $420 refund is done"]
 
 
-APP_MODULE = """
-from typing import TypedDict
-
-from pydantic import BaseModel
-
-
-class Deal(BaseModel):
-    name: str
-    amount: int
-
-
-class State(TypedDict):
-    deal: Deal
-
-
-def grow(state: State) -> State:
-    return {"deal": Deal(name=state["deal"].name, amount=state["deal"].amount + 1)}
-"""
-
-
 def test_the_applications_own_types_are_shown_without_its_code(
     world: str, ana: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A console started without the application's modules shows its types' stored
     fields on the thread's timeline and the run's page, instead of refusing them."""
-    module = f"console_app_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{module}.py").write_text(APP_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    app = __import__(module)
-    builder = StateGraph(app.State)
-    builder.add_node("grow", app.grow)
-    builder.add_edge(START, "grow")
-    builder.add_edge("grow", END)
+    app, builder = application_graph(tmp_path, monkeypatch)
+    module = app.__name__
     thread = f"console-app-{uuid.uuid4().hex[:8]}"
     with DurablePostgresSaver.from_conn_string(world) as saver:
         version = GraphVersion("deals", "1", builder.compile(checkpointer=saver))

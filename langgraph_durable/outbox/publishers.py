@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langgraph_durable.errors import ConfigurationError, MissingExtraError
+from langgraph_durable.errors import ConfigurationError, InvalidInputError, MissingExtraError
 from langgraph_durable.outbox._base import (
     BrokerUnreachableError,
     OutboxEvent,
@@ -42,6 +43,20 @@ __all__ = [
 ]
 
 WEBHOOK_SECRET_ENV = "LANGGRAPH_DURABLE_WEBHOOK_SECRET"
+
+logger = logging.getLogger("langgraph_durable.outbox")
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds a broker connection may take to open. A broker that accepts the connection and
+never answers (a hung server, a firewall that drops packets) made the connect wait for the
+relay's `publish_timeout`, which counts against the event: a broker outage spent the
+events' attempts."""
+
+
+def _positive(seconds: float, who: str) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise InvalidInputError(f"{who}: give connect_timeout as a positive number of seconds.")
+    return float(seconds)
 
 
 def _headers(event: OutboxEvent) -> dict[str, Any]:
@@ -82,9 +97,19 @@ class RabbitMQPublisher:
         exchange: The exchange name ("" is the default exchange: the routing key is then
             a queue name).
         routing_key: The routing key; the event type when None.
+        connect_timeout: Seconds a connection may take to open; longer is an outage
+            (`BrokerUnreachableError`: nothing was sent, no attempt is spent). Keep it
+            below the relay's `publish_timeout`, which counts against the event.
     """
 
-    def __init__(self, url: str, *, exchange: str = "", routing_key: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        exchange: str = "",
+        routing_key: str | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         try:
             import aio_pika
         except ImportError as exc:
@@ -93,6 +118,7 @@ class RabbitMQPublisher:
             ) from exc
         self._aio_pika = aio_pika
         self.url = url
+        self.connect_timeout = _positive(connect_timeout, "RabbitMQPublisher")
         self.exchange_name = exchange
         self.routing_key = routing_key
         self._connection: Any = None
@@ -112,7 +138,11 @@ class RabbitMQPublisher:
             return self._exchange
 
     async def _connect(self) -> tuple[Any, Any]:
-        connection = await _connecting(self._aio_pika.connect_robust(self.url))
+        # A plain connection, reopened by `_ready` once closed: a robust one whose first
+        # connect is cancelled or times out keeps reconnecting in the background, for good.
+        connection = await _connecting(
+            self._aio_pika.connect(self.url, timeout=self.connect_timeout), self.connect_timeout
+        )
         try:
             # on_return_raises: aio-pika's default (False) hands a returned message to
             # callbacks and lets `publish` succeed, which would mark a lost event published.
@@ -159,12 +189,17 @@ class RabbitMQPublisher:
             await connection.close()
 
 
-async def _connecting(connect: Awaitable[Any]) -> Any:
-    """What `connect` returns; a failure to connect as `BrokerUnreachableError` (nothing
-    was sent: the relay spends no attempt), quoting the client's error. Errors raised
-    while publishing on the connection are not wrapped: they count against the event."""
+async def _connecting(connect: Awaitable[Any], timeout: float) -> Any:
+    """What `connect` returns within `timeout` seconds; a failure to connect, or no
+    answer in time, as `BrokerUnreachableError` (nothing was sent: the relay spends no
+    attempt), quoting the client's error. Errors raised while publishing on the
+    connection are not wrapped: they count against the event."""
     try:
-        return await connect
+        return await asyncio.wait_for(connect, timeout)
+    except TimeoutError as exc:
+        raise BrokerUnreachableError(
+            f"cannot connect to the broker: no answer within {timeout:g} s"
+        ) from exc
     except Exception as exc:
         raise BrokerUnreachableError(f"cannot connect to the broker: {error_text(exc)}") from exc
 
@@ -179,9 +214,17 @@ class NatsPublisher:
     Args:
         servers: NATS server URL(s), e.g. "nats://127.0.0.1:4222".
         subject: The subject; the event type when None.
+        connect_timeout: Seconds a connection may take to open; longer is an outage
+            (`BrokerUnreachableError`), as for `RabbitMQPublisher`.
     """
 
-    def __init__(self, servers: str | list[str], *, subject: str | None = None) -> None:
+    def __init__(
+        self,
+        servers: str | list[str],
+        *,
+        subject: str | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         try:
             import nats
         except ImportError as exc:
@@ -190,6 +233,7 @@ class NatsPublisher:
             ) from exc
         self._nats = nats
         self.servers = servers
+        self.connect_timeout = _positive(connect_timeout, "NatsPublisher")
         self.subject = subject
         self._client: Any = None
         self._js: Any = None
@@ -200,9 +244,26 @@ class NatsPublisher:
         connection however many keys the relay publishes at once (see RabbitMQPublisher)."""
         async with self._lock:
             if self._client is None or self._client.is_closed:
-                client = await _connecting(self._nats.connect(self.servers))
+                client = await _connecting(self._connect(), self.connect_timeout)
                 self._client, self._js = client, client.jetstream()
             return self._js
+
+    def _connect(self) -> Awaitable[Any]:
+        """nats-py's connect, failing fast: by default it tries a refused server 60 times,
+        2 s apart, before it gives up, far longer than the relay's `publish_timeout`. One
+        try again is enough: the relay treats the failure as an outage and tries again
+        itself. The client's own error log goes to debug; the relay reports the outage."""
+
+        async def quiet(error: Exception) -> None:
+            logger.debug("NATS client: %s", error_text(error))
+
+        return self._nats.connect(
+            self.servers,
+            connect_timeout=self.connect_timeout,
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.5,
+            error_cb=quiet,
+        )
 
     async def publish(self, event: OutboxEvent) -> None:
         js = await self._ready()

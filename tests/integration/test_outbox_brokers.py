@@ -9,13 +9,15 @@ broker fails the test; elsewhere it is skipped.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg
@@ -205,6 +207,60 @@ async def test_rabbitmq_an_outage_spends_no_attempts_and_keeps_the_order(
     assert warnings[1] == "outbox relay reaches the broker again, after 5 round(s) that could not"
 
 
+@contextlib.asynccontextmanager
+async def silent_broker() -> AsyncIterator[int]:
+    """A port that accepts connections and never answers: a hung broker, or a firewall
+    that lets the handshake through and drops the rest."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "nats", "nats_refused"])
+async def test_a_broker_that_does_not_answer_is_an_outage_that_spends_no_attempt(
+    dsn: str, broker: str
+) -> None:
+    """A silent broker made the connect wait for the relay's publish_timeout, which counts
+    against the event; nats-py also retried a refused server for about two minutes. Each
+    is an outage now (the connect's own timeout): no attempt spent, nothing left
+    reconnecting in the background."""
+    (event_id,) = emit_events(dsn, 1)
+    async with silent_broker() as port:
+        if broker == "rabbitmq":
+            publisher: Any = RabbitMQPublisher(
+                f"amqp://guest:guest@127.0.0.1:{port}/", routing_key="q", connect_timeout=1
+            )
+        else:
+            target = port if broker == "nats" else closed_port()
+            publisher = NatsPublisher(f"nats://127.0.0.1:{target}", connect_timeout=1)
+        before = asyncio.all_tasks()
+        relay = OutboxRelay(dsn, publisher, max_attempts=1)  # publish_timeout: 30 s
+        try:
+            result = await relay.run_once()
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+    assert (result.published, result.failed, result.unreachable, result.dead) == (0, 1, 1, 0)
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT status, attempts, last_error FROM langgraph_durable_outbox WHERE event_id = %s",
+            (event_id,),
+        ).fetchone()
+    assert row is not None
+    assert row[:2] == ("pending", 0)
+    assert "cannot connect to the broker" in row[2]
+    assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
+
+
 async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
     need_broker("NATS", 4222)
     import nats
@@ -276,7 +332,7 @@ async def test_rabbitmq_opens_one_connection_for_a_round_over_many_keys(dsn: str
         for n in range(30):
             emit_events(dsn, 1, key=f"k{n}")
         publisher = RabbitMQPublisher(RABBIT_URL, routing_key=queue_name)
-        client = CountingClient(aio_pika, "connect_robust")
+        client = CountingClient(aio_pika, "connect")
         publisher._aio_pika = client
         relay = OutboxRelay(dsn, publisher, keys=100)
         try:

@@ -78,6 +78,10 @@ def _json_arg(text: str, option: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{option} must be JSON ({exc}); nothing was changed.") from exc
+    except RecursionError as exc:
+        raise InvalidInputError(
+            f"{option} is JSON nested too deeply to read; nothing was changed."
+        ) from exc
 
 
 def _journal(saver: DurablePostgresSaver) -> EffectJournal:

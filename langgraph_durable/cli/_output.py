@@ -9,6 +9,7 @@ stderr is a terminal, so scripts and logs stay clean).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
@@ -34,7 +35,24 @@ def record(value: Any) -> Any:
 
 
 def as_json(result: Mapping[str, Any]) -> str:
-    return json.dumps(record(result), default=str)
+    """One JSON object. A number JSON cannot hold (NaN, an infinity, which Python's
+    `json` writes as bare `NaN`, which strict parsers refuse) is written as its name, a
+    string."""
+    shown = record(result)
+    try:
+        return json.dumps(shown, default=str, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(shown), default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def cell(value: Any, width: int = CELL_WIDTH) -> str:

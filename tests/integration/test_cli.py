@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable import __name__ as package_name
 from langgraph_durable.cli import _parser, main
+from langgraph_durable.cli._output import as_json
 
 SECRET = "s3cret-pw-123"
 
@@ -285,3 +286,26 @@ def test_the_installed_command_runs(dsn: str) -> None:
     assert failed.returncode == 1
     assert SECRET not in failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+def test_json_nested_too_deeply_is_a_named_error(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = f"cli-effect-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "attempt) VALUES (%s, 'mail', 'h', 'unknown', 1)",
+            (key,),
+        )
+    deep = "[" * 100_000 + "]" * 100_000
+    capsys.readouterr()
+    assert main(["effects", "resolve", key, "--completed", deep, "--dsn", dsn]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --completed is JSON nested too deeply"), err
+    assert "Traceback" not in err
+
+
+def test_json_output_names_numbers_json_cannot_hold() -> None:
+    shown = json.loads(as_json({"x": float("nan"), "y": [float("inf"), -float("inf"), 1.5]}))
+    assert shown == {"x": "NaN", "y": ["Infinity", "-Infinity", 1.5]}

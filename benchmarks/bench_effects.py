@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from langgraph_durable import EffectJournal, effect
 from langgraph_durable._db import TextArray
-from langgraph_durable._sql import QUERIES, complete_effect
+from langgraph_durable._sql import claim_effect, complete_effect
 from langgraph_durable.effects._rows import claim_params
 
 FLOOR_TABLE = """
@@ -83,7 +83,7 @@ def effects(dsn: str, reps: int, warmup: int) -> dict[str, Stats]:
         def call() -> None:
             noop(next(counter))
 
-        claim, complete = QUERIES["effect_claim"], complete_effect(events=False)
+        claim, complete = claim_effect(fenced=False), complete_effect(events=False)
 
         def statements() -> None:
             key = f"bench:{run}:raw:{next(counter)}"

@@ -38,7 +38,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from langgraph_durable import EffectJournal, effect
-from langgraph_durable._sql import QUERIES, complete_effect
+from langgraph_durable._sql import claim_effect, complete_effect
 from langgraph_durable.effects._memory import MemoryEffectJournal
 from langgraph_durable.embedded import resolve_dsn
 
@@ -74,7 +74,7 @@ def calls_of(pool: ConnectionPool[Connection[DictRow]]) -> dict[str, Callable[[]
         assert attempt is not None
         journal.complete(key, attempt, {"n": 1})
 
-    claim, complete = QUERIES["effect_claim"], complete_effect(events=False)
+    claim, complete = claim_effect(fenced=False), complete_effect(events=False)
 
     def statements() -> None:
         key = f"profile:{run}:raw:{next(counter)}"

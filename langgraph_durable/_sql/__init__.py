@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA",
     "STATEMENT_BLOCKS",
     "Migration",
+    "claim_effect",
     "complete_effect",
     "parameter_names",
     "parse_queries",
@@ -33,6 +34,7 @@ __all__ = [
     "put_checkpoint_statement",
     "put_checkpoints",
     "store_writes",
+    "take_over_effect",
 ]
 
 _NAME = re.compile(r"^-- name: (?P<name>[a-z0-9_]+)\s*$", re.MULTILINE)
@@ -341,6 +343,18 @@ def store_writes(*, fenced: bool, replace: bool, events: bool) -> LiteralString:
 
 
 @functools.cache
+def claim_effect(*, fenced: bool) -> LiteralString:
+    """An effect's claim: the token lookup only under a thread lease (`fenced`)."""
+    return _assemble("effect_claim_head", _fence(fenced), "effect_claim_insert")
+
+
+@functools.cache
+def take_over_effect(*, fenced: bool) -> LiteralString:
+    """An effect's next attempt: the token lookup only under a thread lease (`fenced`)."""
+    return _assemble("effect_take_over_head", _fence(fenced), "effect_take_over_update")
+
+
+@functools.cache
 def complete_effect(*, events: bool) -> LiteralString:
     """An effect's completion statement: the UPDATE alone, or, when it has outbox events
     (`@effect(event=...)`), the UPDATE as a CTE with the events after it. Either way its
@@ -348,7 +362,13 @@ def complete_effect(*, events: bool) -> LiteralString:
     if not events:
         return _assemble("effect_complete_update")
     return _assemble(
-        "effect_complete_events_head", "effect_complete_update", "effect_complete_events"
+        "effect_claim_head",
+        "effect_claim_insert",
+        "effect_take_over_head",
+        "effect_take_over_update",
+        "effect_complete_events_head",
+        "effect_complete_update",
+        "effect_complete_events",
     )
 
 
@@ -373,6 +393,10 @@ STATEMENT_BLOCKS = frozenset(
         "writes_keep_first",
         "writes_replace",
         "writes_end",
+        "effect_claim_head",
+        "effect_claim_insert",
+        "effect_take_over_head",
+        "effect_take_over_update",
         "effect_complete_events_head",
         "effect_complete_update",
         "effect_complete_events",
@@ -390,6 +414,8 @@ QUERIES["put_checkpoint"] = put_checkpoint()
 QUERIES["insert_writes"] = store_writes(fenced=True, replace=False, events=True)
 QUERIES["upsert_writes"] = store_writes(fenced=True, replace=True, events=True)
 QUERIES["effect_complete"] = complete_effect(events=True)
+QUERIES["effect_claim"] = claim_effect(fenced=True)
+QUERIES["effect_take_over"] = take_over_effect(fenced=True)
 # `get_tuple`'s two statements, joined once rather than on every call.
 QUERIES["select_tuple_exact"] = QUERIES["select_tuple_columns"] + "\n" + QUERIES["where_exact"]
 QUERIES["select_tuple_latest"] = QUERIES["select_tuple_columns"] + "\n" + QUERIES["where_latest"]

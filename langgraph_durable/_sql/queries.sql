@@ -785,8 +785,18 @@ LIMIT %(batch)s
 -- Transitions are conditional on the attempt and status the caller saw, so two workers
 -- can never both own an attempt.
 
--- name: effect_claim
-WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+-- name: effect_claim_head
+-- A key claimed for a first attempt. Under a thread lease (the run's worker, `exclusive`)
+-- the call carries the lease's fencing token, and the claim goes in only while the token
+-- is the thread's (`fence`, as for checkpoints: I5). Under durability "async" or "exit"
+-- LangGraph does not wait for a step's checkpoint before the next step, so a worker
+-- fenced out of its run (taken over, cancelled, timed out, superseded) ran its nodes on;
+-- refused here, their effects act no more. Row count 0: the key exists, or fenced out.
+-- Assembled by `_sql.claim_effect`.
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true)), fence AS (
+
+-- name: effect_claim_insert
+)
 INSERT INTO langgraph_durable_effects
     (key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
      thread_id, checkpoint_ns, node, step, completion_event, default_key)
@@ -795,7 +805,16 @@ SELECT %(key)s, %(effect_name)s, %(input_hash)s, 'running', 1, %(owner)s,
     %(thread_id)s, %(checkpoint_ns)s, %(node)s, %(step)s, %(completion_event)s,
     %(default_key)s
 FROM commit_mode
+WHERE (SELECT ok FROM fence)
 ON CONFLICT (key) DO NOTHING
+
+-- name: thread_lease_held
+-- Whether a fencing token is still the thread's: asked when a fenced claim or takeover
+-- changed nothing, to tell "fenced out" from "the row changed".
+SELECT EXISTS (
+    SELECT 1 FROM langgraph_durable_threads
+    WHERE thread_id = %(thread_id)s AND fencing_token = %(fence_token)s::bigint
+) AS held
 
 -- name: effect_get
 SELECT key, effect_name, input_hash, status, attempt, lease_owner, lease_expires_at,
@@ -805,8 +824,13 @@ SELECT key, effect_name, input_hash, status, attempt, lease_owner, lease_expires
 FROM langgraph_durable_effects
 WHERE key = %(key)s
 
--- name: effect_take_over
-WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
+-- name: effect_take_over_head
+-- The next attempt, if the row is still as seen; fenced like the claim (above).
+-- Assembled by `_sql.take_over_effect`.
+WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true)), fence AS (
+
+-- name: effect_take_over_update
+)
 UPDATE langgraph_durable_effects SET
     status = 'running',
     attempt = attempt + 1,
@@ -818,6 +842,7 @@ UPDATE langgraph_durable_effects SET
     updated_at = clock_timestamp()
 FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = %(seen_status)s
+    AND (SELECT ok FROM fence)
 RETURNING attempt
 
 -- name: effect_complete_events_head

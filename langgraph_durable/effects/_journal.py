@@ -37,7 +37,7 @@ from langgraph_durable._db import (
     register_source,
     retry_on_disconnect,
 )
-from langgraph_durable._sql import QUERIES, complete_effect
+from langgraph_durable._sql import QUERIES, claim_effect, complete_effect, take_over_effect
 from langgraph_durable.checkpoint import ParkedEvent, event_params
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import (
@@ -128,7 +128,8 @@ def claim_txn(
     params = claim_params(
         key, name, input_hash, owner, lease_seconds, where, completion_event, default_key
     )
-    return 1 if _row_count(conn, QUERIES["effect_claim"], params) else None
+    statement = claim_effect(fenced=params["fence_token"] is not None)
+    return 1 if _row_count(conn, statement, params) else None
 
 
 def take_over_txn(
@@ -139,16 +140,22 @@ def take_over_txn(
     *,
     owner: str,
     lease_seconds: float,
+    where: TaskContext | None = None,
 ) -> int | None:
-    """Start the next attempt if the row is still as seen; its number, or None."""
+    """Start the next attempt if the row is still as seen, and under a thread lease
+    (`where.fence_token`) only while it is the thread's; its number, or None."""
+    fence_token = where.fence_token if where else None
     params = {
         "key": key,
         "seen_attempt": seen_attempt,
         "seen_status": seen_status.value,
         "owner": owner,
         "lease_seconds": lease_seconds,
+        "thread_id": where.thread_id if where else None,
+        "fence_token": fence_token,
     }
-    attempts = _first_column(conn, QUERIES["effect_take_over"], params)
+    statement = take_over_effect(fenced=fence_token is not None)
+    attempts = _first_column(conn, statement, params)
     return int(attempts[0]) if attempts else None
 
 
@@ -350,8 +357,10 @@ class EffectJournal:
         seen_status: EffectStatus,
         lease_seconds: float,
         call_token: str = "",
+        where: TaskContext | None = None,
     ) -> int | None:
-        """Start the next attempt if the row is still as seen; its number, or None."""
+        """Start the next attempt if the row is still as seen (and, under a thread lease,
+        while it is held); its number, or None."""
         return self._run(
             f"taking over effect key {key!r}",
             take_over_txn,
@@ -360,7 +369,22 @@ class EffectJournal:
             seen_status,
             owner=self.owner_of(call_token),
             lease_seconds=lease_seconds,
+            where=where,
         )
+
+    def lease_held(self, where: TaskContext) -> bool:
+        """Whether the thread lease the call runs under (`where.fence_token`) is still
+        held: asked when a fenced claim or takeover changed nothing."""
+        if where.fence_token is None:
+            return True
+        params = {"thread_id": where.thread_id, "fence_token": where.fence_token}
+        found = self._run(
+            f"checking the lease of thread {where.thread_id!r}",
+            _first_column,
+            QUERIES["thread_lease_held"],
+            params,
+        )
+        return bool(found and found[0])
 
     def dump_result(self, key: str, result: Any) -> tuple[str, bytes]:
         """Serialize a result for the journal, or raise `EffectResultNotStoredError`."""

@@ -46,6 +46,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable import _langgraph
+from langgraph_durable._fencing import fence_token_of
 from langgraph_durable._identity import CallCounts, ancestor_origins, plain
 from langgraph_durable.errors import (
     EffectNameWarning,
@@ -190,6 +191,9 @@ class TaskContext:
     task_id: str | None = None
     origins: tuple[Any, ...] = ()
     """Where each subgraph around the task was entered from (`_identity.ancestor_origins`)."""
+    fence_token: int | None = None
+    """The thread lease's fencing token the run holds (a worker's run, `exclusive`), or
+    None: the journal claims an attempt only while it is still the thread's."""
 
 
 def _strip_task_ids(checkpoint_ns: str) -> str:
@@ -220,6 +224,7 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
         checkpointer=_langgraph.checkpointer_of(config),
         scratchpad=_langgraph.scratchpad_of(config),
         task_id=_langgraph.task_id_of(config),
+        fence_token=fence_token_of(config),
     )
 
 

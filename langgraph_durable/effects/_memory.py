@@ -141,6 +141,10 @@ class MemoryEffectJournal(EffectJournal):
             )
             return 1
 
+    def lease_held(self, where: TaskContext) -> bool:
+        """No thread leases in memory: every lease is held."""
+        return True
+
     def get(self, key: str) -> JournalRow | None:
         with self._lock:
             row = self._rows.get(key)
@@ -190,6 +194,7 @@ class MemoryEffectJournal(EffectJournal):
         seen_status: EffectStatus,
         lease_seconds: float,
         call_token: str = "",
+        where: TaskContext | None = None,
     ) -> int | None:
         with self._lock:
             row = self._rows.get(key)

@@ -91,6 +91,7 @@ def claim_params(
         "checkpoint_ns": where.namespace if where else None,
         "node": where.node if where else None,
         "step": where.step if where else None,
+        "fence_token": where.fence_token if where else None,
     }
 
 

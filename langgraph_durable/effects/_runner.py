@@ -59,6 +59,7 @@ from langgraph_durable.errors import (
     EffectInProgressError,
     EffectOutcomeUnknown,
     EffectResultNotStoredError,
+    FencedOutError,
 )
 
 __all__ = ["run_effect"]
@@ -126,7 +127,8 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
             attempt = None
             continue
         row = journal.get(call.key)
-        if row is None:  # released between our insert and our read: claim afresh
+        if row is None:  # released between our insert and our read (or fenced out)
+            _check_lease(journal, call)
             attempt = _claim(journal, call)
             continue
         assert row.db_now is not None
@@ -227,8 +229,27 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
         attempt = journal.take_over(
-            call.key, row.attempt, row.status, call.lease_seconds, call.token
+            call.key, row.attempt, row.status, call.lease_seconds, call.token, where=call.where
         )
+        if attempt is None:  # the row changed meanwhile (look again), or fenced out
+            _check_lease(journal, call)
+
+
+def _check_lease(journal: EffectJournal, call: EffectCall) -> None:
+    """Raise `FencedOutError` when a claim or takeover under a thread lease changed
+    nothing because the lease is gone: the run was taken over, cancelled, timed out or
+    superseded. Under durability "async" or "exit" LangGraph runs the next steps before
+    the fenced checkpoint write fails, so the fence at the claim is what keeps a fenced-out
+    run's effects from acting (I5)."""
+    where = call.where
+    if where is None or where.fence_token is None or journal.lease_held(where):
+        return
+    raise FencedOutError(
+        f"Effect {call.name!r} (key {call.key!r}) was not attempted: this run no longer "
+        f"holds thread {where.thread_id!r} (another worker took the run over, or it was "
+        "cancelled, timed out or superseded by a newer run). Nothing was sent; the run's "
+        "status in the registry says what happened to it."
+    )
 
 
 def _reconcile(call: EffectCall) -> Reconciled:

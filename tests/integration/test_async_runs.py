@@ -35,6 +35,7 @@ from langgraph_durable import (
     ThreadBusyError,
     adurable_sleep,
     adurable_sleep_until,
+    effect,
 )
 
 HANG_GUARD_S = 120
@@ -206,6 +207,40 @@ async def test_an_async_worker_that_lost_its_run_cannot_advance_the_thread(db_ds
         (finished,) = await asyncio.wait_for(task, HANG_GUARD_S)
         assert finished.status is RunStatus.CANCELLED  # the worker did not overwrite it
         assert await sql(db_dsn, count, run.thread_id) == before  # its next step was refused
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_a_cancelled_async_runs_later_effects_do_not_act(
+    db_dsn: str, durability: str
+) -> None:
+    """See the sync test: under "async" and "exit" the next steps ran before the fenced
+    checkpoint write failed, and their effects acted."""
+    inside, release = asyncio.Event(), asyncio.Event()
+    sent: list[str] = []
+
+    async def slow(state: State) -> State:
+        inside.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    @effect(key=lambda what: f"mail-{what}-{uuid.uuid4()}")
+    async def mail(what: str) -> str:
+        sent.append(what)
+        return what
+
+    async def notify(state: State) -> State:
+        return {"log": [await mail("notify")]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, ("slow", slow), ("notify", notify), step("after"))
+        run = await runs.acreate(graph, {"log": []}, durability=durability)  # type: ignore[arg-type]
+        task = asyncio.create_task(AsyncWorker(saver, [graph]).arun_until_idle())
+        await asyncio.wait_for(inside.wait(), HANG_GUARD_S)
+        assert (await runs.acancel(run.run_id)).status is RunStatus.CANCELLED
+        release.set()
+        (finished,) = await asyncio.wait_for(task, HANG_GUARD_S)
+        assert finished.status is RunStatus.CANCELLED
+    assert sent == []
 
 
 async def test_aexclusive_lets_one_plain_ainvoke_run_a_thread(db_dsn: str) -> None:

@@ -42,6 +42,7 @@ from langgraph_durable import (
     effect,
     set_default_journal,
 )
+from langgraph_durable.effects._keys import TaskContext
 
 
 class State(TypedDict, total=False):
@@ -728,3 +729,34 @@ async def test_async_heartbeat_keeps_a_long_attempt_alive(db_dsn: str) -> None:
         assert await first == "finished"
         assert await long_call() == "finished"  # replayed
     assert calls == ["call"]
+
+
+def test_claims_and_takeovers_under_a_lost_thread_lease_change_nothing(
+    journal: EffectJournal, db_dsn: str
+) -> None:
+    """A call under a thread lease (a worker's run) carries its fencing token; once the
+    thread has moved on to another token, neither a first attempt nor a next one starts,
+    and the journal says the lease is gone."""
+    thread_id = f"fx-{uuid.uuid4()}"
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_threads (thread_id, fencing_token) VALUES (%s, 5)",
+            (thread_id,),
+        )
+
+    def where(token: int | None) -> TaskContext:
+        return TaskContext(thread_id, "", "node", 1, "[]", None, None, fence_token=token)
+
+    stale, current = where(4), where(5)
+    key = f"fenced-{uuid.uuid4()}"
+    assert journal.claim(key, "mail", "h", 30.0, stale) is None
+    assert journal.get(key) is None
+    assert not journal.lease_held(stale)
+    assert journal.lease_held(current)
+    assert journal.lease_held(where(None))
+    assert journal.claim(key, "mail", "h", 30.0, current) == 1
+    assert journal.mark_unknown(key, 1)
+    row = journal.get(key)
+    assert row is not None
+    assert journal.take_over(key, 1, row.status, 30.0, where=stale) is None
+    assert journal.take_over(key, 1, row.status, 30.0, where=current) == 2

@@ -727,6 +727,45 @@ def test_a_worker_that_lost_its_run_cannot_advance_the_thread(
     assert "after" not in str(runs.output_of(finished))
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_cancelled_runs_later_effects_do_not_act_in_any_durability_mode(
+    saver: DurablePostgresSaver, runs: RunRegistry, durability: str
+) -> None:
+    """Under "async" and "exit" LangGraph runs the next steps before the fenced checkpoint
+    write fails, so a cancelled (or taken over, or superseded) run ran its later nodes,
+    and their effects acted. The claim is fenced now: only the node already running
+    finishes."""
+    inside, release = threading.Event(), threading.Event()
+    sent: list[str] = []
+
+    def slow(state: State) -> State:
+        inside.set()
+        release.wait(60)
+        return {"log": ["slow"]}
+
+    @effect(key=lambda what: f"mail-{what}-{uuid.uuid4()}")
+    def mail(what: str) -> str:
+        sent.append(what)
+        return what
+
+    def notify(state: State) -> State:
+        return {"log": [mail("notify")]}
+
+    graph = graph_of(saver, ("slow", slow), ("notify", notify), step("after"))
+    run = runs.create(graph, {"log": []}, durability=durability)  # type: ignore[arg-type]
+    worker = Worker(saver, [graph])
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(worker.run_until_idle()))
+    thread.start()
+    assert inside.wait(60)
+    assert runs.cancel(run.run_id).status is RunStatus.CANCELLED
+    release.set()
+    thread.join(60)
+    (finished,) = results[0]
+    assert finished.status is RunStatus.CANCELLED
+    assert sent == []
+
+
 def test_exclusive_keeps_its_lease_while_its_block_runs(runs: RunRegistry, db_dsn: str) -> None:
     """An approved node running longer than the lease (`resume_approval` and the console
     answer under `exclusive`) kept it no longer: anyone could take the thread, and the

@@ -9,8 +9,12 @@ run the right way for its state (`sends_input`): its input (or the `Command` tha
 an interrupt) until LangGraph has taken it in, `None` afterwards. While the graph runs, a
 heartbeat keeps the lease; every checkpoint it writes carries the fencing token, so a
 worker that lost the run cannot advance the thread (invariant I5). How the run ends is
-decided by `outcome_of`. Between runs the worker waits on LISTEN/NOTIFY, and keeps house:
-it times out late runs, flags stuck ones and blocks runs no live worker's version takes.
+decided by `outcome_of`. Between runs the worker waits on LISTEN/NOTIFY. It keeps house
+every `sweep_every` seconds, between runs and while it runs one (a second heartbeat, so a
+fleet whose every worker is busy still enforces deadlines): it times out late runs, flags
+stuck ones and blocks runs no live worker's version takes. A run its own worker's sweep
+times out is fenced out like one another worker's sweep timed out: its next write is
+refused, and it stays `timeout`.
 
 A database outage (a server restart, the network) does not end the worker: it looks again
 with a growing pause, listens again once the server answers, and records the outcome of
@@ -142,8 +146,9 @@ class AsyncWorker:
 
     @property
     def sweep_every(self) -> float:
-        """Seconds between housekeeping sweeps (which are also the worker's heartbeat when
-        it runs no run): a third of the lease, and at least every `idle_wait`."""
+        """Seconds between housekeeping sweeps, between runs and while one runs (they are
+        also the worker's heartbeat when it runs no run): a third of the lease, and at
+        least every `idle_wait`."""
         return min(self.lease_seconds / 3, self.idle_wait)
 
     async def _arun_available(self, max_runs: int | None, *, sweep_first: bool) -> list[Run]:
@@ -292,7 +297,10 @@ class AsyncWorker:
         self, run: Run, graph: GraphVersion, config: RunnableConfig, beat: Any
     ) -> Outcome:
         heartbeat = AsyncHeartbeat(beat, self.lease_seconds / 3, run.run_id)
-        async with heartbeat.running():
+        # The sweep goes on while the run runs: with every worker busy, no one else would
+        # time runs out or flag stuck ones (this one included).
+        housekeeping = AsyncHeartbeat(self._asweep_beside, self.sweep_every, run.run_id)
+        async with heartbeat.running(), housekeeping.running():
             try:
                 output, interrupted = await self._termination.interruptible(
                     lambda: self._arun_graph(run, graph, config)
@@ -423,6 +431,18 @@ class AsyncWorker:
         longest gaps between heartbeats (a heartbeat every third of the lease while it
         runs, a sweep at least every `idle_wait` while it waits)."""
         return 3 * max(self.lease_seconds, self.idle_wait)
+
+    async def _asweep_beside(self) -> None:
+        """The sweep while a run runs: a failure is logged and the run goes on (the next
+        sweep, or another worker's, does the work)."""
+        try:
+            await self._asweep()
+        except Exception as exc:
+            logger.warning(
+                "worker %s: could not sweep runs while running one (%s)",
+                self.worker_id,
+                first_line(exc),
+            )
 
     async def _asweep(self) -> None:
         self._swept_at = time.monotonic()

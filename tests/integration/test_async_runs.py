@@ -243,6 +243,41 @@ async def test_a_cancelled_async_runs_later_effects_do_not_act(
     assert sent == []
 
 
+async def test_a_busy_async_worker_still_sweeps_and_times_its_own_run_out(db_dsn: str) -> None:
+    """One async worker, busy in a node of its only run, times the run out itself (its
+    sweep goes on while the run runs) and fences it out: the run ends as `timeout`."""
+    inside, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(state: State) -> State:
+        inside.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, step("a"), ("slow", slow), step("after"))
+        run = await runs.acreate(graph, {"log": []}, timeout=3600)
+        worker = AsyncWorker(saver, [graph], lease_seconds=0.6)  # sweeps every 0.2 s
+        task = asyncio.create_task(worker.arun_until_idle())
+        try:
+            await asyncio.wait_for(inside.wait(), HANG_GUARD_S)
+            count = "SELECT count(*) FROM checkpoints WHERE thread_id = %s"
+            before = await sql(db_dsn, count, run.thread_id)
+            await sql(
+                db_dsn,
+                "UPDATE langgraph_durable_runs SET deadline_at = now() - interval '1 second'"
+                " WHERE run_id = %s",
+                run.run_id,
+            )
+            ended = await runs.await_for(run.run_id, timeout=HANG_GUARD_S)
+            assert ended.status is RunStatus.TIMEOUT  # while the node still runs
+        finally:
+            release.set()
+            done = await asyncio.wait_for(task, HANG_GUARD_S)
+        (finished,) = done
+        assert finished.status is RunStatus.TIMEOUT
+        assert await sql(db_dsn, count, run.thread_id) == before  # its next step was refused
+
+
 async def test_aexclusive_lets_one_plain_ainvoke_run_a_thread(db_dsn: str) -> None:
     async with registry(db_dsn) as (saver, runs):
         graph = graph_of(saver, step("a")).graph

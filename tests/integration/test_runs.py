@@ -47,6 +47,8 @@ from langgraph_durable import (
 from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
 from langgraph_durable.checkpoint import put_writes_txn
 
+HANG_GUARD_S = 120
+
 
 class State(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
@@ -627,6 +629,64 @@ def test_a_run_past_its_deadline_times_out(
     timed_out = runs.get(run.run_id)
     assert timed_out.status is RunStatus.TIMEOUT
     assert timed_out.agent_server_status == "timeout"
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Waits for `condition` (database state a worker changes), at most `HANG_GUARD_S`."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.01)
+
+
+def test_a_busy_worker_still_sweeps_and_times_its_own_run_out(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """One worker, busy in a node of its only run: no idle worker sweeps, so its own sweep
+    goes on while the run runs. It flags the stalled run, times it out and fences it out:
+    once the node returns, its step is refused and the run stays `timeout` (not `success`),
+    as when another worker's sweep times it out."""
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(state: State) -> State:
+        inside.set()
+        release.wait(HANG_GUARD_S)
+        return {"log": ["slow"]}
+
+    graph = graph_of(
+        saver, step("a"), ("slow", slow), step("after"), stuck_after=timedelta(minutes=5)
+    )
+    run = runs.create(graph, {"log": []}, timeout=3600)
+    worker = Worker(saver, [graph], lease_seconds=0.6)  # sweeps every 0.2 s
+    results: list[list[Any]] = []
+    thread = threading.Thread(target=lambda: results.append(worker.run_until_idle()))
+    thread.start()
+    count = "SELECT count(*) FROM checkpoints WHERE thread_id = %s"
+    try:
+        assert inside.wait(HANG_GUARD_S)
+        before = sql(db_dsn, count, run.thread_id)
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET last_progress_at = now() - interval '6 minutes'"
+            " WHERE run_id = %s",
+            run.run_id,
+        )
+        until(lambda: runs.get(run.run_id).stuck_since is not None)
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET deadline_at = now() - interval '1 second'"
+            " WHERE run_id = %s",
+            run.run_id,
+        )
+        ended = runs.wait_for(run.run_id, timeout=HANG_GUARD_S)
+        assert ended.status is RunStatus.TIMEOUT  # while the node still runs
+    finally:
+        release.set()
+        thread.join(HANG_GUARD_S)
+    (finished,) = results[0]
+    assert finished.status is RunStatus.TIMEOUT
+    assert sql(db_dsn, count, run.thread_id) == before  # its next step was refused
+    assert runs.output_of(finished) is None
 
 
 def test_an_older_run_retried_while_a_newer_one_is_in_flight_waits_for_it(

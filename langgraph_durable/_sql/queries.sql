@@ -1282,17 +1282,41 @@ RETURNING r.*, CASE WHEN candidate.was_status = 'running'
     END AS recovered_after_seconds
 
 -- name: runs_next_due
--- Seconds until the next run of these graphs becomes takeable by time alone (a lease that
--- runs out, a retry time), so an idle worker wakes then instead of polling. A running run
--- without attempts left is not takeable when its lease runs out: the sweep ends it.
-SELECT extract(epoch FROM min(due) - clock_timestamp())::float8 AS seconds
+-- Seconds until the next run this worker could take becomes takeable by time alone (a
+-- lease that runs out, a retry time, the lease of whoever holds its thread), so an idle
+-- worker wakes then instead of polling. Only what `run_claim` would take counts: its graph
+-- versions (names and versions paired), not a thread behind another run in flight or an
+-- older waiting one, and not before its thread's lease runs out; a run another worker's
+-- version takes (blocked here) or a version this worker lacks would otherwise be due at
+-- once for ever, and the idle worker look again every few milliseconds. A running run
+-- without attempts left is not takeable when its lease runs out: the sweep ends it. Keep
+-- the conditions in step with `run_claim`.
+SELECT extract(epoch FROM min(d.due) - clock_timestamp())::float8 AS seconds
 FROM (
-    SELECT CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END AS due
+    SELECT greatest(
+        CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END,
+        CASE WHEN t.owner IS NOT NULL THEN t.lease_expires_at END
+    ) AS due
     FROM langgraph_durable_runs r
-    WHERE r.graph_name = ANY(%(names)s)
-        AND (r.status IN ('pending', 'deferred')
-            OR (r.status = 'running' AND r.attempt < r.max_attempts)
-            OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%'))
+    JOIN unnest(%(names)s::text[], %(versions)s::text[]) AS g(name, version)
+        ON g.name = r.graph_name AND g.version = r.graph_version
+    JOIN langgraph_durable_threads t ON t.thread_id = r.thread_id
+    WHERE (
+        r.status IN ('pending', 'deferred')
+        OR (r.status = 'running' AND r.attempt < r.max_attempts)
+        OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%')
+    )
+    AND NOT EXISTS (
+        SELECT 1 FROM langgraph_durable_runs e
+        WHERE e.thread_id = r.thread_id AND e.run_id <> r.run_id
+            AND (
+                e.status = 'running'
+                OR (e.run_id = t.run_id AND e.status IN ('pending', 'deferred', 'blocked'))
+                OR (r.status <> 'running' AND r.run_id IS DISTINCT FROM t.run_id
+                    AND e.status IN ('pending', 'deferred', 'blocked')
+                    AND (e.created_at, e.run_id) < (r.created_at, r.run_id))
+            )
+    )
 ) AS d
 
 -- name: run_set_version

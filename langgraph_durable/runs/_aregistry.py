@@ -67,6 +67,7 @@ from langgraph_durable.runs._model import (
     run_of,
     seconds_of,
     stored,
+    taken_versions,
     version_of,
     workers_graphs,
     wrong_saver,
@@ -492,11 +493,8 @@ class AsyncRunRegistry:
         self, graphs: Sequence[GraphVersion], *, owner: str, lease_seconds: float
     ) -> Run | None:
         """Take the oldest run these graphs can run, with its thread's lease; or None."""
-        names = [g.name for g in graphs for _ in g.versions]
-        versions = [v for g in graphs for v in g.versions]
         params = {
-            "names": names,
-            "versions": versions,
+            **taken_versions(graphs),
             "owner": owner,
             "lease_seconds": lease_seconds,
         }
@@ -634,9 +632,10 @@ class AsyncRunRegistry:
                     await conn.execute(QUERIES["runs_unlisten"])
 
     async def aseconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
-        """Seconds until a run of these graphs becomes takeable by time alone, or None."""
+        """Seconds until a run these graphs can take (the versions `aclaim` takes) becomes
+        takeable by time alone, or None."""
         async with self._source.connection("reading when the next run is due") as conn:
-            rows = await _arows(conn, QUERIES["runs_next_due"], {"names": [g.name for g in graphs]})
+            rows = await _arows(conn, QUERIES["runs_next_due"], taken_versions(graphs))
         seconds = rows[0]["seconds"] if rows else None
         return None if seconds is None else max(0.0, float(seconds))
 

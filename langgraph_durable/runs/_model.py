@@ -80,6 +80,7 @@ __all__ = [
     "sends_input",
     "stopped_from_outside",
     "stored",
+    "taken_versions",
     "unstored_outcome",
     "version_of",
     "worker_name",
@@ -533,6 +534,15 @@ def outcome_params(serde: SerializerProtocol, run: Run, outcome: Outcome) -> dic
         "error_message": (
             None if error is None else seal_text(serde, storable_text(message)[:4000])
         ),
+    }
+
+
+def taken_versions(graphs: Sequence[GraphVersion]) -> dict[str, list[str]]:
+    """The (name, version) pairs of runs a worker takes, as the parallel `names` and
+    `versions` arrays `run_claim` and `runs_next_due` join on (they must agree)."""
+    return {
+        "names": [g.name for g in graphs for _ in g.versions],
+        "versions": [v for g in graphs for v in g.versions],
     }
 
 

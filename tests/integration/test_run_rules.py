@@ -7,6 +7,8 @@
 - Attempts: `attempt` counts executions that failed or whose worker died; waiting at an
   interrupt, a deferral, a hand-back or a lost database give the attempt back, and so does
   an answer the approval node refuses (the question still waits for a corrected one).
+- Idle waits: an idle worker looks again when a run it could take comes due (`runs_next_due`
+  counts only what `run_claim` would take), not while runs it cannot take are past due.
 - Inputs: bad ids, filters and configs are named errors before any SQL runs.
 """
 
@@ -311,6 +313,56 @@ def test_a_worker_is_live_within_the_window_it_announced(
     assert quick.run_until_idle() == []
     # The version 2 worker is live by its own window: the run waits for it, not blocked.
     assert runs.get(newer.run_id).status is RunStatus.PENDING
+
+
+@pytest.mark.parametrize("cannot_take", ["another version's", "its thread held"])
+def test_an_idle_worker_does_not_poll_for_a_run_it_cannot_take(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    db_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+    cannot_take: str,
+) -> None:
+    """A run asleep past its wake time that this worker cannot take (a version it lacks, so
+    blocked; or one whose thread a plain invoke holds) made `runs_next_due` say "due now"
+    for ever: the idle worker looked again every 10 ms, about 200 transactions a second.
+    Counted over a fixed number of idle loops (its waits return at once): the worker's
+    transactions per second of the waits it asked for."""
+    v1 = one_node(saver, lambda s: {"log": ["a"]})
+    v2 = GraphVersion(v1.name, "2", v1.graph)
+    run = runs.create(v1 if cannot_take == "another version's" else v2, {"log": []})
+    with psycopg.connect(db_dsn, autocommit=True) as conn:  # asleep, its wake time past
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET status = 'deferred', "
+            "retry_at = now() - interval '1 second' WHERE run_id = %s",
+            (run.run_id,),
+        )
+    worker = Worker(saver, [v2], lease_seconds=30, idle_wait=5)
+    transactions, waits = [0], []
+    for name in ("sweep", "claim", "seconds_to_next_due"):  # one transaction each
+
+        def counted(*args: Any, _call: Any = getattr(worker.registry, name), **kw: Any) -> Any:
+            transactions[0] += 1
+            return _call(*args, **kw)
+
+        monkeypatch.setattr(worker.registry, name, counted)
+
+    def wait(conn: Any, seconds: float) -> None:  # returns at once: loops, not time
+        waits.append(seconds)
+        if len(waits) == 20:
+            worker.stop()
+
+    monkeypatch.setattr(worker.registry, "wait_wakeup", wait)
+    if cannot_take == "its thread held":
+        with runs.exclusive(run.thread_id):
+            worker.run_forever(handle_sigterm=False)
+    else:
+        worker.run_forever(handle_sigterm=False)
+        assert runs.get(run.run_id).status is RunStatus.BLOCKED  # by the worker's sweep
+    assert len(waits) == 20
+    per_second = transactions[0] / sum(waits)
+    assert per_second < 1.0, f"{transactions[0]} transactions in {sum(waits):.2f} s of waits"
+    runs.cancel(run.run_id)
 
 
 @pytest.mark.parametrize("key", ["checkpoint_id", "checkpoint_ns", "checkpoint_map"])

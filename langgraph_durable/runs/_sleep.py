@@ -14,6 +14,10 @@ later calls pass. A node re-runs from its first line on every resume, so a delay
 from the clock (`durable_sleep(due - now())`, "sleep until the due time") is another
 value each time; as input it made every resume fail with `EffectInputMismatchError`. A
 delay at or below zero (the due time has passed) does not wait.
+
+Computing the wake-up time acts on nothing outside, so an attempt whose worker died before
+it stored its result (killed between the claim and the stored result) is computed again on
+resume, never left `unknown` for an operator; a stored one is never computed again.
 """
 
 from __future__ import annotations
@@ -25,13 +29,26 @@ from typing import Any
 from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
-from langgraph_durable.effects import AsyncEffectJournal, EffectJournal, effect, journal_of
+from langgraph_durable.effects import (
+    AsyncEffectJournal,
+    EffectJournal,
+    RetryPolicy,
+    effect,
+    journal_of,
+)
 from langgraph_durable.errors import EffectDeferred, EffectInputMismatchError, InvalidInputError
 from langgraph_durable.runs._model import MAX_SECONDS
 
 __all__ = ["adurable_sleep", "adurable_sleep_until", "durable_sleep", "durable_sleep_until"]
 
 _NAME = "langgraph_durable.durable_sleep"
+
+_COMPUTED_AGAIN = RetryPolicy(unknown_outcome="retry", max_attempts=1000)
+"""The sleep's retry policy: an attempt whose outcome is open (its worker died between
+the claim and the stored result) is attempted again with the same key, as for a receiver
+that honours keys: computing a time acts on nothing outside. Each such death also costs
+the run an attempt, so the run's `max_attempts` ends a run that keeps dying long before
+this bound does."""
 
 
 def _seconds(delay: timedelta | float) -> float:
@@ -101,7 +118,7 @@ def durable_sleep(delay: timedelta | float) -> None:
 
     # No parameters: the journal's input hash covers none, so a resume that passes
     # another delay reads the first call's wake-up time instead of failing.
-    @effect(name=_NAME, interrupt_guard=False)
+    @effect(name=_NAME, interrupt_guard=False, retry=_COMPUTED_AGAIN)
     def wake_at() -> str:
         return _wake_at(seconds)
 
@@ -118,7 +135,7 @@ async def adurable_sleep(delay: timedelta | float) -> None:
     """Async `durable_sleep`, for async nodes."""
     seconds = _seconds(delay)
 
-    @effect(name=_NAME, interrupt_guard=False)
+    @effect(name=_NAME, interrupt_guard=False, retry=_COMPUTED_AGAIN)
     async def wake_at() -> str:
         return _wake_at(seconds)
 

@@ -824,6 +824,11 @@ SELECT key, effect_name, input_hash, status, attempt, lease_owner, lease_expires
 FROM langgraph_durable_effects
 WHERE key = %(key)s
 
+-- name: effect_clock
+-- The database's clock, the one effects and runs are timed by (`durable_sleep` reads it:
+-- a worker's own clock may be ahead or behind).
+SELECT clock_timestamp() AS db_now
+
 -- name: effect_take_over_head
 -- The next attempt, if the row is still as seen; fenced like the claim (above).
 -- Assembled by `_sql.take_over_effect`.

@@ -18,6 +18,7 @@ import asyncio
 import builtins
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -355,6 +356,15 @@ class AsyncEffectJournal:
             input_hash=open_text(self.serde, row.input_hash) or row.input_hash,
             error_message=open_text(self.serde, row.error_message),
         )
+
+    async def anow(self) -> datetime:
+        """The database's clock (`clock_timestamp()`), by which the journal times its rows
+        and the run registry its runs; a worker's own clock may be ahead or behind."""
+        (now,) = await self._arun(
+            "reading the database clock", _afirst_column, QUERIES["effect_clock"], {}
+        )
+        assert isinstance(now, datetime)
+        return now
 
     async def atake_over(
         self,

@@ -50,7 +50,15 @@ from langgraph_durable.errors import (
     WrongSaverClassError,
 )
 
-__all__ = ["EffectSpec", "effect", "journal_of", "journaled", "set_default_journal"]
+__all__ = [
+    "EffectSpec",
+    "ajournal_here",
+    "effect",
+    "journal_here",
+    "journal_of",
+    "journaled",
+    "set_default_journal",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -89,6 +97,28 @@ def journal_of(saver: Any) -> EffectJournal | AsyncEffectJournal | None:
             journal = EffectJournal(source, serde=saver.serde)
         _journals[saver] = journal
     return journal
+
+
+def _saver_here() -> Any:
+    """The checkpointer of the graph task this runs in, as `EffectSpec.prepare` finds it."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return None
+    where = task_context(config)
+    return where.checkpointer if where else None
+
+
+def journal_here() -> EffectJournal:
+    """The journal a sync `@effect` without `journal=` uses where this is called: its
+    graph's saver's (on an async saver's loop for a sync node), else the default one."""
+    saver = _saver_here()
+    return _sync_journal(_find_journal(None, saver), saver)
+
+
+def ajournal_here() -> AsyncEffectJournal:
+    """The journal an async `@effect` without `journal=` uses where this is called."""
+    return _async_journal(_find_journal(None, _saver_here()))
 
 
 class _LoopBridgedJournal:

@@ -20,6 +20,7 @@ import builtins
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -349,6 +350,13 @@ class EffectJournal:
             input_hash=open_text(self.serde, row.input_hash) or row.input_hash,
             error_message=open_text(self.serde, row.error_message),
         )
+
+    def now(self) -> datetime:
+        """The database's clock (`clock_timestamp()`), by which the journal times its rows
+        and the run registry its runs; a worker's own clock may be ahead or behind."""
+        (now,) = self._run("reading the database clock", _first_column, QUERIES["effect_clock"], {})
+        assert isinstance(now, datetime)
+        return now
 
     def take_over(
         self,

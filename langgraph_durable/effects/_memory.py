@@ -339,6 +339,10 @@ class MemoryEffectJournal(EffectJournal):
             if key in self._rows:
                 self._rows[key].replays += 1
 
+    def now(self) -> datetime:
+        """The journal's one clock, as the database's is for `EffectJournal`."""
+        return self.clock()
+
     def sleep(self, seconds: float) -> None:
         """Wait: moves a `ManualClock` at once, sleeps for real otherwise."""
         if isinstance(self.clock, ManualClock):

@@ -15,6 +15,12 @@ from the clock (`durable_sleep(due - now())`, "sleep until the due time") is ano
 value each time; as input it made every resume fail with `EffectInputMismatchError`. A
 delay at or below zero (the due time has passed) does not wait.
 
+Times are the database's clock, as for the run registry, never the worker's: the wake-up
+time is the database's `clock_timestamp()` plus the delay, and each call compares it with
+that clock (read once per call, before the journal). On the worker's own clock, a worker
+whose clock ran ahead woke a run early, and one whose clock ran behind found a run due
+(by the registry's clock) but not yet awake, and deferred it again and again.
+
 Computing the wake-up time acts on nothing outside, so an attempt whose worker died before
 it stored its result (killed between the claim and the stored result) is computed again on
 resume, never left `unknown` for an operator; a stored one is never computed again.
@@ -36,6 +42,7 @@ from langgraph_durable.effects import (
     effect,
     journal_of,
 )
+from langgraph_durable.effects._effect import ajournal_here, journal_here
 from langgraph_durable.errors import EffectDeferred, EffectInputMismatchError, InvalidInputError
 from langgraph_durable.runs._model import MAX_SECONDS
 
@@ -68,8 +75,8 @@ def _seconds(delay: timedelta | float) -> float:
     return max(0.0, float(seconds))
 
 
-def _until(when: datetime) -> float:
-    """Seconds from now to `when`, an aware datetime (a naive one names no moment)."""
+def _moment(when: datetime) -> datetime:
+    """`when`, checked to be an aware datetime (a naive one names no moment)."""
     if not isinstance(when, datetime):
         raise InvalidInputError(f"durable_sleep_until({when!r}): pass a datetime.")
     if when.tzinfo is None or when.utcoffset() is None:
@@ -77,11 +84,12 @@ def _until(when: datetime) -> float:
             f"durable_sleep_until({when!r}): pass a datetime with a time zone "
             "(datetime(..., tzinfo=timezone.utc)); a naive one names no moment."
         )
-    return (when - datetime.now(timezone.utc)).total_seconds()
+    return when
 
 
-def _wake_at(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+def _wake_at(now: datetime, seconds: float) -> str:
+    """The wake-up time journaled: `seconds` after `now`, the database's clock."""
+    return (now + timedelta(seconds=seconds)).astimezone(timezone.utc).isoformat()
 
 
 def _journaled_earlier(exc: EffectInputMismatchError, found: dict[str, Any] | None) -> str:
@@ -98,10 +106,52 @@ def _journaled_earlier(exc: EffectInputMismatchError, found: dict[str, Any] | No
     return str(found["result"])
 
 
-def _check(wake: str) -> None:
+def _check(wake: str, now: datetime) -> None:
+    """Return once `now` (the database's clock) has reached the wake-up time; else defer."""
     when = datetime.fromisoformat(wake)
-    if datetime.now(timezone.utc) < when:
+    if now < when:
         raise EffectDeferred(f"durable_sleep: sleeping until {when.isoformat()}", retry_at=when)
+
+
+def _sleep(journal: EffectJournal, seconds: float, now: datetime | None = None) -> None:
+    """Journal the wake-up time `seconds` after the database's `now` (read here if not
+    given) unless one is journaled already, and defer until it."""
+    now = journal.now() if now is None else now
+
+    # No parameters: the journal's input hash covers none, so a resume that passes
+    # another delay reads the first call's wake-up time instead of failing.
+    @effect(name=_NAME, interrupt_guard=False, retry=_COMPUTED_AGAIN)
+    def wake_at() -> str:
+        return _wake_at(now, seconds)
+
+    try:
+        wake = wake_at()
+    except EffectInputMismatchError as exc:
+        stored = journal_of(_langgraph.checkpointer_of(get_config()))
+        found = stored.details(exc.key) if isinstance(stored, EffectJournal) and exc.key else None
+        wake = _journaled_earlier(exc, found)
+    _check(wake, now)
+
+
+async def _asleep(journal: AsyncEffectJournal, seconds: float, now: datetime | None = None) -> None:
+    """Async `_sleep`."""
+    now = await journal.anow() if now is None else now
+
+    @effect(name=_NAME, interrupt_guard=False, retry=_COMPUTED_AGAIN)
+    async def wake_at() -> str:
+        return _wake_at(now, seconds)
+
+    try:
+        wake = await wake_at()
+    except EffectInputMismatchError as exc:
+        stored = journal_of(_langgraph.checkpointer_of(get_config()))
+        found = (
+            await stored.adetails(exc.key)
+            if isinstance(stored, AsyncEffectJournal) and exc.key
+            else None
+        )
+        wake = _journaled_earlier(exc, found)
+    _check(wake, now)
 
 
 def durable_sleep(delay: timedelta | float) -> None:
@@ -115,55 +165,34 @@ def durable_sleep(delay: timedelta | float) -> None:
         InvalidInputError: The delay is not a number, not finite, or over ten years.
     """
     seconds = _seconds(delay)
-
-    # No parameters: the journal's input hash covers none, so a resume that passes
-    # another delay reads the first call's wake-up time instead of failing.
-    @effect(name=_NAME, interrupt_guard=False, retry=_COMPUTED_AGAIN)
-    def wake_at() -> str:
-        return _wake_at(seconds)
-
-    try:
-        wake = wake_at()
-    except EffectInputMismatchError as exc:
-        journal = journal_of(_langgraph.checkpointer_of(get_config()))
-        found = journal.details(exc.key) if isinstance(journal, EffectJournal) and exc.key else None
-        wake = _journaled_earlier(exc, found)
-    _check(wake)
+    _sleep(journal_here(), seconds)
 
 
 async def adurable_sleep(delay: timedelta | float) -> None:
     """Async `durable_sleep`, for async nodes."""
     seconds = _seconds(delay)
-
-    @effect(name=_NAME, interrupt_guard=False, retry=_COMPUTED_AGAIN)
-    async def wake_at() -> str:
-        return _wake_at(seconds)
-
-    try:
-        wake = await wake_at()
-    except EffectInputMismatchError as exc:
-        journal = journal_of(_langgraph.checkpointer_of(get_config()))
-        found = (
-            await journal.adetails(exc.key)
-            if isinstance(journal, AsyncEffectJournal) and exc.key
-            else None
-        )
-        wake = _journaled_earlier(exc, found)
-    _check(wake)
+    await _asleep(ajournal_here(), seconds)
 
 
 def durable_sleep_until(when: datetime) -> None:
     """Sleep until `when` (a datetime with a time zone) without holding a process:
-    `durable_sleep` of the time left. A time already past does not wait.
+    `durable_sleep` of the time left, counted on the database's clock (so the run wakes
+    at `when` by that clock, whatever the worker's). A time already past does not wait.
 
     Raises:
         EffectDeferred: Until the wake-up time, with `retry_at` set to it.
         InvalidInputError: `when` is not a datetime, has no time zone, or is more than
             ten years away.
     """
-    durable_sleep(_until(when))
+    when = _moment(when)
+    journal = journal_here()
+    now = journal.now()  # the time left is counted on the database's clock
+    _sleep(journal, _seconds((when - now).total_seconds()), now)
 
 
 async def adurable_sleep_until(when: datetime) -> None:
     """Async `durable_sleep_until`, for async nodes."""
-    await adurable_sleep(_until(when))
+    when = _moment(when)
+    journal = ajournal_here()
+    now = await journal.anow()
+    await _asleep(journal, _seconds((when - now).total_seconds()), now)

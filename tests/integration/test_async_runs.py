@@ -21,6 +21,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
+from worker_clock import skew_worker_clock
 
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
@@ -35,6 +36,7 @@ from langgraph_durable import (
     ThreadBusyError,
     adurable_sleep,
     adurable_sleep_until,
+    durable_sleep,
     effect,
 )
 
@@ -185,6 +187,86 @@ async def test_adurable_sleep_until_defers_an_async_run_until_that_moment(db_dsn
         assert sleeping.status is RunStatus.DEFERRED
         assert sleeping.retry_at is not None
         assert abs((sleeping.retry_at - due).total_seconds()) < 60
+
+
+async def test_an_async_worker_whose_clock_runs_ahead_does_not_wake_a_sleep_early(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`adurable_sleep` compares its wake-up time with the database's clock: on its own
+    clock, a worker a day ahead found the hour another worker journaled over at once."""
+
+    async def remind(state: State) -> State:
+        await adurable_sleep(3600)
+        return {"log": ["woke"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, ("remind", remind))
+        worker = AsyncWorker(saver, [graph])
+        run = await runs.acreate(graph, {"log": []})
+        (sleeping,) = await worker.arun_until_idle(max_runs=1)
+        assert sleeping.status is RunStatus.DEFERRED
+        skew_worker_clock(monkeypatch, timedelta(days=1))  # the next worker's clock is ahead
+        await sql(  # and takes the run before its time
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET retry_at = now() WHERE run_id = %s",
+            run.run_id,
+        )
+        (again,) = await worker.arun_until_idle(max_runs=1)
+        assert again.status is RunStatus.DEFERRED, runs.output_of(again)  # still asleep
+
+
+async def test_adurable_sleep_until_sleeps_until_that_moment_whatever_the_workers_clock(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The time left is counted on the database's clock: a worker a day ahead took a
+    moment two hours away for a past one and did not wait."""
+    ((due,),) = await sql(db_dsn, "SELECT clock_timestamp() + interval '2 hours'")
+
+    async def remind(state: State) -> State:
+        await adurable_sleep_until(due)
+        return {"log": ["woke"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, ("remind", remind))
+        run = await runs.acreate(graph, {"log": []})
+        skew_worker_clock(monkeypatch, timedelta(days=1))
+        (sleeping,) = await AsyncWorker(saver, [graph]).arun_until_idle(max_runs=1)
+        assert sleeping.status is RunStatus.DEFERRED
+        ((result_type, result),) = await sql(
+            db_dsn,
+            "SELECT result_type, result FROM langgraph_durable_effects "
+            "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+            run.thread_id,
+        )
+        assert datetime.fromisoformat(saver.serde.loads_typed((result_type, result))) == due
+
+
+async def test_a_sync_node_under_an_async_worker_sleeps_by_the_database_clock(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`durable_sleep` in a sync node of an async graph reads the database's clock through
+    the async saver's loop, as its journaled effect does."""
+
+    def remind(state: State) -> State:
+        durable_sleep(3600)
+        return {"log": ["woke"]}
+
+    async with registry(db_dsn) as (saver, runs):
+        graph = graph_of(saver, ("remind", remind))
+        run = await runs.acreate(graph, {"log": []})
+        skew_worker_clock(monkeypatch, timedelta(days=1))
+        ((before,),) = await sql(db_dsn, "SELECT clock_timestamp()")
+        (sleeping,) = await AsyncWorker(saver, [graph]).arun_until_idle(max_runs=1)
+        ((after,),) = await sql(db_dsn, "SELECT clock_timestamp()")
+        assert sleeping.status is RunStatus.DEFERRED, sleeping.error_message
+        ((result_type, result),) = await sql(
+            db_dsn,
+            "SELECT result_type, result FROM langgraph_durable_effects "
+            "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+            run.thread_id,
+        )
+        wake = datetime.fromisoformat(saver.serde.loads_typed((result_type, result)))
+        assert before <= wake - timedelta(hours=1) <= after
 
 
 async def test_an_async_worker_that_lost_its_run_cannot_advance_the_thread(db_dsn: str) -> None:

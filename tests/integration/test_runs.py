@@ -24,6 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
+from worker_clock import skew_worker_clock
 
 from langgraph_durable import (
     ConfigurationError,
@@ -355,6 +356,101 @@ def test_durable_sleep_keeps_the_first_wake_up_time_whatever_later_calls_pass(
     (done,) = worker.run_until_idle()
     assert (done.status, done.error_message) == (RunStatus.SUCCESS, None)
     assert passed == delays
+
+
+def db_now(dsn: str) -> datetime:
+    """The database's clock, by which runs and sleeps are timed."""
+    ((now,),) = sql(dsn, "SELECT clock_timestamp()")
+    assert isinstance(now, datetime)
+    return now
+
+
+def journaled_wake(saver: DurablePostgresSaver, dsn: str, thread_id: str) -> datetime:
+    """The wake-up time the thread's `durable_sleep` journaled."""
+    ((result_type, result),) = sql(
+        dsn,
+        "SELECT result_type, result FROM langgraph_durable_effects "
+        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+        thread_id,
+    )
+    return datetime.fromisoformat(saver.serde.loads_typed((result_type, result)))
+
+
+def wake_up(saver: DurablePostgresSaver, dsn: str, run: Any) -> None:
+    """The sleep's time has come by the database's clock (moved there, not waited for)."""
+    woken = saver.serde.dumps_typed((db_now(dsn) - timedelta(seconds=1)).isoformat())
+    sql(
+        dsn,
+        "UPDATE langgraph_durable_effects SET result_type = %s, result = %s "
+        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+        *woken,
+        run.thread_id,
+    )
+    make_due(dsn, run.run_id)
+
+
+def test_a_worker_whose_clock_runs_ahead_does_not_wake_a_sleep_early(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    db_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wake-up time is compared with the database's clock: on its own clock, a worker
+    a day ahead found the hour another worker journaled over at once."""
+    graph = graph_of(saver, ("remind", lambda s: (durable_sleep(3600), {"log": ["woke"]})[1]))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    (sleeping,) = worker.run_until_idle(max_runs=1)
+    assert sleeping.status is RunStatus.DEFERRED
+    skew_worker_clock(monkeypatch, timedelta(days=1))  # the next worker's clock is ahead
+    make_due(db_dsn, run.run_id)  # and takes the run before its time
+    (again,) = worker.run_until_idle(max_runs=1)
+    assert again.status is RunStatus.DEFERRED, runs.output_of(again)  # still asleep
+    wake_up(saver, db_dsn, run)
+    (done,) = worker.run_until_idle(max_runs=1)
+    assert (done.status, runs.output_of(done)) == (RunStatus.SUCCESS, {"log": ["woke"]})
+
+
+def test_a_worker_whose_clock_runs_behind_wakes_a_sleep_when_due(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    db_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wake-up time is the database's now plus the delay, and due by the database's
+    clock (the registry's) the run wakes: on its own clock, a worker a day behind
+    journaled the hour a day early, and then, due, deferred the run again."""
+    graph = graph_of(saver, ("remind", lambda s: (durable_sleep(3600), {"log": ["woke"]})[1]))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    skew_worker_clock(monkeypatch, -timedelta(days=1))
+    before = db_now(db_dsn)
+    (sleeping,) = worker.run_until_idle(max_runs=1)
+    after = db_now(db_dsn)
+    assert sleeping.status is RunStatus.DEFERRED
+    wake = journaled_wake(saver, db_dsn, run.thread_id)
+    assert before <= wake - timedelta(hours=1) <= after
+    wake_up(saver, db_dsn, run)
+    (done,) = worker.run_until_idle(max_runs=1)
+    assert (done.status, done.status_reason) == (RunStatus.SUCCESS, None)
+
+
+def test_durable_sleep_until_sleeps_until_that_moment_whatever_the_workers_clock(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    db_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The time left is counted on the database's clock: a worker a day ahead took a
+    moment two hours away for a past one and did not wait."""
+    due = db_now(db_dsn) + timedelta(hours=2)
+    graph = graph_of(saver, ("remind", lambda s: (durable_sleep_until(due), {"log": ["woke"]})[1]))
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    skew_worker_clock(monkeypatch, timedelta(days=1))
+    (sleeping,) = worker.run_until_idle(max_runs=1)
+    assert sleeping.status is RunStatus.DEFERRED
+    assert journaled_wake(saver, db_dsn, run.thread_id) == due
 
 
 @pytest.mark.parametrize("delay", [math.nan, math.inf, -math.inf, 1e12, timedelta.max, "1", True])

@@ -449,6 +449,8 @@ class EffectDeferred(EffectError):
         key: str | None = None,
         retry_at: datetime | None = None,
     ) -> None:
+        """`retry_at` is on the database's clock, as the journal's times and durable_sleep's
+        are: a run worker stores it as the run's `retry_at` as it is."""
         super().__init__(message, key=key)
         self.retry_at = retry_at
 

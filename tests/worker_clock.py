@@ -12,10 +12,11 @@ from datetime import datetime, timedelta, tzinfo
 
 import pytest
 
-from langgraph_durable.runs import _sleep
+from langgraph_durable.runs import _model, _sleep
 
-MODULES = (_sleep,)
-"""The modules whose `datetime` is replaced."""
+MODULES = (_sleep, _model)
+"""The modules whose `datetime` is replaced: where a sleep's times are made, and where a
+worker turns how a run ended into what the registry stores."""
 
 
 class _RealDatetimes(type):

@@ -789,7 +789,6 @@ def outcome_of(
     error: BaseException | None = None,
     output: Any = None,
     interrupted: bool = False,
-    now: datetime | None = None,
 ) -> Outcome:
     """How an execution of `run` (attempt `run.attempt`) ends: its next status."""
     if error is None:
@@ -799,23 +798,29 @@ def outcome_of(
     if isinstance(error, FencedOutError):
         return Outcome(Next.LOST, error=error)
     if isinstance(error, (EffectDeferred, EffectInProgressError)):
-        # Stored as a wait from the database's now, not as this host's wall-clock time:
-        # the worker's clock set `retry_at`, and another host's (or the server's) may be
-        # behind it, which would make the run due at once and deferred again, over and over.
+        # Stored as the time it names, which is the database's clock (a rate limit's
+        # retry time and a lease's end come from the journal, a sleep's wake-up time from
+        # `clock_timestamp()`), the clock the registry finds a run due by. Turned into a
+        # wait on this host's clock, it was off by the host's drift: deferred by a worker
+        # whose clock ran ahead, a run came due at once and was deferred again, over and
+        # over, until its time came; by one whose clock ran behind, it woke that much late.
         # An effect held by another attempt (a worker that lost this run during an outage
         # and has not given the attempt up) is waited for, not counted as the run failing:
         # once its lease runs out, the run takes the attempt over.
-        retry_in = backoff(1)  # no time given: look again in about a second
         until = error.retry_at if isinstance(error, EffectDeferred) else error.lease_expires_at
-        if until is not None:
-            at = until if until.tzinfo is not None else until.replace(tzinfo=timezone.utc)
-            now = datetime.now(timezone.utc) if now is None else now
-            retry_in = max(0.0, (at - now).total_seconds())
+        if until is None:  # no time given: look again in about a second
+            return Outcome(
+                Next.FINISH,
+                RunStatus.DEFERRED,
+                reason=str(error),
+                retry_in=backoff(1),
+                counted=False,
+            )
         return Outcome(
             Next.FINISH,
             RunStatus.DEFERRED,
             reason=str(error),
-            retry_in=retry_in,
+            retry_at=until if until.tzinfo is not None else until.replace(tzinfo=timezone.utc),
             counted=False,
         )
     if isinstance(error, (EffectOutcomeUnknown, EffectResultNotStoredError)):

@@ -213,6 +213,7 @@ async def test_an_async_worker_whose_clock_runs_ahead_does_not_wake_a_sleep_earl
         )
         (again,) = await worker.arun_until_idle(max_runs=1)
         assert again.status is RunStatus.DEFERRED, runs.output_of(again)  # still asleep
+        assert again.retry_at == sleeping.retry_at  # its wake-up time, not due at once
 
 
 async def test_adurable_sleep_until_sleeps_until_that_moment_whatever_the_workers_clock(
@@ -239,6 +240,7 @@ async def test_adurable_sleep_until_sleeps_until_that_moment_whatever_the_worker
             run.thread_id,
         )
         assert datetime.fromisoformat(saver.serde.loads_typed((result_type, result))) == due
+        assert sleeping.retry_at == due
 
 
 async def test_a_sync_node_under_an_async_worker_sleeps_by_the_database_clock(
@@ -267,6 +269,7 @@ async def test_a_sync_node_under_an_async_worker_sleeps_by_the_database_clock(
         )
         wake = datetime.fromisoformat(saver.serde.loads_typed((result_type, result)))
         assert before <= wake - timedelta(hours=1) <= after
+        assert sleeping.retry_at == wake
 
 
 async def test_an_async_worker_that_lost_its_run_cannot_advance_the_thread(db_dsn: str) -> None:

@@ -406,6 +406,7 @@ def test_a_worker_whose_clock_runs_ahead_does_not_wake_a_sleep_early(
     make_due(db_dsn, run.run_id)  # and takes the run before its time
     (again,) = worker.run_until_idle(max_runs=1)
     assert again.status is RunStatus.DEFERRED, runs.output_of(again)  # still asleep
+    assert again.retry_at == journaled_wake(saver, db_dsn, run.thread_id)  # not due at once
     wake_up(saver, db_dsn, run)
     (done,) = worker.run_until_idle(max_runs=1)
     assert (done.status, runs.output_of(done)) == (RunStatus.SUCCESS, {"log": ["woke"]})
@@ -430,6 +431,7 @@ def test_a_worker_whose_clock_runs_behind_wakes_a_sleep_when_due(
     assert sleeping.status is RunStatus.DEFERRED
     wake = journaled_wake(saver, db_dsn, run.thread_id)
     assert before <= wake - timedelta(hours=1) <= after
+    assert sleeping.retry_at == wake  # not a day late
     wake_up(saver, db_dsn, run)
     (done,) = worker.run_until_idle(max_runs=1)
     assert (done.status, done.status_reason) == (RunStatus.SUCCESS, None)
@@ -451,6 +453,7 @@ def test_durable_sleep_until_sleeps_until_that_moment_whatever_the_workers_clock
     (sleeping,) = worker.run_until_idle(max_runs=1)
     assert sleeping.status is RunStatus.DEFERRED
     assert journaled_wake(saver, db_dsn, run.thread_id) == due
+    assert sleeping.retry_at == due
 
 
 @pytest.mark.parametrize("delay", [math.nan, math.inf, -math.inf, 1e12, timedelta.max, "1", True])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import psycopg
 import pytest
@@ -93,21 +93,19 @@ def test_outage_pauses_grow_and_end_at_the_timeout() -> None:
     assert Outage(give_up_after=None).failed(now=1e9) is not None
 
 
-def test_a_deferral_is_stored_as_a_wait_not_as_this_hosts_clock_time() -> None:
-    now = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
-    later = EffectDeferred("rate limited", retry_at=now + timedelta(minutes=5))
-    outcome = outcome_of(run_at(1), error=later, now=now)
-    assert (outcome.status, outcome.retry_at, outcome.retry_in) == (
-        RunStatus.DEFERRED,
-        None,
-        300.0,
-    )
+def test_a_deferral_is_stored_as_the_database_time_it_names_not_as_a_wait() -> None:
+    """The journal's retry times and lease ends and durable_sleep's wake-up times are the
+    database's clock, the registry's: turned into a wait on this host's clock, a run
+    deferred by a worker whose clock ran ahead came due at once, again and again."""
+    at = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
+    later = EffectDeferred("rate limited", retry_at=at)
+    outcome = outcome_of(run_at(1), error=later)
+    assert (outcome.status, outcome.retry_at, outcome.retry_in) == (RunStatus.DEFERRED, at, None)
     assert not outcome.counted
-    past = EffectDeferred("due", retry_at=now - timedelta(minutes=5))
-    assert outcome_of(run_at(1), error=past, now=now).retry_in == 0.0
-    naive = EffectDeferred("naive", retry_at=(now + timedelta(seconds=30)).replace(tzinfo=None))
-    assert outcome_of(run_at(1), error=naive, now=now).retry_in == 30.0
-    unknown = outcome_of(run_at(1), error=EffectDeferred("no time"), now=now)
+    naive = EffectDeferred("naive", retry_at=at.replace(tzinfo=None))
+    assert outcome_of(run_at(1), error=naive).retry_at == at
+    unknown = outcome_of(run_at(1), error=EffectDeferred("no time"))
+    assert unknown.retry_at is None
     assert unknown.retry_in is not None
     assert 0.5 < unknown.retry_in < 2.0
 
@@ -116,11 +114,11 @@ def test_an_effect_held_by_another_attempt_is_waited_for_not_counted() -> None:
     """A worker that lost the run during an outage may still hold one of its effects: the
     run waits for that lease (deferred), instead of failing attempt after attempt until
     it ends as `error` while the lease is still running (found by the crash matrix)."""
-    now = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
-    held = EffectInProgressError("held", lease_expires_at=now + timedelta(seconds=90))
-    outcome = outcome_of(run_at(3), error=held, now=now)
-    assert (outcome.status, outcome.retry_in, outcome.counted) == (RunStatus.DEFERRED, 90.0, False)
-    unknown = outcome_of(run_at(3), error=EffectInProgressError("held"), now=now)
+    ends = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
+    held = EffectInProgressError("held", lease_expires_at=ends)
+    outcome = outcome_of(run_at(3), error=held)
+    assert (outcome.status, outcome.retry_at, outcome.counted) == (RunStatus.DEFERRED, ends, False)
+    unknown = outcome_of(run_at(3), error=EffectInProgressError("held"))
     assert unknown.status is RunStatus.DEFERRED
     assert unknown.retry_in is not None
     assert 0.5 < unknown.retry_in < 2.0

@@ -14,7 +14,13 @@ from langgraph_durable.effects._ajournal import (
     atake_over_txn,
     await_retry_txn,
 )
-from langgraph_durable.effects._effect import effect, journal_of, set_default_journal
+from langgraph_durable.effects._effect import (
+    ajournal_here,
+    effect,
+    journal_here,
+    journal_of,
+    set_default_journal,
+)
 from langgraph_durable.effects._journal import (
     EffectJournal,
     claim_txn,
@@ -37,6 +43,7 @@ __all__ = [
     "aclaim_txn",
     "acomplete_txn",
     "afail_txn",
+    "ajournal_here",
     "amark_unknown_txn",
     "arelease_txn",
     "atake_over_txn",
@@ -46,6 +53,7 @@ __all__ = [
     "current_effect_key",
     "effect",
     "fail_txn",
+    "journal_here",
     "journal_of",
     "mark_unknown_txn",
     "release_txn",

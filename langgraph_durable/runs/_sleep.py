@@ -39,10 +39,11 @@ from langgraph_durable.effects import (
     AsyncEffectJournal,
     EffectJournal,
     RetryPolicy,
+    ajournal_here,
     effect,
+    journal_here,
     journal_of,
 )
-from langgraph_durable.effects._effect import ajournal_here, journal_here
 from langgraph_durable.errors import EffectDeferred, EffectInputMismatchError, InvalidInputError
 from langgraph_durable.runs._model import MAX_SECONDS
 

@@ -47,11 +47,12 @@ from langgraph_durable._db.connections import (
     cannot_connect,
     check_autocommit,
     check_dsn,
-    check_row_factory,
     connection_lost,
     describe_dsn,
     ended_by_server,
+    give_back_rows,
     is_disconnect,
+    lend_dict_rows,
     mark_from_our_connections,
     refused_by_pool,
     single_connection_lost,
@@ -244,7 +245,6 @@ class ConnectionSource:
         self.conn = conn
         self.pipe = pipe
         if isinstance(conn, Connection):
-            check_row_factory(conn)
             check_autocommit(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = threading.Lock()
@@ -281,8 +281,8 @@ class ConnectionSource:
                 wanted = self.timeouts if timeouts else {}
                 conn, settled = self._borrow(self.conn, wanted)
                 settings: dict[str, int] | None = None  # what its session has, once known
+                own_rows = lend_dict_rows(conn)
                 try:
-                    check_row_factory(conn)
                     if not settled:
                         self._configure(conn, wanted)
                     settings = wanted
@@ -294,17 +294,22 @@ class ConnectionSource:
                         with conn:  # commits on success, rolls back on an error
                             yield conn
                 finally:
+                    give_back_rows(conn, own_rows)
                     self._give_back(self.conn, conn, settings)
             else:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
                         raise DatabaseUnreachableError(single_connection_lost(self.conn))
+                    own_rows = lend_dict_rows(self.conn)
                     try:
                         self._configure(self.conn, self.timeouts if timeouts else {})
                         yield self.conn
                     finally:
-                        if self.pipe is not None:
-                            self.pipe.sync()
+                        try:
+                            if self.pipe is not None:
+                                self.pipe.sync()
+                        finally:
+                            give_back_rows(self.conn, own_rows)
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):

@@ -38,10 +38,11 @@ __all__ = [
     "SESSION_SETTINGS",
     "Timeout",
     "check_dsn",
-    "check_row_factory",
     "describe_dsn",
     "from_our_connections",
+    "give_back_rows",
     "is_disconnect",
+    "lend_dict_rows",
     "mark_from_our_connections",
     "pool_busy_message",
     "pool_closed_message",
@@ -327,13 +328,25 @@ def refused_by_pool(pool: Any, exc: psycopg.OperationalError) -> DurableError:
     )
 
 
-def check_row_factory(conn: Any) -> None:
-    """Rows must come back as dicts, as for upstream's savers."""
-    if conn.row_factory is not dict_row:
-        raise ConfigurationError(
-            "The connection (or the pool's connections) must return rows as dicts: create "
-            "it with row_factory=dict_row (and autocommit=True), as for PostgresSaver."
-        )
+def lend_dict_rows(conn: Any) -> Any:
+    """Make `conn` return rows as dicts for one call; the row factory to give back after
+    it (`give_back_rows`), or None when it already did.
+
+    Upstream's savers ask each cursor for dict rows, so a pool or connection made without
+    `row_factory=dict_row` (`ConnectionPool(dsn)`, as many applications make theirs)
+    works with them; ours read rows by name in many places, so the connection's factory
+    is set for the call and its own put back, for the application's other uses of it."""
+    own = conn.row_factory
+    if own is dict_row:
+        return None
+    conn.row_factory = dict_row
+    return own
+
+
+def give_back_rows(conn: Any, own: Any) -> None:
+    """Put back the row factory `lend_dict_rows` replaced."""
+    if own is not None:
+        conn.row_factory = own
 
 
 def check_autocommit(conn: Any) -> None:

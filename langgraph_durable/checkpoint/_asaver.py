@@ -411,12 +411,19 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             SchemaTooNewError: A newer langgraph-durable migrated this database.
         """
         async with self._source.connection("setting up the tables", timeouts=False) as conn:
-            if not conn.autocommit:
-                raise ConfigurationError(
-                    "setup() needs a connection with autocommit=True (index builds run "
-                    "CONCURRENTLY); connect with `autocommit=True`."
-                )
-            applied = await amigrate(conn)
+            if conn.autocommit:
+                applied = await amigrate(conn)
+            else:
+                # A connection of a pool made without autocommit (a single connection
+                # without it is refused when the saver is made): lent to this call only,
+                # in autocommit for the migrations (index builds run CONCURRENTLY, outside
+                # any transaction), then given back as it was.
+                await conn.commit()
+                await conn.set_autocommit(True)
+                try:
+                    applied = await amigrate(conn)
+                finally:
+                    await conn.set_autocommit(False)
         if applied:
             logger.info("langgraph-durable applied migrations: %s", ", ".join(applied))
         return applied

@@ -408,12 +408,19 @@ class DurablePostgresSaver(RefusesAsyncCalls):
             SchemaTooNewError: A newer langgraph-durable migrated this database.
         """
         with self._source.connection("setting up the tables", timeouts=False) as conn:
-            if not conn.autocommit:
-                raise ConfigurationError(
-                    "setup() needs a connection with autocommit=True (index builds run "
-                    "CONCURRENTLY); connect with `autocommit=True`."
-                )
-            applied = migrate(conn)
+            if conn.autocommit:
+                applied = migrate(conn)
+            else:
+                # A connection of a pool made without autocommit (a single connection
+                # without it is refused when the saver is made): lent to this call only,
+                # in autocommit for the migrations (index builds run CONCURRENTLY, outside
+                # any transaction), then given back as it was.
+                conn.commit()
+                conn.set_autocommit(True)
+                try:
+                    applied = migrate(conn)
+                finally:
+                    conn.set_autocommit(False)
         if applied:
             logger.info("langgraph-durable applied migrations: %s", ", ".join(applied))
         return applied

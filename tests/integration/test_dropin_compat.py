@@ -12,11 +12,13 @@ leave the other's migration rows alone.
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any, Literal, TypedDict
 
 import psycopg
+import psycopg_pool
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -28,6 +30,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability, StateSnapshot, interrupt
+from psycopg.rows import tuple_row
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable._sql import MIGRATIONS
@@ -429,3 +432,55 @@ async def test_upstream_setup_after_ours_is_a_noop_async(fresh_db_dsn: str) -> N
         await upstream.setup()
     assert migration_rows(fresh_db_dsn) == rows
     assert schema_fingerprint(fresh_db_dsn) == schema
+
+
+def _linear_story(saver: Any, thread: str) -> Any:
+    builder: StateGraph[Any] = StateGraph(State)
+    builder.add_node("tell", lambda s: {"messages": [AIMessage("once", id="m-once")]})
+    builder.add_edge(START, "tell")
+    builder.add_edge("tell", END)
+    graph = builder.compile(checkpointer=saver)
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    graph.invoke({"messages": [HumanMessage("go", id="m-go")]}, config)
+    return graph.get_state(config).values
+
+
+def test_pools_and_connections_without_dict_rows_work_as_with_upstream(fresh_db_dsn: str) -> None:
+    """Upstream's savers ask each cursor for dict rows, so `ConnectionPool(dsn)` (tuple
+    rows, no autocommit) and a connection with tuple rows work with them; ours refused
+    both. The connection's own row factory is kept for the application's other uses."""
+    db_dsn = fresh_db_dsn
+    with psycopg_pool.ConnectionPool(db_dsn, min_size=1, max_size=2, open=True) as pool:
+        saver = DurablePostgresSaver(pool)  # type: ignore[arg-type]
+        saver.setup()  # in autocommit for its index builds, then the connection as it was
+        values = _linear_story(saver, f"plain-pool-{uuid.uuid4()}")
+        assert [m.content for m in values["messages"]] == ["go", "once"]
+        with pool.connection() as conn:
+            assert conn.row_factory is tuple_row
+            assert not conn.autocommit
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        values = _linear_story(DurablePostgresSaver(conn), f"tuple-conn-{uuid.uuid4()}")  # type: ignore[arg-type]
+        assert [m.content for m in values["messages"]] == ["go", "once"]
+        assert conn.row_factory is tuple_row
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+async def test_async_pools_without_dict_rows_work_as_with_upstream(fresh_db_dsn: str) -> None:
+    async with psycopg_pool.AsyncConnectionPool(
+        fresh_db_dsn, min_size=1, max_size=2, open=False
+    ) as pool:
+        saver = AsyncDurablePostgresSaver(pool)  # type: ignore[arg-type]
+        await saver.setup()
+        thread = f"plain-apool-{uuid.uuid4()}"
+        builder: StateGraph[Any] = StateGraph(State)
+        builder.add_node("tell", lambda s: {"messages": [AIMessage("once", id="m-once")]})
+        builder.add_edge(START, "tell")
+        builder.add_edge("tell", END)
+        graph = builder.compile(checkpointer=saver)
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        await graph.ainvoke({"messages": [HumanMessage("go", id="m-go")]}, config)
+        state = await graph.aget_state(config)
+        assert [m.content for m in state.values["messages"]] == ["go", "once"]
+        async with pool.connection() as conn:
+            assert conn.row_factory is tuple_row
+            assert not conn.autocommit

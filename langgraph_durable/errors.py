@@ -230,11 +230,12 @@ class InvalidThreadIdError(InvalidInputError):
     """A thread id or namespace must be a non-empty string without NUL characters."""
 
 
-class UnserializableValueError(InvalidInputError):
+class UnserializableValueError(InvalidInputError, TypeError):
     """A value could not be serialized, so nothing was written.
 
     Make the value serializable (plain data, pydantic models, LangChain messages) or keep it
-    out of the graph state.
+    out of the graph state. A `TypeError` too, as upstream's serializer raises, so handlers
+    written for upstream catch it.
     """
 
 

@@ -362,13 +362,7 @@ def complete_effect(*, events: bool) -> LiteralString:
     if not events:
         return _assemble("effect_complete_update")
     return _assemble(
-        "effect_claim_head",
-        "effect_claim_insert",
-        "effect_take_over_head",
-        "effect_take_over_update",
-        "effect_complete_events_head",
-        "effect_complete_update",
-        "effect_complete_events",
+        "effect_complete_events_head", "effect_complete_update", "effect_complete_events"
     )
 
 

@@ -252,8 +252,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         metadata_redaction: Which checkpoint metadata values are stored as "[redacted]":
             LangGraph copies every plain `configurable` value into the metadata, which is
             clear text even with an encrypting serializer (it stays queryable). By default
-            keys that sound secret (`api_key`, `token`, `password`, ...) are redacted;
-            `MetadataRedaction(allow={"token_budget"})` keeps named keys,
+            keys that sound secret (`api_key`, `access_token`, `password`, ...) are
+            redacted, counts and limits of tokens (`max_tokens`, `token_count`) are not;
+            `MetadataRedaction(allow={"session_token"})` keeps named keys,
             `MetadataRedaction(redact=...)` decides by your own rule.
 
     With an encrypting serializer (`EncryptedSerializer`, `SafeEncryptedSerializer`) every

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -206,20 +207,70 @@ def _nolone_surrogate(value: object, where: Callable[[], str]) -> None:
 
 
 SECRET_WORDS = (
-    "api_key",
     "apikey",
-    "token",
     "secret",
     "password",
     "passwd",
     "credential",
     "authorization",
     "cookie",
-    "private_key",
-    "access_key",
+    "privatekey",
+    "accesskey",
+    "bearer",
 )
-"""Metadata keys containing one of these (any case) are redacted by default. A constant:
-decisions are cached per key, so pass `MetadataRedaction(redact=...)` to change the rule."""
+"""Metadata keys containing one of these, lowercased and without separators ("API-Key" reads
+"apikey"), are redacted by default; so is a key that names a token (`_names_a_token`). A
+constant: decisions are cached per key, so pass `MetadataRedaction(redact=...)` to change
+the rule."""
+
+TOKEN_MEASURES = frozenset(
+    {
+        "budget",
+        "count",
+        "limit",
+        "max",
+        "maximum",
+        "min",
+        "minimum",
+        "num",
+        "number",
+        "quota",
+        "remaining",
+        "spent",
+        "total",
+        "usage",
+        "used",
+    }
+)
+"""Words that make a key with "token" or "tokens" in it a count or a limit (`max_tokens`,
+`token_count`, `token_usage`): LangChain's model settings and usage, not a credential."""
+
+COUNTED_TOKENS = frozenset(
+    {"cached", "completion", "context", "input", "new", "output", "per", "prompt", "reasoning"}
+)
+"""Words that make a key a count only beside the plural "tokens" (`input_tokens`,
+`max_new_tokens`, `tokens_per_minute`): `input_token` or `cached_token` may hold one."""
+
+TOKEN_KINDS = frozenset(
+    {
+        "access",
+        "api",
+        "auth",
+        "bearer",
+        "client",
+        "csrf",
+        "id",
+        "jwt",
+        "oauth",
+        "personal",
+        "private",
+        "refresh",
+        "session",
+        "xsrf",
+    }
+)
+"""Words that make a key with "token" in it a credential whatever else it says
+(`access_token_limit` is redacted: a wrong guess here only hides a value)."""
 
 REDACTED = "[redacted]"
 
@@ -231,7 +282,10 @@ class MetadataRedaction:
     LangGraph copies every plain `configurable` value into each checkpoint's metadata, which
     is stored as clear text (it must stay queryable by `list(filter=...)`), so an API key
     passed in `configurable` would sit in every checkpoint. By default a key whose name
-    contains a secret-sounding word (`SECRET_WORDS`) is redacted.
+    contains a secret-sounding word (`SECRET_WORDS`) or names a token (`token`,
+    `access_token`, `session_token`) is redacted; counts and limits of tokens (`max_tokens`,
+    `token_count`, `input_tokens`) are kept, so that `list(filter=...)` finds them as
+    upstream's saver does.
 
     Args:
         allow: Keys stored as they are even if their name sounds secret.
@@ -262,10 +316,46 @@ DEFAULT_REDACTION = MetadataRedaction()
 
 @functools.lru_cache(maxsize=4096)
 def _sounds_secret(key: str) -> bool:
-    """Whether a metadata key contains one of `SECRET_WORDS`. Cached: every checkpoint
-    carries the same few keys ("source", "step", "parents" and the run's configurable)."""
-    lowered = key.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+    """Whether a metadata key contains one of `SECRET_WORDS` or names a token. Cached: every
+    checkpoint carries the same few keys ("source", "step", "parents" and the run's
+    configurable)."""
+    words = _words(key)
+    joined = "".join(words)
+    if any(word in joined for word in SECRET_WORDS):
+        return True
+    return "token" in joined and _names_a_token(words)
+
+
+def _words(key: str) -> list[str]:
+    """A key's words, lowercased: split at separators and at camelCase humps
+    ("maxTokens", "MAX_TOKENS", "llm.max-tokens" all give "max", "tokens")."""
+    return [
+        part.lower()
+        for chunk in re.split(r"[\W_]+", key)
+        for part in _CAMEL_HUMP.split(chunk)
+        if part
+    ]
+
+
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _names_a_token(words: list[str]) -> bool:
+    """Whether a key with "token" in it names a credential rather than a count or a limit.
+
+    A count or a limit says so, and names no kind of credential (`TOKEN_KINDS`): "tokens"
+    on its own, "token"/"tokens" with a word of `TOKEN_MEASURES`, or "tokens" with a word
+    of `COUNTED_TOKENS`. Anything else is taken for a credential: "token", "access_token",
+    "github_token", "input_token", and "token" run together with another word
+    ("accesstoken", "tokenizer"), where nothing tells the two apart."""
+    others = [word for word in words if word not in ("token", "tokens")]
+    if any("token" in word for word in others) or not TOKEN_KINDS.isdisjoint(others):
+        return True
+    plural = "tokens" in words
+    if not others:
+        return not plural or "token" in words
+    measures = TOKEN_MEASURES | COUNTED_TOKENS if plural else TOKEN_MEASURES
+    return measures.isdisjoint(others)
 
 
 def checkpoint_row(

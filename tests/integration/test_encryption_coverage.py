@@ -197,6 +197,42 @@ def test_metadata_redaction_keeps_what_it_is_told(db_dsn: str) -> None:
     assert (custom["api_key"], custom["tenant"]) == ("sk-1", "[redacted]")
 
 
+def test_token_counts_in_metadata_filter_as_upstreams_do(fresh_db_dsn: str) -> None:
+    """`list(filter=...)` on a count or limit that mentions tokens finds what upstream's
+    saver finds (they are not secrets), while a real token is still redacted."""
+
+    def run(saver: Any) -> tuple[dict[str, Any], int, int, int]:
+        saver.setup()
+        builder = StateGraph(State)
+        builder.add_node("a", lambda s: {"note": "a"})
+        builder.add_edge(START, "a")
+        builder.add_edge("a", END)
+        config: Any = {
+            "configurable": {"thread_id": "tok", "max_tokens": 500, "access_token": "at-1"},
+            "metadata": {"token_count": 7},
+        }
+        builder.compile(checkpointer=saver).invoke({}, config)
+        found = saver.get_tuple(config)
+        assert found is not None
+        return (
+            dict(found.metadata),
+            len(list(saver.list(None, filter={"max_tokens": 500}))),
+            len(list(saver.list(None, filter={"token_count": 7}))),
+            len(list(saver.list(None, filter={"access_token": "at-1"}))),
+        )
+
+    with PostgresSaver.from_conn_string(fresh_db_dsn) as upstream:
+        expected = run(upstream)
+    with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+        conn.execute("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        metadata, by_limit, by_count, by_secret = run(saver)
+    assert expected[1:] == (3, 3, 3)  # upstream: the input, loop and final checkpoints
+    assert (by_limit, by_count) == expected[1:3]
+    assert (metadata["max_tokens"], metadata["token_count"]) == (500, 7)
+    assert (metadata["access_token"], by_secret) == ("[redacted]", 0)
+
+
 def test_effects_replay_under_encryption_and_keep_their_input_hash_sealed(
     encrypted: DurablePostgresSaver, fresh_db_dsn: str
 ) -> None:

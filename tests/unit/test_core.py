@@ -240,6 +240,69 @@ def test_secret_sounding_metadata_is_redacted_unless_allowed() -> None:
     }
 
 
+# Counts and limits that merely mention tokens (what model settings and usage put in
+# `configurable` or metadata) must stay filterable; credentials must not reach clear text.
+TOKEN_COUNTS_AND_LIMITS = [
+    "max_tokens",
+    "token_count",
+    "total_tokens",
+    "input_tokens",
+    "output_tokens",
+    "num_tokens",
+    "tokens",
+    "token_usage",
+    "prompt_tokens",
+    "completion_tokens",
+    "max_new_tokens",
+    "token_limit",
+    "token_budget",
+    "maxTokens",
+    "MAX_TOKENS",
+    "llm.max-tokens",
+]
+SECRETS = [
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "auth_token",
+    "session_token",
+    "Session_Token",
+    "accessToken",
+    "githubtoken",
+    "github_token",
+    "api_tokens",
+    "new_token",
+    "api_key",
+    "apikey",
+    "x-api-key",
+    "OPENAI_API_KEY",
+    "secret",
+    "client_secret",
+    "aws_secret_access_key",
+    "password",
+    "db_password",
+    "passwd",
+    "authorization",
+    "bearer",
+    "private_key",
+    "credentials",
+    "credential",
+    "cookie",
+    "access_key",
+]
+
+
+@pytest.mark.parametrize("key", TOKEN_COUNTS_AND_LIMITS)
+def test_token_counts_and_limits_are_kept(key: str) -> None:
+    assert _core.DEFAULT_REDACTION.apply({key: 500}) == {key: 500}
+
+
+@pytest.mark.parametrize("key", SECRETS)
+def test_secrets_are_redacted(key: str) -> None:
+    assert _core.DEFAULT_REDACTION.apply({key: "s3cr3t"}) == {key: _core.REDACTED}
+
+
 @pytest.mark.parametrize(
     "value",
     [{"a": "é", "b": [1, 2.5, None, True]}, {"z": 1, "a": 2}, ["x", {"n": -0.0}]],

@@ -31,6 +31,7 @@ from langgraph._internal._constants import (
     INTERRUPT,
     RESUME,
 )
+from langgraph.checkpoint.serde import _msgpack as msgpack_safety
 from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
 from langgraph.checkpoint.serde.types import TASKS, _DeltaSnapshot
@@ -57,6 +58,7 @@ __all__ = [
     "TaskAnswers",
     "answers_of_task",
     "as_safe_serializer",
+    "builds_only_listed",
     "checking_ext_hook",
     "checkpointer_of",
     "copy_serializer",
@@ -72,6 +74,7 @@ __all__ = [
     "reroute_edges_into",
     "scratchpad_of",
     "strict_ext_hook",
+    "strict_msgpack",
     "subgraph_entry",
     "task_attempt_of",
     "task_checkpoint_of",
@@ -369,6 +372,23 @@ def checking_ext_hook(allowed: Container[tuple[str, str]]) -> Any:
     return jsonplus._create_msgpack_ext_hook(cast(Any, allowed))
 
 
+def strict_msgpack() -> bool:
+    """Whether LangGraph's strict msgpack mode is on (`LANGGRAPH_STRICT_MSGPACK` set to
+    1/true/yes). LangGraph reads the variable once, when `langgraph.checkpoint.serde._msgpack`
+    is imported, into its private `STRICT_MSGPACK_ENABLED`; `JsonPlusSerializer()` then
+    allows only its safe types and `compile()` passes the state schema's types to
+    `with_allowlist`. Read when asked, as `JsonPlusSerializer` reads it when it is made."""
+    return bool(msgpack_safety.STRICT_MSGPACK_ENABLED)
+
+
+def builds_only_listed(serde: jsonplus.JsonPlusSerializer) -> bool:
+    """Whether `serde` builds only LangGraph's safe types and those it lists: its private
+    `_allowed_msgpack_modules` is not True ("build anything", the default outside strict
+    mode) but None (strict mode's default) or a set (an explicit
+    `allowed_msgpack_modules=[...]`)."""
+    return getattr(serde, "_allowed_msgpack_modules", True) is not True
+
+
 def loads_anything(serde: jsonplus.JsonPlusSerializer) -> bool:
     """Whether `serde` was made to load pickle rows or any LangChain-serialized module
     (`pickle_fallback=True`, or the private `_allowed_json_modules` set to True)."""
@@ -376,7 +396,8 @@ def loads_anything(serde: jsonplus.JsonPlusSerializer) -> bool:
 
 
 def as_safe_serializer(serde: jsonplus.JsonPlusSerializer, safe: type[S]) -> S:
-    """`serde`'s settings under the safe subclass `safe`, its own allow-list carried over.
+    """`serde`'s settings under the safe subclass `safe`, its own allow-list carried over,
+    and strict when `serde` builds only what it lists (`builds_only_listed`).
 
     Reads JsonPlusSerializer's private `_allowed_msgpack_modules` (a set, True or None).
     """
@@ -384,5 +405,6 @@ def as_safe_serializer(serde: jsonplus.JsonPlusSerializer, safe: type[S]) -> S:
     clone.__class__ = safe
     listed = getattr(serde, "_allowed_msgpack_modules", None)
     clone.allowed = frozenset(listed) if isinstance(listed, (set, frozenset)) else frozenset()
+    clone.strict = builds_only_listed(serde)
     result: S = clone
     return result

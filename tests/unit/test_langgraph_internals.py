@@ -425,3 +425,14 @@ def test_every_constructor_code_asks_before_it_imports_or_calls(code: int, answe
     finally:
         sys.meta_path.remove(seen)
     assert "lgd_no_such_module" not in seen.names
+
+
+def test_strict_mode_is_read_where_langgraphs_serializer_reads_it() -> None:
+    """`strict_msgpack()` agrees with what a default `JsonPlusSerializer()` was made as, and
+    `builds_only_listed` tells the three kinds of allow-list apart by the private
+    attribute it reads. (The variable itself is set in a new process by
+    `tests/integration/test_strict_msgpack_env.py`: LangGraph reads it on import.)"""
+    assert _langgraph.builds_only_listed(JsonPlusSerializer()) is _langgraph.strict_msgpack()
+    assert not _langgraph.builds_only_listed(JsonPlusSerializer(allowed_msgpack_modules=True))
+    assert _langgraph.builds_only_listed(JsonPlusSerializer(allowed_msgpack_modules=None))
+    assert _langgraph.builds_only_listed(JsonPlusSerializer(allowed_msgpack_modules=[Point]))

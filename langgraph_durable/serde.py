@@ -20,6 +20,15 @@ each one is allowed:
   register its types instead. A name the module does not have is loaded as its stored
   fields, as upstream does.
 
+Under LangGraph's strict mode (`LANGGRAPH_STRICT_MSGPACK=true`, read by LangGraph when it is
+imported) the user asked for a narrower allow-list, and the third kind is not built: such a
+data class loads as upstream's strict serializer loads it, as its stored fields (a model,
+dataclass or named tuple as a dict, an enum as its value), with LangGraph's "Blocked
+deserialization" warning in its log. What the first two kinds allow is built in both
+modes, and what our default refuses (a function, a class that is not a data class, a
+module not imported) is refused in both. `SafeSerializer(strict=...)` chooses the mode
+explicitly; a `JsonPlusSerializer` given to the saver keeps the mode it was made in.
+
 Every reference is checked, at any depth and inside any kind of custom value, and LangGraph
 then builds the value with an allow-list of exactly what was checked. A custom value that
 holds no other (a message, whose fields are plain data) names one class: LangGraph's
@@ -94,10 +103,13 @@ def _is_data_class(found: type) -> bool:
     return v1 is not None and issubclass(found, v1.BaseModel)
 
 
-def _verdict(module: str, name: str, allowed: frozenset[tuple[str, ...]]) -> bool | None:
-    """True: may be built. False: refused. None: there is no such class in an imported
-    module; LangGraph then returns the stored fields without building anything (as
-    upstream does for a class it cannot find)."""
+def _verdict(
+    module: str, name: str, allowed: frozenset[tuple[str, ...]], strict: bool
+) -> bool | None:
+    """True: may be built. False: refused. None: loaded unbuilt, as its stored fields (what
+    LangGraph returns for a class it does not build): there is no such class in an
+    imported module (as upstream does for a class it cannot find), or, under strict mode,
+    it is a data class that is not listed (as upstream's strict mode does)."""
     try:
         if (module, name) in _langgraph.SAFE_MSGPACK_TYPES or (module, name) in allowed:
             return True
@@ -114,12 +126,15 @@ def _verdict(module: str, name: str, allowed: frozenset[tuple[str, ...]]) -> boo
             return None
         # The class must be defined where the row says, not merely imported there, and
         # must be a data class: constructing it cannot run commands or open connections.
-        return (
+        if not (
             isinstance(found, type)
             and found.__module__ == module
             and found.__name__ == name
             and _is_data_class(found)
-        )
+        ):
+            return False
+        # Strict mode builds only what is listed: a data class loads as its fields.
+        return None if strict else True
     except Exception:  # an odd class or module that fails to answer: refused, not built
         return False
 
@@ -131,7 +146,7 @@ def _numpy_allowed(allowed: frozenset[tuple[str, ...]]) -> bool:
 
 
 def check_references(
-    code: int, payload: bytes, allowed: frozenset[tuple[str, ...]]
+    code: int, payload: bytes, allowed: frozenset[tuple[str, ...]], *, strict: bool
 ) -> tuple[list[str], set[tuple[str, ...]]]:
     """Every class or method reference in one msgpack ext value, nested ones included
     (inside any ext code): (the refused ones as "module.name", the ones that may be
@@ -156,7 +171,7 @@ def check_references(
             if (module, name, method) not in _langgraph.SAFE_MSGPACK_METHODS:
                 refused.append(f"{module}.{name}.{method}")
             return None
-        verdict = _verdict(module, name, allowed)
+        verdict = _verdict(module, name, allowed, strict)
         if verdict is False:
             refused.append(f"{module}.{name}")
         elif verdict:
@@ -203,15 +218,18 @@ class _Verdicts:
     build beyond its own safe types, `_verdict`, and a refusal is recorded for the load to
     raise once decoding ends (LangGraph then returns the stored fields, building nothing)."""
 
-    def __init__(self, allowed: frozenset[tuple[str, ...]], refused: list[str]) -> None:
+    def __init__(
+        self, allowed: frozenset[tuple[str, ...]], refused: list[str], strict: bool
+    ) -> None:
         self.allowed = allowed
         self.refused = refused
+        self.strict = strict
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, tuple) or len(key) != 2:
             return False
         module, name = str(key[0]), str(key[1])
-        verdict = _verdict(module, name, self.allowed)
+        verdict = _verdict(module, name, self.allowed, self.strict)
         if verdict is False:
             self.refused.append(f"{module}.{name}")
         return bool(verdict)
@@ -230,15 +248,20 @@ class SafeSerializer(JsonPlusSerializer):
         allowed_msgpack_modules: LangGraph's own spelling of `allow` (what its log's
             "Add to allowed_msgpack_modules" advice names): a list of types or pairs
             counts as allowed too.
+        strict: Build only LangGraph's safe types and what is allowed (`allow`, and what
+            `compile()` passes for the graph's state types); other data classes load as
+            their stored fields, as upstream's strict mode loads them. None (default):
+            LangGraph's strict mode, `LANGGRAPH_STRICT_MSGPACK`.
     """
 
-    def __init__(self, *, allow: Allowed = (), **kwargs: Any) -> None:
+    def __init__(self, *, allow: Allowed = (), strict: bool | None = None, **kwargs: Any) -> None:
         listed = kwargs.get("allowed_msgpack_modules")
         if isinstance(listed, (list, tuple, set, frozenset)):
             allow = [*allow, *listed]
         kwargs["allowed_msgpack_modules"] = True  # the check is ours, first
         super().__init__(**kwargs)
         self.allowed = _keys(allow)
+        self.strict = _langgraph.strict_msgpack() if strict is None else strict
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         if data[0] != "msgpack":
@@ -253,9 +276,11 @@ class SafeSerializer(JsonPlusSerializer):
             nonlocal plain
             if holds_no_other(code, payload):
                 if plain is None:
-                    plain = _langgraph.checking_ext_hook(_Verdicts(self.allowed, refused))
+                    plain = _langgraph.checking_ext_hook(
+                        _Verdicts(self.allowed, refused, self.strict)
+                    )
                 return plain(code, payload)
-            found, buildable = check_references(code, payload, self.allowed)
+            found, buildable = check_references(code, payload, self.allowed, strict=self.strict)
             if found:
                 refused.extend(found)
                 return None
@@ -304,7 +329,7 @@ class DescribingSerializer(SafeSerializer):
             return super().loads_typed(data)
 
         def build(code: int, payload: bytes) -> Any:
-            refused, buildable = check_references(code, payload, self.allowed)
+            refused, buildable = check_references(code, payload, self.allowed, strict=self.strict)
             if not refused:
                 return _langgraph.strict_ext_hook(frozenset(buildable))(code, payload)
             return _described(code, payload, build)
@@ -345,7 +370,7 @@ def describing(serde: SerializerProtocol) -> SerializerProtocol:
     if isinstance(serde, DescribingSerializer):
         return serde
     if isinstance(serde, SafeSerializer):
-        twin = DescribingSerializer()
+        twin = DescribingSerializer(strict=serde.strict)
         twin.allowed = serde.allowed
         return twin
     if isinstance(serde, SafeEncryptedSerializer):

@@ -618,15 +618,43 @@ ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
 LIMIT 1
 
 -- name: thread_heads
--- The latest checkpoint of every namespace of a thread.
-SELECT DISTINCT ON (checkpoint_ns) checkpoint_ns, checkpoint_id,
+-- keep_latest's view of a thread, one row per namespace, in one statement (one snapshot):
+-- the namespace's latest checkpoint; the parent it reads its pending sends from when it
+-- predates format v4 (`sends_parent`: older checkpoints kept them as their parent's
+-- writes); the channels a DeltaChannel rebuilds from older checkpoints. The
+-- heads come from the primary key alone; each head's row is then one lookup, so the big
+-- checkpoint documents of the rest are never read.
+SELECT
+    h.checkpoint_ns,
+    h.checkpoint_id,
+    CASE WHEN jsonb_typeof(c.checkpoint -> 'v') = 'number'
+        AND (c.checkpoint -> 'v')::numeric < 4
+        AND EXISTS (
+            SELECT 1 FROM checkpoint_writes w
+            WHERE w.thread_id = %(thread_id)s
+                AND w.checkpoint_ns = h.checkpoint_ns
+                AND w.checkpoint_id = c.parent_checkpoint_id
+                AND w.channel = '__pregel_tasks'
+        )
+    THEN c.parent_checkpoint_id END AS sends_parent,
     coalesce(
-        ARRAY(SELECT jsonb_object_keys(metadata -> 'counters_since_delta_snapshot')),
+        ARRAY(SELECT jsonb_object_keys(c.metadata -> 'counters_since_delta_snapshot')),
         ARRAY[]::text[]
     ) AS delta_channels
-FROM checkpoints
-WHERE thread_id = %(thread_id)s
-ORDER BY checkpoint_ns DESC, checkpoint_id DESC
+FROM (
+    SELECT DISTINCT ON (checkpoint_ns) checkpoint_ns, checkpoint_id
+    FROM checkpoints
+    WHERE thread_id = %(thread_id)s
+    ORDER BY checkpoint_ns DESC, checkpoint_id DESC
+) AS h
+CROSS JOIN LATERAL (
+    SELECT c.checkpoint, c.parent_checkpoint_id, c.metadata
+    FROM checkpoints c
+    WHERE c.thread_id = %(thread_id)s
+        AND c.checkpoint_ns = h.checkpoint_ns
+        AND c.checkpoint_id = h.checkpoint_id
+) AS c
+ORDER BY h.checkpoint_ns DESC
 
 -- name: delta_history
 -- The history of channels in one statement. The walk follows parents from a checkpoint

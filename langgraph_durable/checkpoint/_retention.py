@@ -12,16 +12,53 @@ the thread (and one superseded by a newer run can be neither resumed nor cancell
 Retention also keeps a thread with an interrupted run, a checkpoint newer than its
 cutoff, or one waiting at an interrupt. The `delete_threads` statement judges each thread
 in the transaction that deletes it; these helpers read its rows.
+
+`prune(strategy="keep_latest")` keeps what upstream's keeps (`keep_latest_plan`): each
+namespace's latest checkpoint, with the parent a checkpoint older than format v4 reads its
+pending sends from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph_durable.errors import ThreadBusyError
 
-__all__ = ["kept_reasons", "refuse_busy"]
+__all__ = ["PrunedNamespace", "keep_latest_plan", "kept_reasons", "refuse_busy"]
+
+
+@dataclass(frozen=True)
+class PrunedNamespace:
+    """What keep_latest does to one namespace of a thread.
+
+    Attributes:
+        checkpoint_ns: The namespace.
+        head: Its latest checkpoint when the heads were read: nothing newer is touched, so
+            a run committing meanwhile keeps what it commits.
+        kept: The head and the parent it reads pending sends from (if any).
+        delta_channels: Channels whose values a `DeltaChannel` rebuilds from the head's
+            ancestors, which are kept too.
+    """
+
+    checkpoint_ns: str
+    head: str
+    kept: tuple[str, ...]
+    delta_channels: tuple[str, ...]
+
+
+def keep_latest_plan(heads: Sequence[Mapping[str, Any]]) -> list[PrunedNamespace]:
+    """What keep_latest does to each namespace, from the `thread_heads` rows of a thread."""
+    return [
+        PrunedNamespace(
+            checkpoint_ns=head["checkpoint_ns"],
+            head=head["checkpoint_id"],
+            kept=tuple(i for i in (head["checkpoint_id"], head["sends_parent"]) if i),
+            delta_channels=tuple(head["delta_channels"]),
+        )
+        for head in heads
+    ]
 
 
 def kept_reasons(row: Mapping[str, Any]) -> list[str]:

@@ -71,7 +71,12 @@ from langgraph_durable.checkpoint._parking import (
     WriteParking,
     writes_may_wait,
 )
-from langgraph_durable.checkpoint._retention import kept_reasons, refuse_busy
+from langgraph_durable.checkpoint._retention import (
+    PrunedNamespace,
+    keep_latest_plan,
+    kept_reasons,
+    refuse_busy,
+)
 from langgraph_durable.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -167,30 +172,30 @@ def _delete_unreferenced(conn: Connection[DictRow], freed: Sequence[Mapping[str,
     )
 
 
-def _prune_namespace(conn: Connection[DictRow], thread_id: str, head: Mapping[str, Any]) -> None:
-    """keep_latest for one namespace, given its head as `thread_heads` read it.
+def _prune_namespace(conn: Connection[DictRow], thread_id: str, plan: PrunedNamespace) -> None:
+    """keep_latest for one namespace, as `keep_latest_plan` planned it from the heads read.
 
-    The thread may be running: checkpoints it commits after `head` was read are newer than
-    the head and are left alone (each statement below sees them under read committed), so
-    only what was already history when the head was read is deleted.
+    The thread may be running: checkpoints it commits after the heads were read are newer
+    than the head and are left alone (each statement below sees them under read committed),
+    so only what was already history when the heads were read is deleted.
     """
-    kept = [head["checkpoint_id"]]
-    if head["delta_channels"]:
+    kept = list(plan.kept)
+    if plan.delta_channels:
         chain = conn.execute(
             QUERIES["delta_history"],
             {
                 "thread_id": thread_id,
-                "checkpoint_ns": head["checkpoint_ns"],
-                "checkpoint_id": head["checkpoint_id"],
-                "channels": head["delta_channels"],
+                "checkpoint_ns": plan.checkpoint_ns,
+                "checkpoint_id": plan.head,
+                "channels": list(plan.delta_channels),
                 "chain_only": True,
             },
         )
-        kept = [r["checkpoint_id"] for r in chain.fetchall()]
+        kept += [r["checkpoint_id"] for r in chain.fetchall() if r["checkpoint_id"] not in kept]
     params = {
         "thread_id": thread_id,
-        "checkpoint_ns": head["checkpoint_ns"],
-        "head": head["checkpoint_id"],
+        "checkpoint_ns": plan.checkpoint_ns,
+        "head": plan.head,
         "kept": kept,
     }
     freed = (conn.execute(QUERIES["prune_delete_checkpoints"], params)).fetchall()
@@ -199,7 +204,7 @@ def _prune_namespace(conn: Connection[DictRow], thread_id: str, head: Mapping[st
     # checkpoint left names it, a newer one included.
     _delete_unreferenced(
         conn,
-        [{**r, "thread_id": thread_id, "checkpoint_ns": head["checkpoint_ns"]} for r in freed],
+        [{**r, "thread_id": thread_id, "checkpoint_ns": plan.checkpoint_ns} for r in freed],
     )
 
 
@@ -873,10 +878,13 @@ class DurablePostgresSaver(RefusesAsyncCalls):
 
         Args:
             thread_ids: The threads to prune.
-            strategy: `"keep_latest"` keeps the latest checkpoint of each namespace, plus the
-                ancestors (and their writes) that its `DeltaChannel`s need to rebuild;
-                `"delete"` removes the threads entirely, as `delete_thread` does (all or
-                none; an interrupted run's question dies with its thread).
+            strategy: `"keep_latest"` keeps what upstream's keeps: the latest checkpoint of
+                each namespace with its writes and blobs, plus the parent a checkpoint
+                older than format v4 reads its pending sends from. Beyond upstream, it keeps the
+                ancestors (and their writes) that `DeltaChannel`s need to rebuild, and
+                anything a running thread commits meanwhile. `"delete"` removes the
+                threads entirely, as `delete_thread` does (all or none; an interrupted
+                run's question dies with its thread).
         """
         if isinstance(thread_ids, str):
             raise InvalidInputError("thread_ids must be a list of thread ids, not one string.")
@@ -900,8 +908,8 @@ class DurablePostgresSaver(RefusesAsyncCalls):
         with self._source.connection("pruning a thread") as conn, conn.transaction():
             conn.execute(QUERIES["lock_thread"], {"thread_id": thread_id})
             cur = conn.execute(QUERIES["thread_heads"], {"thread_id": thread_id})
-            for head in cur.fetchall():
-                _prune_namespace(conn, thread_id, head)
+            for plan in keep_latest_plan(cur.fetchall()):
+                _prune_namespace(conn, thread_id, plan)
 
     def delete_idle_threads(
         self, older_than: timedelta, *, batch_size: int = 500

@@ -24,6 +24,7 @@ from langgraph_durable import (
     effect,
 )
 from langgraph_durable._sql import QUERIES
+from langgraph_durable.checkpoint._retention import keep_latest_plan
 from langgraph_durable.checkpoint._saver import _prune_namespace
 
 
@@ -52,8 +53,8 @@ def test_keep_latest_keeps_a_checkpoint_committed_after_it_read_the_heads(db_dsn
             # The thread goes on between the two statements of the prune.
             newest = put_version(saver, head, 3)
             saver.put_writes(newest, [("ch", "v")], "task")
-            for found in heads:
-                _prune_namespace(conn, thread, found)
+            for plan in keep_latest_plan(heads):
+                _prune_namespace(conn, thread, plan)
         latest = saver.get_tuple({"configurable": {"thread_id": thread}})
         assert latest is not None
         assert (

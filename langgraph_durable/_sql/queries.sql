@@ -621,7 +621,9 @@ LIMIT 1
 -- keep_latest's view of a thread, one row per namespace, in one statement (one snapshot):
 -- the namespace's latest checkpoint; the parent it reads its pending sends from when it
 -- predates format v4 (`sends_parent`: older checkpoints kept them as their parent's
--- writes); the channels a DeltaChannel rebuilds from older checkpoints. The
+-- writes); the root checkpoint a subgraph call started from (`root`, from its metadata)
+-- and whether that one is saved (runs save in the background, so a call's checkpoints can
+-- commit before it); the channels a DeltaChannel rebuilds from older checkpoints. The
 -- heads come from the primary key alone; each head's row is then one lookup, so the big
 -- checkpoint documents of the rest are never read.
 SELECT
@@ -637,6 +639,13 @@ SELECT
                 AND w.channel = '__pregel_tasks'
         )
     THEN c.parent_checkpoint_id END AS sends_parent,
+    c.metadata -> 'parents' ->> '' AS root,
+    EXISTS (
+        SELECT 1 FROM checkpoints r
+        WHERE r.thread_id = %(thread_id)s
+            AND r.checkpoint_ns = ''
+            AND r.checkpoint_id = c.metadata -> 'parents' ->> ''
+    ) AS root_saved,
     coalesce(
         ARRAY(SELECT jsonb_object_keys(c.metadata -> 'counters_since_delta_snapshot')),
         ARRAY[]::text[]
@@ -760,14 +769,15 @@ WHERE ch <> ALL(walk.remaining) AND NOT %(chain_only)s
 
 -- name: prune_delete_checkpoints
 -- keep_latest: deletes a namespace's checkpoints that are not kept, with their writes, and
--- reports the blobs they named. Only checkpoints older than the head read before: under
--- read committed this statement sees checkpoints a running thread committed since, and
--- those (its newest, not a stale one) must stay, with their writes and blobs.
+-- reports the blobs they named. Only checkpoints up to the head read before: under read
+-- committed this statement sees checkpoints a running thread committed since, and those
+-- (its newest, not a stale one) must stay, with their writes and blobs. The head itself is
+-- kept, except in an ended subgraph call, which keeps nothing.
 WITH deleted AS (
     DELETE FROM checkpoints
     WHERE thread_id = %(thread_id)s
         AND checkpoint_ns = %(checkpoint_ns)s
-        AND checkpoint_id < %(head)s
+        AND checkpoint_id <= %(head)s
         AND checkpoint_id <> ALL(%(kept)s)
     RETURNING checkpoint_id, checkpoint -> 'channel_versions' AS versions
 ), deleted_writes AS (
@@ -783,14 +793,14 @@ CROSS JOIN LATERAL jsonb_each_text(d.versions) AS v
 
 -- name: prune_cut_parents
 -- A checkpoint left whose parent is gone becomes a root, so no reader follows a dangling
--- link. The parents gone are the ones `prune_delete_checkpoints` took: older than the head
--- and not kept. Left are the kept ones and any committed after the head was read (a fork
--- from an old checkpoint may have one of the deleted as its parent).
+-- link. The parents gone are the ones `prune_delete_checkpoints` took: up to the head and
+-- not kept. Left are the kept ones and any committed after the head was read (a fork from
+-- an old checkpoint may have one of the deleted as its parent).
 UPDATE checkpoints SET parent_checkpoint_id = NULL
 WHERE thread_id = %(thread_id)s
     AND checkpoint_ns = %(checkpoint_ns)s
     AND (checkpoint_id = ANY(%(kept)s) OR checkpoint_id > %(head)s)
-    AND parent_checkpoint_id < %(head)s
+    AND parent_checkpoint_id <= %(head)s
     AND parent_checkpoint_id <> ALL(%(kept)s)
 
 -- name: idle_threads

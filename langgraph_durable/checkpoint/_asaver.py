@@ -891,7 +891,10 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             thread_ids: The threads to prune.
             strategy: `"keep_latest"` keeps what upstream's keeps: the latest checkpoint of
                 each namespace with its writes and blobs, plus the parent a checkpoint
-                older than format v4 reads its pending sends from. Beyond upstream, it keeps the
+                older than format v4 reads its pending sends from; a subgraph call's
+                namespace goes whole once the root checkpoint it started from is saved
+                and no longer kept (a call waiting at an interrupt stays, as does a
+                `checkpointer=True` subgraph's latest). Beyond upstream, it keeps the
                 ancestors (and their writes) that `DeltaChannel`s need to rebuild, and
                 anything a running thread commits meanwhile. `"delete"` removes the
                 threads entirely, as `delete_thread` does (all or none; an interrupted

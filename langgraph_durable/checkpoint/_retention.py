@@ -15,7 +15,9 @@ in the transaction that deletes it; these helpers read its rows.
 
 `prune(strategy="keep_latest")` keeps what upstream's keeps (`keep_latest_plan`): each
 namespace's latest checkpoint, with the parent a checkpoint older than format v4 reads its
-pending sends from.
+pending sends from; a subgraph call's namespace goes whole once the root checkpoint it
+started from is saved and no longer kept (a call from the kept root checkpoint, such as
+one waiting at an interrupt, keeps its latest, as does a `checkpointer=True` subgraph).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class PrunedNamespace:
         checkpoint_ns: The namespace.
         head: Its latest checkpoint when the heads were read: nothing newer is touched, so
             a run committing meanwhile keeps what it commits.
-        kept: The head and the parent it reads pending sends from (if any).
+        kept: The head and the parent it reads pending sends from (if any); empty for an
+            ended subgraph call, which keeps nothing up to its head.
         delta_channels: Channels whose values a `DeltaChannel` rebuilds from the head's
             ancestors, which are kept too.
     """
@@ -49,16 +52,32 @@ class PrunedNamespace:
 
 
 def keep_latest_plan(heads: Sequence[Mapping[str, Any]]) -> list[PrunedNamespace]:
-    """What keep_latest does to each namespace, from the `thread_heads` rows of a thread."""
-    return [
-        PrunedNamespace(
-            checkpoint_ns=head["checkpoint_ns"],
-            head=head["checkpoint_id"],
-            kept=tuple(i for i in (head["checkpoint_id"], head["sends_parent"]) if i),
-            delta_channels=tuple(head["delta_channels"]),
+    """What keep_latest does to each namespace, from the `thread_heads` rows of a thread.
+
+    A subgraph call's namespace has the task id of the call after a ":" (a
+    `checkpointer=True` subgraph's has none: its state outlives each call). The call has
+    ended once the root checkpoint it started from is saved and is not one the root keeps;
+    until its root is saved (runs save in the background) it is treated as live.
+    """
+    root_kept: set[str] = set()
+    for head in heads:
+        if head["checkpoint_ns"] == "":
+            root_kept = {i for i in (head["checkpoint_id"], head["sends_parent"]) if i}
+    plans: list[PrunedNamespace] = []
+    for head in heads:
+        namespace = head["checkpoint_ns"]
+        ended = ":" in namespace and head["root_saved"] and head["root"] not in root_kept
+        plans.append(
+            PrunedNamespace(
+                checkpoint_ns=namespace,
+                head=head["checkpoint_id"],
+                kept=()
+                if ended
+                else tuple(i for i in (head["checkpoint_id"], head["sends_parent"]) if i),
+                delta_channels=() if ended else tuple(head["delta_channels"]),
+            )
         )
-        for head in heads
-    ]
+    return plans
 
 
 def kept_reasons(row: Mapping[str, Any]) -> list[str]:

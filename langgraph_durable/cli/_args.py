@@ -212,10 +212,12 @@ def parser() -> argparse.ArgumentParser:
         "--strategy",
         default="keep_latest",
         choices=["keep_latest", "delete"],
-        help="keep_latest: keep each namespace's latest checkpoint (and what a DeltaChannel "
-        "needs); delete: remove the threads with their finished effects' journal rows, "
-        "refused (nothing deleted) while one has an unfinished run, an effect whose outcome "
-        "is open or a live lease (default: keep_latest)",
+        help="keep_latest: keep each namespace's latest checkpoint (with the parent an old "
+        "checkpoint reads its pending sends from, and what a DeltaChannel needs), and a "
+        "subgraph call's only while the root checkpoint it started from is kept; delete: "
+        "remove the threads with their finished effects' journal rows, refused (nothing "
+        "deleted) while one has an unfinished run, an effect whose outcome is open or a live "
+        "lease (default: keep_latest)",
     )
     idle = commands.add_parser(
         "delete-idle",

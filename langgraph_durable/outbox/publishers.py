@@ -122,22 +122,27 @@ class RabbitMQPublisher:
         self.exchange_name = exchange
         self.routing_key = routing_key
         self._connection: Any = None
+        self._channel: Any = None
         self._exchange: Any = None
         self._lock = asyncio.Lock()
 
     async def _ready(self) -> Any:
-        """The exchange, connecting first when there is no open connection.
+        """The exchange, connecting first when there is no open connection or channel.
 
         The relay publishes up to `keys` keys at once, so on the first round many
         coroutines get here together: the lock lets one connect and the others use its
-        connection (without it each opened its own, and all but the last leaked).
+        connection (without it each opened its own, and all but the last leaked). The
+        broker closes a channel on some errors (an exchange deleted under it) and leaves
+        the connection open: every later publish on it failed, for good.
         """
         async with self._lock:
+            if self._channel is not None and self._channel.is_closed:
+                await self.aclose()
             if self._connection is None or self._connection.is_closed:
-                self._connection, self._exchange = await self._connect()
+                self._connection, self._channel, self._exchange = await self._connect()
             return self._exchange
 
-    async def _connect(self) -> tuple[Any, Any]:
+    async def _connect(self) -> tuple[Any, Any, Any]:
         # A plain connection, reopened by `_ready` once closed: a robust one whose first
         # connect is cancelled or times out keeps reconnecting in the background, for good.
         connection = await _connecting(
@@ -155,7 +160,7 @@ class RabbitMQPublisher:
         except BaseException:
             await connection.close()  # a missing exchange, say: do not leave it open
             raise
-        return connection, exchange
+        return connection, channel, exchange
 
     async def publish(self, event: OutboxEvent) -> None:
         exchange = await self._ready()
@@ -184,7 +189,8 @@ class RabbitMQPublisher:
             ) from exc
 
     async def aclose(self) -> None:
-        connection, self._connection, self._exchange = self._connection, None, None
+        connection, self._connection = self._connection, None
+        self._channel = self._exchange = None
         if connection is not None:
             await connection.close()
 

@@ -30,6 +30,7 @@ from langgraph_durable.outbox import (
     OutboxRelay,
     backlog,
     emit_txn,
+    is_transport_error,
 )
 from langgraph_durable.outbox.publishers import NatsPublisher, RabbitMQPublisher, WebhookPublisher
 
@@ -259,6 +260,43 @@ async def test_a_broker_that_does_not_answer_is_an_outage_that_spends_no_attempt
     assert row[:2] == ("pending", 0)
     assert "cannot connect to the broker" in row[2]
     assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
+
+
+async def test_rabbitmq_opens_a_channel_again_after_the_broker_closed_it() -> None:
+    """The broker closes a channel on some errors (here: the exchange was deleted under
+    it) and leaves the connection open; every later publish failed on the closed channel,
+    read as an outage, and the relay backed off for good."""
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    exchange, queue = f"outbox-ex-{uuid.uuid4()}", f"outbox-q-{uuid.uuid4()}"
+    admin = await aio_pika.connect(RABBIT_URL)
+    async with admin:
+        channel = await admin.channel()
+
+        async def declare() -> None:
+            declared = await channel.declare_exchange(exchange, "fanout")
+            await (await channel.declare_queue(queue, auto_delete=True)).bind(declared)
+
+        await declare()
+        publisher = RabbitMQPublisher(RABBIT_URL, exchange=exchange, routing_key="any")
+
+        def event(n: int) -> OutboxEvent:
+            return OutboxEvent(
+                event_id=str(uuid.uuid4()), event_type="t", key="k", payload={"n": n}, seq=n
+            )
+
+        try:
+            await publisher.publish(event(1))
+            await channel.exchange_delete(exchange)
+            with pytest.raises(aio_pika.exceptions.ChannelNotFoundEntity) as failed:
+                await publisher.publish(event(2))  # the broker closes the channel
+            assert not is_transport_error(failed.value)
+            await declare()
+            await publisher.publish(event(3))  # on a channel opened again
+        finally:
+            await publisher.aclose()
+            await channel.exchange_delete(exchange)
 
 
 async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:

@@ -45,6 +45,7 @@ from langgraph_durable._db.connections import (
     cannot_connect,
     check_autocommit,
     check_dsn,
+    check_row_factory,
     connection_lost,
     describe_dsn,
     ended_by_server,
@@ -246,6 +247,7 @@ class AsyncConnectionSource:
         self.conn = conn
         self.pipe = pipe
         if isinstance(conn, AsyncConnection):
+            check_row_factory(conn)
             check_autocommit(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = asyncio.Lock()
@@ -301,16 +303,12 @@ class AsyncConnectionSource:
                 async with self.lock:
                     if self.conn.closed or self.conn.broken:
                         raise DatabaseUnreachableError(single_connection_lost(self.conn))
-                    own_rows = lend_dict_rows(self.conn)
                     try:
                         await self._aconfigure(self.conn, self.timeouts if timeouts else {})
                         yield self.conn
                     finally:
-                        try:
-                            if self.pipe is not None:
-                                await self.pipe.sync()
-                        finally:
-                            give_back_rows(self.conn, own_rows)
+                        if self.pipe is not None:
+                            await self.pipe.sync()
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):

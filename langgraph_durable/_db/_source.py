@@ -47,6 +47,7 @@ from langgraph_durable._db.connections import (
     cannot_connect,
     check_autocommit,
     check_dsn,
+    check_row_factory,
     connection_lost,
     describe_dsn,
     ended_by_server,
@@ -245,6 +246,7 @@ class ConnectionSource:
         self.conn = conn
         self.pipe = pipe
         if isinstance(conn, Connection):
+            check_row_factory(conn)
             check_autocommit(conn)
         # Only a single shared connection needs the lock; a pool hands out one per caller.
         self.lock = threading.Lock()
@@ -300,16 +302,12 @@ class ConnectionSource:
                 with self.lock:
                     if self.conn.closed or self.conn.broken:
                         raise DatabaseUnreachableError(single_connection_lost(self.conn))
-                    own_rows = lend_dict_rows(self.conn)
                     try:
                         self._configure(self.conn, self.timeouts if timeouts else {})
                         yield self.conn
                     finally:
-                        try:
-                            if self.pipe is not None:
-                                self.pipe.sync()
-                        finally:
-                            give_back_rows(self.conn, own_rows)
+                        if self.pipe is not None:
+                            self.pipe.sync()
         except psycopg.Error as exc:
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):

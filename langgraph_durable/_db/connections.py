@@ -38,6 +38,7 @@ __all__ = [
     "SESSION_SETTINGS",
     "Timeout",
     "check_dsn",
+    "check_row_factory",
     "describe_dsn",
     "from_our_connections",
     "give_back_rows",
@@ -328,14 +329,28 @@ def refused_by_pool(pool: Any, exc: psycopg.OperationalError) -> DurableError:
     )
 
 
-def lend_dict_rows(conn: Any) -> Any:
-    """Make `conn` return rows as dicts for one call; the row factory to give back after
-    it (`give_back_rows`), or None when it already did.
+def check_row_factory(conn: Any) -> None:
+    """A single connection must return rows as dicts, as upstream's README asks.
 
-    Upstream's savers ask each cursor for dict rows, so a pool or connection made without
+    A pool's connections need not (`lend_dict_rows`): a pool lends each one to one call.
+    A single connection is shared with the application, whose own queries on it while a
+    call of ours runs would get dict rows if ours set its factory."""
+    if conn.row_factory is not dict_row:
+        raise ConfigurationError(
+            "A single connection must return rows as dicts: connect with "
+            "row_factory=dict_row (and autocommit=True), as for PostgresSaver, or pass a "
+            "pool, whose connections may use any row factory."
+        )
+
+
+def lend_dict_rows(conn: Any) -> Any:
+    """Make a pool's connection return rows as dicts for one call; the row factory to
+    give back after it (`give_back_rows`), or None when it already did.
+
+    Upstream's savers ask each cursor for dict rows, so a pool made without
     `row_factory=dict_row` (`ConnectionPool(dsn)`, as many applications make theirs)
-    works with them; ours read rows by name in many places, so the connection's factory
-    is set for the call and its own put back, for the application's other uses of it."""
+    works with them; ours read rows by name in many places, so the factory of the
+    connection lent to the call is set for it and its own put back."""
     own = conn.row_factory
     if own is dict_row:
         return None

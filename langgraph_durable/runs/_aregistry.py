@@ -623,6 +623,10 @@ class AsyncRunRegistry:
             return
         async with self._source.connection("listening for new runs") as conn:
             await conn.execute(QUERIES["runs_listen"])
+            if not conn.autocommit:
+                # LISTEN takes effect at commit: a pool's connection without autocommit
+                # would otherwise hear nothing, and new runs wait for `idle_wait`.
+                await conn.commit()
             try:
                 yield conn
             finally:

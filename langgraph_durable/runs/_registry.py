@@ -612,6 +612,10 @@ class RunRegistry:
             return
         with self._source.connection("listening for new runs") as conn:
             conn.execute(QUERIES["runs_listen"])
+            if not conn.autocommit:
+                # LISTEN takes effect at commit: a pool's connection without autocommit
+                # would otherwise hear nothing, and new runs wait for `idle_wait`.
+                conn.commit()
             try:
                 yield conn
             finally:

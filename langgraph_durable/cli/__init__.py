@@ -98,6 +98,7 @@ SHOWING_COMMANDS = frozenset(
         ("threads", "diff"),
         ("runs", "list"),
         ("runs", "show"),
+        ("runs", "wait"),
         ("effects", None),
         ("effects", "list"),
         ("effects", "show"),

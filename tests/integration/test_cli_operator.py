@@ -277,7 +277,11 @@ def test_threads_holding_the_applications_types_are_shown_without_its_code(
     module = app.__name__
     thread = f"cli-app-{uuid.uuid4().hex[:8]}"
     config: Any = {"configurable": {"thread_id": thread}}
-    builder.compile(checkpointer=saver).invoke({"deal": app.Deal(name="a", amount=1)}, config)
+    version = GraphVersion(f"app-{module}", "1", builder.compile(checkpointer=saver))
+    run = RunRegistry(saver).create(
+        version, {"deal": app.Deal(name="a", amount=1)}, thread_id=thread
+    )
+    Worker(saver, [version]).run_until_idle()
     monkeypatch.delitem(sys.modules, module)  # as in the operator's shell
 
     deal = {"__class__": f"{module}.Deal", "name": "a", "amount": 2}
@@ -288,6 +292,10 @@ def test_threads_holding_the_applications_types_are_shown_without_its_code(
     assert [s["wrote"] for s in history["steps"]][-1] == {"deal": deal}
     code, diff, _ = cli(capsys, dsn, "threads", "diff", thread)
     assert diff["changed"] == {"deal": {"from": {**deal, "amount": 1}, "to": deal}}
+    for command in ("show", "wait"):
+        code, shown, err = cli(capsys, dsn, "runs", command, run.run_id)
+        assert (code, err) == (0, ""), command
+        assert shown["run"]["output"] == {"deal": deal}, command
     assert module not in sys.modules  # shown from the stored fields, never imported
     with pytest.raises(UnsafeRowError):  # what a saver that acts on values does
         saver.get_tuple(config)

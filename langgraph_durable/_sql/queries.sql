@@ -1334,33 +1334,43 @@ RETURNING r.*, CASE WHEN candidate.was_status = 'running'
 -- once for ever, and the idle worker look again every few milliseconds. A running run
 -- without attempts left is not takeable when its lease runs out: the sweep ends it. Keep
 -- the conditions in step with `run_claim`.
+-- The threads are judged for the 64 runs due first only (by their own times; a run without
+-- one, first): judged for every waiting run (100,000 sleeping ones), the statement took
+-- 0.25 s where the runs alone take 0.03, on every wake of every idle worker. When all 64
+-- wait behind other runs or leases, no time is given and the worker looks again after
+-- `idle_wait`, or at once when a run is created or finishes (NOTIFY).
 SELECT extract(epoch FROM min(d.due) - clock_timestamp())::float8 AS seconds
 FROM (
-    SELECT greatest(
-        CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END,
-        CASE WHEN t.owner IS NOT NULL THEN t.lease_expires_at END
-    ) AS due
-    FROM langgraph_durable_runs r
-    JOIN unnest(%(names)s::text[], %(versions)s::text[]) AS g(name, version)
-        ON g.name = r.graph_name AND g.version = r.graph_version
-    JOIN langgraph_durable_threads t ON t.thread_id = r.thread_id
-    WHERE (
-        r.status IN ('pending', 'deferred')
-        OR (r.status = 'running' AND r.attempt < r.max_attempts)
-        OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%')
-    )
-    AND NOT EXISTS (
-        SELECT 1 FROM langgraph_durable_runs e
-        WHERE e.thread_id = r.thread_id AND e.run_id <> r.run_id
-            AND (
-                e.status = 'running'
-                OR (e.run_id = t.run_id AND e.status IN ('pending', 'deferred', 'blocked'))
-                OR (r.status <> 'running' AND r.run_id IS DISTINCT FROM t.run_id
-                    AND e.status IN ('pending', 'deferred', 'blocked')
-                    AND (e.created_at, e.run_id) < (r.created_at, r.run_id))
-            )
-    )
+    SELECT c.run_id, c.thread_id, c.status, c.created_at, t.run_id AS thread_run_id,
+        greatest(c.run_due, CASE WHEN t.owner IS NOT NULL THEN t.lease_expires_at END) AS due
+    FROM (
+        SELECT r.run_id, r.thread_id, r.status, r.created_at,
+            CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END
+                AS run_due
+        FROM langgraph_durable_runs r
+        JOIN unnest(%(names)s::text[], %(versions)s::text[]) AS g(name, version)
+            ON g.name = r.graph_name AND g.version = r.graph_version
+        WHERE (
+            r.status IN ('pending', 'deferred')
+            OR (r.status = 'running' AND r.attempt < r.max_attempts)
+            OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%')
+        )
+        ORDER BY run_due NULLS FIRST
+        LIMIT 64
+    ) AS c
+    JOIN langgraph_durable_threads t ON t.thread_id = c.thread_id
 ) AS d
+WHERE d.due IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM langgraph_durable_runs e
+    WHERE e.thread_id = d.thread_id AND e.run_id <> d.run_id
+        AND (
+            e.status = 'running'
+            OR (e.run_id = d.thread_run_id AND e.status IN ('pending', 'deferred', 'blocked'))
+            OR (d.status <> 'running' AND d.run_id IS DISTINCT FROM d.thread_run_id
+                AND e.status IN ('pending', 'deferred', 'blocked')
+                AND (e.created_at, e.run_id) < (d.created_at, d.run_id))
+        )
+)
 
 -- name: run_set_version
 -- A worker moved a run's state forward (a migration hook) and continues it as its version.

@@ -1334,11 +1334,14 @@ RETURNING r.*, CASE WHEN candidate.was_status = 'running'
 -- once for ever, and the idle worker look again every few milliseconds. A running run
 -- without attempts left is not takeable when its lease runs out: the sweep ends it. Keep
 -- the conditions in step with `run_claim`.
--- The threads are judged for the 64 runs due first only (by their own times; a run without
--- one, first): judged for every waiting run (100,000 sleeping ones), the statement took
--- 0.25 s where the runs alone take 0.03, on every wake of every idle worker. When all 64
--- wait behind other runs or leases, no time is given and the worker looks again after
--- `idle_wait`, or at once when a run is created or finishes (NOTIFY).
+-- The threads are judged for the 64 runs due first by their own times only: judged for
+-- every waiting run (100,000 sleeping ones), the statement took 0.25 s where the runs
+-- alone take 0.03, on every wake of every idle worker. A run without a time of its own (a
+-- pending run queued behind another) is left out: queued runs would fill the 64 and hide
+-- a sleeping run's wake-up; a run queued behind a lease is woken by the NOTIFY its
+-- release sends, or after `idle_wait` when its holder died. When all 64 wait behind
+-- other runs, no time is given and the worker looks again after `idle_wait`, or at once
+-- when a run is created or finishes (NOTIFY).
 SELECT extract(epoch FROM min(d.due) - clock_timestamp())::float8 AS seconds
 FROM (
     SELECT c.run_id, c.thread_id, c.status, c.created_at, t.run_id AS thread_run_id,
@@ -1355,7 +1358,9 @@ FROM (
             OR (r.status = 'running' AND r.attempt < r.max_attempts)
             OR (r.status = 'blocked' AND r.status_reason LIKE 'version:%%')
         )
-        ORDER BY run_due NULLS FIRST
+        AND CASE WHEN r.status = 'running' THEN r.lease_expires_at ELSE r.retry_at END
+            IS NOT NULL
+        ORDER BY run_due
         LIMIT 64
     ) AS c
     JOIN langgraph_durable_threads t ON t.thread_id = c.thread_id

@@ -22,6 +22,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from graphs import linear_graph
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
@@ -408,3 +409,35 @@ def test_bad_registry_input_is_a_named_error(
     with pytest.raises(InvalidInputError, match="version"):
         runs.migrate(run.run_id, 2)  # type: ignore[arg-type]
     assert runs.get(run.run_id).status is RunStatus.PENDING
+
+
+def test_runs_queued_behind_others_do_not_hide_a_sleeping_runs_wake_up(fresh_db_dsn: str) -> None:
+    """`runs_next_due` judges the threads of the runs due first only; pending runs queued
+    behind running ones (no time of their own) filled those places, and a sleeping run's
+    wake-up was never seen: the idle worker slept `idle_wait` past it."""
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+        graph = GraphVersion("g", "1", linear_graph(("a",)).compile(checkpointer=saver))
+        with psycopg.connect(fresh_db_dsn, autocommit=True) as conn:
+            for i in range(70):
+                conn.execute(
+                    "INSERT INTO langgraph_durable_threads (thread_id, owner, run_id, "
+                    "lease_expires_at) VALUES (%s, 'w', %s, now() + interval '1 day')",
+                    (f"busy-{i}", f"running-{i}"),
+                )
+                conn.execute(
+                    "INSERT INTO langgraph_durable_runs (run_id, thread_id, graph_name, "
+                    "graph_version, status, owner, lease_expires_at, attempt) VALUES "
+                    "(%s, %s, 'g', '1', 'running', 'w', now() + interval '1 day', 1), "
+                    "(%s, %s, 'g', '1', 'pending', NULL, NULL, 0)",
+                    (f"running-{i}", f"busy-{i}", f"queued-{i}", f"busy-{i}"),
+                )
+            conn.execute("INSERT INTO langgraph_durable_threads (thread_id) VALUES ('sleeper')")
+            conn.execute(
+                "INSERT INTO langgraph_durable_runs (run_id, thread_id, graph_name, "
+                "graph_version, status, retry_at) VALUES "
+                "('asleep', 'sleeper', 'g', '1', 'deferred', now() + interval '1 hour')"
+            )
+        due = RunRegistry(saver).seconds_to_next_due([graph])
+    assert due is not None
+    assert 3000 < due <= 3600  # the sleeper's wake-up, not the leases a day away

@@ -633,7 +633,13 @@ class AsyncRunRegistry:
                 # A connection the server dropped (a restart) is discarded by the pool;
                 # UNLISTEN on it would only hide the error that ended the listening.
                 if not conn.broken and not conn.closed:
+                    if not conn.autocommit:
+                        await conn.rollback()  # whatever an error left open: not UNLISTEN's
                     await conn.execute(QUERIES["runs_unlisten"])
+                    if not conn.autocommit:
+                        # Committed here: the rollback that follows an error would undo
+                        # it, and the connection go back to the pool still listening.
+                        await conn.commit()
 
     async def aseconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run these graphs can take (the versions `aclaim` takes) becomes

@@ -622,7 +622,13 @@ class RunRegistry:
                 # A connection the server dropped (a restart) is discarded by the pool;
                 # UNLISTEN on it would only hide the error that ended the listening.
                 if not conn.broken and not conn.closed:
+                    if not conn.autocommit:
+                        conn.rollback()  # whatever an error left open: not UNLISTEN's
                     conn.execute(QUERIES["runs_unlisten"])
+                    if not conn.autocommit:
+                        # Committed here: the rollback that follows an error would undo
+                        # it, and the connection go back to the pool still listening.
+                        conn.commit()
 
     def seconds_to_next_due(self, graphs: Sequence[GraphVersion]) -> float | None:
         """Seconds until a run these graphs can take (the versions `claim` takes) becomes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from graphs import linear_graph
 from psycopg_pool import ConnectionPool
 
@@ -27,3 +28,25 @@ def test_a_worker_on_a_pool_without_autocommit_hears_new_runs(fresh_db_dsn: str)
         assert len(heard) == 1
         (done,) = Worker(saver, [graph]).run_until_idle()
         assert (done.run_id, done.status) == (run.run_id, RunStatus.SUCCESS)
+
+
+def test_listening_ended_by_an_error_gives_the_connection_back_not_listening(
+    fresh_db_dsn: str,
+) -> None:
+    """Without autocommit, the UNLISTEN was rolled back with the error that ended the
+    listening, and the pool's connection went on hearing every run's NOTIFY."""
+    with ConnectionPool(fresh_db_dsn, min_size=1, max_size=1, open=True) as pool:
+        saver = DurablePostgresSaver(pool)  # type: ignore[arg-type]
+        saver.setup()
+        runs = RunRegistry(saver)
+
+        def listen_then_fail() -> None:
+            with runs.listening() as conn:
+                assert conn is not None
+                raise RuntimeError("the worker stopped listening on an error")
+
+        with pytest.raises(RuntimeError):
+            listen_then_fail()
+        with pool.connection() as conn:
+            listening = conn.execute("SELECT count(*) FROM pg_listening_channels()").fetchone()
+        assert listening == (0,)

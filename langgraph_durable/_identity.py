@@ -28,6 +28,7 @@ __all__ = [
     "NAMESPACE_ORIGINS",
     "OWNERS",
     "CallCounts",
+    "FirstCallers",
     "FirstSeen",
     "NamespaceOrigins",
     "Origin",
@@ -107,6 +108,21 @@ class CallCounts:
             ordinal = counts.get(name, 0)
             counts[name] = ordinal + 1
             return ordinal
+
+
+class FirstCallers:
+    """Per owner (a task execution's scratchpad), per name: who made the first call (a
+    thread, and an asyncio task in it), to tell when calls come from several at once."""
+
+    def __init__(self, table: OwnerTable | None = None) -> None:
+        self._table = OWNERS if table is None else table
+
+    def another(self, owner: object, name: str, caller: object) -> bool:
+        """Whether an earlier call of `name` for `owner` came from another caller; the
+        first call's caller is kept."""
+        with self._table.lock:
+            first: dict[str, object] = self._table.slot(owner, self, dict)
+            return first.setdefault(name, caller) != caller
 
 
 class FirstSeen(Generic[V]):

@@ -386,6 +386,11 @@ class EffectNameWarning(UserWarning):
     """An effect's default name may differ between runs; pass `@effect(name=...)`."""
 
 
+class EffectKeyWarning(UserWarning):
+    """Calls of one effect with default keys come from several threads or asyncio tasks
+    of one node (parallel tool calls): their keys may follow arrival order; pass `key=`."""
+
+
 class EffectError(DurableError):
     """An effect could not be run or replayed; see the message for what to do."""
 

@@ -32,10 +32,12 @@ travel alike; one that must act once per fork needs a key naming the fork.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import json
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,8 +49,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_token_of
-from langgraph_durable._identity import CallCounts, ancestor_origins, plain
+from langgraph_durable._identity import CallCounts, FirstCallers, ancestor_origins, plain
 from langgraph_durable.errors import (
+    EffectKeyWarning,
     EffectNameWarning,
     InvalidInputError,
     NotInEffectError,
@@ -228,17 +231,44 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
     )
 
 
-# Per task execution (its scratchpad object), per effect name: calls so far.
+# Per task execution (its scratchpad object), per effect name: calls so far, and who
+# made the first.
 _ORDINALS = CallCounts()
+_FIRST_CALLERS = FirstCallers()
 
 
 def next_ordinal(context: TaskContext, name: str) -> int:
-    """The ordinal of this call of effect `name` in the current task execution."""
+    """The ordinal of this call of effect `name` in the current task execution.
+
+    Ordinals follow the order of the calls, which is the code's order, except for calls
+    made at once from several threads or asyncio tasks of one node (a `ToolNode` running
+    a model message's tool calls): their order, and so their keys, may differ on a resume,
+    and one call replay another's result. That is warned about (`EffectKeyWarning`), once
+    per call site: the calls need `key=`."""
     if context.scratchpad is None:
         raise InvalidInputError(
             f"effect {name!r} cannot derive a key here (no LangGraph task scratchpad); pass key=."
         )
+    if _FIRST_CALLERS.another(context.scratchpad, name, _caller_identity()):
+        warnings.warn(
+            f"effect {name!r} is called with default keys from several threads or asyncio "
+            "tasks of one node (parallel tool calls, say): its calls are numbered in the "
+            "order they arrive, which may differ when the node runs again, so a resume "
+            "could give one call another's key. Pass key= (in a tool: the thread and the "
+            "tool call's id).",
+            EffectKeyWarning,
+            stacklevel=5,
+        )
     return _ORDINALS.next(context.scratchpad, name)
+
+
+def _caller_identity() -> tuple[int, int | None]:
+    """The calling thread, and the asyncio task running in it, if any."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread
+        task = None
+    return threading.get_ident(), None if task is None else id(task)
 
 
 def default_key(context: TaskContext, name: str, ordinal: int) -> str:

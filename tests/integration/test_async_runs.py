@@ -233,13 +233,7 @@ async def test_adurable_sleep_until_sleeps_until_that_moment_whatever_the_worker
         skew_worker_clock(monkeypatch, timedelta(days=1))
         (sleeping,) = await AsyncWorker(saver, [graph]).arun_until_idle(max_runs=1)
         assert sleeping.status is RunStatus.DEFERRED
-        ((result_type, result),) = await sql(
-            db_dsn,
-            "SELECT result_type, result FROM langgraph_durable_effects "
-            "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
-            run.thread_id,
-        )
-        assert datetime.fromisoformat(saver.serde.loads_typed((result_type, result))) == due
+        assert await journaled_wake(saver, db_dsn, run.thread_id) == due
         assert sleeping.retry_at == due
 
 
@@ -261,15 +255,20 @@ async def test_a_sync_node_under_an_async_worker_sleeps_by_the_database_clock(
         (sleeping,) = await AsyncWorker(saver, [graph]).arun_until_idle(max_runs=1)
         ((after,),) = await sql(db_dsn, "SELECT clock_timestamp()")
         assert sleeping.status is RunStatus.DEFERRED, sleeping.error_message
-        ((result_type, result),) = await sql(
-            db_dsn,
-            "SELECT result_type, result FROM langgraph_durable_effects "
-            "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
-            run.thread_id,
-        )
-        wake = datetime.fromisoformat(saver.serde.loads_typed((result_type, result)))
+        wake = await journaled_wake(saver, db_dsn, run.thread_id)
         assert before <= wake - timedelta(hours=1) <= after
         assert sleeping.retry_at == wake
+
+
+async def journaled_wake(saver: AsyncDurablePostgresSaver, dsn: str, thread_id: str) -> Any:
+    """The wake-up time the thread's `adurable_sleep` journaled."""
+    ((result_type, result),) = await sql(
+        dsn,
+        "SELECT result_type, result FROM langgraph_durable_effects "
+        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
+        thread_id,
+    )
+    return datetime.fromisoformat(saver.serde.loads_typed((result_type, result)))
 
 
 async def test_an_async_worker_that_lost_its_run_cannot_advance_the_thread(db_dsn: str) -> None:

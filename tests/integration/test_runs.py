@@ -263,15 +263,7 @@ def test_durable_sleep_parks_the_run_and_wakes_it_when_due(
     assert sleeping.retry_at - sleeping.updated_at > timedelta(days=2, hours=23)  # type: ignore[operator]
     assert worker.run_until_idle() == []
     # Three days pass: the journaled wake-up time and the run's retry time both come due.
-    woken = saver.serde.dumps_typed((datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat())
-    sql(
-        db_dsn,
-        "UPDATE langgraph_durable_effects SET result_type = %s, result = %s "
-        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
-        *woken,
-        run.thread_id,
-    )
-    make_due(db_dsn, run.run_id)
+    wake_up(saver, db_dsn, run)
     (done,) = worker.run_until_idle()
     assert done.status is RunStatus.SUCCESS, done.error_message
     assert ran == ["reminder"]
@@ -344,15 +336,7 @@ def test_durable_sleep_keeps_the_first_wake_up_time_whatever_later_calls_pass(
     (again,) = worker.run_until_idle()
     assert (again.status, again.status_reason) == (RunStatus.DEFERRED, first.status_reason)
     assert again.retry_at - first.retry_at < timedelta(minutes=1)  # type: ignore[operator]
-    woken = saver.serde.dumps_typed((datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat())
-    sql(
-        db_dsn,
-        "UPDATE langgraph_durable_effects SET result_type = %s, result = %s "
-        "WHERE thread_id = %s AND effect_name = 'langgraph_durable.durable_sleep'",
-        *woken,
-        run.thread_id,
-    )
-    make_due(db_dsn, run.run_id)
+    wake_up(saver, db_dsn, run)
     (done,) = worker.run_until_idle()
     assert (done.status, done.error_message) == (RunStatus.SUCCESS, None)
     assert passed == delays

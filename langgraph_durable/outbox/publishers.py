@@ -145,10 +145,14 @@ class RabbitMQPublisher:
     async def _connect(self) -> tuple[Any, Any, Any]:
         # A plain connection, reopened by `_ready` once closed: a robust one whose first
         # connect is cancelled or times out keeps reconnecting in the background, for good.
-        connection = await _connecting(
-            self._aio_pika.connect(self.url, timeout=self.connect_timeout), self.connect_timeout
-        )
+        # Made here rather than by aio_pika.connect, which drops the connection unclosed
+        # when the connect fails: its __del__ then schedules close() on whichever loop is
+        # current when the collector runs, and that coroutine may never be awaited.
+        connection = self._aio_pika.Connection(self._aio_pika.connection.make_url(self.url))
         try:
+            await _connecting(
+                connection.connect(timeout=self.connect_timeout), self.connect_timeout
+            )
             # on_return_raises: aio-pika's default (False) hands a returned message to
             # callbacks and lets `publish` succeed, which would mark a lost event published.
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = [
     "NAMESPACE_ORIGINS",
@@ -152,20 +152,75 @@ class NamespaceOrigins:
     tasks runs; effects and events look it up to tell those executions apart. An entry
     lives as long as the parent task's execution (its scratchpad, in `OWNERS`), however
     long the subgraph runs: a lost entry would change the keys of the effects after it.
+
+    It also undoes what a retry does to a namespace. LangGraph numbers the subgraphs one
+    task execution starts (`node:id`, then `node:id|1`, `node:id|2`), and its in-process
+    retries (`RetryPolicy`) go on counting: the first subgraph of a second attempt ran as
+    `node:id|1`, its effects got other keys than the first attempt's, and they acted
+    again. Each attempt's numbers are shifted back by what earlier attempts used (the
+    first number each attempt started, against the first attempt's), so an attempt's
+    namespaces are the first attempt's (`normalize`). A first attempt's are left as they
+    are, as is the number of a subgraph whose entry no saver of ours saw (one compiled
+    with `checkpointer=False`).
     """
 
     def __init__(self, table: OwnerTable | None = None) -> None:
         self._table = OWNERS if table is None else table
         self._found: dict[tuple[str, str], Origin] = {}
+        self._renamed: dict[tuple[str, str], str] = {}
         self._table.on_drop(self._forget)
 
-    def record(self, thread_id: str, namespace: str, origin: Origin, parent: object) -> None:
-        """Where the subgraph at `namespace` was entered from, kept while `parent` (the
-        parent task execution's scratchpad) lives."""
+    def enter(
+        self,
+        thread_id: str,
+        parent_namespace: str,
+        level: int,
+        origin: Origin,
+        parent: object,
+        counter: object | None = None,
+    ) -> None:
+        """A subgraph starts: the `level`-th one (from 0) the parent task execution
+        started, over all its attempts; `parent` is this attempt's scratchpad, `counter`
+        the object all its attempts share. Kept while `parent` lives."""
         with self._table.lock:
-            mine: dict[tuple[str, str], Origin] = self._table.slot(parent, self, dict)
-            mine[(thread_id, namespace)] = origin
-            self._found[(thread_id, namespace)] = origin
+            index = level
+            if counter is not None:
+                first_of_all: dict[str, int] = self._table.slot(counter, _BASE_LEVEL, dict)
+                first_here: dict[str, int] = self._table.slot(parent, _FIRST_LEVEL, dict)
+                base = first_of_all.setdefault("level", level)
+                index = level - (first_here.setdefault("level", level) - base)
+            namespace = parent_namespace if level == 0 else f"{parent_namespace}|{level}"
+            normalized = self.normalize(thread_id, parent_namespace)
+            if index:
+                normalized = f"{normalized}|{index}"
+            found, renamed = self._table.slot(parent, self, _Mine.empty)
+            if normalized != namespace:
+                key = (thread_id, namespace)
+                renamed[key] = self._renamed[key] = normalized
+            if index == 0:
+                # As before retries were undone: only a task's first subgraph carries its
+                # origin (the later ones' numbers tell them apart).
+                key = (thread_id, normalized)
+                found[key] = self._found[key] = origin
+
+    def normalize(self, thread_id: str, namespace: str) -> str:
+        """`namespace` (with task ids) with every subgraph number a retry shifted put back
+        to the first attempt's."""
+        if "|" not in namespace:
+            return namespace
+        with self._table.lock:
+            if not self._renamed:
+                return namespace
+            levels = namespace.split("|")
+            out: list[str] = []
+            for i, level in enumerate(levels):
+                if level.isdigit():
+                    renamed = self._renamed.get((thread_id, "|".join(levels[: i + 1])))
+                    if renamed is not None:
+                        out = renamed.split("|")
+                        continue
+                out.append(level)
+            return "|".join(out)
 
     def find(self, thread_id: str, namespace: str) -> Origin | None:
         with self._table.lock:
@@ -174,9 +229,32 @@ class NamespaceOrigins:
     def _forget(self, slots: dict[object, Any]) -> None:
         """The parent's execution ended: its subgraphs' entries go (a new execution that
         enters them again records them again)."""
-        for key, origin in slots.get(self, {}).items():
-            if self._found.get(key) is origin:
-                del self._found[key]
+        mine: _Mine | None = slots.get(self)
+        if mine is None:
+            return
+        for table, kept in ((self._found, mine.found), (self._renamed, mine.renamed)):
+            for key, value in kept.items():
+                if table.get(key) is value:
+                    del table[key]
+
+
+class _Mine(NamedTuple):
+    """What one parent task execution recorded: origins, and namespaces put back."""
+
+    found: dict[tuple[str, str], Origin]
+    renamed: dict[tuple[str, str], str]
+
+    @classmethod
+    def empty(cls) -> _Mine:
+        return cls({}, {})
+
+
+_FIRST_LEVEL = object()
+"""The slot of an attempt's scratchpad holding the first subgraph number it started."""
+
+_BASE_LEVEL = object()
+"""The slot of a task execution's subgraph counter holding the first subgraph number its
+first attempt that started any started."""
 
 
 NAMESPACE_ORIGINS = NamespaceOrigins()
@@ -197,7 +275,7 @@ def ancestor_origins(thread_id: str, namespace: str) -> list[list[Any] | None]:
     outermost first, None for a level whose entry no saver of ours recorded (a subgraph
     without a checkpointer, or another checkpointer). Empty for a task of the root
     graph."""
-    levels = namespace.split("|")
+    levels = NAMESPACE_ORIGINS.normalize(thread_id, namespace).split("|")
     found: list[list[Any] | None] = []
     for depth in range(1, len(levels)):
         origin = NAMESPACE_ORIGINS.find(thread_id, "|".join(levels[:depth]))

@@ -29,6 +29,7 @@ from langgraph._internal._constants import (
     ERROR,
     ERROR_SOURCE_NODE,
     INTERRUPT,
+    NS_SEP,
     RESUME,
 )
 from langgraph.checkpoint.serde import _msgpack as msgpack_safety
@@ -55,6 +56,7 @@ __all__ = [
     "MSGPACK_REFERENCE_CODES",
     "SAFE_MSGPACK_METHODS",
     "SAFE_MSGPACK_TYPES",
+    "SubgraphEntry",
     "TaskAnswers",
     "answers_of_task",
     "as_safe_serializer",
@@ -299,16 +301,35 @@ def scratchpad_of(config: RunnableConfig | None) -> Any:
     return _configurable(config).get(CONFIG_KEY_SCRATCHPAD)
 
 
-def subgraph_entry(config: RunnableConfig) -> tuple[str, str, tuple[str, int, Any], Any] | None:
-    """(thread, namespace, (node, step, path) of the parent task, its scratchpad) when
-    `config` is the one a subgraph's loop reads its checkpoint with as it starts, else
-    None.
+@dataclass(frozen=True)
+class SubgraphEntry:
+    """A subgraph's loop starting inside a parent task (`subgraph_entry`)."""
+
+    thread_id: str
+    parent_namespace: str
+    """The parent task's namespace (with task ids)."""
+    level: int
+    """Which subgraph the parent task's execution starts, counted from 0 over all its
+    attempts: LangGraph appends it to the subgraph's namespace (`|1`, `|2`) from the
+    second one on, and its in-process retries (`RetryPolicy`) go on counting."""
+    origin: tuple[str, int, Any]
+    """(node, step, path) of the parent task."""
+    scratchpad: Any
+    """The parent task's scratchpad: one per attempt (a retry gets a copy)."""
+    counter: Any
+    """The subgraph counter, shared by all attempts of the parent task's execution."""
+
+
+def subgraph_entry(config: RunnableConfig) -> SubgraphEntry | None:
+    """The parent task's place when `config` is the one a subgraph's loop reads its
+    checkpoint with as it starts, else None.
 
     LangGraph runs a subgraph on the config of the parent task that runs it, with the
-    namespace set to that task's (`node:task_id`); the loop's first checkpointer call,
-    `get_tuple` (or `list(before=...)` when it replays from an earlier checkpoint), gets it
-    with the parent task's metadata and scratchpad still in it. Its tasks then get
-    metadata of their own, which replaces the parent's.
+    namespace set to that task's (`node:task_id`, then `|N` for the task's N-th subgraph
+    from the second on); the loop's first checkpointer call, `get_tuple` (or
+    `list(before=...)` when it replays from an earlier checkpoint), gets it with the
+    parent task's metadata and scratchpad still in it. Its tasks then get metadata of
+    their own, which replaces the parent's.
     """
     configurable = config.get("configurable") or {}
     namespace = configurable.get("checkpoint_ns")
@@ -316,13 +337,28 @@ def subgraph_entry(config: RunnableConfig) -> tuple[str, str, tuple[str, int, An
     if not namespace or scratchpad is None or "thread_id" not in configurable:
         return None
     metadata = config.get("metadata") or {}
-    if metadata.get("langgraph_checkpoint_ns") != namespace:
+    parent_namespace = metadata.get("langgraph_checkpoint_ns")
+    if not isinstance(parent_namespace, str) or not parent_namespace:
         return None
+    if namespace == parent_namespace:
+        level = 0
+    else:
+        head, sep, count = str(namespace).rpartition(NS_SEP)
+        if not (sep and head == parent_namespace and count.isdigit()):
+            return None
+        level = int(count)
     node, step = metadata.get("langgraph_node"), metadata.get("langgraph_step")
     if not isinstance(node, str) or not isinstance(step, int):
         return None
     path = metadata.get("langgraph_path", ())
-    return str(configurable["thread_id"]), str(namespace), (node, step, path), scratchpad
+    return SubgraphEntry(
+        thread_id=str(configurable["thread_id"]),
+        parent_namespace=parent_namespace,
+        level=level,
+        origin=(node, step, path),
+        scratchpad=scratchpad,
+        counter=getattr(scratchpad, "subgraph_counter", None),
+    )
 
 
 # -- the msgpack format's class references (langgraph.checkpoint.serde.jsonplus) -----------

@@ -413,7 +413,14 @@ def note_subgraph_entry(config: RunnableConfig | None) -> None:
     tell the subgraph's executions apart by it)."""
     entry = None if config is None else _langgraph.subgraph_entry(config)
     if entry is not None:
-        NAMESPACE_ORIGINS.record(*entry)
+        NAMESPACE_ORIGINS.enter(
+            entry.thread_id,
+            entry.parent_namespace,
+            entry.level,
+            entry.origin,
+            entry.scratchpad,
+            entry.counter,
+        )
 
 
 def step_span_attributes(params: Mapping[str, Any]) -> dict[str, Any]:

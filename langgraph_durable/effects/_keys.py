@@ -49,7 +49,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_token_of
-from langgraph_durable._identity import CallCounts, FirstCallers, ancestor_origins, plain
+from langgraph_durable._identity import (
+    NAMESPACE_ORIGINS,
+    CallCounts,
+    FirstCallers,
+    ancestor_origins,
+    plain,
+)
 from langgraph_durable.errors import (
     EffectKeyWarning,
     EffectNameWarning,
@@ -219,7 +225,7 @@ def task_context(config: RunnableConfig | None) -> TaskContext | None:
     namespace = str(configurable.get("checkpoint_ns") or "")
     return TaskContext(
         thread_id=thread_id,
-        namespace=_strip_task_ids(namespace),
+        namespace=_strip_task_ids(NAMESPACE_ORIGINS.normalize(thread_id, namespace)),
         origins=tuple(ancestor_origins(thread_id, namespace)),
         node=str(metadata["langgraph_node"]),
         step=int(metadata.get("langgraph_step", 0)),

@@ -39,7 +39,7 @@ from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
 from langgraph_durable._fencing import fence_token_of
-from langgraph_durable._identity import CallCounts, ancestor_origins, plain
+from langgraph_durable._identity import NAMESPACE_ORIGINS, CallCounts, ancestor_origins, plain
 from langgraph_durable.checkpoint import (
     AsyncDurablePostgresSaver,
     DurablePostgresSaver,
@@ -63,7 +63,10 @@ def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) ->
     configurable: Mapping[str, Any] = config.get("configurable") or {}
     metadata: Mapping[str, Any] = config.get("metadata") or {}
     full_namespace = str(configurable.get("checkpoint_ns") or "")
-    namespace = "|".join(part.split(":", 1)[0] for part in full_namespace.split("|"))
+    namespace = "|".join(
+        part.split(":", 1)[0]
+        for part in NAMESPACE_ORIGINS.normalize(thread_id, full_namespace).split("|")
+    )
     scratchpad = _langgraph.scratchpad_of(config)
     if scratchpad is None:
         return str(uuid.uuid4())

@@ -58,7 +58,7 @@ def test_a_subgraph_origin_lives_as_long_as_the_parent_task_execution() -> None:
     origins = NamespaceOrigins(table)
     counts = CallCounts(table)
     parent = Scratchpad()
-    origins.record("t", "sub:1", ("sub", 3, ("__pregel_pull", "sub")), parent)
+    origins.enter("t", "sub:1", 0, ("sub", 3, ("__pregel_pull", "sub")), parent)
     for _ in range(50):  # other executions come and go meanwhile
         counts.next(Scratchpad(), "x")
     assert origins.find("t", "sub:1") == ("sub", 3, ("__pregel_pull", "sub"))
@@ -67,3 +67,59 @@ def test_a_subgraph_origin_lives_as_long_as_the_parent_task_execution() -> None:
         counts.next(Scratchpad(), "x")
     assert origins.find("t", "sub:1") is None  # the parent's execution ended
     assert origins.find("other", "sub:1") is None
+
+
+class Counter:
+    """Stands for LangGraph's subgraph counter: one object for all attempts of a task."""
+
+
+def test_a_retry_s_subgraph_numbers_are_put_back_to_the_first_attempt_s() -> None:
+    origins = NamespaceOrigins(OwnerTable())
+    counter, first, second = Counter(), Scratchpad(), Scratchpad()
+    origin = ("outer", 1, ("__pregel_pull", "outer"))
+    for level in range(3):  # the first attempt starts three subgraphs
+        origins.enter("t", "outer:a", level, origin, first, counter)
+    for raw in ("outer:a|in:b", "outer:a|1|in:c", "outer:a|2|in:d"):
+        assert origins.normalize("t", raw) == raw  # a first attempt's stay as they are
+    for level in range(3, 6):  # the retry: LangGraph goes on counting
+        origins.enter("t", "outer:a", level, origin, second, counter)
+    assert origins.normalize("t", "outer:a|3|in:e") == "outer:a|in:e"
+    assert origins.normalize("t", "outer:a|4|in:f") == "outer:a|1|in:f"
+    assert origins.normalize("t", "outer:a|5") == "outer:a|2"
+    assert origins.normalize("t", "outer:a|7|in:g") == "outer:a|7|in:g"  # never entered
+    assert origins.normalize("other", "outer:a|3|in:e") == "outer:a|3|in:e"
+    assert origins.find("t", "outer:a") == origin  # recorded again by the retry
+
+
+def test_nested_subgraphs_and_an_attempt_that_started_none() -> None:
+    origins = NamespaceOrigins(OwnerTable())
+    counter, inner_counter = Counter(), Counter()
+    origin = ("outer", 1, ())
+    attempts = [Scratchpad() for _ in range(3)]
+    # The first attempt fails before any subgraph; the second starts two, the inner one
+    # starting a subgraph of its own; the third does the same.
+    origins.enter("t", "outer:a", 0, origin, attempts[1], counter)
+    origins.enter("t", "outer:a", 1, origin, attempts[1], counter)
+    inner_first, inner_second = Scratchpad(), Scratchpad()
+    origins.enter("t", "outer:a|1|mid:b", 0, ("mid", 1, ()), inner_first, inner_counter)
+    assert origins.normalize("t", "outer:a|1|mid:b|deep:c") == "outer:a|1|mid:b|deep:c"
+    origins.enter("t", "outer:a", 2, origin, attempts[2], counter)
+    origins.enter("t", "outer:a", 3, origin, attempts[2], counter)
+    origins.enter("t", "outer:a|3|mid:b", 0, ("mid", 1, ()), inner_second, Counter())
+    assert origins.normalize("t", "outer:a|3|mid:b|deep:c") == "outer:a|1|mid:b|deep:c"
+    assert origins.find("t", "outer:a|1|mid:b") == ("mid", 1, ())
+
+
+def test_entries_of_ended_executions_go() -> None:
+    table = OwnerTable(capacity=2)
+    origins = NamespaceOrigins(table)
+    counter, first, second = Counter(), Scratchpad(), Scratchpad()
+    origins.enter("t", "outer:a", 0, ("outer", 1, ()), first, counter)
+    origins.enter("t", "outer:a", 1, ("outer", 1, ()), second, counter)
+    assert origins.normalize("t", "outer:a|1|in:b") == "outer:a|in:b"
+    del counter, first, second
+    for _ in range(50):  # other executions come and go
+        CallCounts(table).next(Scratchpad(), "x")
+    assert origins.normalize("t", "outer:a|1|in:b") == "outer:a|1|in:b"
+    assert origins.find("t", "outer:a") is None
+    assert len(table) <= 4

@@ -111,13 +111,13 @@ def test_a_subgraph_reads_its_checkpoint_with_the_parent_task_s_place() -> None:
     builder.add_conditional_edges(START, lambda s: [Send("mailer", {}), Send("mailer", {})])
     builder.add_edge("mailer", END)
     builder.compile(checkpointer=Spy()).invoke({"log": []}, {"configurable": {"thread_id": "t"}})
-    assert all(scratchpad is not None for *_, scratchpad in entered)
-    assert sorted((thread, origin) for thread, _, origin, _ in entered) == [
-        ("t", ("mailer", 1, ("__pregel_push", 0, False))),
-        ("t", ("mailer", 1, ("__pregel_push", 1, False))),
+    assert all(e.scratchpad is not None and e.counter is not None for e in entered)
+    assert sorted((e.thread_id, e.level, e.origin) for e in entered) == [
+        ("t", 0, ("mailer", 1, ("__pregel_push", 0, False))),
+        ("t", 0, ("mailer", 1, ("__pregel_push", 1, False))),
     ]
     assert sorted(ns.split("|")[0] for ns in inner_namespaces) == sorted(
-        namespace for _, namespace, _, _ in entered
+        e.parent_namespace for e in entered
     )
 
 

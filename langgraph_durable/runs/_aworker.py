@@ -33,15 +33,18 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
 
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import AsyncHeartbeat
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.durability import Durability
-from langgraph_durable.errors import DatabaseUnreachableError
+from langgraph_durable.errors import DatabaseUnreachableError, FencedOutError
 from langgraph_durable.runs._aregistry import AsyncRunRegistry
 from langgraph_durable.runs._model import (
+    LEASE_LOST,
     GraphVersion,
     Next,
     Outage,
@@ -268,16 +271,23 @@ class AsyncWorker:
         _crashpoints.reached("run:after_claim")
         graph = self._graph_for(run)
         config = self._config_for(run)
+        # Under durability "async" or "exit" LangGraph runs the next steps before a
+        # fenced write fails: a run that lost its lease (cancelled, timed out, taken
+        # over) went on computing to its end, its effects refused one by one. Drained,
+        # it stops once the step under way ends.
+        control = RunControl()
 
         async def beat() -> None:
             if not await self.registry.aheartbeat(
                 run, self.lease_seconds, worker_id=self.worker_id
             ):
                 logger.warning(
-                    "run %s: the lease was taken over; its writes are refused from now on",
+                    "run %s: the lease was taken over; its writes are refused from now on, "
+                    "and it stops after the step under way",
                     run.run_id,
                     extra=log_ids(run),
                 )
+                control.request_drain(LEASE_LOST)
 
         if run.recovered_after is not None:
             _telemetry.measure(
@@ -286,7 +296,7 @@ class AsyncWorker:
                 {"graph": run.graph_name},
             )
         with _telemetry.span("langgraph_durable.run", run_span_attributes(run)):
-            outcome = await self._aexecute_traced(run, graph, config, beat)
+            outcome = await self._aexecute_traced(run, graph, config, beat, control)
         finished = await self._afinish(run, outcome)
         stop = passed_on(outcome)
         if stop is not None:
@@ -294,7 +304,12 @@ class AsyncWorker:
         return finished
 
     async def _aexecute_traced(
-        self, run: Run, graph: GraphVersion, config: RunnableConfig, beat: Any
+        self,
+        run: Run,
+        graph: GraphVersion,
+        config: RunnableConfig,
+        beat: Any,
+        control: RunControl,
     ) -> Outcome:
         heartbeat = AsyncHeartbeat(beat, self.lease_seconds / 3, run.run_id)
         # The sweep goes on while the run runs: with every worker busy, no one else would
@@ -303,7 +318,7 @@ class AsyncWorker:
         async with heartbeat.running(), housekeeping.running():
             try:
                 output, interrupted = await self._termination.interruptible(
-                    lambda: self._arun_graph(run, graph, config)
+                    lambda: self._arun_graph(run, graph, config, control)
                 )
                 outcome = outcome_of(run, output=output, interrupted=interrupted)
             except Exception as exc:
@@ -340,7 +355,7 @@ class AsyncWorker:
         return outcome
 
     async def _arun_graph(
-        self, run: Run, graph: GraphVersion, config: RunnableConfig
+        self, run: Run, graph: GraphVersion, config: RunnableConfig, control: RunControl
     ) -> tuple[Any, bool]:
         """Run the run's graph from where it got to: its output, and whether it stopped
         at an interrupt.
@@ -354,7 +369,15 @@ class AsyncWorker:
         latest = await self.registry.alatest_checkpoint(run)
         payload = self.registry.input_of(run) if sends_input(run, latest) else None
         mode = cast(Durability, run.durability)
-        output = await graph.graph.ainvoke(payload, config, durability=mode)
+        try:
+            output = await graph.graph.ainvoke(payload, config, durability=mode, control=control)
+        except GraphDrained as exc:
+            if exc.reason != LEASE_LOST:
+                raise
+            raise FencedOutError(
+                f"Run {run.run_id} lost its lease while it ran (cancelled, timed out or taken "
+                "over); it stopped after the step under way."
+            ) from exc
         state = await graph.graph.aget_state(config)
         return output, bool(state.interrupts)
 

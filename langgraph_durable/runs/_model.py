@@ -53,6 +53,7 @@ from langgraph_durable.serde import encrypts, open_text, seal_text
 __all__ = [
     "ACTIVE",
     "FINISHED",
+    "LEASE_LOST",
     "STRATEGIES",
     "WAIT_FOR_PAUSE_MAX",
     "GraphVersion",
@@ -781,6 +782,11 @@ class Outage:
         lasted = (time.monotonic() if now is None else now) - self.started
         self.started, self.failures = None, 0
         return lasted
+
+
+LEASE_LOST = "the run's lease was taken over"
+"""Why a worker drains a run it no longer holds (`RunControl.request_drain`): LangGraph
+then stops it once the step under way ends."""
 
 
 def outcome_of(

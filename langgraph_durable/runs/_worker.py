@@ -34,14 +34,17 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
 
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import Heartbeat
 from langgraph_durable._fencing import Fence, with_fence
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.durability import Durability
-from langgraph_durable.errors import DatabaseUnreachableError
+from langgraph_durable.errors import DatabaseUnreachableError, FencedOutError
 from langgraph_durable.runs._model import (
+    LEASE_LOST,
     GraphVersion,
     Next,
     Outage,
@@ -269,14 +272,21 @@ class Worker:
         _crashpoints.reached("run:after_claim")
         graph = self._graph_for(run)
         config = self._config_for(run)
+        # Under durability "async" or "exit" LangGraph runs the next steps before a
+        # fenced write fails: a run that lost its lease (cancelled, timed out, taken
+        # over) went on computing to its end, its effects refused one by one. Drained,
+        # it stops once the step under way ends.
+        control = RunControl()
 
         def beat() -> None:
             if not self.registry.heartbeat(run, self.lease_seconds, worker_id=self.worker_id):
                 logger.warning(
-                    "run %s: the lease was taken over; its writes are refused from now on",
+                    "run %s: the lease was taken over; its writes are refused from now on, "
+                    "and it stops after the step under way",
                     run.run_id,
                     extra=log_ids(run),
                 )
+                control.request_drain(LEASE_LOST)
 
         if run.recovered_after is not None:
             _telemetry.measure(
@@ -285,7 +295,7 @@ class Worker:
                 {"graph": run.graph_name},
             )
         with _telemetry.span("langgraph_durable.run", run_span_attributes(run)):
-            outcome = self._execute_traced(run, graph, config, beat)
+            outcome = self._execute_traced(run, graph, config, beat, control)
         finished = self._finish(run, outcome)
         stop = passed_on(outcome)
         if stop is not None:
@@ -293,7 +303,12 @@ class Worker:
         return finished
 
     def _execute_traced(
-        self, run: Run, graph: GraphVersion, config: RunnableConfig, beat: Any
+        self,
+        run: Run,
+        graph: GraphVersion,
+        config: RunnableConfig,
+        beat: Any,
+        control: RunControl,
     ) -> Outcome:
         heartbeat = Heartbeat(beat, self.lease_seconds / 3, run.run_id)
         # The sweep goes on while the run runs: with every worker busy, no one else would
@@ -302,7 +317,7 @@ class Worker:
         with heartbeat.running(), housekeeping.running():
             try:
                 output, interrupted = self._termination.interruptible(
-                    lambda: self._run_graph(run, graph, config)
+                    lambda: self._run_graph(run, graph, config, control)
                 )
                 outcome = outcome_of(run, output=output, interrupted=interrupted)
             except Exception as exc:
@@ -338,7 +353,9 @@ class Worker:
         )
         return outcome
 
-    def _run_graph(self, run: Run, graph: GraphVersion, config: RunnableConfig) -> tuple[Any, bool]:
+    def _run_graph(
+        self, run: Run, graph: GraphVersion, config: RunnableConfig, control: RunControl
+    ) -> tuple[Any, bool]:
         """Run the run's graph from where it got to: its output, and whether it stopped
         at an interrupt.
 
@@ -351,7 +368,15 @@ class Worker:
         latest = self.registry.latest_checkpoint(run)
         payload = self.registry.input_of(run) if sends_input(run, latest) else None
         mode = cast(Durability, run.durability)
-        output = graph.graph.invoke(payload, config, durability=mode)
+        try:
+            output = graph.graph.invoke(payload, config, durability=mode, control=control)
+        except GraphDrained as exc:
+            if exc.reason != LEASE_LOST:
+                raise
+            raise FencedOutError(
+                f"Run {run.run_id} lost its lease while it ran (cancelled, timed out or taken "
+                "over); it stopped after the step under way."
+            ) from exc
         state = graph.graph.get_state(config)
         return output, bool(state.interrupts)
 

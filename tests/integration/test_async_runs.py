@@ -9,6 +9,7 @@ waits between tasks are on events, with a generous hang guard.
 from __future__ import annotations
 
 import asyncio
+import logging
 import operator
 import uuid
 from collections.abc import AsyncIterator
@@ -325,6 +326,49 @@ async def test_a_cancelled_async_runs_later_effects_do_not_act(
         (finished,) = await asyncio.wait_for(task, HANG_GUARD_S)
         assert finished.status is RunStatus.CANCELLED
     assert sent == []
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_an_async_run_that_lost_its_lease_stops_after_the_step_under_way(
+    db_dsn: str, durability: str
+) -> None:
+    """See the sync test: the worker drains a run whose heartbeat finds the lease gone."""
+    inside, release, noticed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    class Notice(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "lease was taken over" in record.getMessage():
+                noticed.set()  # logged on this loop's thread, by the worker's heartbeat
+
+    async def slow(state: State) -> State:
+        inside.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    async def after(state: State) -> State:
+        ran.append("after")
+        return {"log": ["after"]}
+
+    notice = Notice()
+    logging.getLogger("langgraph_durable.runs").addHandler(notice)
+    try:
+        async with registry(db_dsn) as (saver, runs):
+            graph = graph_of(saver, ("slow", slow), ("after", after), step("last"))
+            run = await runs.acreate(graph, {"log": []}, durability=durability)  # type: ignore[arg-type]
+            worker = AsyncWorker(saver, [graph], lease_seconds=0.6)  # a heartbeat every 0.2 s
+            task = asyncio.create_task(worker.arun_until_idle())
+            try:
+                await asyncio.wait_for(inside.wait(), HANG_GUARD_S)
+                assert (await runs.acancel(run.run_id)).status is RunStatus.CANCELLED
+                await asyncio.wait_for(noticed.wait(), HANG_GUARD_S)
+            finally:
+                release.set()
+            (finished,) = await asyncio.wait_for(task, HANG_GUARD_S)
+            assert finished.status is RunStatus.CANCELLED
+    finally:
+        logging.getLogger("langgraph_durable.runs").removeHandler(notice)
+    assert ran == []
 
 
 async def test_a_busy_async_worker_still_sweeps_and_times_its_own_run_out(db_dsn: str) -> None:

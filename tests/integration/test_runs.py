@@ -909,6 +909,49 @@ def test_a_cancelled_runs_later_effects_do_not_act_in_any_durability_mode(
     assert sent == []
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_run_that_lost_its_lease_stops_after_the_step_under_way(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    durability: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under "async" and "exit" a cancelled (taken over, timed out) run computed its
+    later nodes to the end, each write and effect refused; once its heartbeat finds the
+    lease gone, the worker drains the graph: the node under way finishes, no other
+    starts."""
+    inside, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def slow(state: State) -> State:
+        inside.set()
+        release.wait(60)
+        return {"log": ["slow"]}
+
+    def later(name: str) -> tuple[str, Callable[[State], Any]]:
+        return name, lambda s: ran.append(name) or {"log": [name]}
+
+    graph = graph_of(saver, ("slow", slow), later("after"), later("last"))
+    run = runs.create(graph, {"log": []}, durability=durability)  # type: ignore[arg-type]
+    worker = Worker(saver, [graph], lease_seconds=0.6)  # a heartbeat every 0.2 s
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(worker.run_until_idle()))
+    thread.start()
+    try:
+        assert inside.wait(60)
+        assert runs.cancel(run.run_id).status is RunStatus.CANCELLED
+        guard = time.monotonic() + 60  # only a guard against a hang
+        while not any("lease was taken over" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < guard, "the heartbeat never found the lease gone"
+            time.sleep(0.01)
+    finally:
+        release.set()
+        thread.join(60)
+    (finished,) = results[0]
+    assert finished.status is RunStatus.CANCELLED
+    assert ran == []
+
+
 def test_exclusive_keeps_its_lease_while_its_block_runs(runs: RunRegistry, db_dsn: str) -> None:
     """An approved node running longer than the lease (`resume_approval` and the console
     answer under `exclusive`) kept it no longer: anyone could take the thread, and the

@@ -494,7 +494,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
                 "run registry holds it: pass --graph MODULE:ATTRIBUTE to run the graph here, "
                 "or answer it in Python with resume_approval."
             )
-        run = runs.resume(waiting[0].run_id, Command(resume=answer))
+        run = runs.resume(waiting[0].run_id, Command(resume=answer), question=answered.interrupt_id)
         run = runs.wait_for(run.run_id, timeout=args.timeout)
         data["via"] = "run"
         data["run"] = run_json(runs, run)

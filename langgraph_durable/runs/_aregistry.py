@@ -72,6 +72,7 @@ from langgraph_durable.runs._model import (
     workers_graphs,
     wrong_saver,
 )
+from langgraph_durable.serde import describing
 
 __all__ = ["AsyncRunRegistry"]
 
@@ -300,6 +301,7 @@ class AsyncRunRegistry:
         reset_attempts: bool = False,
         waiting_answer: bool = False,
         renew_deadline: bool = False,
+        question: str | None = None,
     ) -> Run:
         run = await self.aget(run_id)
         async with self._source.connection("queueing a run again") as conn, conn.transaction():
@@ -307,7 +309,7 @@ class AsyncRunRegistry:
             encoded = stored(self.serde, input) if give_input else (None, None)
             latest = await self._alatest_checkpoint(conn, run)
             if waiting_answer:
-                await self._acheck_waits_for_answer(conn, run, latest)
+                await self._acheck_waits_for_answer(conn, run, latest, question)
             rows = await _arows(
                 conn,
                 QUERIES["run_requeue"],
@@ -333,15 +335,21 @@ class AsyncRunRegistry:
             await conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
         return run_of(rows[0], self.serde)
 
-    async def _acheck_waits_for_answer(self, conn: PgConn, run: Run, latest: str | None) -> None:
+    async def _acheck_waits_for_answer(
+        self, conn: PgConn, run: Run, latest: str | None, question: str | None
+    ) -> None:
         """Refuse to resume a run that waits for no answer: one stopped by a newer run (the
         "interrupt" strategy) before or after it asked, or already answered. Its input would
         otherwise be sent to a thread that is not waiting, and the run would "succeed"
-        without its graph having run."""
+        without its graph having run. With `question` (an interrupt id), refuse unless the
+        run still waits on that question: an answer read off a page could otherwise reach
+        the next question the run asked once someone else's answer got there first."""
         if run.status is not RunStatus.INTERRUPTED:
             return  # the status check of `run_requeue` names the problem
         asked = await _arows(
-            conn, QUERIES["pending_interrupts_thread"], {"thread_id": run.thread_id, "limit": 1}
+            conn,
+            QUERIES["pending_interrupts_thread"],
+            {"thread_id": run.thread_id, "limit": 1 if question is None else 1000},
         )
         if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
             reason = f" ({run.status_reason})" if run.status_reason else ""
@@ -350,6 +358,16 @@ class AsyncRunRegistry:
                 "its thread is not stopped at an interrupt() of this run. Nothing was queued; "
                 "create a new run on the thread instead."
             )
+        if question is not None:
+            # Only the interrupts' ids are read: the describing twin needs none of the
+            # application's types, whichever process answers.
+            waiting = pending_from_rows(describing(self.serde), asked, only_approvals=False)
+            if question not in {p.interrupt_id for p in waiting}:
+                raise RunConflictError(
+                    f"Run {run.run_id!r} no longer waits on question {question!r}: it was "
+                    "answered, or asked again, meanwhile. Nothing was queued; list the "
+                    "thread's questions again and answer the one that waits now."
+                )
 
     async def aretry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
@@ -358,14 +376,19 @@ class AsyncRunRegistry:
         statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
         return await self._arequeue(run_id, statuses, reset_attempts=True, renew_deadline=True)
 
-    async def aresume(self, run_id: str, command: Any) -> Run:
+    async def aresume(self, run_id: str, command: Any, *, question: str | None = None) -> Run:
         """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`),
         with its whole timeout again from now if it was created with one (the time it
         waited for a person does not count).
 
+        Args:
+            question: The interrupt id of the question answered (a
+                `PendingApproval.interrupt_id`): the run is queued only while it still
+                waits on it. Give it whenever the answer was read off a list of questions.
+
         Raises:
-            RunConflictError: The run is not interrupted, or waits for no answer (a newer
-                run stopped it: create a new run instead).
+            RunConflictError: The run is not interrupted, waits for no answer (a newer
+                run stopped it: create a new run instead), or no longer on `question`.
         """
         return await self._arequeue(
             run_id,
@@ -374,6 +397,7 @@ class AsyncRunRegistry:
             give_input=True,
             waiting_answer=True,
             renew_deadline=True,
+            question=question,
         )
 
     async def amigrate(self, run_id: str, version: str) -> Run:

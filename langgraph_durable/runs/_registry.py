@@ -73,6 +73,7 @@ from langgraph_durable.runs._model import (
     workers_graphs,
     wrong_saver,
 )
+from langgraph_durable.serde import describing
 
 __all__ = ["RunRegistry"]
 
@@ -299,6 +300,7 @@ class RunRegistry:
         reset_attempts: bool = False,
         waiting_answer: bool = False,
         renew_deadline: bool = False,
+        question: str | None = None,
     ) -> Run:
         run = self.get(run_id)
         with self._source.connection("queueing a run again") as conn, conn.transaction():
@@ -306,7 +308,7 @@ class RunRegistry:
             encoded = stored(self.serde, input) if give_input else (None, None)
             latest = self._latest_checkpoint(conn, run)
             if waiting_answer:
-                self._check_waits_for_answer(conn, run, latest)
+                self._check_waits_for_answer(conn, run, latest, question)
             rows = _rows(
                 conn,
                 QUERIES["run_requeue"],
@@ -332,15 +334,21 @@ class RunRegistry:
             conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
         return run_of(rows[0], self.serde)
 
-    def _check_waits_for_answer(self, conn: PgConn, run: Run, latest: str | None) -> None:
+    def _check_waits_for_answer(
+        self, conn: PgConn, run: Run, latest: str | None, question: str | None
+    ) -> None:
         """Refuse to resume a run that waits for no answer: one stopped by a newer run (the
         "interrupt" strategy) before or after it asked, or already answered. Its input would
         otherwise be sent to a thread that is not waiting, and the run would "succeed"
-        without its graph having run."""
+        without its graph having run. With `question` (an interrupt id), refuse unless the
+        run still waits on that question: an answer read off a page could otherwise reach
+        the next question the run asked once someone else's answer got there first."""
         if run.status is not RunStatus.INTERRUPTED:
             return  # the status check of `run_requeue` names the problem
         asked = _rows(
-            conn, QUERIES["pending_interrupts_thread"], {"thread_id": run.thread_id, "limit": 1}
+            conn,
+            QUERIES["pending_interrupts_thread"],
+            {"thread_id": run.thread_id, "limit": 1 if question is None else 1000},
         )
         if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
             reason = f" ({run.status_reason})" if run.status_reason else ""
@@ -349,6 +357,16 @@ class RunRegistry:
                 "its thread is not stopped at an interrupt() of this run. Nothing was queued; "
                 "create a new run on the thread instead."
             )
+        if question is not None:
+            # Only the interrupts' ids are read: the describing twin needs none of the
+            # application's types, whichever process answers.
+            waiting = pending_from_rows(describing(self.serde), asked, only_approvals=False)
+            if question not in {p.interrupt_id for p in waiting}:
+                raise RunConflictError(
+                    f"Run {run.run_id!r} no longer waits on question {question!r}: it was "
+                    "answered, or asked again, meanwhile. Nothing was queued; list the "
+                    "thread's questions again and answer the one that waits now."
+                )
 
     def retry(self, run_id: str) -> Run:
         """Queue again a run that ended (error, timeout, cancelled) or is blocked; it goes
@@ -357,14 +375,19 @@ class RunRegistry:
         statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
         return self._requeue(run_id, statuses, reset_attempts=True, renew_deadline=True)
 
-    def resume(self, run_id: str, command: Any) -> Run:
+    def resume(self, run_id: str, command: Any, *, question: str | None = None) -> Run:
         """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`),
         with its whole timeout again from now if it was created with one (the time it
         waited for a person does not count).
 
+        Args:
+            question: The interrupt id of the question answered (a
+                `PendingApproval.interrupt_id`): the run is queued only while it still
+                waits on it. Give it whenever the answer was read off a list of questions.
+
         Raises:
-            RunConflictError: The run is not interrupted, or waits for no answer (a newer
-                run stopped it: create a new run instead).
+            RunConflictError: The run is not interrupted, waits for no answer (a newer
+                run stopped it: create a new run instead), or no longer on `question`.
         """
         return self._requeue(
             run_id,
@@ -373,6 +396,7 @@ class RunRegistry:
             give_input=True,
             waiting_answer=True,
             renew_deadline=True,
+            question=question,
         )
 
     def migrate(self, run_id: str, version: str) -> Run:

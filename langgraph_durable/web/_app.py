@@ -367,7 +367,7 @@ async def answer(console: Console, request: Request) -> Response:
         # Interrupted, and waiting at this question: a worker resumes it.
         answer_value = answer_for(state, thread_id, decision, interrupt_id=question)
         command: Command[Any] = Command(resume=answer_value)
-        await console.registry.aresume(run.run_id, command)
+        await console.registry.aresume(run.run_id, command, question=question)
         return console.back_to(request, "inbox", "queued")
     async with console.registry.aexclusive(thread_id) as config:
         # Read again under the lock: another answer may have won, or had its question

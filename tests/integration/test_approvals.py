@@ -23,10 +23,15 @@ from typing_extensions import TypedDict
 from langgraph_durable import (
     ConfigurationError,
     DurablePostgresSaver,
+    GraphVersion,
     InvalidDecisionError,
     NotWaitingError,
+    RunConflictError,
+    RunRegistry,
+    RunStatus,
     SideEffectBeforeInterruptError,
     SideEffectBeforeInterruptWarning,
+    Worker,
     WrongSaverClassError,
     effect,
 )
@@ -109,6 +114,30 @@ def test_approve_runs_the_guarded_node(saver: DurablePostgresSaver) -> None:
     assert done["log"] == ["check", "refund"]
     assert done["approval_outcome"] == "approved"
     assert done["approval"]["approver"] == "manager-ana"
+
+
+def test_a_question_a_registry_run_asked_is_answered_through_the_run(
+    saver: DurablePostgresSaver,
+) -> None:
+    """resume_approval ran the graph in the caller's process on a thread whose registry
+    run waited at the question: the thread finished while the run stayed `interrupted`
+    for good, and could no longer be resumed."""
+    graph = refund_graph(saver)
+    version = GraphVersion(f"refund-{uuid.uuid4().hex[:8]}", "1", graph)
+    runs = RunRegistry(saver)
+    run = runs.create(version, {"order_id": "o-1", "amount": 420, "log": []})
+    worker = Worker(saver, [version])
+    worker.run_until_idle()
+    decision = {"approved": True, "approver": "manager-ana"}
+    with pytest.raises(RunConflictError, match=f"belongs to run {run.run_id}"):
+        resume_approval(graph, run.thread_id, decision)
+    assert runs.get(run.run_id).status is RunStatus.INTERRUPTED
+    assert len(pending_approvals(saver, thread_id=run.thread_id)) == 1  # nothing was sent
+    (asked,) = pending_approvals(saver, thread_id=run.thread_id)
+    runs.resume(run.run_id, Command(resume=decision), question=asked.interrupt_id)
+    (done,) = worker.run_until_idle()
+    assert done.status is RunStatus.SUCCESS
+    assert runs.output_of(done)["log"] == ["check", "refund"]
 
 
 def test_reject_routes_away(saver: DurablePostgresSaver) -> None:

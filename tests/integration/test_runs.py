@@ -46,6 +46,7 @@ from langgraph_durable import (
     effect,
 )
 from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
+from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import put_writes_txn
 
 HANG_GUARD_S = 120
@@ -132,6 +133,33 @@ def test_an_interrupted_run_is_resumed_with_a_command(
     assert runs.output_of(done) == {"log": ["a"], "answer": "yes"}
     with pytest.raises(RunConflictError, match="is success"):
         runs.resume(run.run_id, Command(resume="again"))
+
+
+def test_an_answer_to_a_question_the_run_no_longer_waits_on_is_refused(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """An answer read off a list of questions (the console, `approve` without --graph)
+    was queued for whatever the run waited on when it arrived: if another answer got
+    there first and the run went on to its next question, this answer went to that one
+    (an approval of a $50 gift card approved a wire transfer)."""
+    graph = graph_of(
+        saver,
+        ("gift", lambda s: {"log": [f"gift {interrupt('gift?')}"]}),
+        ("wire", lambda s: {"log": [f"wire {interrupt('wire?')}"]}),
+    )
+    worker = Worker(saver, [graph])
+    run = runs.create(graph, {"log": []})
+    worker.run_until_idle()
+    (gift,) = pending_approvals(saver, thread_id=run.thread_id, only_approvals=False)
+    runs.resume(run.run_id, Command(resume="yes"), question=gift.interrupt_id)  # ana's
+    worker.run_until_idle()
+    (wire,) = pending_approvals(saver, thread_id=run.thread_id, only_approvals=False)
+    with pytest.raises(RunConflictError, match="no longer waits on question"):
+        runs.resume(run.run_id, Command(resume="ok for the gift"), question=gift.interrupt_id)
+    assert runs.get(run.run_id).status is RunStatus.INTERRUPTED  # nothing was queued
+    runs.resume(run.run_id, Command(resume="no"), question=wire.interrupt_id)
+    (done,) = worker.run_until_idle()
+    assert runs.output_of(done) == {"log": ["gift yes", "wire no"]}
 
 
 def test_runs_of_a_thread_go_one_at_a_time_in_order(

@@ -2,19 +2,22 @@
 
 Each class docstring is its default message and says what to do. Driver errors
 (psycopg) are translated at one boundary, `translate_driver_error`, always with
-`raise ... from exc` so the original stays visible.
+`raise ... from exc` so the original stays visible. A named error that stands for a
+driver error upstream lets through is also that driver class, so code written for
+upstream (`except psycopg.OperationalError`) catches it; code of ours that catches
+driver errors re-raises ours untouched.
 
     DurableError
     ├── ConfigurationError
     │   ├── WrongSaverClassError          (also a NotImplementedError)
     │   ├── MissingExtraError             (also an ImportError)
-    │   ├── PoolClosedError
-    │   └── DatabaseUnreachableError
-    │       ├── PoolTimeoutError
-    │       │   └── PoolBusyError
+    │   ├── PoolClosedError               (also a psycopg_pool.PoolClosed)
+    │   └── DatabaseUnreachableError      (also a psycopg.OperationalError)
+    │       ├── PoolTimeoutError          (also a psycopg_pool.PoolTimeout)
+    │       │   └── PoolBusyError         (also a psycopg_pool.TooManyRequests)
     │       └── ConnectionLostError
     ├── SchemaError
-    │   ├── SchemaNotReadyError
+    │   ├── SchemaNotReadyError           (also a psycopg.errors.UndefinedTable)
     │   └── SchemaTooNewError
     ├── InvalidInputError                 (also a ValueError)
     │   ├── InvalidThreadIdError
@@ -26,9 +29,10 @@ Each class docstring is its default message and says what to do. Driver errors
     │   ├── InvalidEventError
     │   └── InvalidWebhookError
     ├── DatabaseTimeoutError
-    │   ├── LockTimeoutError
-    │   └── StatementTimeoutError
-    ├── TransactionConflictError
+    │   ├── LockTimeoutError              (also a psycopg.errors.LockNotAvailable)
+    │   └── StatementTimeoutError         (also a psycopg.errors.QueryCanceled)
+    ├── TransactionConflictError          (also a psycopg.errors.TransactionRollback)
+    ├── DatabaseResourceError             (also a psycopg.errors.InsufficientResources)
     ├── OutboxUnavailableError            (also a ConfigurationError)
     ├── OutboxRelayError
     ├── UnsafeRowError
@@ -59,6 +63,7 @@ from datetime import datetime
 
 import psycopg
 import psycopg.errors
+from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
 __all__ = [
     "ConfigurationError",
@@ -112,7 +117,13 @@ __all__ = [
 
 
 class DurableError(Exception):
-    """A langgraph-durable operation failed."""
+    """A langgraph-durable operation failed.
+
+    Where upstream's saver lets a psycopg error through, ours raises a named error that
+    is also that psycopg class (`DatabaseUnreachableError` is a `psycopg.OperationalError`,
+    `PoolTimeoutError` a `psycopg_pool.PoolTimeout`, `SchemaNotReadyError` an
+    `UndefinedTable`, ...): an `except` clause written for upstream catches ours too.
+    """
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (type(self).__doc__ or "").strip())
@@ -134,11 +145,11 @@ class MissingExtraError(ConfigurationError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
-class DatabaseUnreachableError(ConfigurationError):
+class DatabaseUnreachableError(ConfigurationError, psycopg.OperationalError):
     """The Postgres server cannot be reached; check the DSN, the host and that the server runs."""
 
 
-class PoolTimeoutError(DatabaseUnreachableError):
+class PoolTimeoutError(DatabaseUnreachableError, PoolTimeout):
     """No connection came from the pool within its timeout.
 
     Either the server cannot be reached (the pool could not open a connection) or every
@@ -147,7 +158,7 @@ class PoolTimeoutError(DatabaseUnreachableError):
     """
 
 
-class PoolBusyError(PoolTimeoutError):
+class PoolBusyError(PoolTimeoutError, TooManyRequests):
     """Too many calls already wait for a connection of the pool (its `max_waiting`).
 
     Nothing of the call was written. Give the pool more connections or a larger
@@ -156,7 +167,7 @@ class PoolBusyError(PoolTimeoutError):
     """
 
 
-class PoolClosedError(ConfigurationError):
+class PoolClosedError(ConfigurationError, PoolClosed):
     """The connection pool given to langgraph-durable is closed.
 
     Nothing of the call was written. Open the pool before the first call (`pool.open()`,
@@ -175,7 +186,7 @@ class DatabaseTimeoutError(DurableError):
     """Postgres cancelled a statement that waited or ran too long; nothing of it was written."""
 
 
-class LockTimeoutError(DatabaseTimeoutError):
+class LockTimeoutError(DatabaseTimeoutError, psycopg.errors.LockNotAvailable):
     """A statement waited longer than `lock_timeout` for a lock another session holds.
 
     Nothing of the call was written. Find the session holding the lock (`pg_locks` joined
@@ -184,7 +195,7 @@ class LockTimeoutError(DatabaseTimeoutError):
     """
 
 
-class StatementTimeoutError(DatabaseTimeoutError):
+class StatementTimeoutError(DatabaseTimeoutError, psycopg.errors.QueryCanceled):
     """A statement ran longer than `statement_timeout` and was cancelled.
 
     Nothing of the call was written. Try again when the server is less busy, or pass a
@@ -192,7 +203,7 @@ class StatementTimeoutError(DatabaseTimeoutError):
     """
 
 
-class TransactionConflictError(DurableError):
+class TransactionConflictError(DurableError, psycopg.errors.TransactionRollback):
     """Postgres aborted a transaction to break a deadlock or a serialization conflict with
     another session; that transaction was rolled back.
 
@@ -201,7 +212,7 @@ class TransactionConflictError(DurableError):
     """
 
 
-class DatabaseResourceError(DurableError):
+class DatabaseResourceError(DurableError, psycopg.errors.InsufficientResources):
     """Postgres ran out of a resource during a call (SQLSTATE class 53): disk space,
     memory, connections, or a configured limit such as `temp_file_limit`.
 
@@ -214,7 +225,7 @@ class SchemaError(DurableError):
     """The database schema does not match this version of langgraph-durable."""
 
 
-class SchemaNotReadyError(SchemaError):
+class SchemaNotReadyError(SchemaError, psycopg.errors.UndefinedTable):
     """The checkpoint tables do not exist yet: call `saver.setup()` once before using the saver."""
 
 
@@ -495,6 +506,8 @@ def translate_driver_error(
         timeouts: The `lock_timeout` / `statement_timeout` (milliseconds) this library set
             on the session, if any; others come from the DSN, the role or the database.
     """
+    if isinstance(exc, DurableError):
+        return None  # already named (ours are also psycopg's classes): raised as it is
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return LockTimeoutError(_timeout_message(exc, "lock_timeout", doing, timeouts))
     if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(

@@ -28,7 +28,12 @@ from psycopg import sql
 
 from langgraph_durable._db import cannot_connect, check_dsn
 from langgraph_durable._sql import QUERIES
-from langgraph_durable.errors import ConfigurationError, InvalidInputError, SchemaNotReadyError
+from langgraph_durable.errors import (
+    ConfigurationError,
+    DurableError,
+    InvalidInputError,
+    SchemaNotReadyError,
+)
 
 __all__ = ["app_role_privileges", "app_role_sql", "grant_app_role", "revoke_app_role"]
 
@@ -97,6 +102,8 @@ def _run(dsn: str, name: str, role: str, schema: str) -> None:
                     "can grant on them; connect as that role. Nothing was granted."
                 )
             conn.execute(statement)
+    except DurableError:
+        raise  # named above (ours are also psycopg's classes)
     except psycopg.errors.UndefinedObject as exc:
         raise ConfigurationError(
             f"Role {role!r} or schema {schema!r} does not exist; create the role first "

@@ -65,6 +65,7 @@ from langgraph_durable.errors import (
     ConfigurationError,
     ConnectionLostError,
     DatabaseUnreachableError,
+    DurableError,
     translate_driver_error,
 )
 
@@ -310,6 +311,8 @@ class AsyncConnectionSource:
                         if self.pipe is not None:
                             await self.pipe.sync()
         except psycopg.Error as exc:
+            if isinstance(exc, DurableError):
+                raise  # named already (ours are also psycopg's classes)
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):
                 named = connection_lost(exc, self.conn, doing)

@@ -67,6 +67,7 @@ from langgraph_durable.errors import (
     ConfigurationError,
     ConnectionLostError,
     DatabaseUnreachableError,
+    DurableError,
     translate_driver_error,
 )
 
@@ -309,6 +310,8 @@ class ConnectionSource:
                         if self.pipe is not None:
                             self.pipe.sync()
         except psycopg.Error as exc:
+            if isinstance(exc, DurableError):
+                raise  # named already (ours are also psycopg's classes)
             named = translate_driver_error(exc, doing=doing, timeouts=self.timeouts)
             if named is None and is_disconnect(exc):
                 named = connection_lost(exc, self.conn, doing)

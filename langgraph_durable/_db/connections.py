@@ -379,8 +379,9 @@ def check_autocommit(conn: Any) -> None:
 
 def is_disconnect(exc: BaseException) -> bool:
     """Whether an error means the connection died (server restart, idle kill, network)."""
-    if isinstance(exc, ConnectionLostError):
-        return True
+    if isinstance(exc, DurableError):
+        # Ours are named already (and also psycopg's classes): only a lost connection is one.
+        return isinstance(exc, ConnectionLostError)
     if not isinstance(exc, psycopg.OperationalError):
         return False
     if isinstance(exc, (PoolTimeout, PoolClosed, TooManyRequests)):

@@ -378,6 +378,8 @@ class OutboxRelay:
                 await self._serve(stop)
             except (psycopg.Error, ConnectionLostError) as exc:
                 if not is_disconnect(exc):
+                    if isinstance(exc, DurableError):
+                        raise  # named already (ours are also psycopg's classes)
                     raise _stopped_by(exc) from exc
                 logger.warning("outbox relay lost the database (%s); retrying", exc)
                 await self.aclose()

@@ -487,3 +487,42 @@ async def test_async_pools_without_dict_rows_work_as_with_upstream(fresh_db_dsn:
         async with pool.connection() as conn:
             assert conn.row_factory is tuple_row
             assert not conn.autocommit
+
+
+# --- errors an `except` written for upstream catches ----------------------------------------
+
+
+def test_an_except_written_for_upstream_catches_our_named_errors(fresh_db_dsn: str) -> None:
+    """Upstream lets psycopg's errors through; ours are named, and each is also the psycopg
+    class upstream raises in its place, so `except psycopg.OperationalError` (a server it
+    cannot reach), `except UndefinedTable` (before `setup()`), `except LockNotAvailable`
+    (a lock timeout) and `except psycopg_pool.PoolTimeout` keep working."""
+    config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    unreachable = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2"
+    for saver_class in (PostgresSaver, DurablePostgresSaver):
+        with (
+            pytest.raises(psycopg.OperationalError),
+            saver_class.from_conn_string(unreachable) as saver,
+        ):
+            saver.get_tuple(config)
+        with (
+            saver_class.from_conn_string(fresh_db_dsn) as saver,  # no setup() yet
+            pytest.raises(psycopg.errors.UndefinedTable),
+        ):
+            saver.get_tuple(config)
+    with DurablePostgresSaver.from_conn_string(fresh_db_dsn) as saver:
+        saver.setup()
+    with (
+        psycopg.connect(fresh_db_dsn) as holder,  # holds the table until the block ends
+        DurablePostgresSaver.from_conn_string(fresh_db_dsn, lock_timeout=0.05) as saver,
+    ):
+        holder.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            saver.get_tuple(config)
+    with (
+        psycopg_pool.ConnectionPool(
+            unreachable, min_size=0, max_size=1, timeout=0.5, open=True
+        ) as pool,
+        pytest.raises(psycopg_pool.PoolTimeout),
+    ):
+        DurablePostgresSaver(pool).get_tuple(config)

@@ -110,8 +110,8 @@ async def aresume_approval(
                     f"Thread {thread_id!r} belongs to run {run.run_id} of the run registry "
                     f"({run.status.value}): answer it through the run, "
                     f"`runs.resume({run.run_id!r}, Command(resume=answer))` (as the console "
-                    "and `langgraph-durable approve` without --graph do), so that a worker "
-                    "goes on with it and the run records how it ends. Nothing was sent."
+                    "and `langgraph-durable approvals approve` without --graph do), so that a "
+                    "worker goes on with it and the run records how it ends. Nothing was sent."
                 )
         return await _aanswer(graph, thread_id, checked, fenced, durability, interrupt_id)
 

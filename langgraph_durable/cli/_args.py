@@ -14,6 +14,8 @@ from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from typing import Any
 
+from langgraph_durable.runs import MAX_SECONDS
+
 __all__ = ["DSN_ENV", "MAX_COUNT", "WEB_SECRET_ENV", "parse_age", "parser"]
 
 DSN_ENV = "LANGGRAPH_DURABLE_DSN"
@@ -68,12 +70,16 @@ def _positive(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
+    """Seconds to wait: a finite number >= 0 and at most the registry's longest duration,
+    checked here, before a command that sends an answer and then waits has sent it."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"invalid seconds {text!r}: use a number >= 0")
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"invalid seconds {text!r}: use a number >= 0 and at most ten years"
+        )
     return value
 
 

@@ -41,6 +41,8 @@ from langgraph_durable.errors import (
     InvalidDecisionError,
     InvalidInputError,
     NotWaitingError,
+    RunConflictError,
+    ThreadBusyError,
     ThreadNotFoundError,
 )
 from langgraph_durable.ops import doctor, doctor_summary, list_threads, thread_diff, thread_history
@@ -470,7 +472,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         data["via"] = "graph"
         try:
             resume_approval(graph, args.thread, decision, interrupt_id=args.interrupt)
-        except (NotWaitingError, InvalidDecisionError):
+        except (NotWaitingError, InvalidDecisionError, RunConflictError, ThreadBusyError):
             raise  # checked before anything was sent
         except Exception as exc:  # the graph failed after the answer: as a run that failed
             data["error"] = f"{type(exc).__name__}: {exc}"

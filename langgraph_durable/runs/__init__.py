@@ -10,7 +10,7 @@ runs.wait_for(run.run_id).status                       # RunStatus.SUCCESS
 from langgraph_durable.runs._aregistry import AsyncRunRegistry
 from langgraph_durable.runs._aworker import AsyncWorker
 from langgraph_durable.runs._events import RUN_EVENTS
-from langgraph_durable.runs._model import GraphVersion, Run, RunStatus
+from langgraph_durable.runs._model import MAX_SECONDS, GraphVersion, Run, RunStatus
 from langgraph_durable.runs._registry import RunRegistry
 from langgraph_durable.runs._sleep import (
     adurable_sleep,
@@ -21,6 +21,7 @@ from langgraph_durable.runs._sleep import (
 from langgraph_durable.runs._worker import Worker
 
 __all__ = [
+    "MAX_SECONDS",
     "RUN_EVENTS",
     "AsyncRunRegistry",
     "AsyncWorker",

@@ -29,6 +29,7 @@ from langgraph_durable import (
     DurablePostgresSaver,
     GraphVersion,
     RunRegistry,
+    RunStatus,
     UnsafeRowError,
     Worker,
     effect,
@@ -358,6 +359,16 @@ def test_approvals_are_answered_through_the_run_and_its_authorize_hook(
             done.set()
             helper.join()
 
+    # Refused before anything is sent: the graph run here would leave the registry's run
+    # interrupted for good; a wait no timer can hold was found only after the answer went.
+    dana = ("approvals", "approve", run.thread_id, "--approver", "dana")
+    code, _, err = cli(capsys, dsn, *dana, "--graph", "test_cli_operator:approving")
+    assert code == 1
+    assert f"belongs to run {run.run_id}" in err
+    with pytest.raises(SystemExit) as usage:
+        cli(capsys, dsn, *dana, "--timeout", "400000000")
+    assert usage.value.code == 2
+    assert runs.get(run.run_id).status is RunStatus.INTERRUPTED
     code, answer, _ = work_then_answer("approvals", "approve", run.thread_id, "--approver", "eve")
     assert (code, answer["accepted"]) == (1, False)
     assert "eve is not a manager" in answer["refused"]

@@ -1192,6 +1192,30 @@ WHERE thread_id = %(thread_id)s
     AND status IN ('pending', 'running', 'deferred', 'blocked')
 ORDER BY created_at, run_id
 
+-- name: thread_question_run
+-- The run of the registry a thread's waiting question belongs to: a run of the thread on
+-- its way (the oldest), else the interrupted run that wrote the thread's latest root
+-- checkpoint (LangGraph copies the run id into the metadata). Nothing for a plain thread.
+SELECT * FROM (
+    SELECT r.*, 0 AS rank FROM langgraph_durable_runs r
+    WHERE r.thread_id = %(thread_id)s
+        AND r.status IN ('pending', 'running', 'deferred', 'blocked')
+    UNION ALL
+    SELECT r.*, 1 AS rank FROM langgraph_durable_runs r
+    WHERE r.status = 'interrupted'
+        AND r.thread_id = %(thread_id)s
+        AND r.run_id = (
+            SELECT latest.metadata ->> 'run_id' FROM checkpoints latest
+            WHERE latest.thread_id = %(thread_id)s
+                AND latest.checkpoint_ns >= '' AND latest.checkpoint_ns <= ''
+            ORDER BY latest.thread_id DESC, latest.checkpoint_ns DESC,
+                latest.checkpoint_id DESC
+            LIMIT 1
+        )
+) AS found
+ORDER BY rank, created_at, run_id
+LIMIT 1
+
 -- name: run_insert
 INSERT INTO langgraph_durable_runs (
     run_id, thread_id, graph_name, graph_version, status, multitask_strategy, durability,

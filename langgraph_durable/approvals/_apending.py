@@ -9,7 +9,7 @@ Only I/O lives here: the types and decisions are in `_waiting.py` and `_node.py`
 from __future__ import annotations
 
 import builtins
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
@@ -89,7 +89,7 @@ async def aresume_approval(
     if fence_of(run_config) is not None or not isinstance(saver, AsyncDurablePostgresSaver):
         return await _aanswer(graph, thread_id, checked, run_config, durability, interrupt_id)
     # Imported here: the run registry imports this package.
-    from langgraph_durable.runs import AsyncRunRegistry, RunStatus
+    from langgraph_durable.runs import AsyncRunRegistry
 
     registry = AsyncRunRegistry(saver)
     async with registry.aexclusive(thread_id, lease_seconds=lease_seconds) as leased:
@@ -100,19 +100,15 @@ async def aresume_approval(
         # A question a run of the registry asked is that run's to go on with: answered
         # here, the graph ran in this process while the run stayed `interrupted` for good
         # (and could no longer be resumed).
-        runs = await registry.alist(thread_id=thread_id, limit=1)
-        if runs and (not runs[0].finished or runs[0].status is RunStatus.INTERRUPTED):
-            run = runs[0]
-            state = await graph.aget_state(cast(RunnableConfig, fenced))
-            asked_here = state.config.get("configurable", {}).get("checkpoint_id")
-            if not run.finished or await registry.alatest_checkpoint(run) == asked_here:
-                raise RunConflictError(
-                    f"Thread {thread_id!r} belongs to run {run.run_id} of the run registry "
-                    f"({run.status.value}): answer it through the run, "
-                    f"`runs.resume({run.run_id!r}, Command(resume=answer))` (as the console "
-                    "and `langgraph-durable approvals approve` without --graph do), so that a "
-                    "worker goes on with it and the run records how it ends. Nothing was sent."
-                )
+        holder = await registry.aquestion_holder(thread_id)
+        if holder is not None:
+            raise RunConflictError(
+                f"Thread {thread_id!r} belongs to run {holder.run_id} of the run registry "
+                f"({holder.status.value}): answer it through the run, "
+                f"`runs.resume({holder.run_id!r}, Command(resume=answer))` (as the console "
+                "and `langgraph-durable approvals approve` without --graph do), so that a "
+                "worker goes on with it and the run records how it ends. Nothing was sent."
+            )
         return await _aanswer(graph, thread_id, checked, fenced, durability, interrupt_id)
 
 

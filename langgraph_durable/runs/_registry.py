@@ -259,6 +259,15 @@ class RunRegistry:
         with self._source.connection("listing runs") as conn:
             return [run_of(r, self.serde) for r in _rows(conn, QUERIES["run_list"], params)]
 
+    def question_holder(self, thread_id: str) -> Run | None:
+        """The run a thread's waiting question belongs to: one of the thread's runs on its
+        way, else the interrupted run that asked it (whatever newer runs came and went);
+        None for a thread no run of the registry holds. Such a question is answered
+        through `resume` of that run, not by running the graph elsewhere."""
+        with self._source.connection("finding the run a question belongs to") as conn:
+            found = _rows(conn, QUERIES["thread_question_run"], {"thread_id": thread_id})
+        return run_of(found[0], self.serde) if found else None
+
     def cancel(self, run_id: str) -> Run:
         """Cancel a run that has not finished; a running one loses its thread at once.
 
@@ -305,6 +314,11 @@ class RunRegistry:
         run = self.get(run_id)
         with self._source.connection("queueing a run again") as conn, conn.transaction():
             _rows(conn, QUERIES["thread_lease_row"], {"thread_id": run.thread_id})
+            # Read again under the thread's lock: read before it, a run seen `pending` or
+            # `running` may since have stopped at its next question, and an answer meant
+            # for the one before would be queued for that one.
+            (row,) = _rows(conn, QUERIES["run_get"], {"run_id": run_id})
+            run = run_of(row, self.serde)
             encoded = stored(self.serde, input) if give_input else (None, None)
             latest = self._latest_checkpoint(conn, run)
             if waiting_answer:

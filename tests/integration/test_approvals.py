@@ -131,6 +131,13 @@ def test_a_question_a_registry_run_asked_is_answered_through_the_run(
     decision = {"approved": True, "approver": "manager-ana"}
     with pytest.raises(RunConflictError, match=f"belongs to run {run.run_id}"):
         resume_approval(graph, run.thread_id, decision)
+    # A newer run of the thread, cancelled before it ran, does not hide the one that asked.
+    newer = runs.create(version, {"log": []}, thread_id=run.thread_id)
+    with pytest.raises(RunConflictError, match=f"belongs to run {newer.run_id}"):
+        resume_approval(graph, run.thread_id, decision)  # on its way: it holds the thread
+    runs.cancel(newer.run_id)
+    with pytest.raises(RunConflictError, match=f"belongs to run {run.run_id}"):
+        resume_approval(graph, run.thread_id, decision)
     assert runs.get(run.run_id).status is RunStatus.INTERRUPTED
     assert len(pending_approvals(saver, thread_id=run.thread_id)) == 1  # nothing was sent
     (asked,) = pending_approvals(saver, thread_id=run.thread_id)

@@ -34,6 +34,7 @@ from langgraph_durable import (
     GraphVersion,
     InvalidInputError,
     RetryLater,
+    Run,
     RunConflictError,
     RunNotFoundError,
     RunRegistry,
@@ -152,7 +153,18 @@ def test_an_answer_to_a_question_the_run_no_longer_waits_on_is_refused(
     worker.run_until_idle()
     (gift,) = pending_approvals(saver, thread_id=run.thread_id, only_approvals=False)
     runs.resume(run.run_id, Command(resume="yes"), question=gift.interrupt_id)  # ana's
+    read_before = runs.get(run.run_id)  # what bob's call read, before the thread's lock
+    assert read_before.status is RunStatus.PENDING
     worker.run_until_idle()
+
+    class ReadBeforeTheWorker(RunRegistry):
+        def get(self, run_id: str) -> Run:
+            return read_before
+
+    with pytest.raises(RunConflictError, match="no longer waits on question"):
+        ReadBeforeTheWorker(saver).resume(
+            run.run_id, Command(resume="ok for the gift"), question=gift.interrupt_id
+        )
     (wire,) = pending_approvals(saver, thread_id=run.thread_id, only_approvals=False)
     with pytest.raises(RunConflictError, match="no longer waits on question"):
         runs.resume(run.run_id, Command(resume="ok for the gift"), question=gift.interrupt_id)

@@ -167,7 +167,8 @@ class NamespaceOrigins:
     def __init__(self, table: OwnerTable | None = None) -> None:
         self._table = OWNERS if table is None else table
         self._found: dict[tuple[str, str], Origin] = {}
-        self._renamed: dict[tuple[str, str], str] = {}
+        # Per (thread, parent task's namespace): its subgraphs' namespaces put back.
+        self._renamed: dict[tuple[str, str], dict[str, str]] = {}
         self._table.on_drop(self._forget)
 
     def enter(
@@ -183,20 +184,31 @@ class NamespaceOrigins:
         started, over all its attempts; `parent` is this attempt's scratchpad, `counter`
         the object all its attempts share. Kept while `parent` lives."""
         with self._table.lock:
+            group = (thread_id, parent_namespace)
             index = level
             if counter is not None:
                 first_of_all: dict[str, int] = self._table.slot(counter, _BASE_LEVEL, dict)
+                if not first_of_all:
+                    # A new execution of the parent task (its task id comes back after an
+                    # interrupt, a retried run): what earlier ones put back is not its own.
+                    self._renamed.pop(group, None)
                 first_here: dict[str, int] = self._table.slot(parent, _FIRST_LEVEL, dict)
                 base = first_of_all.setdefault("level", level)
                 index = level - (first_here.setdefault("level", level) - base)
+                if index < 0:
+                    # Subgraphs of one attempt started at once, in another order than the
+                    # numbers LangGraph gave them: left as numbered (they need key=, as
+                    # effects called at once in one node do).
+                    index = level
             namespace = parent_namespace if level == 0 else f"{parent_namespace}|{level}"
             normalized = self.normalize(thread_id, parent_namespace)
             if index:
                 normalized = f"{normalized}|{index}"
             found, renamed = self._table.slot(parent, self, _Mine.empty)
-            if normalized != namespace:
-                key = (thread_id, namespace)
-                renamed[key] = self._renamed[key] = normalized
+            if level:
+                # Recorded even when unchanged: the newest entry of a namespace wins.
+                renamed[(group, namespace)] = normalized
+                self._renamed.setdefault(group, {})[namespace] = normalized
             if index == 0:
                 # As before retries were undone: only a task's first subgraph carries its
                 # origin (the later ones' numbers tell them apart).
@@ -214,8 +226,9 @@ class NamespaceOrigins:
             levels = namespace.split("|")
             out: list[str] = []
             for i, level in enumerate(levels):
-                if level.isdigit():
-                    renamed = self._renamed.get((thread_id, "|".join(levels[: i + 1])))
+                if i and level.isdigit():
+                    group = self._renamed.get((thread_id, "|".join(levels[:i])))
+                    renamed = group.get("|".join(levels[: i + 1])) if group else None
                     if renamed is not None:
                         out = renamed.split("|")
                         continue
@@ -232,17 +245,22 @@ class NamespaceOrigins:
         mine: _Mine | None = slots.get(self)
         if mine is None:
             return
-        for table, kept in ((self._found, mine.found), (self._renamed, mine.renamed)):
-            for key, value in kept.items():
-                if table.get(key) is value:
-                    del table[key]
+        for key, origin in mine.found.items():
+            if self._found.get(key) is origin:
+                del self._found[key]
+        for (group, namespace), normalized in mine.renamed.items():
+            names = self._renamed.get(group)
+            if names is not None and names.get(namespace) is normalized:
+                del names[namespace]
+                if not names:
+                    del self._renamed[group]
 
 
 class _Mine(NamedTuple):
     """What one parent task execution recorded: origins, and namespaces put back."""
 
     found: dict[tuple[str, str], Origin]
-    renamed: dict[tuple[str, str], str]
+    renamed: dict[tuple[tuple[str, str], str], str]
 
     @classmethod
     def empty(cls) -> _Mine:

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Durability, RetryPolicy
+from langgraph.types import Command, Durability, RetryPolicy, interrupt
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
@@ -167,3 +167,45 @@ async def test_an_async_retried_node_s_subgraphs_act_once(db_dsn: str) -> None:
     assert scenario.attempts == 2
     assert len(scenario.acted) == 2
     assert events_of(db_dsn, thread) == ["sub0", "sub1"]
+
+
+def test_a_later_execution_of_the_task_keeps_its_own_subgraph_numbers(
+    saver: DurablePostgresSaver,
+) -> None:
+    """After a retry, the task is interrupted and resumed in the same process: the resume
+    is a new execution under the same task id, and what the retried attempt's numbers
+    were put back to must not rename the new execution's subgraphs (its second call got
+    the first's key and never acted). Under "exit": under "sync" and "async" LangGraph
+    itself (1.2) resumes the second subgraph from the checkpoints the retried attempt's
+    first subgraph left under the same number, and never runs it."""
+    mode: Durability = "exit"
+    acted: list[str] = []
+
+    @effect(name="retries.charge")
+    def charge(what: str) -> str:
+        acted.append(what)
+        return f"charged for {what}"
+
+    def work(state: State) -> State:
+        return {"log": [charge(state["log"][-1])]}
+
+    sub = one_node_graph("work", work)
+    attempts: list[int] = []
+
+    def outer(state: State) -> State:
+        attempts.append(1)
+        log = sub.invoke({"log": ["deposit"]})["log"][-1:]
+        if len(attempts) == 1:
+            raise RuntimeError("transient")
+        interrupt("charge the balance too?")
+        return {"log": log + sub.invoke({"log": ["balance"]})["log"][-1:]}
+
+    builder = StateGraph(State)
+    builder.add_node("outer", outer, retry_policy=RETRY)
+    builder.add_edge(START, "outer")
+    graph = builder.compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": f"retries-{uuid.uuid4()}"}}
+    graph.invoke({"log": []}, config, durability=mode)
+    result = graph.invoke(Command(resume="yes"), config, durability=mode)
+    assert result["log"][-2:] == ["charged for deposit", "charged for balance"]
+    assert acted == ["deposit", "balance"]

@@ -123,3 +123,31 @@ def test_entries_of_ended_executions_go() -> None:
     assert origins.normalize("t", "outer:a|1|in:b") == "outer:a|1|in:b"
     assert origins.find("t", "outer:a") is None
     assert len(table) <= 4
+
+
+def test_a_new_execution_of_a_task_does_not_inherit_an_earlier_one_s_numbers() -> None:
+    """The same task id comes back (a resume after an interrupt): what a retry of the
+    earlier execution put back must not rename the new one's subgraphs, seen or not."""
+    origins = NamespaceOrigins(OwnerTable())
+    earlier, first, second = Counter(), Scratchpad(), Scratchpad()
+    origins.enter("t", "outer:a", 0, ("outer", 1, ()), first, earlier)
+    origins.enter("t", "outer:a", 1, ("outer", 1, ()), second, earlier)
+    origins.enter("t", "outer:a", 2, ("outer", 1, ()), second, earlier)
+    assert origins.normalize("t", "outer:a|2|in:b") == "outer:a|1|in:b"
+    later, resumed = Counter(), Scratchpad()
+    origins.enter("t", "outer:a", 0, ("outer", 1, ()), resumed, later)
+    assert origins.normalize("t", "outer:a|1|in:b") == "outer:a|1|in:b"  # never entered
+    origins.enter("t", "outer:a", 1, ("outer", 1, ()), resumed, later)
+    assert origins.normalize("t", "outer:a|1|in:b") == "outer:a|1|in:b"
+    assert origins.normalize("t", "outer:a|2|in:b") == "outer:a|2|in:b"
+
+
+def test_subgraphs_of_an_attempt_entered_out_of_order_keep_their_numbers() -> None:
+    origins = NamespaceOrigins(OwnerTable())
+    counter, first, second = Counter(), Scratchpad(), Scratchpad()
+    for level in (0, 1):
+        origins.enter("t", "outer:a", level, ("outer", 1, ()), first, counter)
+    origins.enter("t", "outer:a", 3, ("outer", 1, ()), second, counter)  # before 2
+    origins.enter("t", "outer:a", 2, ("outer", 1, ()), second, counter)
+    assert origins.normalize("t", "outer:a|3|in:b") == "outer:a|in:b"
+    assert origins.normalize("t", "outer:a|2|in:b") == "outer:a|2|in:b"  # never |-1

@@ -120,9 +120,11 @@ class DurableError(Exception):
     """A langgraph-durable operation failed.
 
     Where upstream's saver lets a psycopg error through, ours raises a named error that
-    is also that psycopg class (`DatabaseUnreachableError` is a `psycopg.OperationalError`,
-    `PoolTimeoutError` a `psycopg_pool.PoolTimeout`, `SchemaNotReadyError` an
-    `UndefinedTable`, ...): an `except` clause written for upstream catches ours too.
+    is also that psycopg class, or its parent (`DatabaseUnreachableError` is a
+    `psycopg.OperationalError`, `PoolTimeoutError` a `psycopg_pool.PoolTimeout`,
+    `SchemaNotReadyError` an `UndefinedTable`, `TransactionConflictError` a
+    `TransactionRollback`, ...): an `except` clause written for upstream catches ours
+    too. The README lists them.
     """
 
     def __init__(self, message: str | None = None) -> None:

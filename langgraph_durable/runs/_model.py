@@ -344,6 +344,16 @@ def new_run_params(
             f"config must be a RunnableConfig (a dict such as {{'configurable': {{...}}}}), "
             f"got {type(config).__name__}; nothing was created."
         )
+    ignored = sorted(str(k) for k in (config or {}) if k != "configurable")
+    if ignored:
+        # Only `configurable` is stored with the run; anything else was dropped without a
+        # word (a `recursion_limit` the run then did not have).
+        raise InvalidInputError(
+            f"config sets {', '.join(ignored)}: a run stores only config's configurable "
+            "values (pass metadata= for metadata); set the rest on the graph itself "
+            "(graph.with_config(recursion_limit=...)) before giving it to the worker. "
+            "Nothing was created."
+        )
     found = (config or {}).get("configurable")
     if found is not None and not isinstance(found, Mapping):
         raise InvalidInputError(

@@ -1110,10 +1110,12 @@ def test_bad_run_requests_are_named_before_anything_is_written(
         ({"timeout": -1}, "timeout"),
         ({"config": {"configurable": {"thread_id": "x"}}}, "worker sets itself"),
         ({"config": {"configurable": {"when": object()}}}, "JSON values"),
+        ({"config": {"recursion_limit": 5, "tags": ["x"]}}, "recursion_limit, tags"),
         ({"version": ""}, "version"),
     ]:
         with pytest.raises(InvalidInputError, match=match):
             runs.create(graph if "version" not in bad else graph.name, {"log": []}, **bad)
+    assert runs.list(graph_name=graph.name) == []  # nothing was created
     with pytest.raises(RunNotFoundError):
         runs.get("no-such-run")
 

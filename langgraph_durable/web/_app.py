@@ -121,6 +121,7 @@ class Console:
             loader=FileSystemLoader(Path(__file__).parent / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
         )
+        self.env.filters["redact"] = views.redacted  # every error text a page shows
         self.registry = AsyncRunRegistry(self.saver)
         journal = journal_of(self.saver)
         assert isinstance(journal, AsyncEffectJournal)

@@ -29,6 +29,7 @@ __all__ = [
     "human_age",
     "node_of_task_path",
     "question_token",
+    "redacted",
     "shown_error",
     "timeline",
 ]
@@ -206,10 +207,23 @@ SHOWN_ERROR_MAX = 300
 _PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 
 
+class _StoredText(Exception):
+    """Carries a stored error text through `error_text`, the one rule for URLs in errors."""
+
+
+def redacted(text: str | None) -> str:
+    """Error text as a page may show it (the `redact` filter of every template): each URL
+    cut to its scheme and host (`https://***@host/…`) and each `password=...` hidden. An
+    error a node raised, or an effect's receiver, may quote a DSN or a webhook URL; the
+    registry and the journal store it as it was, and pages never show a password."""
+    if not text:
+        return ""
+    shown = error_text(_StoredText(text)).removeprefix(f"{_StoredText.__name__}: ")
+    return _PASSWORD.sub(r"\1***", shown)
+
+
 def shown_error(error: BaseException) -> str:
-    """`Type: message` of an error a graph raised, as a page may show it: cut to
-    `SHOWN_ERROR_MAX` characters, each URL cut to its scheme and host and each
-    `password=...` hidden. A node's error may quote a DSN or a webhook URL, and pages never
-    show a password."""
-    text = _PASSWORD.sub(r"\1***", error_text(error))
+    """`Type: message` of an error a graph raised, as a page may show it: `redacted`, cut
+    to `SHOWN_ERROR_MAX` characters."""
+    text = redacted(f"{type(error).__name__}: {error}")
     return text if len(text) <= SHOWN_ERROR_MAX else text[:SHOWN_ERROR_MAX] + "…"

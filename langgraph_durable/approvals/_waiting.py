@@ -29,6 +29,7 @@ __all__ = [
     "approval_hooks",
     "approval_to_answer",
     "asked_again",
+    "hooks_by_node",
     "pending_from_rows",
     "refusal_for",
     "refusal_of",
@@ -272,13 +273,23 @@ def approval_hooks(
     node asked it, whose hooks are not in `graph`'s own builder (the node still judges the
     answer when it resumes).
     """
-    nodes = getattr(getattr(graph, "builder", None), "nodes", None)
     found = waiting_approval(state, interrupt_id)
-    if not isinstance(nodes, Mapping) or found is None:
-        return None
-    spec = nodes.get(found[0].name)
-    runnable = getattr(spec, "runnable", spec)
-    return hooks_of(getattr(runnable, "func", runnable))
+    return None if found is None else hooks_by_node(graph).get(found[0].name)
+
+
+def hooks_by_node(graph: Any) -> dict[str, ApprovalHooks]:
+    """The nodes of `graph`'s own builder made by `approval_node`, with their hooks (none
+    for a graph that is not a compiled `StateGraph`)."""
+    nodes = getattr(getattr(graph, "builder", None), "nodes", None)
+    if not isinstance(nodes, Mapping):
+        return {}
+    found: dict[str, ApprovalHooks] = {}
+    for name, spec in nodes.items():
+        runnable = getattr(spec, "runnable", spec)
+        hooks = hooks_of(getattr(runnable, "func", runnable))
+        if hooks is not None:
+            found[name] = hooks
+    return found
 
 
 def refusal_for(

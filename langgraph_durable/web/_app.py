@@ -11,8 +11,9 @@ the answer again when it arrives (authorize, revalidate), as for any other calle
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from langgraph_durable.approvals import (
     refusal_for,
     validate_decision,
 )
+from langgraph_durable.approvals._waiting import hooks_by_node
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.effects import AsyncEffectJournal, journal_of
 from langgraph_durable.errors import (
@@ -96,6 +98,9 @@ NOTICES = {
 }
 
 
+MayResolve = Callable[[str], "bool | Awaitable[bool]"]
+
+
 @dataclass(frozen=True)
 class GivenGraph:
     """A graph given to `create_app`, with its name and, for a `GraphVersion`, version."""
@@ -112,7 +117,7 @@ class Console:
     authenticate: Authenticate | None
     read_only: bool
     secret: bytes
-    may_resolve: Callable[[str], bool] | None
+    may_resolve: MayResolve | None
     title: str
     env: Environment = field(init=False)
 
@@ -185,6 +190,15 @@ class Console:
     def back_to(self, request: Request, name: str, notice: str, **query: str) -> Response:
         return RedirectResponse(link(request, name, notice=notice, **query), status_code=303)
 
+    async def may_resolve_effects(self, user: str) -> bool:
+        """Whether `may_resolve` (sync or async, as `authenticate`) lets `user` resolve."""
+        if self.may_resolve is None:
+            return True
+        allowed = self.may_resolve(user)
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        return bool(allowed)
+
     # -- graphs ----------------------------------------------------------------------------
 
     async def graph_for(
@@ -238,6 +252,15 @@ def _graphs(graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion]) -> list
                 f"create_app(graphs=...) takes compiled graphs or GraphVersions; got a "
                 f"{type(graph).__name__}. Compile it with the console's saver first."
             )
+        for node, hooks in hooks_by_node(found[-1].graph).items():
+            if inspect.iscoroutinefunction(hooks.authorize):
+                # The node calls it without awaiting (a coroutine is never True: everyone
+                # refused), and the console would have to guess what it says.
+                raise ConfigurationError(
+                    f"The authorize hook of approval node {node!r} (graph "
+                    f"{found[-1].name!r}) is an async function; approval nodes call it "
+                    "inside the node, where it cannot be awaited. Make it a plain function."
+                )
     return found
 
 
@@ -524,7 +547,7 @@ async def effects(console: Console, request: Request) -> Response:
 
 async def resolve(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
-    if console.may_resolve is not None and not console.may_resolve(user):
+    if not await console.may_resolve_effects(user):
         raise Refused(403, f"{user} may not resolve effects. Nothing was changed.")
     key = text_field(form, "key", "The effect key")
     how = form.get("how")
@@ -578,7 +601,7 @@ def create_app(
     authenticate: Authenticate | None = None,
     read_only: bool = False,
     secret_key: bytes | str | None = None,
-    may_resolve: Callable[[str], bool] | None = None,
+    may_resolve: MayResolve | None = None,
     title: str = "langgraph-durable",
 ) -> Starlette:
     """The console as an ASGI app: mount it in your app, or serve it with `serve()`.
@@ -594,8 +617,8 @@ def create_app(
         read_only: Show, never change: every form is hidden and every POST refused.
         secret_key: Signs the CSRF tokens; give the same one to every process behind a
             load balancer (default: random per process).
-        may_resolve: `user -> bool`: who may resolve unknown effects (default: any
-            signed-in user).
+        may_resolve: `user -> bool` (may be async): who may resolve unknown effects
+            (default: any signed-in user).
         title: Shown in the page header.
     """
     if not isinstance(saver, AsyncDurablePostgresSaver):

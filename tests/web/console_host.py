@@ -193,6 +193,7 @@ def host_app(
     read_only: bool = False,
     with_auth: bool = True,
     started: threading.Event | None = None,
+    may_resolve: Any = None,
 ) -> Starlette:
     """The user's app: /login, and the console at /console, opened with the app."""
     app = Starlette(routes=[Route("/login", login_form), Route("/login", login, methods=["POST"])])
@@ -216,6 +217,7 @@ def host_app(
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,
                 secret_key=SECRET,
+                may_resolve=may_resolve,
             )
             app.router.routes.append(Mount("/console", app=console))
             if started is not None:

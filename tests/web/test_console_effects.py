@@ -7,6 +7,7 @@ import html
 import re
 
 from console_host import USER_COOKIE
+from console_world import client_for
 from starlette.testclient import TestClient
 
 from langgraph_durable import DurablePostgresSaver
@@ -104,3 +105,25 @@ def test_a_form_shown_to_one_user_does_not_act_for_the_next_in_that_browser(
     assert row(world, "charge:7") == (EffectStatus.UNKNOWN, 1)
     status, text = resolve(ana, forms(ana.get("/console/effects").text)[0], how="allow_retry")
     assert status == 303, text  # lead-bo's own page
+
+
+async def ops_only(user: str) -> bool:
+    """An async `may_resolve` (a lookup in a staff directory, say)."""
+    return user == "ops-lead"
+
+
+def test_an_async_may_resolve_hook_is_awaited_and_refuses_whom_it_says(world: str) -> None:
+    """The hook's coroutine was once taken for its answer: a coroutine is truthy, so every
+    signed-in user could resolve effects."""
+    unknown(world, "charge:6")
+    for intern in client_for(world, "intern", may_resolve=ops_only):
+        status, text = resolve(
+            intern, forms(intern.get("/console/effects").text)[0], how="failed", reason="x"
+        )
+        assert status == 403, text
+        assert "intern may not resolve effects. Nothing was changed." in text
+    assert row(world, "charge:6") == (EffectStatus.UNKNOWN, 1)
+    for lead in client_for(world, "ops-lead", may_resolve=ops_only):
+        status, text = resolve(lead, forms(lead.get("/console/effects").text)[0], how="allow_retry")
+        assert status == 303, text
+    assert row(world, "charge:6") == (EffectStatus.RETRY_WAIT, 1)

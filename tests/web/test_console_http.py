@@ -25,14 +25,17 @@ from graphs import application_graph
 from starlette.testclient import TestClient
 
 from langgraph_durable import (
+    AsyncDurablePostgresSaver,
     DurablePostgresSaver,
     GraphVersion,
     RunRegistry,
     RunStatus,
     Worker,
 )
-from langgraph_durable.approvals import pending_approvals
+from langgraph_durable.approvals import ApprovalDecision, add_approval_before, pending_approvals
 from langgraph_durable.effects import EffectJournal, journal_of
+from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.web import create_app
 
 
 def count(dsn: str, sql: str) -> int:
@@ -489,3 +492,23 @@ def test_the_applications_own_types_are_shown_without_its_code(
     assert page.status_code == 200
     assert f'"__class__": "{module}.Deal"' in html.unescape(page.text)
     assert module not in sys.modules  # shown from the stored fields, never imported
+
+
+def test_an_async_authorize_hook_is_refused_when_the_console_is_made(world: str) -> None:
+    """The approval node calls `authorize` without awaiting it, so an async one refuses
+    everyone when the answer arrives; the console refuses the graph at once, saying so,
+    instead of guessing what the hook would say."""
+
+    async def only_cfo(state: Any, decision: ApprovalDecision) -> bool:
+        return decision.approver == "cfo"
+
+    builder = recheck_builder()
+    builder.add_node("pay", lambda state: {})
+    add_approval_before(builder, "pay", request=lambda s: {}, authorize=only_cfo)
+
+    async def make() -> None:
+        async with AsyncDurablePostgresSaver.from_conn_string(world) as saver:
+            create_app(saver, graphs=[builder.compile(checkpointer=saver)])
+
+    with pytest.raises(ConfigurationError, match="authorize hook of approval node 'approve_pay'"):
+        asyncio.run(make())

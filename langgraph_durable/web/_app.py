@@ -203,27 +203,55 @@ class Console:
 
     async def graph_for(
         self, thread_id: str, run: Run | None
-    ) -> tuple[Pregel[Any, Any, Any, Any], Any] | None:
-        """The given graph the thread waits in, with its state (None: none fits).
+    ) -> tuple[Pregel[Any, Any, Any, Any], Any] | str:
+        """The given graph the thread waits in, with its state; or why none is used.
 
-        For a registry run, the `GraphVersion` it is pinned to (name and version) is tried
-        first, then others of its name: a worker resumes it with that version, so its hooks
-        are the ones to ask."""
+        A registry run names its graph: the `GraphVersion` it is pinned to (name and
+        version) is tried first, then others of its name (a worker resumes it with that
+        version, so its hooks are the ones to ask); never a graph of another name. A
+        thread the registry never ran names none: a graph fits if it has every node the
+        thread waits at, and when several fit the console refuses to guess. Graphs share
+        node names (`add_approval_before` names every guard `approve_<target>`), and the
+        wrong one's `authorize` hook would judge the answer and its nodes would run."""
         config: Any = {"configurable": {"thread_id": thread_id}}
-        candidates = self.graphs
         if run is not None:
             pinned = [
                 g for g in self.graphs if (g.name, g.version) == (run.graph_name, run.graph_version)
             ]
             named = [g for g in self.graphs if g.name == run.graph_name and g not in pinned]
-            candidates = pinned + named or candidates
+            candidates = pinned + named
+        else:
+            candidates = list({id(g.graph): g for g in self.graphs}.values())
+        fits: list[tuple[GivenGraph, Any]] = []
         for given in candidates:
-            graph = given.graph
-            state = await graph.aget_state(config)
+            try:
+                state = await given.graph.aget_state(config)
+            except DatabaseUnreachableError:
+                raise
+            except Exception as exc:  # this thread's state, not the page: say why
+                logger.exception("Cannot read the state of thread %r", thread_id)
+                return f"cannot read the thread's state: {views.shown_error(exc)}"
             waiting = [t for t in state.tasks if t.interrupts]
-            if waiting and all(t.name in graph.nodes for t in waiting):
-                return graph, state
-        return None
+            if waiting and all(t.name in given.graph.nodes for t in waiting):
+                if run is not None:
+                    return given.graph, state
+                fits.append((given, state))
+        if run is not None:
+            return (
+                f"its run's graph {run.graph_name!r} (version {run.graph_version!r}) was not "
+                "given to the console, or the thread does not wait in it"
+            )
+        if not fits:
+            return "the console was given no graph that this thread waits in"
+        if len(fits) > 1:
+            names = ", ".join(f"graphs[{self.graphs.index(g)}] ({_label(g)})" for g, _ in fits)
+            return (
+                f"ambiguous: the given graphs {names} all have the nodes this thread waits "
+                "at, and a thread the run registry never ran does not say which graph it "
+                "runs in. Give the console only the graph that runs such threads, or run "
+                "them through the run registry (a run names its GraphVersion)"
+            )
+        return fits[0][0].graph, fits[0][1]
 
     async def latest_run(self, thread_id: str) -> Run | None:
         found = await self.registry.alist(thread_id=thread_id, limit=1)
@@ -238,6 +266,11 @@ def link(request: Request, name: str, **query: Any) -> str:
     base = str(request.scope.get("root_path") or "").rstrip("/")
     text = urlencode({k: v for k, v in query.items() if v is not None})
     return f"{base}{path}" + (f"?{text}" if text else "")
+
+
+def _label(given: GivenGraph) -> str:
+    """A given graph as a page names it: its name, and its version if it has one."""
+    return repr(given.name) + (f" version {given.version!r}" if given.version else "")
 
 
 def _graphs(graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion]) -> list[GivenGraph]:
@@ -282,8 +315,8 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
     why_not: str | None
     if not pending.is_approval:
         why_not = "asked by a plain interrupt(), not an approval node: answer it from code"
-    elif found is None:
-        why_not = "the console was given no graph that this thread waits in"
+    elif isinstance(found, str) or found is None:
+        why_not = found
     else:
         why_not = await why_not_answerable(console, pending, run)
         if why_not is None and user is not None:
@@ -361,12 +394,10 @@ async def answer(console: Console, request: Request) -> Response:
     raw = decision_input(user, form)
     before = await _same_question(console, thread_id, token)
     run = await console.latest_run(thread_id) if thread_id else None
-    found = await console.graph_for(thread_id, run) if thread_id else None
-    if found is None:
+    found = await console.graph_for(thread_id, run)
+    if isinstance(found, str):
         raise Refused(
-            409,
-            f"Thread {thread_id!r} waits in no graph this console was given, so it cannot be "
-            "answered from here. Nothing was sent.",
+            409, f"Thread {thread_id!r} cannot be answered from here: {found}. Nothing was sent."
         )
     graph, state = found
     why_not = await why_not_answerable(console, before[token], run)

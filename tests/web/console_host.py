@@ -11,7 +11,7 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
@@ -194,8 +194,10 @@ def host_app(
     with_auth: bool = True,
     started: threading.Event | None = None,
     may_resolve: Any = None,
+    graphs: Callable[[AsyncDurablePostgresSaver], list[Any]] | None = None,
 ) -> Starlette:
-    """The user's app: /login, and the console at /console, opened with the app."""
+    """The user's app: /login, and the console at /console, opened with the app (given
+    `graphs`, the console gets what it makes of the saver instead of the usual ones)."""
     app = Starlette(routes=[Route("/login", login_form), Route("/login", login, methods=["POST"])])
     example = northwind()
 
@@ -203,17 +205,18 @@ def host_app(
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
             graph: Any = example.build(dsn).compile(checkpointer=saver)
+            given = [
+                GraphVersion("northwind", "1", graph),
+                recheck_builder().compile(checkpointer=saver),
+                parallel_builder(PAIR).compile(checkpointer=saver),
+                parallel_builder(ELEVEN).compile(checkpointer=saver),
+                sequence_builder().compile(checkpointer=saver),
+                failing_builder().compile(checkpointer=saver),
+                directory_builder().compile(checkpointer=saver),
+            ]
             console = create_app(
                 saver,
-                graphs=[
-                    GraphVersion("northwind", "1", graph),
-                    recheck_builder().compile(checkpointer=saver),
-                    parallel_builder(PAIR).compile(checkpointer=saver),
-                    parallel_builder(ELEVEN).compile(checkpointer=saver),
-                    sequence_builder().compile(checkpointer=saver),
-                    failing_builder().compile(checkpointer=saver),
-                    directory_builder().compile(checkpointer=saver),
-                ],
+                graphs=given if graphs is None else graphs(saver),
                 authenticate=user_of if with_auth else None,
                 read_only=read_only,
                 secret_key=SECRET,

@@ -12,6 +12,8 @@ from console_host import USER_COOKIE, host_app
 from starlette.testclient import TestClient
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
+from langgraph_durable.approvals import pending_approvals
+from langgraph_durable.web._views import question_token
 
 
 def client_for(dsn: str, user: str | None = None, **options: Any) -> Iterator[TestClient]:
@@ -66,3 +68,11 @@ def csrf_of(html: str) -> str:
     found = re.search(r'<meta name="csrf-token" content="([^"]+)">', html)
     assert found, html
     return found.group(1)
+
+
+def token_of(dsn: str, thread: str) -> str:
+    """The question token of the first question a thread waits on, for a form posted by
+    hand (a page that shows no form for it)."""
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        first = pending_approvals(saver, thread_id=thread)[0]
+    return question_token(first)

@@ -21,9 +21,11 @@ from langgraph_durable.approvals._node import (
     is_approval_payload,
 )
 from langgraph_durable.errors import NotWaitingError, WrongSaverClassError
+from langgraph_durable.serde import describing
 
 __all__ = [
     "PendingApproval",
+    "UnreadableQuestion",
     "answer_for",
     "answer_from_pending",
     "approval_hooks",
@@ -33,6 +35,7 @@ __all__ = [
     "pending_from_rows",
     "refusal_for",
     "refusal_of",
+    "shown_from_rows",
     "waiting_approval",
     "wrong_saver",
 ]
@@ -70,25 +73,83 @@ def pending_from_rows(
     """The questions in `pending_interrupts` rows, oldest first."""
     found: list[PendingApproval] = []
     for row in rows:
-        for item in serde.loads_typed((row["type"], row["blob"])) or ():
-            value = getattr(item, "value", item)
-            approval = is_approval_payload(value)
-            if only_approvals and not approval:
-                continue
-            since = row["waiting_since"]
-            found.append(
-                PendingApproval(
-                    thread_id=row["thread_id"],
-                    checkpoint_id=row["checkpoint_id"],
-                    interrupt_id=str(getattr(item, "id", "")),
-                    task_id=row["task_id"],
-                    value=value,
-                    is_approval=approval,
-                    waiting_since=since,
-                    age=(row["db_now"] - since) if since is not None else None,
-                )
-            )
+        asked = _questions_of_row(serde, row)
+        found.extend(p for p in asked if p.is_approval or not only_approvals)
     return found
+
+
+@dataclass(frozen=True)
+class UnreadableQuestion:
+    """A stored question that cannot be loaded even to be shown (a cipher key this process
+    lacks, a damaged row): a page lists it with the reason instead of failing whole.
+
+    Attributes:
+        thread_id, checkpoint_id, task_id, waiting_since, age: As for `PendingApproval`.
+        error: Why the row could not be loaded.
+    """
+
+    thread_id: str
+    checkpoint_id: str
+    task_id: str
+    waiting_since: datetime | None
+    age: timedelta | None
+    error: Exception
+
+
+def shown_from_rows(
+    serde: SerializerProtocol, rows: Iterable[Mapping[str, Any]]
+) -> list[tuple[Mapping[str, Any], PendingApproval | UnreadableQuestion]]:
+    """The questions in `pending_interrupts` rows as a page shows them, each with its row.
+
+    Loaded with `serde`'s describing twin (`serde.describing`): a value of the
+    application's own types is shown as its stored fields, so a reader without the
+    application's modules (the console, the CLI) still lists it. Each row on its own: one
+    that cannot be loaded at all is an `UnreadableQuestion`, and the others are listed.
+    Only for showing, and for telling questions apart: the values are not the stored
+    ones, so an answer is computed from the graph's state, loaded with the saver's own.
+    """
+    showing = describing(serde)
+    found: list[tuple[Mapping[str, Any], PendingApproval | UnreadableQuestion]] = []
+    for row in rows:
+        try:
+            found.extend((row, question) for question in _questions_of_row(showing, row))
+        except Exception as exc:  # one row, not the page: say why it is not shown
+            unreadable = UnreadableQuestion(
+                thread_id=row["thread_id"],
+                checkpoint_id=row["checkpoint_id"],
+                task_id=row["task_id"],
+                waiting_since=row["waiting_since"],
+                age=_age(row),
+                error=exc,
+            )
+            found.append((row, unreadable))
+    return found
+
+
+def _questions_of_row(serde: SerializerProtocol, row: Mapping[str, Any]) -> list[PendingApproval]:
+    """The questions of one `pending_interrupts` row (one task's `__interrupt__` write)."""
+    found: list[PendingApproval] = []
+    for item in serde.loads_typed((row["type"], row["blob"])) or ():
+        value = getattr(item, "value", item)
+        found.append(
+            PendingApproval(
+                thread_id=row["thread_id"],
+                checkpoint_id=row["checkpoint_id"],
+                interrupt_id=str(getattr(item, "id", "")),
+                task_id=row["task_id"],
+                value=value,
+                is_approval=is_approval_payload(value),
+                waiting_since=row["waiting_since"],
+                age=_age(row),
+            )
+        )
+    return found
+
+
+def _age(row: Mapping[str, Any]) -> timedelta | None:
+    """How long a row's thread has waited, by the database's clock."""
+    since = row["waiting_since"]
+    return (row["db_now"] - since) if since is not None else None
 
 
 def waiting_approval(

@@ -33,14 +33,13 @@ from langgraph_durable.approvals import (
     ApprovalDecision,
     PendingApproval,
     answer_for,
-    apending_approvals,
     approval_hooks,
     aresume_approval,
     asked_again,
     refusal_for,
     validate_decision,
 )
-from langgraph_durable.approvals._waiting import hooks_by_node
+from langgraph_durable.approvals._waiting import UnreadableQuestion, hooks_by_node
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.effects import AsyncEffectJournal, journal_of
 from langgraph_durable.errors import (
@@ -302,14 +301,30 @@ def _graphs(graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion]) -> list
 
 async def inbox(console: Console, request: Request) -> Response:
     user = await console.reader(request)
-    waiting = await apending_approvals(console.saver, limit=200)
-    items = [await _item(console, p, user) for p in waiting]
+    waiting = await _questions(console, None, limit=200)
+    items = [await _item(console, token, q, user) for token, q in waiting.items()]
     return await console.page(request, "inbox.html", items=items)
 
 
-async def _item(console: Console, pending: PendingApproval, user: str | None) -> dict[str, Any]:
+async def _item(
+    console: Console, token: str, pending: views.Question, user: str | None
+) -> dict[str, Any]:
     """One question with what the page says about it: who may answer, what runs it."""
     run = await console.latest_run(pending.thread_id)
+    if isinstance(pending, UnreadableQuestion):
+        logger.warning(
+            "A question of thread %r cannot be loaded to be shown",
+            pending.thread_id,
+            exc_info=pending.error,
+        )
+        return {
+            "p": pending,
+            "token": token,
+            "unreadable": views.shown_error(pending.error),
+            "run": run,
+            "can_answer": False,
+            "why_not": "nobody here: the question cannot be read",
+        }
     found = await console.graph_for(pending.thread_id, run) if pending.is_approval else None
     may: str | None = None
     why_not: str | None
@@ -329,7 +344,7 @@ async def _item(console: Console, pending: PendingApproval, user: str | None) ->
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {
         "p": pending,
-        "token": views.question_token(pending),
+        "token": token,
         "request": value.get("request", value),
         "refused": value.get("refused"),
         "run": run,
@@ -380,10 +395,10 @@ async def why_not_answerable(
 async def approval(console: Console, request: Request) -> Response:
     user = await console.reader(request)
     thread_id = thread_id_field(request.query_params.get("thread_id", ""))
-    waiting = await apending_approvals(console.saver, thread_id=thread_id or None)
-    if not thread_id or not waiting:
+    waiting = await _questions(console, thread_id) if thread_id else {}
+    if not waiting:
         raise Refused(404, f"Thread {thread_id!r} is not waiting for an answer.")
-    items = [await _item(console, p, user) for p in waiting]
+    items = [await _item(console, token, q, user) for token, q in waiting.items()]
     return await console.page(request, "approval.html", items=items, thread_id=thread_id)
 
 
@@ -392,18 +407,18 @@ async def answer(console: Console, request: Request) -> Response:
     thread_id = thread_id_field(str(form.get("thread_id") or ""))
     token = str(form.get("question") or "")
     raw = decision_input(user, form)
-    before = await _same_question(console, thread_id, token)
-    run = await console.latest_run(thread_id) if thread_id else None
+    before, asked = await _same_question(console, thread_id, token)
+    run = await console.latest_run(thread_id)
     found = await console.graph_for(thread_id, run)
     if isinstance(found, str):
         raise Refused(
             409, f"Thread {thread_id!r} cannot be answered from here: {found}. Nothing was sent."
         )
     graph, state = found
-    why_not = await why_not_answerable(console, before[token], run)
+    why_not = await why_not_answerable(console, asked, run)
     if why_not is not None:
         raise Refused(409, f"This cannot be answered here: {why_not}. Nothing was sent.")
-    question = before[token].interrupt_id
+    question = asked.interrupt_id
     hooks = approval_hooks(graph, state, interrupt_id=question)
     model = hooks.decision_model if hooks is not None else ApprovalDecision
     decision = validate_decision(raw, model)
@@ -427,7 +442,7 @@ async def answer(console: Console, request: Request) -> Response:
     async with console.registry.aexclusive(thread_id) as config:
         # Read again under the lock: another answer may have won, or had its question
         # asked again, or a run of the registry started, since the page's answer came in.
-        before = await _same_question(console, thread_id, token)
+        before, asked = await _same_question(console, thread_id, token)
         latest = await console.latest_run(thread_id)
         if latest is not None and (run is None or latest.run_id != run.run_id):
             raise Refused(409, "A run of the registry started on this thread; nothing was sent.")
@@ -441,8 +456,8 @@ async def answer(console: Console, request: Request) -> Response:
             logger.exception("Thread %r failed after an answer from the console", thread_id)
             return await _run_failed(console, request, graph, thread_id, exc)
     # The node judged the answer again (authorize, revalidate): say what it decided.
-    after = (await _questions(console, thread_id)).values()
-    if asked_again(after, before[token], before.values()):
+    after = await _questions(console, thread_id)
+    if asked_again(_readable(after), asked, _readable(before)):
         return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
     return console.back_to(request, "inbox", "answered")
 
@@ -474,25 +489,47 @@ async def _run_failed(
     )
 
 
-async def _questions(console: Console, thread_id: str) -> dict[str, PendingApproval]:
-    """What a thread waits on, by question token."""
-    waiting = await apending_approvals(console.saver, thread_id=thread_id)
-    return {views.question_token(p): p for p in waiting}
+async def _questions(
+    console: Console, thread_id: str | None, *, limit: int = 100
+) -> dict[str, views.Question]:
+    """What waits for an answer (on `thread_id`, or on every thread), by question token.
+
+    Read as `apending_approvals` reads it, but loaded to be shown (the serializer's
+    describing twin, each row on its own): the console may run without the application's
+    modules, and one row it cannot load must not hide the others. Answers are computed
+    from the graph's state, loaded with the saver's own serializer."""
+    query = QUERIES["pending_interrupts" if thread_id is None else "pending_interrupts_thread"]
+    source = source_of(console.saver)
+    async with source.connection("listing what waits for an answer (console)") as conn:
+        cur = await conn.execute(query, {"thread_id": thread_id, "limit": limit})
+        rows = await cur.fetchall()
+    return views.questions_by_token(console.saver.serde, rows)
+
+
+def _readable(questions: dict[str, views.Question]) -> list[PendingApproval]:
+    return [q for q in questions.values() if isinstance(q, PendingApproval)]
 
 
 async def _same_question(
     console: Console, thread_id: str, token: str
-) -> dict[str, PendingApproval]:
-    """What a thread waits on, by question token, if the question under `token` (the one
-    the page showed, and the one to answer) still waits as shown."""
-    questions = await _questions(console, thread_id)
-    if token in questions:
-        return questions
-    raise Refused(
-        409,
-        "This question was answered, or asked again, since the page was loaded. Nothing "
-        "was sent; open the inbox to see what waits now.",
-    )
+) -> tuple[dict[str, views.Question], PendingApproval]:
+    """What a thread waits on, by question token, and the question under `token` (the one
+    the page showed, and the one to answer), if it still waits as shown."""
+    questions = await _questions(console, thread_id) if thread_id else {}
+    asked = questions.get(token)
+    if asked is None:
+        raise Refused(
+            409,
+            "This question was answered, or asked again, since the page was loaded. Nothing "
+            "was sent; open the inbox to see what waits now.",
+        )
+    if isinstance(asked, UnreadableQuestion):
+        raise Refused(
+            409,
+            f"This question cannot be read ({views.shown_error(asked.error)}), so it cannot "
+            "be answered here. Nothing was sent.",
+        )
+    return questions, asked
 
 
 # -- runs and threads ------------------------------------------------------------------------

@@ -17,11 +17,13 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable.approvals import PendingApproval
+from langgraph_durable.approvals._waiting import UnreadableQuestion, shown_from_rows
 from langgraph_durable.outbox import error_text
 from langgraph_durable.runs import Run, RunStatus
 
 __all__ = [
     "STATUS_ORDER",
+    "Question",
     "Step",
     "Task",
     "as_json",
@@ -29,6 +31,7 @@ __all__ = [
     "human_age",
     "node_of_task_path",
     "question_token",
+    "questions_by_token",
     "redacted",
     "shown_error",
     "timeline",
@@ -52,9 +55,13 @@ MAX_SHOWN = 4000  # characters of one value on a page; the rest is cut with a no
 
 def as_json(value: Any, *, limit: int = MAX_SHOWN) -> str:
     """A value as indented JSON for a page (anything else as its `str`), cut at `limit`."""
-    try:
-        text = json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
+    for sort_keys in (True, False):  # keys of several types (1 and "two") cannot be sorted
+        try:
+            text = json.dumps(value, indent=2, sort_keys=sort_keys, default=str, ensure_ascii=False)
+            break
+        except (TypeError, ValueError):
+            continue
+    else:
         text = str(value)
     if len(text) > limit:
         text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
@@ -78,18 +85,32 @@ def human_age(age: timedelta | None) -> str:
     return f"{seconds}s"
 
 
-def question_token(pending: PendingApproval) -> str:
+Question = PendingApproval | UnreadableQuestion
+"""A stored question as the console lists it: loaded to be shown, or why it cannot be."""
+
+
+def question_token(row: Mapping[str, Any], interrupt_id: str) -> str:
     """A fingerprint of one question as asked: a page answers only the question it showed.
 
+    Made of the stored row (its type and bytes) with its thread, checkpoint and interrupt
+    id, never of the value loaded from it: printing a value again depends on the process
+    (a set's order follows its hash seed), and consoles behind a load balancer must agree.
     It changes when the thread moves on, and when an approval node asks again (a refused
     approver or a changed request: a new payload, under a new interrupt id).
     """
-    text = json.dumps(
-        [pending.thread_id, pending.checkpoint_id, pending.interrupt_id, pending.value],
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    head = json.dumps([row["thread_id"], row["checkpoint_id"], interrupt_id, row["type"]])
+    return hashlib.sha256(head.encode() + bytes(row["blob"] or b"")).hexdigest()[:32]
+
+
+def questions_by_token(
+    serde: SerializerProtocol, rows: Iterable[Mapping[str, Any]]
+) -> dict[str, Question]:
+    """What `pending_interrupts` rows ask, by question token, in their order: loaded to
+    be shown (`shown_from_rows`), a row that cannot be loaded as an `UnreadableQuestion`."""
+    return {
+        question_token(row, getattr(question, "interrupt_id", "")): question
+        for row, question in shown_from_rows(serde, rows)
+    }
 
 
 def by_status(runs: Iterable[Run]) -> list[tuple[RunStatus, list[Run]]]:

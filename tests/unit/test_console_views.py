@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.types import Interrupt
 
 from langgraph_durable.approvals import ApprovalDecision, PendingApproval, approval_node
 from langgraph_durable.approvals._node import hooks_of
+from langgraph_durable.approvals._waiting import UnreadableQuestion
 from langgraph_durable.runs import Run, RunStatus
+from langgraph_durable.serde import SafeSerializer
 from langgraph_durable.web._views import (
     STATUS_ORDER,
     as_json,
@@ -17,13 +21,32 @@ from langgraph_durable.web._views import (
     human_age,
     node_of_task_path,
     question_token,
+    questions_by_token,
+    redacted,
     shown_error,
     timeline,
 )
 
 
-def pending(value: Any, checkpoint_id: str = "c1") -> PendingApproval:
-    return PendingApproval("t", checkpoint_id, "i1", "task-1", value, True, None, None)
+@dataclass
+class Made:
+    """An application's own type, which the strict serializer is told not to build."""
+
+    n: int
+
+
+def row(value: Any, checkpoint_id: str = "c1", blob: bytes | None = None) -> dict[str, Any]:
+    """A `pending_interrupts` row: one task's `__interrupt__` write asking `value`."""
+    type_, stored = SafeSerializer().dumps_typed([Interrupt(value=value, id="i1")])
+    return {
+        "thread_id": "t",
+        "checkpoint_id": checkpoint_id,
+        "task_id": "task-1",
+        "type": type_,
+        "blob": stored if blob is None else blob,
+        "waiting_since": None,
+        "db_now": None,
+    }
 
 
 def test_ages_show_their_two_largest_units() -> None:
@@ -34,12 +57,32 @@ def test_ages_show_their_two_largest_units() -> None:
     assert human_age(None) == "unknown"
 
 
-def test_a_question_token_changes_when_the_question_is_asked_again() -> None:
+def test_a_question_token_is_the_stored_rows_and_changes_when_the_question_is_asked_again() -> None:
     first = {"kind": "x", "request": {"amount": 420}}
     again = {**first, "refused": "lead-bo: may approve up to $200"}
-    assert question_token(pending(first)) == question_token(pending(dict(first)))
-    assert question_token(pending(first)) != question_token(pending(again))
-    assert question_token(pending(first)) != question_token(pending(first, "c2"))
+    assert question_token(row(first), "i1") == question_token(row(dict(first)), "i1")
+    assert question_token(row(first), "i1") != question_token(row(again), "i1")
+    assert question_token(row(first), "i1") != question_token(row(first, "c2"), "i1")
+    assert question_token(row(first), "i1") != question_token(row(first), "i2")
+
+
+def test_questions_are_loaded_to_be_shown_each_row_on_its_own() -> None:
+    """A value of a type the serializer may not build is shown by its fields; a row that
+    cannot be loaded at all is listed as unreadable, and the rows beside it as usual."""
+    type_, blob = JsonPlusSerializer().dumps_typed([Interrupt(value={"n": Made(3)}, id="i9")])
+    made = {**row(None), "type": type_, "blob": blob}
+    rows = [row({1: "one", "two": 2}), made, row(None, blob=b"\xc1"), row({"kind": "x"}, "c2")]
+    found = list(questions_by_token(SafeSerializer(strict=True), rows).values())
+    assert [type(q).__name__ for q in found] == [
+        "PendingApproval", "PendingApproval", "UnreadableQuestion", "PendingApproval"
+    ]  # fmt: skip
+    assert isinstance(found[0], PendingApproval)
+    assert found[0].value == {1: "one", "two": 2}
+    assert isinstance(found[1], PendingApproval)
+    assert found[1].value["n"]["n"] == 3  # its stored fields: not built
+    assert isinstance(found[2], UnreadableQuestion)
+    assert found[2].checkpoint_id == "c1"
+    assert as_json(found[0].value) == '{\n  "1": "one",\n  "two": 2\n}'
 
 
 def test_long_values_are_cut_and_odd_ones_shown() -> None:
@@ -118,3 +161,7 @@ def test_a_graph_error_is_shown_short_and_without_passwords() -> None:
     assert len(text) == 301
     assert text.endswith("…")
     assert shown_error(KeyError("k")) == "KeyError: 'k'"
+    assert redacted(None) == ""
+    assert redacted("POST https://u:tok@hooks.example/x failed") == (
+        "POST https://***@hooks.example/… failed"
+    )

@@ -182,6 +182,26 @@ def directory_builder() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
+class Tagged(TypedDict, total=False):
+    tags: list[str]
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+def tagged_builder() -> StateGraph[Any, Any, Any, Any]:
+    """A fifth graph: its question holds a set, whose order as text follows the process's
+    string hash seed (`PYTHONHASHSEED`), so two console processes print it apart."""
+    builder = StateGraph(Tagged)
+    builder.add_node("send", lambda state: {})
+    builder.add_edge(START, "send")
+    builder.add_edge("send", END)
+    add_approval_before(builder, "send", request=lambda s: {"tags": set(s["tags"])})
+    return builder
+
+
+tagged = tagged_builder()
+"""For `langgraph-durable web --graph console_host:tagged`."""
+
 PAIR = ("left", "right")
 ELEVEN = tuple(f"q{i:02d}" for i in range(11))
 """More questions at once than the console once fetched for a thread (ten)."""

@@ -9,11 +9,12 @@ from types import ModuleType
 from typing import Any
 
 from console_host import USER_COOKIE, host_app
+from psycopg.rows import dict_row
 from starlette.testclient import TestClient
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
-from langgraph_durable.approvals import pending_approvals
-from langgraph_durable.web._views import question_token
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.web._views import questions_by_token
 
 
 def client_for(dsn: str, user: str | None = None, **options: Any) -> Iterator[TestClient]:
@@ -70,9 +71,12 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def token_of(dsn: str, thread: str) -> str:
-    """The question token of the first question a thread waits on, for a form posted by
-    hand (a page that shows no form for it)."""
-    with DurablePostgresSaver.from_conn_string(dsn) as saver:
-        first = pending_approvals(saver, thread_id=thread)[0]
-    return question_token(first)
+def tokens_of(dsn: str, thread: str) -> list[str]:
+    """The question tokens of what a thread waits on, as the console makes them from the
+    stored rows, for a form posted by hand (a page that shows no form for it)."""
+    with DurablePostgresSaver.from_conn_string(dsn) as saver, saver.conn.connection() as conn:
+        cur = conn.cursor(row_factory=dict_row)
+        rows = cur.execute(
+            QUERIES["pending_interrupts_thread"], {"thread_id": thread, "limit": 100}
+        ).fetchall()
+        return list(questions_by_token(saver.serde, rows))

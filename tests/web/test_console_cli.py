@@ -12,10 +12,13 @@ from types import ModuleType
 
 import httpx
 import pytest
+from console_host import tagged_builder
 from console_world import csrf_of, form_fields, start_plain
 from starlette.testclient import TestClient
 
 import langgraph_durable.cli as cli_module
+from langgraph_durable import DurablePostgresSaver
+from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.cli import main
 from langgraph_durable.web._serve import standalone_app
 
@@ -29,10 +32,18 @@ def free_port() -> int:
     return port
 
 
-def cli(*args: str, dsn: str, path: Path | None = None) -> subprocess.Popen[str]:
-    """`langgraph-durable ARGS` in a child process; `path` is importable there too."""
+def cli(
+    *args: str, dsn: str, path: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`langgraph-durable ARGS` in a child process (with `env` added to its environment);
+    `path` is importable there too."""
     paths = [str(HERE)] if path is None else [str(HERE), str(path)]
-    env = {**os.environ, "LANGGRAPH_DURABLE_DSN": dsn, "PYTHONPATH": os.pathsep.join(paths)}
+    env = {
+        **os.environ,
+        "LANGGRAPH_DURABLE_DSN": dsn,
+        "PYTHONPATH": os.pathsep.join(paths),
+        **(env or {}),
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "langgraph_durable.cli", *args],
         env=env,
@@ -40,6 +51,18 @@ def cli(*args: str, dsn: str, path: Path | None = None) -> subprocess.Popen[str]
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def serving(server: subprocess.Popen[str]) -> list[str]:
+    """What a `web` child printed until uvicorn listens; fails the test if it exits first."""
+    assert server.stdout is not None
+    seen = []
+    for line in server.stdout:  # blocks until uvicorn says it listens (or exits)
+        seen.append(line)
+        if "Uvicorn running on" in line:
+            break
+    assert any("Uvicorn running on" in line for line in seen), "".join(seen)
+    return seen
 
 
 def test_web_serves_the_console_and_answers_as_the_header_user(
@@ -58,13 +81,7 @@ def test_web_serves_the_console_and_answers_as_the_header_user(
         dsn=world,
     )
     try:
-        assert server.stdout is not None
-        seen = []
-        for line in server.stdout:  # blocks until uvicorn says it listens (or exits)
-            seen.append(line)
-            if "Uvicorn running on" in line:
-                break
-        assert any("Uvicorn running on" in line for line in seen), "".join(seen)
+        seen = serving(server)
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, headers={"X-User": "manager-ana"}) as client:
             inbox = client.get("/")
@@ -181,3 +198,39 @@ def test_the_web_help_and_the_cli_docstring_name_the_secret_and_the_header(
     assert cli_module.__doc__ is not None
     assert "--user-header" in cli_module.__doc__
     assert "LANGGRAPH_DURABLE_WEB_SECRET" in cli_module.__doc__
+
+
+def test_a_page_from_one_console_process_is_answered_by_another(world: str) -> None:
+    """Behind a load balancer with one secret, as the README says: the page comes from
+    one process, the answer goes to another. The question's token once hashed the payload
+    as text, and a set's text follows each process's string hash seed: refused (409)."""
+    thread = "tagged-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        tagged_builder().compile(checkpointer=saver).invoke(
+            {"tags": ["urgent", "vip", "refund", "eu"]}, {"configurable": {"thread_id": thread}}
+        )
+    ports = [free_port(), free_port()]
+    servers = [
+        cli(
+            *("web", "--port", str(port), "--user-header", "X-User"),
+            *("--graph", "console_host:tagged"),
+            dsn=world,
+            env={"PYTHONHASHSEED": seed, "LANGGRAPH_DURABLE_WEB_SECRET": "one-secret"},
+        )
+        for port, seed in zip(ports, ("1", "2"), strict=True)
+    ]
+    try:
+        for server in servers:
+            serving(server)
+        with httpx.Client(headers={"X-User": "manager-ana"}) as client:
+            page = client.get(f"http://127.0.0.1:{ports[0]}/approval", params={"thread_id": thread})
+            fields = {**form_fields(page.text), "action": "approve"}
+            done = client.post(f"http://127.0.0.1:{ports[1]}/approval/answer", data=fields)
+        assert done.status_code == 303, done.text
+        assert done.headers["location"] == "/?notice=answered"
+    finally:
+        for server in servers:
+            server.send_signal(signal.SIGINT)
+            server.wait()
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        assert pending_approvals(saver, thread_id=thread) == []

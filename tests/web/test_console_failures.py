@@ -9,13 +9,12 @@ from types import ModuleType
 
 import pytest
 from console_host import LEDGER_ERROR, directory_builder, failing_builder
-from console_world import form_fields, start_plain
+from console_world import form_fields, start_plain, tokens_of
 from starlette.testclient import TestClient
 from test_console_http import answer, approval_page, waiting
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.approvals import pending_approvals
-from langgraph_durable.web._views import question_token
 
 
 def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
@@ -62,13 +61,8 @@ def test_an_authorize_hook_that_raises_hides_one_form_not_the_inbox(
     assert "cannot check who may answer: LookupError" in page
     assert 'value="approve"' not in page
     # The form posted anyway (as an earlier page showed it): a clear 500 naming the error.
-    with DurablePostgresSaver.from_conn_string(world) as saver:
-        (asked,) = pending_approvals(saver, thread_id=supplies)
-    fields = {
-        **form_fields(approval_page(ana, refund)),
-        "thread_id": supplies,
-        "question": question_token(asked),
-    }
+    (asked,) = tokens_of(world, supplies)
+    fields = {**form_fields(approval_page(ana, refund)), "thread_id": supplies, "question": asked}
     failed = answer(ana, fields, action="approve")
     assert failed.status_code == 500
     text = html.unescape(failed.text)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from console_world import client_for, csrf_of, token_of
+from console_world import client_for, csrf_of, tokens_of
 from langgraph.graph import END, START, StateGraph
 from starlette.testclient import TestClient
 from typing_extensions import TypedDict
@@ -88,7 +88,7 @@ def test_a_plain_thread_that_two_given_graphs_fit_is_refused_not_guessed(
     fields = {
         "csrf_token": csrf_of(page.text),
         "thread_id": thread,
-        "question": token_of(world, thread),
+        "question": tokens_of(world, thread)[0],
         "action": "approve",
     }
     refused = intern.post("/console/approval/answer", data=fields)

@@ -3,14 +3,24 @@ value that cannot be shown never takes a whole page down."""
 
 from __future__ import annotations
 
+import html
+import sys
+from pathlib import Path
 from typing import Any
 
+import psycopg
+import pytest
+from console_world import client_for, csrf_of, form_fields, start_plain, tokens_of
+from graphs import application_graph
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 from starlette.testclient import TestClient
 from test_console_effects import journal
+from test_console_http import answer, approval_page, waiting
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
+from langgraph_durable.approvals import add_approval_before
 
 SECRET = "s3cret-pw"
 DSN_ERROR = (
@@ -64,3 +74,114 @@ def test_error_text_on_the_run_and_effect_pages_hides_passwords_and_urls(
     assert "postgresql://***@ledger.internal/…" in ana.get("/console/runs").text
     assert "password=***" in ana.get(f"/console/runs/{run_id}").text
     assert "https://***@payments.example/…" in ana.get("/console/effects").text
+
+
+class Asks(TypedDict, total=False):
+    item: str
+    approval: dict[str, Any]
+    approval_outcome: str
+
+
+MIXED = {1: "one", "two": 2}
+"""A payload with keys of two types: `json.dumps(sort_keys=True)` cannot sort them."""
+
+
+def mixed_keys_approval() -> StateGraph[Any]:
+    builder: StateGraph[Any] = StateGraph(Asks)
+    builder.add_node("ship", lambda state: {"item": "shipped"})
+    builder.add_edge(START, "ship")
+    builder.add_edge("ship", END)
+    add_approval_before(builder, "ship", request=lambda s: MIXED)
+    return builder
+
+
+def asking(value: Any) -> StateGraph[Any]:
+    """A graph whose one node asks a plain `interrupt(value)`."""
+
+    def ask(state: Asks) -> Asks:
+        interrupt(value)
+        return {}
+
+    builder: StateGraph[Any] = StateGraph(Asks)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder
+
+
+def invoke(dsn: str, builder: StateGraph[Any], thread: str) -> None:
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        builder.compile(checkpointer=saver).invoke(
+            {"item": "x"}, {"configurable": {"thread_id": thread}}
+        )
+
+
+def test_a_payload_with_int_and_str_keys_is_shown_and_answered(world: str) -> None:
+    """Its question token once hashed the payload as sorted JSON, which raises on such
+    keys: the inbox and the thread's page were a 500."""
+    invoke(world, asking(MIXED), "mixed-plain")
+    invoke(world, mixed_keys_approval(), "mixed-approval")
+
+    def graphs(saver: Any) -> list[Any]:
+        return [mixed_keys_approval().compile(checkpointer=saver)]
+
+    for ana in client_for(world, "manager-ana", graphs=graphs):
+        inbox = ana.get("/console/")
+        assert inbox.status_code == 200, inbox.text
+        assert html.unescape(inbox.text).count('"two": 2') == 2
+        assert "asked by a plain interrupt()" in approval_page(ana, "mixed-plain")
+        fields = form_fields(approval_page(ana, "mixed-approval"))
+        done = answer(ana, fields, action="approve")
+        assert done.headers["location"] == "/console/?notice=answered", done.text
+    assert waiting(world, "mixed-approval") == 0
+
+
+def test_a_question_holding_the_applications_own_types_is_shown_without_its_code(
+    world: str, ana: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inbox loaded questions with the saver's strict serializer, which refuses a type
+    the console has not imported: the whole inbox was a 500. Read-only pages need only the
+    database, so it is shown by its stored fields, as on the thread's page."""
+    app, _ = application_graph(tmp_path, monkeypatch)
+    module = app.__name__
+    invoke(world, asking({"deal": app.Deal(name="acme", amount=3)}), "app-types")
+    monkeypatch.delitem(sys.modules, module)  # as in the console's own process
+    for page in (ana.get("/console/"), ana.get("/console/approval?thread_id=app-types")):
+        assert page.status_code == 200, page.text
+        shown = html.unescape(page.text)
+        assert f'"__class__": "{module}.Deal"' in shown
+        assert '"name": "acme"' in shown
+    assert module not in sys.modules  # shown from the stored fields, never imported
+
+
+def test_a_question_that_cannot_be_loaded_is_listed_with_why_and_the_rest_answered(
+    world: str, example: Any, ana: TestClient
+) -> None:
+    """One damaged row (or one under a cipher key the console lacks) is listed as
+    unreadable with the reason; every other question is shown and answered as before."""
+    invoke(world, asking({"item": "x"}), "damaged")
+    with psycopg.connect(world, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE checkpoint_writes SET blob = '\\xc1c1c1'::bytea "
+            "WHERE thread_id = 'damaged' AND channel = '__interrupt__'"
+        )
+    refund = start_plain(world, example)
+    inbox = ana.get("/console/")
+    assert inbox.status_code == 200, inbox.text
+    assert "This question cannot be shown: " in inbox.text
+    assert "nobody here: the question cannot be read" in inbox.text
+    assert "you (manager-ana) may answer" in inbox.text  # the refund's
+    page = ana.get("/console/approval", params={"thread_id": "damaged"})
+    assert page.status_code == 200, page.text
+    assert "It cannot be loaded: " in page.text
+    assert 'value="approve"' not in page.text
+    fields = {
+        "csrf_token": csrf_of(page.text),
+        "thread_id": "damaged",
+        "question": tokens_of(world, "damaged")[0],
+    }
+    refused = answer(ana, fields, action="approve")
+    assert refused.status_code == 409, refused.text
+    assert "This question cannot be read (" in html.unescape(refused.text)
+    done = answer(ana, form_fields(approval_page(ana, refund)), action="approve")
+    assert done.headers["location"] == "/console/?notice=answered", done.text

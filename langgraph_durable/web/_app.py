@@ -324,9 +324,10 @@ async def _item(
             "run": run,
             "can_answer": False,
             "why_not": "nobody here: the question cannot be read",
+            "may": {},
         }
     found = await console.graph_for(pending.thread_id, run) if pending.is_approval else None
-    may: str | None = None
+    refused: dict[str, str | None] = {}  # the authorize hook's reason, by action
     why_not: str | None
     if not pending.is_approval:
         why_not = "asked by a plain interrupt(), not an approval node: answer it from code"
@@ -335,9 +336,14 @@ async def _item(
     else:
         why_not = await why_not_answerable(console, pending, run)
         if why_not is None and user is not None:
-            trial = ApprovalDecision(approved=True, approver=user)
+            # Approving and rejecting are judged apart: `not d.approved or ...` lets
+            # anyone reject, and the page shows each button the hook allows.
             try:
-                may = refusal_for(found[0], found[1], trial, interrupt_id=pending.interrupt_id)
+                for action in ACTIONS:
+                    trial = ApprovalDecision(approved=action == "approve", approver=user)
+                    refused[action] = refusal_for(
+                        found[0], found[1], trial, interrupt_id=pending.interrupt_id
+                    )
             except Exception as exc:  # the graph's own hook: this question, not the page
                 logger.exception("The authorize hook of thread %r raised", pending.thread_id)
                 why_not = f"cannot check who may answer: {type(exc).__name__}"
@@ -350,8 +356,13 @@ async def _item(
         "run": run,
         "can_answer": why_not is None,
         "why_not": why_not,
-        "user_refused": may,
+        "may": {action: refused.get(action) is None for action in ACTIONS},
+        "user_refused": refused,
     }
+
+
+ACTIONS = ("approve", "reject")
+"""What an answer does, each judged on its own by the graph's `authorize` hook."""
 
 
 RETRYABLE = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED)

@@ -62,7 +62,9 @@ from langgraph_durable.web._forms import (
     decision_input,
     json_field,
     text_field,
+    thread_field,
     thread_id_field,
+    thread_in_form,
 )
 from langgraph_durable.web._security import (
     Authenticate,
@@ -351,6 +353,7 @@ async def _item(
     return {
         "p": pending,
         "token": token,
+        "thread": thread_in_form(pending.thread_id),
         "request": value.get("request", value),
         "refused": value.get("refused"),
         "run": run,
@@ -415,7 +418,7 @@ async def approval(console: Console, request: Request) -> Response:
 
 async def answer(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
-    thread_id = thread_id_field(str(form.get("thread_id") or ""))
+    thread_id = thread_field(form)
     token = str(form.get("question") or "")
     raw = decision_input(user, form)
     before, asked = await _same_question(console, thread_id, token)

@@ -7,6 +7,8 @@ what Python can load, and the resolve forms name the attempt they showed: bad in
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
@@ -20,7 +22,9 @@ __all__ = [
     "decision_input",
     "json_field",
     "text_field",
+    "thread_field",
     "thread_id_field",
+    "thread_in_form",
 ]
 
 
@@ -107,6 +111,29 @@ def thread_id_field(text: str) -> str:
         return thread_id_of(text)
     except InvalidInputError as exc:
         raise Refused(404, str(exc)) from exc
+
+
+def thread_in_form(thread_id: str) -> str:
+    """A thread id as an answer form carries it: URL-safe base64 of its UTF-8. A browser
+    rewrites line breaks in a form's values (CR, LF and CRLF are all sent as CRLF), and a
+    thread id may hold any of them: sent as text, it would name another thread."""
+    return base64.urlsafe_b64encode(thread_id.encode()).decode("ascii")
+
+
+def thread_field(form: dict[str, Any]) -> str:
+    """The thread an answer form names (`thread_in_form`), as Postgres can store it."""
+    given = text_field(form, "thread", "The thread")
+    try:
+        text = base64.b64decode(given, altchars=b"-_", validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # not base64, or not UTF-8
+        text = ""
+    if not text:
+        raise Refused(
+            400,
+            "The form does not say which thread it answers (a page from an older console?); "
+            "nothing was sent. Reload the page and answer again.",
+        )
+    return thread_id_field(text)
 
 
 def attempt_field(given: object) -> int:

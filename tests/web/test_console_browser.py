@@ -119,7 +119,7 @@ def test_a_manager_approves_the_northwind_refund_once_after_the_worker_was_kille
                 f"{console}/console/approval/answer",
                 form={
                     "csrf_token": csrf_of(bo.content()),
-                    "thread_id": thread,
+                    "thread": ana.locator("input[name=thread]").first.input_value(),
                     "question": question,
                     "action": "approve",
                 },

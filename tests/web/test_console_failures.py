@@ -15,6 +15,7 @@ from test_console_http import answer, approval_page, waiting
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.approvals import pending_approvals
+from langgraph_durable.web._forms import thread_in_form
 
 
 def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
@@ -62,7 +63,11 @@ def test_an_authorize_hook_that_raises_hides_one_form_not_the_inbox(
     assert 'value="approve"' not in page
     # The form posted anyway (as an earlier page showed it): a clear 500 naming the error.
     (asked,) = tokens_of(world, supplies)
-    fields = {**form_fields(approval_page(ana, refund)), "thread_id": supplies, "question": asked}
+    fields = {
+        **form_fields(approval_page(ana, refund)),
+        "thread": thread_in_form(supplies),
+        "question": asked,
+    }
     failed = answer(ana, fields, action="approve")
     assert failed.status_code == 500
     text = html.unescape(failed.text)

@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
 from langgraph_durable.approvals import add_approval_before, pending_approvals
+from langgraph_durable.web._forms import thread_in_form
 
 
 class Send(TypedDict, total=False):
@@ -87,7 +88,7 @@ def test_a_plain_thread_that_two_given_graphs_fit_is_refused_not_guessed(
     assert "ambiguous" in intern.get("/console/").text
     fields = {
         "csrf_token": csrf_of(page.text),
-        "thread_id": thread,
+        "thread": thread_in_form(thread),
         "question": tokens_of(world, thread)[0],
         "action": "approve",
     }

@@ -36,6 +36,7 @@ from langgraph_durable.approvals import ApprovalDecision, add_approval_before, p
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.web import create_app
+from langgraph_durable.web._forms import thread_in_form
 
 
 def count(dsn: str, sql: str) -> int:
@@ -159,7 +160,7 @@ def test_read_only_mode_shows_everything_and_acts_on_nothing(
         assert "read-only" in page
         assert 'value="approve"' not in page
         token = csrf_of(page)
-        fields = {"csrf_token": token, "thread_id": thread, "question": "x"}
+        fields = {"csrf_token": token, "thread": thread_in_form(thread), "question": "x"}
         refused = answer(ro, fields, action="approve")
         assert refused.status_code == 403
         assert "read-only" in refused.text
@@ -180,7 +181,7 @@ def test_signed_out_users_are_refused_and_a_console_without_auth_cannot_act(
     for open_console in client_for(world, with_auth=False):
         page = approval_page(open_console, thread)
         assert "not signed in" in page
-        fields = {"csrf_token": csrf_of(page), "thread_id": thread, "question": "x"}
+        fields = {"csrf_token": csrf_of(page), "thread": thread_in_form(thread), "question": "x"}
         refused = answer(open_console, fields, action="approve")
         assert refused.status_code == 403
         assert "no authentication hook" in refused.text
@@ -246,7 +247,7 @@ def test_runs_run_and_thread_pages(world: str, example: ModuleType, ana: TestCli
     assert 'id="status">interrupted<' in run.text
     assert ana.get("/console/runs/no-such-run").status_code == 404
     fields = form_fields(approval_page(ana, thread))
-    bad_thread = {**fields, "thread_id": "a\x00b"}  # text Postgres cannot store
+    bad_thread = {**fields, "thread": thread_in_form("a\x00b")}  # text Postgres cannot store
     assert answer(ana, bad_thread, action="approve").status_code == 404
     answer(ana, fields, action="approve")
     work(world, example)

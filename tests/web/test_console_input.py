@@ -7,11 +7,13 @@ from __future__ import annotations
 import html
 from types import ModuleType
 
+from console_host import recheck_builder
 from console_world import form_fields, start_plain
 from starlette.testclient import TestClient
 from test_console_effects import forms, row, unknown
 from test_console_http import answer, approval_page, waiting
 
+from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.effects._protocol import EffectStatus
 
 DEEP = "[" * 20_000 + "]" * 20_000  # under the length cap, deeper than the stack
@@ -54,4 +56,49 @@ def test_bad_answer_input_is_refused_and_sends_nothing(
         done = answer(ana, fields, **form)
         assert done.status_code == 400, (form.keys(), done.text[-500:])
         assert why in html.unescape(done.text)
+    assert waiting(world, thread) == 1
+
+
+ODD_IDS = ["a\nb", "a\rb", "a\r\nb", "ünï 🙂 /a?b=c&d#e", " lead ", "x" * 1000, "a+b%20c", "<i>"]
+
+
+def as_a_browser_posts(fields: dict[str, str]) -> dict[str, str]:
+    """What a browser sends for a form's hidden fields: the attribute's text, each line
+    break read as LF (HTML's parser) and sent as CRLF (form encoding)."""
+    return {
+        name: html.unescape(value).replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+        for name, value in fields.items()
+    }
+
+
+def test_thread_ids_with_line_breaks_or_odd_text_are_answered_from_the_form(
+    world: str, ana: TestClient
+) -> None:
+    """A form once carried the thread id as text, and a browser sends every line break in
+    it as CRLF: a thread id holding CR or LF named another thread, and the answer was
+    refused as "answered, or asked again"."""
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        graph = recheck_builder().compile(checkpointer=saver)
+        for thread in ODD_IDS:
+            graph.invoke({"item": "desk"}, {"configurable": {"thread_id": thread}})
+    for thread in ODD_IDS:
+        fields = as_a_browser_posts(form_fields(approval_page(ana, thread)))
+        done = answer(ana, fields, action="approve", comment="really")
+        assert done.status_code == 303, (thread[:20], html.unescape(done.text)[-600:])
+        assert done.headers["location"] == "/console/?notice=answered"
+        assert waiting(world, thread) == 0, thread[:20]
+
+
+def test_an_answer_form_without_a_readable_thread_is_refused(
+    world: str, example: ModuleType, ana: TestClient
+) -> None:
+    thread = start_plain(world, example)
+    fields = form_fields(approval_page(ana, thread))
+    for given in (None, "", "not base64!", "//79", thread):  # "//79": not UTF-8
+        sent = {k: v for k, v in fields.items() if k != "thread"}
+        if given is not None:
+            sent["thread"] = given
+        refused = answer(ana, sent, action="approve")
+        assert refused.status_code == 400, (given, refused.text[-500:])
+        assert "does not say which thread it answers" in refused.text
     assert waiting(world, thread) == 1

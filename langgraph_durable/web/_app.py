@@ -579,12 +579,14 @@ async def run_page(console: Console, request: Request) -> Response:
         raise Refused(404, str(exc)) from exc
     # Shown with the serializer's describing twin: the console may run without the
     # application's modules, whose own types are then shown as their stored fields.
-    output = (
-        describing(console.registry.serde).loads_typed(found.stored_output)
-        if found.finished and found.stored_output is not None
-        else None
-    )
-    return await console.page(request, "run.html", run=found, output=output)
+    output, unshown = None, None
+    if found.finished and found.stored_output is not None:
+        try:
+            output = describing(console.registry.serde).loads_typed(found.stored_output)
+        except Exception as exc:  # a cipher key this process lacks, a damaged row
+            logger.warning("The output of run %r cannot be loaded", run_id, exc_info=exc)
+            unshown = views.shown_error(exc)
+    return await console.page(request, "run.html", run=found, output=output, unshown=unshown)
 
 
 async def thread(console: Console, request: Request) -> Response:

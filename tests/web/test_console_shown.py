@@ -186,3 +186,30 @@ def test_a_question_that_cannot_be_loaded_is_listed_with_why_and_the_rest_answer
     assert "This question cannot be read (" in html.unescape(refused.text)
     done = answer(ana, form_fields(approval_page(ana, refund)), action="approve")
     assert done.headers["location"] == "/console/?notice=answered", done.text
+
+
+def test_a_run_output_that_cannot_be_loaded_is_named_and_the_run_shown(
+    world: str, ana: TestClient
+) -> None:
+    """The run page loaded the output outside any guard: one that cannot be loaded (a
+    cipher key the console lacks, a damaged row) made the whole page an error."""
+    builder: StateGraph[Any] = StateGraph(Asks)
+    builder.add_node("finish", lambda state: {"item": "done"})
+    builder.add_edge(START, "finish")
+    builder.add_edge("finish", END)
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        version = GraphVersion("done", "1", builder.compile(checkpointer=saver))
+        run = RunRegistry(saver).create(version, {"item": "x"}, thread_id="done-1")
+        Worker(saver, [version]).run_until_idle()
+    shown = ana.get(f"/console/runs/{run.run_id}")
+    assert shown.status_code == 200
+    assert "&#34;item&#34;: &#34;done&#34;" in shown.text
+    with psycopg.connect(world, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE langgraph_durable_runs SET output = '\\xc1'::bytea WHERE run_id = %s",
+            (run.run_id,),
+        )
+    page = ana.get(f"/console/runs/{run.run_id}")
+    assert page.status_code == 200, page.text
+    assert "The output cannot be shown: ValueError" in page.text
+    assert 'id="status">success<' in page.text

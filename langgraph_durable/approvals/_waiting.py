@@ -21,7 +21,7 @@ from langgraph_durable.approvals._node import (
     is_approval_payload,
 )
 from langgraph_durable.errors import NotWaitingError, WrongSaverClassError
-from langgraph_durable.serde import describing
+from langgraph_durable.serde import STORED_CLASS, describing
 
 __all__ = [
     "PendingApproval",
@@ -130,12 +130,12 @@ def _questions_of_row(serde: SerializerProtocol, row: Mapping[str, Any]) -> list
     """The questions of one `pending_interrupts` row (one task's `__interrupt__` write)."""
     found: list[PendingApproval] = []
     for item in serde.loads_typed((row["type"], row["blob"])) or ():
-        value = getattr(item, "value", item)
+        interrupt_id, value = _interrupt_parts(item)
         found.append(
             PendingApproval(
                 thread_id=row["thread_id"],
                 checkpoint_id=row["checkpoint_id"],
-                interrupt_id=str(getattr(item, "id", "")),
+                interrupt_id=interrupt_id,
                 task_id=row["task_id"],
                 value=value,
                 is_approval=is_approval_payload(value),
@@ -144,6 +144,18 @@ def _questions_of_row(serde: SerializerProtocol, row: Mapping[str, Any]) -> list
             )
         )
     return found
+
+
+_DESCRIBED_INTERRUPT = f"{Interrupt.__module__}.{Interrupt.__qualname__}"
+
+
+def _interrupt_parts(item: Any) -> tuple[str, Any]:
+    """The id and value of one stored interrupt. The describing serializer shows a custom
+    value holding one it may not build as its stored fields, the `Interrupt` around a
+    value of the application's own types included: its fields are its id and value."""
+    if isinstance(item, Mapping) and item.get(STORED_CLASS) == _DESCRIBED_INTERRUPT:
+        return str(item.get("id", "")), item.get("value")
+    return str(getattr(item, "id", "")), getattr(item, "value", item)
 
 
 def _age(row: Mapping[str, Any]) -> timedelta | None:

@@ -10,7 +10,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Interrupt
 
 from langgraph_durable.approvals import ApprovalDecision, PendingApproval, approval_node
-from langgraph_durable.approvals._node import hooks_of
+from langgraph_durable.approvals._node import APPROVAL_KIND, hooks_of
 from langgraph_durable.approvals._waiting import UnreadableQuestion
 from langgraph_durable.runs import Run, RunStatus
 from langgraph_durable.serde import SafeSerializer
@@ -165,3 +165,26 @@ def test_a_graph_error_is_shown_short_and_without_passwords() -> None:
     assert redacted("POST https://u:tok@hooks.example/x failed") == (
         "POST https://***@hooks.example/… failed"
     )
+
+
+@dataclass
+class Elsewhere:
+    """A type of a module this process never imported (as in a console without the
+    application's code)."""
+
+    n: int
+
+
+Elsewhere.__module__ = "an_application_not_imported"
+
+
+def test_a_question_around_a_type_that_may_not_be_built_keeps_its_id_and_kind() -> None:
+    """The describing serializer shows the `Interrupt` around such a value as its stored
+    fields too: its id and value are read from them."""
+    asked = Interrupt(value={"kind": APPROVAL_KIND, "request": Elsewhere(3)}, id="i7")
+    type_, blob = JsonPlusSerializer().dumps_typed([asked])
+    stored = {**row(None), "type": type_, "blob": blob}
+    (found,) = questions_by_token(SafeSerializer(), [stored]).values()
+    assert isinstance(found, PendingApproval)
+    assert (found.interrupt_id, found.is_approval) == ("i7", True)
+    assert found.value["request"] == {"__class__": "an_application_not_imported.Elsewhere", "n": 3}

@@ -4,6 +4,7 @@ value that cannot be shown never takes a whole page down."""
 from __future__ import annotations
 
 import html
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,16 +143,28 @@ def test_a_question_holding_the_applications_own_types_is_shown_without_its_code
 ) -> None:
     """The inbox loaded questions with the saver's strict serializer, which refuses a type
     the console has not imported: the whole inbox was a 500. Read-only pages need only the
-    database, so it is shown by its stored fields, as on the thread's page."""
+    database, so it is shown by its stored fields, as on the thread's page, and still
+    known for an approval, under its interrupt id."""
     app, _ = application_graph(tmp_path, monkeypatch)
     module = app.__name__
-    invoke(world, asking({"deal": app.Deal(name="acme", amount=3)}), "app-types")
+    deal = app.Deal(name="acme", amount=3)
+    invoke(world, asking({"deal": deal}), "app-types")
+    approval: StateGraph[Any] = StateGraph(Asks)
+    approval.add_node("ship", lambda state: {})
+    approval.add_edge(START, "ship")
+    approval.add_edge("ship", END)
+    add_approval_before(approval, "ship", request=lambda s: {"deal": deal})
+    invoke(world, approval, "app-types-approval")
     monkeypatch.delitem(sys.modules, module)  # as in the console's own process
-    for page in (ana.get("/console/"), ana.get("/console/approval?thread_id=app-types")):
-        assert page.status_code == 200, page.text
-        shown = html.unescape(page.text)
+    for page in (ana.get("/console/"), approval_page(ana, "app-types-approval")):
+        shown = html.unescape(page if isinstance(page, str) else page.text)
         assert f'"__class__": "{module}.Deal"' in shown
         assert '"name": "acme"' in shown
+        assert "Interrupt" not in shown  # the question's own wrapper is not shown as data
+    page = approval_page(ana, "app-types-approval")
+    assert "Approval requested" in page
+    assert re.search(r"interrupt <code>[0-9a-f]{32}</code>", page)
+    assert "asked by a plain interrupt()" in approval_page(ana, "app-types")
     assert module not in sys.modules  # shown from the stored fields, never imported
 
 

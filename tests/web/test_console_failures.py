@@ -27,7 +27,7 @@ def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
             {"item": "invoice 7"}, {"configurable": {"thread_id": thread}}
         )
     fields = form_fields(approval_page(ana, thread))
-    with caplog.at_level(logging.ERROR, logger="langgraph_durable.web._app"):
+    with caplog.at_level(logging.ERROR, logger="langgraph_durable.web._answers"):
         failed = answer(ana, fields, action="approve")
     assert failed.status_code == 500
     text = html.unescape(failed.text)
@@ -51,7 +51,7 @@ def test_an_authorize_hook_that_raises_hides_one_form_not_the_inbox(
         directory_builder().compile(checkpointer=saver).invoke(
             {"item": "paper"}, {"configurable": {"thread_id": supplies}}
         )
-    with caplog.at_level(logging.ERROR, logger="langgraph_durable.web._app"):
+    with caplog.at_level(logging.ERROR, logger="langgraph_durable.web._answers"):
         inbox = ana.get("/console/")
     assert inbox.status_code == 200
     assert inbox.text.count("you (manager-ana) may answer") == 1  # the refund's

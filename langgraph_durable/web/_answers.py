@@ -1,0 +1,296 @@
+"""The console's approval routes: the inbox, a thread's questions, and answering one.
+
+Answers go through the library's own functions: `validate_decision` (the graph's decision
+model), `refusal_for` (the graph's `authorize` hook, asked before anything is sent), then
+either the run registry's `aresume` (a run waits in the registry: a worker resumes it) or
+`aresume_approval` under `aexclusive` (a thread run by plain `invoke`: the console runs it
+on, and a second answer at once gets `ThreadBusyError`). Which of the two, or neither, is
+one rule (`why_not_answerable`), shared by the pages and `answer`. The approval node judges
+the answer again when it arrives (authorize, revalidate), as for any other caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langgraph.pregel import Pregel
+from langgraph.types import Command
+from starlette.requests import Request
+from starlette.responses import Response
+
+from langgraph_durable._db import source_of
+from langgraph_durable._sql import QUERIES
+from langgraph_durable.approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    answer_for,
+    approval_hooks,
+    aresume_approval,
+    asked_again,
+    refusal_for,
+    validate_decision,
+)
+from langgraph_durable.approvals._waiting import UnreadableQuestion
+from langgraph_durable.errors import DurableError
+from langgraph_durable.runs import Run, RunStatus
+from langgraph_durable.web import _views as views
+from langgraph_durable.web._console import Console
+from langgraph_durable.web._forms import (
+    Refused,
+    decision_input,
+    thread_field,
+    thread_id_field,
+    thread_in_form,
+)
+
+__all__ = ["answer", "approval", "inbox"]
+
+logger = logging.getLogger(__name__)
+
+# -- approvals -----------------------------------------------------------------------------
+
+
+async def inbox(console: Console, request: Request) -> Response:
+    user = await console.reader(request)
+    waiting = await _questions(console, None, limit=200)
+    items = [await _item(console, token, q, user) for token, q in waiting.items()]
+    return await console.page(request, "inbox.html", items=items)
+
+
+async def _item(
+    console: Console, token: str, pending: views.Question, user: str | None
+) -> dict[str, Any]:
+    """One question with what the page says about it: who may answer, what runs it."""
+    run = await console.latest_run(pending.thread_id)
+    if isinstance(pending, UnreadableQuestion):
+        logger.warning(
+            "A question of thread %r cannot be loaded to be shown",
+            pending.thread_id,
+            exc_info=pending.error,
+        )
+        return {
+            "p": pending,
+            "token": token,
+            "unreadable": views.shown_error(pending.error),
+            "run": run,
+            "can_answer": False,
+            "why_not": "nobody here: the question cannot be read",
+            "may": {},
+        }
+    found = await console.graph_for(pending.thread_id, run) if pending.is_approval else None
+    refused: dict[str, str | None] = {}  # the authorize hook's reason, by action
+    why_not: str | None
+    if not pending.is_approval:
+        why_not = "asked by a plain interrupt(), not an approval node: answer it from code"
+    elif isinstance(found, str) or found is None:
+        why_not = found
+    else:
+        why_not = await why_not_answerable(console, pending, run)
+        if why_not is None and user is not None:
+            # Approving and rejecting are judged apart: `not d.approved or ...` lets
+            # anyone reject, and the page shows each button the hook allows.
+            try:
+                for action in ACTIONS:
+                    trial = ApprovalDecision(approved=action == "approve", approver=user)
+                    refused[action] = refusal_for(
+                        found[0], found[1], trial, interrupt_id=pending.interrupt_id
+                    )
+            except Exception as exc:  # the graph's own hook: this question, not the page
+                logger.exception("The authorize hook of thread %r raised", pending.thread_id)
+                why_not = f"cannot check who may answer: {type(exc).__name__}"
+    value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
+    return {
+        "p": pending,
+        "token": token,
+        "thread": thread_in_form(pending.thread_id),
+        "request": value.get("request", value),
+        "refused": value.get("refused"),
+        "run": run,
+        "can_answer": why_not is None,
+        "why_not": why_not,
+        "may": {action: refused.get(action) is None for action in ACTIONS},
+        "user_refused": refused,
+    }
+
+
+ACTIONS = ("approve", "reject")
+"""What an answer does, each judged on its own by the graph's `authorize` hook."""
+
+
+RETRYABLE = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED)
+
+
+async def why_not_answerable(
+    console: Console, pending: PendingApproval, run: Run | None
+) -> str | None:
+    """Why the thread's runs keep the console from answering `pending`; None if they do not.
+
+    One rule for the pages and for `answer`: a thread the run registry never ran (`run`,
+    its latest run, is None) is a plain thread, which the console runs on under
+    `aexclusive`; so is one whose latest run succeeded and did not ask the question (a
+    plain `invoke` asked it since; that run can be neither retried nor resumed). Otherwise
+    the thread belongs to the registry: its question is answered only through `aresume`
+    of that run, which must be interrupted and have written the checkpoint the question
+    waits at (the test `aresume` makes itself). Anything else is refused: running the
+    graph here would run it outside the registry, beside a run that may be retried, and
+    with whichever graph of that name fits, not the run's version.
+    """
+    if run is None:
+        return None
+    status = run.status.value
+    if await console.registry.alatest_checkpoint(run) != pending.checkpoint_id:
+        if run.status is RunStatus.SUCCESS:
+            return None
+        return (
+            f"its thread's latest run ({status}) did not ask it, and the console answers a "
+            "thread of the registry only through its run: answer it from code"
+        )
+    if run.status is RunStatus.INTERRUPTED:
+        return None
+    if run.status in RETRYABLE:
+        return (
+            f"its run is {status}: retry the run (it resumes with the answer it was given) "
+            "or create a new run"
+        )
+    return f"answered: its run is {status}"
+
+
+async def approval(console: Console, request: Request) -> Response:
+    user = await console.reader(request)
+    thread_id = thread_id_field(request.query_params.get("thread_id", ""))
+    waiting = await _questions(console, thread_id) if thread_id else {}
+    if not waiting:
+        raise Refused(404, f"Thread {thread_id!r} is not waiting for an answer.")
+    items = [await _item(console, token, q, user) for token, q in waiting.items()]
+    return await console.page(request, "approval.html", items=items, thread_id=thread_id)
+
+
+async def answer(console: Console, request: Request) -> Response:
+    user, form = await console.actor(request)
+    thread_id = thread_field(form)
+    token = str(form.get("question") or "")
+    raw = decision_input(user, form)
+    before, asked = await _same_question(console, thread_id, token)
+    run = await console.latest_run(thread_id)
+    found = await console.graph_for(thread_id, run)
+    if isinstance(found, str):
+        raise Refused(
+            409, f"Thread {thread_id!r} cannot be answered from here: {found}. Nothing was sent."
+        )
+    graph, state = found
+    why_not = await why_not_answerable(console, asked, run)
+    if why_not is not None:
+        raise Refused(409, f"This cannot be answered here: {why_not}. Nothing was sent.")
+    question = asked.interrupt_id
+    hooks = approval_hooks(graph, state, interrupt_id=question)
+    model = hooks.decision_model if hooks is not None else ApprovalDecision
+    decision = validate_decision(raw, model)
+    try:
+        refusal = refusal_for(graph, state, decision, interrupt_id=question)
+    except Exception as exc:  # the graph's own hook failed: say so, not a bare 500
+        logger.exception("The authorize hook of thread %r raised", thread_id)
+        raise Refused(
+            500,
+            f"The graph's authorize hook raised {type(exc).__name__}, so the console cannot "
+            f"check whether {user} may answer this. Nothing was sent; see the server's log.",
+        ) from exc
+    if refusal is not None:
+        raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
+    if run is not None and run.status is RunStatus.INTERRUPTED:
+        # Interrupted, and waiting at this question: a worker resumes it.
+        answer_value = answer_for(state, thread_id, decision, interrupt_id=question)
+        command: Command[Any] = Command(resume=answer_value)
+        await console.registry.aresume(run.run_id, command, question=question)
+        return console.back_to(request, "inbox", "queued")
+    async with console.registry.aexclusive(thread_id) as config:
+        # Read again under the lock: another answer may have won, or had its question
+        # asked again, or a run of the registry started, since the page's answer came in.
+        before, asked = await _same_question(console, thread_id, token)
+        latest = await console.latest_run(thread_id)
+        if latest is not None and (run is None or latest.run_id != run.run_id):
+            raise Refused(409, "A run of the registry started on this thread; nothing was sent.")
+        try:
+            await aresume_approval(
+                graph, thread_id, decision, model=model, config=config, interrupt_id=question
+            )
+        except DurableError:
+            raise  # named errors: `_route` shows their messages (a conflict, the database)
+        except Exception as exc:  # the graph failed after taking the answer in
+            logger.exception("Thread %r failed after an answer from the console", thread_id)
+            return await _run_failed(console, request, graph, thread_id, exc)
+    # The node judged the answer again (authorize, revalidate): say what it decided.
+    after = await _questions(console, thread_id)
+    if asked_again(_readable(after), asked, _readable(before)):
+        return console.back_to(request, "approval", "asked_again", thread_id=thread_id)
+    return console.back_to(request, "inbox", "answered")
+
+
+async def _run_failed(
+    console: Console,
+    request: Request,
+    graph: Pregel[Any, Any, Any, Any],
+    thread_id: str,
+    error: Exception,
+) -> Response:
+    """The page for a plain thread whose graph, run on in this request, failed after the
+    answer: the approver learns that the answer was taken and where the run stopped,
+    rather than a bare 500 that reads as if nothing was sent."""
+    failed = None
+    try:
+        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        failed = next((t.name for t in state.tasks if t.error is not None), None)
+    except Exception:  # naming the node is a courtesy: the page goes on without it
+        logger.exception("Cannot read thread %r after its failure", thread_id)
+    where = f"node {failed}" if failed else type(error).__name__
+    message = (
+        f"Your answer was recorded, then the run failed in {where}: "
+        f"{views.shown_error(error)}. See where it stopped on the thread's page; once the "
+        "cause is fixed, run the thread on from code."
+    )
+    return await console.page(
+        request, "message.html", status=500, message=message, thread_id=thread_id
+    )
+
+
+async def _questions(
+    console: Console, thread_id: str | None, *, limit: int = 100
+) -> dict[str, views.Question]:
+    """What waits for an answer (on `thread_id`, or on every thread), by question token.
+
+    Read as `apending_approvals` reads it, but loaded to be shown (the serializer's
+    describing twin, each row on its own): the console may run without the application's
+    modules, and one row it cannot load must not hide the others. Answers are computed
+    from the graph's state, loaded with the saver's own serializer."""
+    query = QUERIES["pending_interrupts" if thread_id is None else "pending_interrupts_thread"]
+    source = source_of(console.saver)
+    async with source.connection("listing what waits for an answer (console)") as conn:
+        cur = await conn.execute(query, {"thread_id": thread_id, "limit": limit})
+        rows = await cur.fetchall()
+    return views.questions_by_token(console.saver.serde, rows)
+
+
+def _readable(questions: dict[str, views.Question]) -> list[PendingApproval]:
+    return [q for q in questions.values() if isinstance(q, PendingApproval)]
+
+
+async def _same_question(
+    console: Console, thread_id: str, token: str
+) -> tuple[dict[str, views.Question], PendingApproval]:
+    """What a thread waits on, by question token, and the question under `token` (the one
+    the page showed, and the one to answer), if it still waits as shown."""
+    questions = await _questions(console, thread_id) if thread_id else {}
+    asked = questions.get(token)
+    if asked is None:
+        raise Refused(
+            409,
+            "This question was answered, or asked again, since the page was loaded. Nothing "
+            "was sent; open the inbox to see what waits now.",
+        )
+    if isinstance(asked, UnreadableQuestion):
+        raise Refused(
+            409,
+            f"This question cannot be read ({views.shown_error(asked.error)}), so it cannot "
+            "be answered here. Nothing was sent.",
+        )
+    return questions, asked

@@ -13,14 +13,17 @@ from langgraph_durable.approvals._pending import pending_approvals, resume_appro
 from langgraph_durable.approvals._static import GuardFinding, check_graph
 from langgraph_durable.approvals._waiting import (
     PendingApproval,
+    UnreadableQuestion,
     answer_for,
     answer_from_pending,
     approval_hooks,
     approval_to_answer,
     asked_again,
+    hooks_by_node,
     pending_from_rows,
     refusal_for,
     refusal_of,
+    shown_from_rows,
 )
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "GuardFinding",
     "PendingApproval",
     "Revalidation",
+    "UnreadableQuestion",
     "add_approval_before",
     "answer_for",
     "answer_from_pending",
@@ -39,10 +43,12 @@ __all__ = [
     "aresume_approval",
     "asked_again",
     "check_graph",
+    "hooks_by_node",
     "pending_approvals",
     "pending_from_rows",
     "refusal_for",
     "refusal_of",
     "resume_approval",
+    "shown_from_rows",
     "validate_decision",
 ]

@@ -24,6 +24,7 @@ from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
     PendingApproval,
+    UnreadableQuestion,
     answer_for,
     approval_hooks,
     aresume_approval,
@@ -31,7 +32,6 @@ from langgraph_durable.approvals import (
     refusal_for,
     validate_decision,
 )
-from langgraph_durable.approvals._waiting import UnreadableQuestion
 from langgraph_durable.errors import DurableError
 from langgraph_durable.runs import Run, RunStatus
 from langgraph_durable.web import _views as views

@@ -17,7 +17,7 @@ from langgraph.pregel import Pregel
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from langgraph_durable.approvals._waiting import hooks_by_node
+from langgraph_durable.approvals import hooks_by_node
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.effects import AsyncEffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError, DatabaseUnreachableError

@@ -16,8 +16,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langgraph_durable.approvals import PendingApproval
-from langgraph_durable.approvals._waiting import UnreadableQuestion, shown_from_rows
+from langgraph_durable.approvals import PendingApproval, UnreadableQuestion, shown_from_rows
 from langgraph_durable.outbox import error_text
 from langgraph_durable.runs import Run, RunStatus
 

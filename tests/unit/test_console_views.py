@@ -9,9 +9,13 @@ from typing import Any
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Interrupt
 
-from langgraph_durable.approvals import ApprovalDecision, PendingApproval, approval_node
+from langgraph_durable.approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    UnreadableQuestion,
+    approval_node,
+)
 from langgraph_durable.approvals._node import APPROVAL_KIND, hooks_of
-from langgraph_durable.approvals._waiting import UnreadableQuestion
 from langgraph_durable.runs import Run, RunStatus
 from langgraph_durable.serde import SafeSerializer
 from langgraph_durable.web._views import (

@@ -52,7 +52,7 @@ import dataclasses
 import enum
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import ormsgpack
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
@@ -74,6 +74,7 @@ __all__ = [
     "make_safe",
     "open_text",
     "seal_text",
+    "unsealed",
 ]
 
 Allowed = Iterable[type | str | tuple[str, str]]
@@ -456,6 +457,18 @@ def encrypts(serde: SerializerProtocol | None) -> bool:
 
 
 _NEVER_ENCRYPT = frozenset({SafeSerializer, JsonPlusSerializer, type(None)})
+
+
+def unsealed(serde: SerializerProtocol, data: tuple[str, bytes]) -> tuple[str, bytes]:
+    """A stored value's type and bytes as they were before `serde` encrypted them: for a
+    fingerprint of the value, which must not change with each write's new nonce. As
+    stored when `serde` does not encrypt, or the row carries no cipher."""
+    kind, blob = data
+    if not encrypts(serde) or "+" not in kind:
+        return data
+    inner, cipher_name = kind.split("+", 1)
+    cipher = cast(EncryptedSerializer, serde).cipher
+    return inner, cipher.decrypt(cipher_name, blob)
 
 
 def seal_text(serde: SerializerProtocol | None, text: str | None) -> str | None:

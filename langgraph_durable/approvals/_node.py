@@ -179,6 +179,14 @@ def _thread_of(config: Any) -> str | None:
     return None if found is None else str(found)
 
 
+def is_async_callable(hook: Any) -> bool:
+    """Whether calling `hook` returns a coroutine: an `async def`, or an object whose
+    `__call__` is one."""
+    return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(
+        getattr(hook, "__call__", None)  # noqa: B004 - the method itself is what is asked
+    )
+
+
 def approval_node(
     request: Callable[[Any], Any],
     *,
@@ -216,11 +224,14 @@ def approval_node(
     Add the node with `destinations=` or use `add_approval_before`, so graph drawings show
     the routes.
     """
-    if inspect.iscoroutinefunction(request) or inspect.iscoroutinefunction(revalidate):
-        raise ConfigurationError(
-            "approval_node hooks (request, revalidate) must be plain functions, not async "
-            "ones: LangGraph runs them inside the node, where they cannot be awaited."
-        )
+    for name, hook in (("request", request), ("authorize", authorize), ("revalidate", revalidate)):
+        if is_async_callable(hook):
+            # An async authorize returned a coroutine, never True: everyone was refused.
+            raise ConfigurationError(
+                f"approval_node's {name} hook is async; approval hooks (request, authorize, "
+                "revalidate) must be plain functions: LangGraph runs them inside the node, "
+                "where they cannot be awaited."
+            )
 
     def ask(state: Any) -> Command[str]:
         # Checked on every run: one node object may be added to several graphs.

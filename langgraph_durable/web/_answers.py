@@ -5,7 +5,7 @@ model), `refusal_for` (the graph's `authorize` hook, asked before anything is se
 either the run registry's `aresume` (a run waits in the registry: a worker resumes it) or
 `aresume_approval` under `aexclusive` (a thread run by plain `invoke`: the console runs it
 on, and a second answer at once gets `ThreadBusyError`). Which of the two, or neither, is
-one rule (`why_not_answerable`), shared by the pages and `answer`. The approval node judges
+one rule (`answered_through`), shared by the pages and `answer`. The approval node judges
 the answer again when it arrives (authorize, revalidate), as for any other caller.
 """
 
@@ -32,7 +32,13 @@ from langgraph_durable.approvals import (
     refusal_for,
     validate_decision,
 )
-from langgraph_durable.errors import DurableError
+from langgraph_durable.errors import (
+    DatabaseUnreachableError,
+    InvalidDecisionError,
+    NotWaitingError,
+    RunConflictError,
+    ThreadBusyError,
+)
 from langgraph_durable.runs import Run, RunStatus
 from langgraph_durable.web import _views as views
 from langgraph_durable.web._console import Console
@@ -78,16 +84,23 @@ async def _item(
             "why_not": "nobody here: the question cannot be read",
             "may": {},
         }
-    found = await console.graph_for(pending.thread_id, run) if pending.is_approval else None
     refused: dict[str, str | None] = {}  # the authorize hook's reason, by action
     why_not: str | None
+    through = await answered_through(console, pending) if pending.is_approval else None
+    found = (
+        await console.graph_for(pending.thread_id, through)
+        if pending.is_approval and not isinstance(through, str)
+        else None
+    )
     if not pending.is_approval:
         why_not = "asked by a plain interrupt(), not an approval node: answer it from code"
+    elif isinstance(through, str):
+        why_not = through
     elif isinstance(found, str) or found is None:
         why_not = found
     else:
-        why_not = await why_not_answerable(console, pending, run)
-        if why_not is None and user is not None:
+        why_not = None
+        if user is not None:
             # Approving and rejecting are judged apart: `not d.approved or ...` lets
             # anyone reject, and the page shows each button the hook allows.
             try:
@@ -114,6 +127,16 @@ async def _item(
     }
 
 
+BEFORE_SENDING = (
+    NotWaitingError,
+    InvalidDecisionError,
+    ThreadBusyError,
+    RunConflictError,
+    DatabaseUnreachableError,
+)
+"""What `aresume_approval` raises before it sends an answer, or when the database went
+away (which `_route` names); anything else came after the answer was taken."""
+
 ACTIONS = ("approve", "reject")
 """What an answer does, each judged on its own by the graph's `authorize` hook."""
 
@@ -121,39 +144,40 @@ ACTIONS = ("approve", "reject")
 RETRYABLE = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED)
 
 
-async def why_not_answerable(
-    console: Console, pending: PendingApproval, run: Run | None
-) -> str | None:
-    """Why the thread's runs keep the console from answering `pending`; None if they do not.
+async def answered_through(console: Console, pending: PendingApproval) -> Run | str | None:
+    """How the console answers `pending`: through the registry run it belongs to (a
+    worker resumes it), None for a plain thread (the console runs it on, under
+    `aexclusive`), or why it does not.
 
-    One rule for the pages and for `answer`: a thread the run registry never ran (`run`,
-    its latest run, is None) is a plain thread, which the console runs on under
-    `aexclusive`; so is one whose latest run succeeded and did not ask the question (a
-    plain `invoke` asked it since; that run can be neither retried nor resumed). Otherwise
-    the thread belongs to the registry: its question is answered only through `aresume`
-    of that run, which must be interrupted and have written the checkpoint the question
-    waits at (the test `aresume` makes itself). Anything else is refused: running the
-    graph here would run it outside the registry, beside a run that may be retried, and
-    with whichever graph of that name fits, not the run's version.
+    One rule for the pages and for `answer`. The run a question belongs to is the one
+    `aquestion_holder` finds, not the thread's newest run: a newer run cancelled before
+    it ran does not hide the interrupted run that asked, and a thread whose newest run
+    succeeded before a plain `invoke` asked again is a plain thread (whose graph is then
+    found by its nodes alone, refusing to guess between several). A run of the thread on
+    its way, or a run that asked and then ended (error, timeout, cancelled), keeps the
+    console from answering: running the graph here would run it beside that run.
     """
-    if run is None:
-        return None
-    status = run.status.value
-    if await console.registry.alatest_checkpoint(run) != pending.checkpoint_id:
-        if run.status is RunStatus.SUCCESS:
-            return None
+    holder = await console.registry.aquestion_holder(pending.thread_id)
+    if holder is not None:
+        if holder.status is RunStatus.INTERRUPTED:
+            return holder
+        if await console.registry.alatest_checkpoint(holder) == pending.checkpoint_id:
+            return f"answered: its run is {holder.status.value}"
         return (
-            f"its thread's latest run ({status}) did not ask it, and the console answers a "
-            "thread of the registry only through its run: answer it from code"
+            f"a run of the registry is on its way on this thread (run {holder.run_id}, "
+            f"{holder.status.value}): wait for it"
         )
-    if run.status is RunStatus.INTERRUPTED:
-        return None
-    if run.status in RETRYABLE:
+    latest = await console.latest_run(pending.thread_id)
+    if (
+        latest is not None
+        and latest.status in RETRYABLE
+        and await console.registry.alatest_checkpoint(latest) == pending.checkpoint_id
+    ):
         return (
-            f"its run is {status}: retry the run (it resumes with the answer it was given) "
-            "or create a new run"
+            f"its run is {latest.status.value}: retry the run (it resumes with the answer "
+            "it was given) or create a new run"
         )
-    return f"answered: its run is {status}"
+    return None
 
 
 async def approval(console: Console, request: Request) -> Response:
@@ -172,16 +196,15 @@ async def answer(console: Console, request: Request) -> Response:
     token = str(form.get("question") or "")
     raw = decision_input(user, form)
     before, asked = await _same_question(console, thread_id, token)
-    run = await console.latest_run(thread_id)
+    run = await answered_through(console, asked)
+    if isinstance(run, str):
+        raise Refused(409, f"This cannot be answered here: {run}. Nothing was sent.")
     found = await console.graph_for(thread_id, run)
     if isinstance(found, str):
         raise Refused(
             409, f"Thread {thread_id!r} cannot be answered from here: {found}. Nothing was sent."
         )
     graph, state = found
-    why_not = await why_not_answerable(console, asked, run)
-    if why_not is not None:
-        raise Refused(409, f"This cannot be answered here: {why_not}. Nothing was sent.")
     question = asked.interrupt_id
     hooks = approval_hooks(graph, state, interrupt_id=question)
     model = hooks.decision_model if hooks is not None else ApprovalDecision
@@ -197,7 +220,7 @@ async def answer(console: Console, request: Request) -> Response:
         ) from exc
     if refusal is not None:
         raise Refused(403, f"{user} may not answer this: {refusal}. Nothing was sent.")
-    if run is not None and run.status is RunStatus.INTERRUPTED:
+    if run is not None:
         # Interrupted, and waiting at this question: a worker resumes it.
         answer_value = answer_for(state, thread_id, decision, interrupt_id=question)
         command: Command[Any] = Command(resume=answer_value)
@@ -207,16 +230,16 @@ async def answer(console: Console, request: Request) -> Response:
         # Read again under the lock: another answer may have won, or had its question
         # asked again, or a run of the registry started, since the page's answer came in.
         before, asked = await _same_question(console, thread_id, token)
-        latest = await console.latest_run(thread_id)
-        if latest is not None and (run is None or latest.run_id != run.run_id):
+        if await answered_through(console, asked) is not None:
             raise Refused(409, "A run of the registry started on this thread; nothing was sent.")
         try:
             await aresume_approval(
                 graph, thread_id, decision, model=model, config=config, interrupt_id=question
             )
-        except DurableError:
-            raise  # named errors: `_route` shows their messages (a conflict, the database)
-        except Exception as exc:  # the graph failed after taking the answer in
+        except BEFORE_SENDING:
+            raise  # nothing was sent: `_route` says why (a conflict, the database)
+        except Exception as exc:  # the graph failed after taking the answer in (an effect
+            # whose outcome is unknown included): the page says the answer was taken
             logger.exception("Thread %r failed after an answer from the console", thread_id)
             return await _run_failed(console, request, graph, thread_id, exc)
     # The node judged the answer again (authorize, revalidate): say what it decided.

@@ -17,7 +17,6 @@ from langgraph.pregel import Pregel
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from langgraph_durable.approvals import hooks_by_node
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.effects import AsyncEffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError, DatabaseUnreachableError
@@ -243,13 +242,4 @@ def graphs_given(graphs: Sequence[Pregel[Any, Any, Any, Any] | GraphVersion]) ->
                 f"create_app(graphs=...) takes compiled graphs or GraphVersions; got a "
                 f"{type(graph).__name__}. Compile it with the console's saver first."
             )
-        for node, hooks in hooks_by_node(found[-1].graph).items():
-            if inspect.iscoroutinefunction(hooks.authorize):
-                # The node calls it without awaiting (a coroutine is never True: everyone
-                # refused), and the console would have to guess what it says.
-                raise ConfigurationError(
-                    f"The authorize hook of approval node {node!r} (graph "
-                    f"{found[-1].name!r}) is an async function; approval nodes call it "
-                    "inside the node, where it cannot be awaited. Make it a plain function."
-                )
     return found

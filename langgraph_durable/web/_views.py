@@ -6,6 +6,7 @@ what they read into something a person can read lives here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -16,9 +17,11 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable._langgraph import ERROR
 from langgraph_durable.approvals import PendingApproval, UnreadableQuestion, shown_from_rows
 from langgraph_durable.outbox import error_text
 from langgraph_durable.runs import Run, RunStatus
+from langgraph_durable.serde import unsealed
 
 __all__ = [
     "STATUS_ORDER",
@@ -88,17 +91,26 @@ Question = PendingApproval | UnreadableQuestion
 """A stored question as the console lists it: loaded to be shown, or why it cannot be."""
 
 
-def question_token(row: Mapping[str, Any], interrupt_id: str) -> str:
+def question_token(
+    row: Mapping[str, Any], interrupt_id: str, serde: SerializerProtocol | None = None
+) -> str:
     """A fingerprint of one question as asked: a page answers only the question it showed.
 
-    Made of the stored row (its type and bytes) with its thread, checkpoint and interrupt
-    id, never of the value loaded from it: printing a value again depends on the process
-    (a set's order follows its hash seed), and consoles behind a load balancer must agree.
-    It changes when the thread moves on, and when an approval node asks again (a refused
-    approver or a changed request: a new payload, under a new interrupt id).
+    Made of the stored row (its type and bytes, decrypted when `serde` encrypts: a sibling
+    question is written again, with a new nonce, when another is answered) with its
+    thread, checkpoint and interrupt id, never of the value loaded from it: printing a
+    value again depends on the process (a set's order follows its hash seed), and consoles
+    behind a load balancer must agree. It changes when the thread moves on, and when an
+    approval node asks again (a refused approver or a changed request: a new payload,
+    under a new interrupt id).
     """
-    head = json.dumps([row["thread_id"], row["checkpoint_id"], interrupt_id, row["type"]])
-    return hashlib.sha256(head.encode() + bytes(row["blob"] or b"")).hexdigest()[:32]
+    kind, blob = row["type"], bytes(row["blob"] or b"")
+    if serde is not None:
+        # A row this process cannot open is listed as unreadable anyway.
+        with contextlib.suppress(Exception):
+            kind, blob = unsealed(serde, (kind, blob))
+    head = json.dumps([row["thread_id"], row["checkpoint_id"], interrupt_id, kind])
+    return hashlib.sha256(head.encode() + blob).hexdigest()[:32]
 
 
 def questions_by_token(
@@ -107,7 +119,7 @@ def questions_by_token(
     """What `pending_interrupts` rows ask, by question token, in their order: loaded to
     be shown (`shown_from_rows`), a row that cannot be loaded as an `UnreadableQuestion`."""
     return {
-        question_token(row, getattr(question, "interrupt_id", "")): question
+        question_token(row, getattr(question, "interrupt_id", ""), serde): question
         for row, question in shown_from_rows(serde, rows)
     }
 
@@ -201,6 +213,11 @@ def timeline(
         elif channel == "__interrupt__":
             task.interrupted = True
             task.writes.append((channel, as_json(_interrupt_values(serde, row))))
+        elif channel == ERROR:
+            # The node's error as LangGraph stored it (its repr): error text, shown as
+            # every other error text is, passwords and URL secrets hidden.
+            error = _load(serde, row["type"], row["blob"])
+            task.writes.append((channel, as_json(redacted(str(error)))))
         else:
             task.writes.append((channel, as_json(_load(serde, row["type"], row["blob"]))))
     by_place = {(s.step, t.node): t for s in steps.values() for t in s.tasks}

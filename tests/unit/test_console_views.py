@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Interrupt
 
@@ -17,7 +18,7 @@ from langgraph_durable.approvals import (
 )
 from langgraph_durable.approvals._node import APPROVAL_KIND, hooks_of
 from langgraph_durable.runs import Run, RunStatus
-from langgraph_durable.serde import SafeSerializer
+from langgraph_durable.serde import SafeEncryptedSerializer, SafeSerializer
 from langgraph_durable.web._views import (
     STATUS_ORDER,
     as_json,
@@ -68,6 +69,23 @@ def test_a_question_token_is_the_stored_rows_and_changes_when_the_question_is_as
     assert question_token(row(first), "i1") != question_token(row(again), "i1")
     assert question_token(row(first), "i1") != question_token(row(first, "c2"), "i1")
     assert question_token(row(first), "i1") != question_token(row(first), "i2")
+
+
+def test_a_question_token_under_encryption_is_the_same_for_each_writing() -> None:
+    """Answering one of two parallel questions writes the other's row again, with a new
+    nonce: its token changed and its form was refused as if answered or asked again."""
+    key = b"k" * 16
+    serde = SafeEncryptedSerializer(EncryptedSerializer.from_pycryptodome_aes(key=key).cipher)
+    asked = [Interrupt(value={"kind": "x"}, id="i1")]
+    once, twice = serde.dumps_typed(asked), serde.dumps_typed(asked)
+    assert once[1] != twice[1]  # a new nonce each time
+    first, second = row(None), row(None)
+    first["type"], first["blob"] = once
+    second["type"], second["blob"] = twice
+    assert question_token(first, "i1", serde) == question_token(second, "i1", serde)
+    other = row(None)
+    other["type"], other["blob"] = serde.dumps_typed([Interrupt(value={"kind": "y"}, id="i1")])
+    assert question_token(first, "i1", serde) != question_token(other, "i1", serde)
 
 
 def test_questions_are_loaded_to_be_shown_each_row_on_its_own() -> None:

@@ -6,15 +6,17 @@ from __future__ import annotations
 import html
 import logging
 from types import ModuleType
+from typing import Any
 
 import pytest
-from console_host import LEDGER_ERROR, directory_builder, failing_builder
-from console_world import form_fields, start_plain, tokens_of
+from console_host import LEDGER_ERROR, Ledger, directory_builder, failing_builder
+from console_world import client_for, form_fields, start_plain, tokens_of
+from langgraph.graph import END, START, StateGraph
 from starlette.testclient import TestClient
 from test_console_http import answer, approval_page, waiting
 
-from langgraph_durable import DurablePostgresSaver
-from langgraph_durable.approvals import pending_approvals
+from langgraph_durable import DurablePostgresSaver, effect
+from langgraph_durable.approvals import add_approval_before, pending_approvals
 from langgraph_durable.web._forms import thread_in_form
 
 
@@ -74,3 +76,48 @@ def test_an_authorize_hook_that_raises_hides_one_form_not_the_inbox(
     assert "The graph's authorize hook raised LookupError" in text
     assert "Nothing was sent" in text
     assert waiting(world, supplies) == 1
+
+
+def test_an_effect_whose_outcome_is_unknown_after_the_answer_is_a_run_that_failed(
+    world: str,
+) -> None:
+    """A node run on after the answer called an `@effect` whose receiver timed out: our
+    own error (`EffectOutcomeUnknown`) was shown as a bare 409 quoting the receiver's URL
+    with its secret, and the page did not say the answer was taken."""
+    secret = "tok3n-s3cret"
+
+    @effect(name="console.charge")
+    def charge(item: str) -> str:
+        raise TimeoutError(f"POST https://svc:{secret}@pay.example/charge timed out")
+
+    def pay(state: Any) -> Any:
+        charge(state["item"])
+        return {}
+
+    def payments() -> Any:
+        builder = StateGraph(Ledger)
+        builder.add_node("pay", pay)
+        builder.add_edge(START, "pay")
+        builder.add_edge("pay", END)
+        add_approval_before(builder, "pay", request=lambda s: {"item": s["item"]})
+        return builder
+
+    thread = "pay-1"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        payments().compile(checkpointer=saver).invoke(
+            {"item": "invoice 9"}, {"configurable": {"thread_id": thread}}
+        )
+    for client in client_for(
+        world, "manager-ana", graphs=lambda s: [payments().compile(checkpointer=s)]
+    ):
+        fields = form_fields(approval_page(client, thread))
+        failed = answer(client, fields, action="approve")
+        text = html.unescape(failed.text)
+        assert "Your answer was recorded, then the run failed in node pay" in text
+        assert "EffectOutcomeUnknown" in text
+        assert secret not in text
+        timeline = html.unescape(client.get("/console/thread", params={"thread_id": thread}).text)
+        assert "__error__" in timeline
+        assert secret not in timeline  # the node's error, as LangGraph stored it
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        assert pending_approvals(saver, thread_id=thread) == []  # the answer was taken in

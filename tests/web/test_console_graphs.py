@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from console_world import client_for, csrf_of, tokens_of
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 from starlette.testclient import TestClient
 from typing_extensions import TypedDict
 
@@ -126,3 +127,53 @@ def test_a_registry_run_is_judged_by_its_own_graph_or_by_none(world: str) -> Non
     for client in client_for(world, "intern", graphs=with_payouts):
         text = html.unescape(client.get("/console/approval", params={"thread_id": thread}).text)
         assert "not you: only the CFO approves payouts" in text
+
+
+def test_a_plain_invoke_after_a_finished_run_is_judged_by_its_nodes_alone(world: str) -> None:
+    """A payouts run of the registry succeeded on the thread, then the application asked
+    a newsletter question there by plain invoke: the console took the old run's name and
+    judged (and ran) the newsletter's answer with the payouts graph, or the other way
+    round. No run holds the question: it is a plain thread, and both graphs fit."""
+    thread = "payout-3"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        version = GraphVersion("payouts", "1", payouts().compile(checkpointer=saver))
+        runs = RunRegistry(saver)
+        run = runs.create(version, {"what": "$5"}, thread_id=thread)
+        worker = Worker(saver, [version])
+        worker.run_until_idle()
+        runs.resume(run.run_id, Command(resume={"approved": True, "approver": "cfo"}))
+        worker.run_until_idle()
+        newsletter().compile(checkpointer=saver).invoke(
+            {"what": "December issue"}, {"configurable": {"thread_id": thread}}
+        )
+
+    def named(saver: Any) -> list[Any]:
+        return [
+            GraphVersion("newsletter", "1", newsletter().compile(checkpointer=saver)),
+            GraphVersion("payouts", "1", payouts().compile(checkpointer=saver)),
+        ]
+
+    for client in client_for(world, "intern", graphs=named):
+        page = html.unescape(client.get("/console/approval", params={"thread_id": thread}).text)
+        assert "ambiguous" in page
+        assert 'value="approve"' not in page
+
+
+def test_a_newer_run_cancelled_before_it_ran_does_not_hide_the_run_that_asked(
+    world: str,
+) -> None:
+    thread = "payout-4"
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        version = GraphVersion("payouts", "1", payouts().compile(checkpointer=saver))
+        runs = RunRegistry(saver)
+        runs.create(version, {"what": "$5"}, thread_id=thread)
+        Worker(saver, [version]).run_until_idle()
+        newer = runs.create(version, {"what": "$6"}, thread_id=thread)
+        runs.cancel(newer.run_id)
+
+    def named(saver: Any) -> list[Any]:
+        return [GraphVersion("payouts", "1", payouts().compile(checkpointer=saver))]
+
+    for client in client_for(world, "cfo", graphs=named):
+        page = html.unescape(client.get("/console/approval", params={"thread_id": thread}).text)
+        assert 'value="approve"' in page, page

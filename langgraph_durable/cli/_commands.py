@@ -191,11 +191,16 @@ def prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
             f"No checkpoints for thread(s) {', '.join(map(repr, missing))}; nothing was "
             "pruned. Check the thread ids (and the database)."
         )
-    progress = Progress(len(args.threads), "pruning")
-    for start in range(0, len(args.threads), PRUNE_BATCH):
-        batch = args.threads[start : start + PRUNE_BATCH]
-        saver.prune(batch, strategy=args.strategy)
-        progress.advance(len(batch))
+    if args.strategy == "delete":
+        # One call, all or none in one transaction: batches would each commit, and a busy
+        # thread in a later batch would refuse it after the earlier ones were deleted.
+        saver.prune(args.threads, strategy="delete")
+    else:  # each thread pruned on its own: batches show progress
+        progress = Progress(len(args.threads), "pruning")
+        for start in range(0, len(args.threads), PRUNE_BATCH):
+            batch = args.threads[start : start + PRUNE_BATCH]
+            saver.prune(batch, strategy=args.strategy)
+            progress.advance(len(batch))
     return Result({"pruned": args.threads, "strategy": args.strategy}, _show_kv)
 
 

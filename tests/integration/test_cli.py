@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable import __name__ as package_name
 from langgraph_durable.cli import _parser, main
+from langgraph_durable.cli._commands import PRUNE_BATCH
 from langgraph_durable.cli._output import as_json
 
 SECRET = "s3cret-pw-123"
@@ -141,6 +142,51 @@ def test_prune_needs_none_of_the_application_s_classes(
         "pruned": [thread],
         "strategy": "keep_latest",
     }
+
+
+def empty_threads(dsn: str, count: int) -> list[str]:
+    """`count` threads of one empty checkpoint each."""
+    threads = [f"cli-del-{i:02}-{uuid.uuid4().hex[:6]}" for i in range(count)]
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        for thread in threads:
+            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            saver.put(config, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+    return threads
+
+
+def test_prune_delete_deletes_every_thread_or_none(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More threads than one batch, the last one busy (an effect whose outcome is open):
+    the command said "Nothing was deleted" after the earlier batches had been deleted."""
+    threads = empty_threads(dsn, PRUNE_BATCH + 1)
+    busy = threads[-1]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "thread_id) VALUES ('cli-open-charge', 'charge', 'h', 'unknown', %s)",
+            (busy,),
+        )
+    capsys.readouterr()
+    assert main(["prune", *threads, "--strategy", "delete", "--dsn", dsn]) == 1
+    err = capsys.readouterr().err
+    assert "Nothing was deleted" in err
+    assert f"thread {busy!r}: effects with an open outcome cli-open-charge" in err
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute(
+            "SELECT count(DISTINCT thread_id) FROM checkpoints WHERE thread_id = ANY(%s)",
+            (threads,),
+        ).fetchone()
+    assert left == (len(threads),)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM langgraph_durable_effects WHERE key = 'cli-open-charge'")
+    deleted = run_json(capsys, ["prune", *threads, "--strategy", "delete", "--json", "--dsn", dsn])
+    assert deleted == {"pruned": threads, "strategy": "delete"}
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM checkpoints WHERE thread_id = ANY(%s)", (threads,)
+        ).fetchone()
+    assert left == (0,)
 
 
 @pytest.mark.parametrize(

@@ -98,13 +98,15 @@ def kept_reasons(row: Mapping[str, Any]) -> list[str]:
 
 def refuse_busy(rows: Sequence[Mapping[str, Any]]) -> None:
     """Raise when `delete_threads` (all or none) kept the threads: say why, and what to do.
+    Only the threads with work in flight are named: the others were kept only because
+    they went with them.
 
     Raises:
         ThreadBusyError: A thread had work in flight; none of the threads was deleted.
     """
-    busy = [(row["thread_id"], kept_reasons(row)) for row in rows if not row["deleted"]]
-    if not busy:
+    if all(row["deleted"] for row in rows):
         return
+    busy = [(row["thread_id"], why) for row in rows if (why := kept_reasons(row))]
     said = "; ".join(f"thread {thread!r}: {', '.join(why)}" for thread, why in busy)
     raise ThreadBusyError(
         f"Not deleted, work is in flight ({said}). Let the runs finish or cancel them "

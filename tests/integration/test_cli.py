@@ -158,7 +158,8 @@ def test_prune_delete_deletes_every_thread_or_none(
     dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """More threads than one batch, the last one busy (an effect whose outcome is open):
-    the command said "Nothing was deleted" after the earlier batches had been deleted."""
+    the command said "Nothing was deleted" after the earlier batches had been deleted.
+    The refusal names the busy thread, and no innocent one with an empty reason."""
     threads = empty_threads(dsn, PRUNE_BATCH + 1)
     busy = threads[-1]
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -172,6 +173,7 @@ def test_prune_delete_deletes_every_thread_or_none(
     err = capsys.readouterr().err
     assert "Nothing was deleted" in err
     assert f"thread {busy!r}: effects with an open outcome cli-open-charge" in err
+    assert not any(t in err for t in threads[:-1])  # no innocent thread, with no reason
     with psycopg.connect(dsn) as conn:
         left = conn.execute(
             "SELECT count(DISTINCT thread_id) FROM checkpoints WHERE thread_id = ANY(%s)",

@@ -1004,9 +1004,11 @@ WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statu
 RETURNING attempt
 
 -- name: effects_open
--- Effects that need attention or are under way, oldest first, for operators.
+-- Effects that need attention or are under way, oldest first, for operators. A running
+-- attempt whose lease lapsed died without an outcome: unknown (I3), and `resolve` takes it.
 SELECT key, effect_name, status, attempt, lease_owner, lease_expires_at, next_attempt_at,
-    error_type, error_message, thread_id, node, step, updated_at
+    error_type, error_message, thread_id, node, step, updated_at,
+    status = 'running' AND lease_expires_at < clock_timestamp() AS lease_lapsed
 FROM langgraph_durable_effects
 WHERE status IN ('running', 'unknown', 'deferred', 'retry_wait')
     AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
@@ -1769,13 +1771,17 @@ WHERE to_regclass(g.name) IS NOT NULL
 SELECT count(*) AS connections FROM pg_stat_activity WHERE backend_type = 'client backend'
 
 -- name: doctor_registry
--- What needs a person: runs stuck or blocked, effects whose outcome is unknown, live
--- workers. NULL where the runs tables are missing is impossible: setup made them.
+-- What needs a person: runs stuck or blocked, effects whose outcome is unknown (a running
+-- attempt whose lease lapsed is one too: it died without an outcome, I3), live workers.
+-- NULL where the runs tables are missing is impossible: setup made them.
 SELECT
     (SELECT count(*) FROM langgraph_durable_runs WHERE stuck_since IS NOT NULL
         AND status IN ('running', 'interrupted')) AS stuck_runs,
     (SELECT count(*) FROM langgraph_durable_runs WHERE status = 'blocked') AS blocked_runs,
-    (SELECT count(*) FROM langgraph_durable_effects WHERE status = 'unknown') AS unknown_effects,
+    (SELECT count(*) FROM langgraph_durable_effects WHERE status = 'unknown'
+        OR (status = 'running' AND lease_expires_at < clock_timestamp())) AS unknown_effects,
+    (SELECT count(*) FROM langgraph_durable_effects
+        WHERE status = 'running' AND lease_expires_at < clock_timestamp()) AS lapsed_effects,
     (SELECT count(*) FROM langgraph_durable_workers
         WHERE heartbeat_at >= clock_timestamp() - make_interval(secs => %(live_seconds)s))
         AS live_workers

@@ -370,10 +370,16 @@ EFFECT_COLUMNS = ["status", "attempt", "key", "effect_name", "thread_id", "node"
 
 def effects_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     rows = [record(r) for r in _journal(saver).open_effects(args.thread, args.limit)]
-    return Result(
-        {"effects": rows},
-        lambda d: print_table(d["effects"], EFFECT_COLUMNS, empty="no open effects"),
-    )
+
+    def show(d: dict[str, Any]) -> None:
+        # A running attempt whose lease lapsed died without an outcome: unknown, to resolve.
+        shown = [
+            {**r, "status": "running, lease lapsed"} if r.get("lease_lapsed") else r
+            for r in d["effects"]
+        ]
+        print_table(shown, EFFECT_COLUMNS, empty="no open effects")
+
+    return Result({"effects": rows}, show)
 
 
 def effects_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:

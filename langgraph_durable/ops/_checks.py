@@ -115,9 +115,12 @@ def judge_settings(settings: Mapping[str, str], connections: int) -> list[Findin
 
 
 def judge_registry(counts: Mapping[str, Any]) -> list[Finding]:
-    """Findings on what waits for a person: stuck and blocked runs, unknown effects."""
+    """Findings on what waits for a person: stuck and blocked runs, unknown effects (a
+    running attempt whose lease lapsed counted among them, `lapsed_effects` of them)."""
     stuck, blocked = int(counts["stuck_runs"]), int(counts["blocked_runs"])
     unknown, workers = int(counts["unknown_effects"]), int(counts["live_workers"])
+    lapsed = int(counts.get("lapsed_effects", 0))
+    lapsed_seen = f" ({lapsed} running with a lapsed lease)" if lapsed else ""
     return [
         Finding(
             "stuck runs",
@@ -134,7 +137,7 @@ def judge_registry(counts: Mapping[str, Any]) -> list[Finding]:
         Finding(
             "unknown effects",
             "ok" if unknown == 0 else "warn",
-            f"{unknown} with an unknown outcome",
+            f"{unknown} with an unknown outcome{lapsed_seen}",
             "" if unknown == 0 else "Resolve them: `langgraph-durable effects list`.",
         ),
         Finding("workers", "ok", f"{workers} live", ""),

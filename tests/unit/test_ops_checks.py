@@ -47,6 +47,8 @@ def test_registry_counts_that_need_a_person_warn() -> None:
     assert found["blocked runs"][0] == "ok"
     assert found["unknown effects"] == ("warn", "2 with an unknown outcome")
     assert found["workers"] == ("ok", "3 live")
+    lapsed = {f.check: f.seen for f in judge_registry({**counts, "lapsed_effects": 1})}
+    assert lapsed["unknown effects"] == "2 with an unknown outcome (1 running with a lapsed lease)"
 
 
 def test_diffs_and_plain_values_leave_routing_channels_out() -> None:

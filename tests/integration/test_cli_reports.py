@@ -1,0 +1,64 @@
+"""What the CLI's reports say: doctor, effects, thread histories and diffs, each checked
+against the rows that are really there."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from langgraph_durable.cli import main
+
+
+@pytest.fixture
+def dsn(fresh_db_dsn: str) -> str:
+    assert main(["--dsn", fresh_db_dsn, "setup"]) == 0
+    return fresh_db_dsn
+
+
+def cli(capsys: pytest.CaptureFixture[str], dsn: str, *argv: str) -> tuple[int, Any]:
+    """Exit code and the `--json` object."""
+    capsys.readouterr()
+    code = main([*argv, "--json", "--dsn", dsn])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def text(capsys: pytest.CaptureFixture[str], dsn: str, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main([*argv, "--dsn", dsn])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_running_attempt_whose_lease_lapsed_counts_as_unknown(
+    capsys: pytest.CaptureFixture[str], dsn: str
+) -> None:
+    """A worker that died mid-attempt leaves its row `running` with a lapsed lease: its
+    outcome is unknown (I3) and `resolve` takes it, but doctor counted only `unknown`
+    rows and `effects list` showed it as an ordinary running attempt."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "lease_owner, lease_expires_at) VALUES "
+            "('died', 'charge', 'h', 'running', 'w1', now() - interval '1 minute'), "
+            "('alive', 'charge', 'h', 'running', 'w2', now() + interval '1 hour')"
+        )
+    _, report = cli(capsys, dsn, "doctor")
+    found = {f["check"]: f for f in report["findings"]}["unknown effects"]
+    assert (found["level"], found["seen"]) == (
+        "warn",
+        "1 with an unknown outcome (1 running with a lapsed lease)",
+    )
+    code, listed = cli(capsys, dsn, "effects", "list")
+    assert code == 0
+    assert {r["key"]: r["lease_lapsed"] for r in listed["effects"]} == {
+        "died": True,
+        "alive": False,
+    }
+    _, shown = text(capsys, dsn, "effects", "list")
+    (died,) = [line for line in shown.splitlines() if " died " in line]
+    (alive,) = [line for line in shown.splitlines() if " alive " in line]
+    assert died.startswith("running, lease lapsed")
+    assert "lapsed" not in alive

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import builtins
 
+import psycopg
+
 from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
-from langgraph_durable.errors import SchemaError
+from langgraph_durable.errors import ConfigurationError, SchemaError
 from langgraph_durable.ops._checks import (
     Finding,
     judge_privileges,
     judge_registry,
     judge_settings,
     judge_value_compression,
+    refused_to_role,
 )
 from langgraph_durable.ops._history import checked_saver
 from langgraph_durable.roles import app_role_privileges
@@ -38,7 +41,7 @@ async def adoctor(
     source = source_of(checked_saver(saver, AsyncDurablePostgresSaver))
     async with source.connection("reading the server settings (doctor)") as conn:
         cur = await conn.execute(QUERIES["doctor_settings"])
-        settings = {}
+        settings: dict[str, str] = {}
         for row in await cur.fetchall():
             settings[row["name"]] = row["setting"]
             settings[f"{row['name']}:unit"] = row["unit"] or ""
@@ -54,10 +57,28 @@ async def adoctor(
     findings = judge_settings(settings, connections)
     findings.append(judge_privileges(granted["role"], granted["missing"]))
     try:
+        await _aread_our_tables(saver, settings, live_seconds, findings)
+    except ConfigurationError as exc:
+        if not isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+            raise
+        # Reading our own tables was refused: a finding, not the end of the report.
+        return refused_to_role(findings, granted["role"], exc.__cause__.diag.message_primary)
+    return findings
+
+
+async def _aread_our_tables(
+    saver: AsyncDurablePostgresSaver,
+    settings: dict[str, str],
+    live_seconds: float,
+    findings: builtins.list[Finding],
+) -> None:
+    """Add the findings read from our own tables: the schema, compression, the registry."""
+    source = source_of(saver)
+    try:
         await saver.acheck_schema()
     except SchemaError as exc:
         findings.append(Finding("schema", "fail", "not ready", str(exc)))
-        return findings
+        return
     findings.append(Finding("schema", "ok", "up to date"))
     async with source.connection("counting what needs a person (doctor)") as conn:
         if int(settings.get("server_version_num", "0")) >= 140000:
@@ -70,4 +91,4 @@ async def adoctor(
         cur = await conn.execute(QUERIES["doctor_registry"], {"live_seconds": live_seconds})
         counts = await cur.fetchone()
     assert counts is not None
-    return findings + judge_registry(counts)
+    findings.extend(judge_registry(counts))

@@ -21,6 +21,7 @@ __all__ = [
     "judge_registry",
     "judge_settings",
     "judge_value_compression",
+    "refused_to_role",
     "summary",
 ]
 
@@ -180,6 +181,31 @@ def judge_privileges(role: str, missing: list[str]) -> Finding:
         "Runs as this role fail with `permission denied`. As the owner of the tables run "
         f"`langgraph-durable grant {role}` (`--print` shows the GRANT statements).",
     )
+
+
+def refused_to_role(findings: list[Finding], role: str, said: str | None) -> list[Finding]:
+    """`findings` once Postgres refused this role a read of our own tables (a role without
+    the grants, or without USAGE on their schema, which the privileges check cannot see):
+    the privileges check fails, naming the role and `grant`, and what could not be read is
+    said not checked."""
+    said = said or "permission denied"
+    not_checked = Finding(
+        "registry" if any(f.check == "schema" for f in findings) else "schema",
+        "warn",
+        "not checked: this role may not read the tables",
+        f"Postgres said: {said}. See the privileges finding.",
+    )
+    kept = [f for f in findings if not (f.check == "privileges" and f.level == "ok")]
+    if len(kept) == len(findings):  # the privileges check had failed already
+        return [*kept, not_checked]
+    refused = Finding(
+        "privileges",
+        "fail",
+        f"{role} was refused a read of the tables ({said})",
+        "Runs as this role fail with `permission denied`. As the owner of the tables run "
+        f"`langgraph-durable grant {role}` (`--print` shows the GRANT statements).",
+    )
+    return [*kept, refused, not_checked]
 
 
 def summary(findings: list[Finding]) -> tuple[int, int]:

@@ -4,10 +4,14 @@ against the rows that are really there."""
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from langgraph_durable.cli import main
 
@@ -62,3 +66,34 @@ def test_a_running_attempt_whose_lease_lapsed_counts_as_unknown(
     (alive,) = [line for line in shown.splitlines() if " alive " in line]
     assert died.startswith("running, lease lapsed")
     assert "lapsed" not in alive
+
+
+@pytest.fixture
+def role_without_grants(pg_server_dsn: str, dsn: str) -> Iterator[str]:
+    """A LOGIN role that was granted nothing; dropped after the test."""
+    name = f"lgd_nogrant_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def test_doctor_reports_a_role_without_grants_instead_of_stopping(
+    capsys: pytest.CaptureFixture[str], dsn: str, role_without_grants: str
+) -> None:
+    params = {**conninfo_to_dict(dsn), "user": role_without_grants}
+    params.pop("password", None)
+    as_role = make_conninfo("", **params)
+    capsys.readouterr()
+    code = main(["doctor", "--json", "--dsn", as_role])
+    captured = capsys.readouterr()
+    assert (code, captured.err) == (1, "")
+    found = {f["check"]: f for f in json.loads(captured.out)["findings"]}
+    assert found["privileges"]["level"] == "fail"
+    assert role_without_grants in found["privileges"]["seen"]
+    assert f"`langgraph-durable grant {role_without_grants}`" in found["privileges"]["advice"]
+    assert found["schema"]["level"] == "warn"
+    assert "permission denied" in found["schema"]["advice"]

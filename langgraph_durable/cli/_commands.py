@@ -157,7 +157,13 @@ def run_doctor(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     findings = [record(f) for f in found]
 
     def show(data: dict[str, Any]) -> None:
-        print_table(data["findings"], ["level", "check", "seen", "advice"], empty="")
+        print_table(data["findings"], ["level", "check", "seen"], empty="")
+        # The advice of what is not ok whole, on lines of its own: a table cell cuts it.
+        advised = [f for f in data["findings"] if f["level"] != "ok" and f["advice"]]
+        if advised:
+            print("\nwhat to do:")
+        for finding in advised:
+            print(f"  {finding['check']} ({finding['level']}): {finding['advice']}")
         if failures:
             verdict = f"problems found ({failures} failed, {warnings} warnings)"
         elif warnings:

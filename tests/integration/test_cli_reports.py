@@ -68,6 +68,19 @@ def test_a_running_attempt_whose_lease_lapsed_counts_as_unknown(
     assert "lapsed" not in alive
 
 
+def test_doctor_prints_the_advice_of_what_is_not_ok_whole(
+    capsys: pytest.CaptureFixture[str], fresh_db_dsn: str
+) -> None:
+    """The advice was a table cell, cut at 60 characters."""
+    code, report = cli(capsys, fresh_db_dsn, "doctor")
+    (schema,) = [f for f in report["findings"] if f["check"] == "schema"]
+    assert (code, schema["level"]) == (1, "fail")
+    assert len(schema["advice"]) > 60
+    code, out = text(capsys, fresh_db_dsn, "doctor")
+    assert code == 1
+    assert f"  schema (fail): {schema['advice']}" in out.splitlines()
+
+
 @pytest.fixture
 def role_without_grants(pg_server_dsn: str, dsn: str) -> Iterator[str]:
     """A LOGIN role that was granted nothing; dropped after the test."""

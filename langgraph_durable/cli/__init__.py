@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from langgraph_durable._sql import SCHEMA
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.cli._args import DSN_ENV, WEB_SECRET_ENV, parse_age, parser
-from langgraph_durable.cli._commands import COMMANDS, Result
+from langgraph_durable.cli._commands import COMMANDS, Result, in_cli_words
 from langgraph_durable.cli._output import as_json
 from langgraph_durable.embedded import detached_dsn, start_detached, stop_detached
 from langgraph_durable.errors import DurableError
@@ -150,7 +150,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         result = _run(args)
     except DurableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {in_cli_words(str(exc))}", file=sys.stderr)
         return 1
     if args.json:
         print(as_json(result.data))

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -57,7 +58,7 @@ from langgraph_durable.outbox import (
 from langgraph_durable.outbox.publishers import publisher_for
 from langgraph_durable.runs import GraphVersion, Run, RunRegistry, RunStatus
 
-__all__ = ["COMMANDS", "Result", "run_json"]
+__all__ = ["COMMANDS", "Result", "in_cli_words", "run_json"]
 
 EXIT_RUN_FAILED = 3
 EXIT_STILL_RUNNING = 4
@@ -151,10 +152,21 @@ def check(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     return Result({"schema": "ok"}, _show_kv)
 
 
+_SETUP_CALL = re.compile(r"(call )?`saver\.setup\(\)`")
+
+
+def in_cli_words(text: str) -> str:
+    """A library message as the CLI says it: the command to run (`langgraph-durable
+    setup`), not the method a program calls (`saver.setup()`)."""
+    return _SETUP_CALL.sub(
+        lambda m: ("run " if m.group(1) else "") + "`langgraph-durable setup`", text
+    )
+
+
 def run_doctor(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     found = doctor(saver)
     failures, warnings = doctor_summary(found)
-    findings = [record(f) for f in found]
+    findings = [{**record(f), "advice": in_cli_words(f.advice)} for f in found]
 
     def show(data: dict[str, Any]) -> None:
         print_table(data["findings"], ["level", "check", "seen"], empty="")

@@ -81,6 +81,18 @@ def test_doctor_prints_the_advice_of_what_is_not_ok_whole(
     assert f"  schema (fail): {schema['advice']}" in out.splitlines()
 
 
+def test_a_database_without_setup_names_the_cli_command(
+    capsys: pytest.CaptureFixture[str], fresh_db_dsn: str
+) -> None:
+    """The CLI told its user to call `saver.setup()`, a method of a program."""
+    for argv in (["doctor"], ["runs", "list"]):
+        code, out = text(capsys, fresh_db_dsn, *argv)
+        assert code == 1
+        assert "run `langgraph-durable setup`" in out
+        assert "saver.setup()" not in out
+    assert out.startswith("error: ")
+
+
 @pytest.fixture
 def role_without_grants(pg_server_dsn: str, dsn: str) -> Iterator[str]:
     """A LOGIN role that was granted nothing; dropped after the test."""

@@ -46,7 +46,15 @@ from langgraph_durable.errors import (
     ThreadBusyError,
     ThreadNotFoundError,
 )
-from langgraph_durable.ops import doctor, doctor_summary, list_threads, thread_diff, thread_history
+from langgraph_durable.ops import (
+    doctor,
+    doctor_summary,
+    list_threads,
+    plain,
+    state_channels,
+    thread_diff,
+    thread_history,
+)
 from langgraph_durable.outbox import (
     OutboxRelay,
     backlog,
@@ -238,13 +246,19 @@ def threads_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Resul
 def threads_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     history = thread_history(saver, args.thread, limit=1)
     (latest,) = history.steps
+    configurable = {"thread_id": history.thread_id, "checkpoint_ns": ""}
+    found = saver.get_tuple(
+        {"configurable": {**configurable, "checkpoint_id": latest.checkpoint_id}}
+    )
+    if found is None:  # deleted since it was listed
+        raise ThreadNotFoundError(f"Thread {args.thread!r} was deleted meanwhile.")
     runs = RunRegistry(saver)
     data = {
         "thread_id": history.thread_id,
         "checkpoint_id": latest.checkpoint_id,
         "step": latest.step,
         "updated_at": latest.created_at,
-        "values": latest.wrote,
+        "values": plain(state_channels(found.checkpoint["channel_values"])),
         "waiting": latest.waiting,
         "runs": [run_json(runs, r) for r in runs.list(thread_id=args.thread, limit=10)],
     }

@@ -9,7 +9,13 @@ from langgraph_durable.ops._athreads import alist_threads, athread_diff, athread
 from langgraph_durable.ops._checks import Finding
 from langgraph_durable.ops._checks import summary as doctor_summary
 from langgraph_durable.ops._doctor import doctor
-from langgraph_durable.ops._history import Step, ThreadHistory, ThreadSummary, plain
+from langgraph_durable.ops._history import (
+    Step,
+    ThreadHistory,
+    ThreadSummary,
+    plain,
+    state_channels,
+)
 from langgraph_durable.ops._threads import list_threads, thread_diff, thread_history
 
 __all__ = [
@@ -25,6 +31,7 @@ __all__ = [
     "doctor_summary",
     "list_threads",
     "plain",
+    "state_channels",
     "thread_diff",
     "thread_history",
 ]

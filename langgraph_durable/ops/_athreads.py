@@ -24,8 +24,8 @@ from langgraph_durable.ops._history import (
     checked_limit,
     checked_saver,
     diff_values,
+    latest_steps,
     plain,
-    steps_of,
 )
 
 __all__ = ["alist_threads", "athread_diff", "athread_history"]
@@ -65,7 +65,8 @@ async def athread_history(
     thread_id = thread_id_of(thread_id)
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     checked = checked_saver(saver, AsyncDurablePostgresSaver)
-    tuples = [t async for t in checked.alist(config, limit=checked_limit(limit))]
+    # One checkpoint more than shown: what the oldest step shown is compared with.
+    tuples = [t async for t in checked.alist(config, limit=checked_limit(limit) + 1)]
     if not tuples:
         raise ThreadNotFoundError(
             f"Thread {thread_id!r} has no checkpoints in this database; check the thread id "
@@ -75,7 +76,7 @@ async def athread_history(
     assert isinstance(journal, AsyncEffectJournal)
     return ThreadHistory(
         thread_id=thread_id,
-        steps=steps_of(tuples),
+        steps=latest_steps(tuples, limit),
         effects=[
             {k: plain(v) for k, v in row.items()}
             for row in await journal.athread_effects(thread_id)

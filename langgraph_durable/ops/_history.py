@@ -29,6 +29,7 @@ __all__ = [
     "checked_limit",
     "checked_saver",
     "diff_values",
+    "latest_steps",
     "plain",
     "state_channels",
     "steps_of",
@@ -139,6 +140,14 @@ def steps_of(tuples: Iterable[CheckpointTuple]) -> list[Step]:
         )
         seen_before, versions_before = seen, versions
     return steps
+
+
+def latest_steps(tuples: Iterable[CheckpointTuple], limit: int) -> list[Step]:
+    """The newest `limit` steps, oldest first, from a thread's newest `limit + 1` root
+    checkpoints: when there is one more than `limit`, the oldest is read only as what the
+    first step shown is compared with (otherwise every node and channel seemed new there)."""
+    steps = steps_of(tuples)
+    return steps[len(steps) - limit :] if len(steps) > limit else steps
 
 
 def _asked(found: CheckpointTuple) -> list[Any]:

@@ -26,8 +26,8 @@ from langgraph_durable.ops._history import (
     checked_limit,
     checked_saver,
     diff_values,
+    latest_steps,
     plain,
-    steps_of,
 )
 
 __all__ = ["list_threads", "thread_diff", "thread_history"]
@@ -67,7 +67,8 @@ def thread_history(
     thread_id = thread_id_of(thread_id)
     config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     checked = checked_saver(saver, DurablePostgresSaver)
-    tuples = [t for t in checked.list(config, limit=checked_limit(limit))]
+    # One checkpoint more than shown: what the oldest step shown is compared with.
+    tuples = [t for t in checked.list(config, limit=checked_limit(limit) + 1)]
     if not tuples:
         raise ThreadNotFoundError(
             f"Thread {thread_id!r} has no checkpoints in this database; check the thread id "
@@ -77,7 +78,7 @@ def thread_history(
     assert isinstance(journal, EffectJournal)
     return ThreadHistory(
         thread_id=thread_id,
-        steps=steps_of(tuples),
+        steps=latest_steps(tuples, limit),
         effects=[
             {k: plain(v) for k, v in row.items()} for row in journal.thread_effects(thread_id)
         ],

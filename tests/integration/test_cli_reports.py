@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import secrets
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from graphs import linear_graph
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.cli import main
 
 
@@ -122,3 +125,27 @@ def test_doctor_reports_a_role_without_grants_instead_of_stopping(
     assert f"`langgraph-durable grant {role_without_grants}`" in found["privileges"]["advice"]
     assert found["schema"]["level"] == "warn"
     assert "permission denied" in found["schema"]["advice"]
+
+
+def a_thread(dsn: str, nodes: tuple[str, ...]) -> str:
+    thread = f"cli-history-{uuid.uuid4().hex[:8]}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        linear_graph(nodes).compile(checkpointer=saver).invoke(
+            {"log": []}, {"configurable": {"thread_id": thread}}, durability="sync"
+        )
+    return thread
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_history_with_a_limit_shows_its_steps_as_the_whole_history_does(
+    capsys: pytest.CaptureFixture[str], dsn: str, limit: int
+) -> None:
+    """The oldest step shown was compared with nothing: every node that ever ran and
+    every channel seemed to have run and changed there."""
+    thread = a_thread(dsn, ("a", "b", "c"))
+    _, whole = cli(capsys, dsn, "threads", "history", thread)
+    _, latest = cli(capsys, dsn, "threads", "history", thread, "--limit", str(limit))
+    assert latest["steps"] == whole["steps"][-limit:]
+    assert latest["steps"][-1]["nodes"] == ["c"]
+    _, shown = cli(capsys, dsn, "threads", "show", thread)
+    assert shown["values"] == {"log": ["a", "b", "c"]}  # the whole state, not the last change

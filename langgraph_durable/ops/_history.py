@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -169,9 +170,21 @@ def diff_values(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str
         "changed": {
             k: {"from": plain(old[k]), "to": plain(new[k])}
             for k in sorted(old.keys() & new.keys())
-            if plain(old[k]) != plain(new[k])
+            if not _same(plain(old[k]), plain(new[k]))
         },
     }
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Equal as plain values, where a NaN equals a NaN (Python's `==` says a NaN that
+    stayed put changed)."""
+    if isinstance(before, float) and isinstance(after, float):
+        return before == after or (math.isnan(before) and math.isnan(after))
+    if isinstance(before, dict) and isinstance(after, dict):
+        return before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
+    if isinstance(before, list) and isinstance(after, list):
+        return len(before) == len(after) and all(map(_same, before, after))
+    return bool(before == after)
 
 
 def plain(value: Any) -> Any:

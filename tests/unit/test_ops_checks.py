@@ -51,6 +51,17 @@ def test_registry_counts_that_need_a_person_warn() -> None:
     assert lapsed["unknown effects"] == "2 with an unknown outcome (1 running with a lapsed lease)"
 
 
+def test_a_nan_that_stayed_is_no_change() -> None:
+    nan = float("nan")
+    before = {"score": nan, "nested": {"xs": [1.0, nan]}, "moved": 1.0}
+    after = {"score": nan, "nested": {"xs": [1.0, nan]}, "moved": nan}
+    assert diff_values(before, after) == {
+        "added": {},
+        "removed": {},
+        "changed": {"moved": {"from": 1.0, "to": after["moved"]}},
+    }
+
+
 def test_diffs_and_plain_values_leave_routing_channels_out() -> None:
     before = {"log": ["a"], "gone": 1, "branch:to:b": None, "__start__": {"x": 1}}
     after = {"log": ["a", "b"], "new": {"k": (1, 2)}, "branch:to:c": None}

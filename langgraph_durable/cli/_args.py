@@ -52,6 +52,14 @@ def parse_age(text: str) -> timedelta:
     return age
 
 
+def _positive_age(text: str) -> timedelta:
+    """An age above zero (`delete-idle`: every thread is idle for at least 0s)."""
+    age = parse_age(text)
+    if not age:
+        raise argparse.ArgumentTypeError(f"invalid age {text!r}: use one above zero, {AGE_HELP}")
+    return age
+
+
 MAX_COUNT = 2**31 - 1
 """The largest count (`--limit`, `--attempt`, `--max-attempts`): it fits every column and
 LIMIT it goes to (Postgres' INTEGER; a LIMIT past a bigint was a driver traceback)."""
@@ -69,17 +77,32 @@ def _positive(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, *, above_zero: bool = False) -> float:
     """Seconds to wait: a finite number >= 0 and at most the registry's longest duration,
     checked here, before a command that sends an answer and then waits has sent it."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value <= MAX_SECONDS:
+    if not 0 <= value <= MAX_SECONDS or (above_zero and value == 0):
         raise argparse.ArgumentTypeError(
-            f"invalid seconds {text!r}: use a number >= 0 and at most ten years"
+            f"invalid seconds {text!r}: use a number {'>' if above_zero else '>='} 0 and at "
+            "most ten years"
         )
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    return _seconds(text, above_zero=True)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: use a number from 1 to 65535")
     return value
 
 
@@ -232,7 +255,9 @@ def parser() -> argparse.ArgumentParser:
         "skips threads waiting at an interrupt (an approval), with an unfinished run, an "
         "effect whose outcome is open or a live lease",
     )
-    idle.add_argument("--older-than", type=parse_age, required=True, metavar="AGE", help=AGE_HELP)
+    idle.add_argument(
+        "--older-than", type=_positive_age, required=True, metavar="AGE", help=AGE_HELP
+    )
     _, threads = _group(commands, "threads", "threads: list, show, history, diff", common)
     threads.required = True
     listing = threads.add_parser("list", parents=common, help="threads, most recently active first")
@@ -288,7 +313,7 @@ def parser() -> argparse.ArgumentParser:
     )
     workers.add_argument(
         "--live-seconds",
-        type=_seconds,
+        type=_positive_seconds,
         default=90.0,
         help="a worker heard from within this long counts as live (default: 90)",
     )
@@ -363,7 +388,7 @@ def parser() -> argparse.ArgumentParser:
         "random one, and open pages stop working when it restarts.",
     )
     web.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
-    web.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    web.add_argument("--port", type=_port, default=8080, help="port (default: 8080)")
     web.add_argument(
         "--graph",
         action="append",

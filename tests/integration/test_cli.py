@@ -257,6 +257,27 @@ def test_a_count_out_of_range_is_a_usage_error(
     assert "use a whole number from 1 to 2147483647" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["delete-idle", "--older-than", "0s"], "invalid age '0s': use one above zero"),
+        (["workers", "--live-seconds", "0"], "invalid seconds '0': use a number > 0"),
+        (["runs", "wait", "r", "--timeout", "1e400"], "invalid seconds '1e400'"),
+        (["web", "--port", "99999"], "invalid port '99999': use a number from 1 to 65535"),
+        (["web", "--port", "-1"], "invalid port '-1'"),
+    ],
+)
+def test_values_the_command_cannot_use_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """These passed the parser, then failed in the library with a Python-level message
+    (`older_than=datetime.timedelta(0)`) or a traceback (`OverflowError` from bind)."""
+    with pytest.raises(SystemExit) as raised:
+        main([*argv, "--dsn", "x"])
+    assert raised.value.code == 2
+    assert said in capsys.readouterr().err
+
+
 def test_a_reader_that_went_away_ends_the_command_quietly(dsn: str) -> None:
     """`langgraph-durable --json doctor | head`: the reader is gone before the output is
     written (its end of the pipe is closed before the command starts)."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -43,7 +44,7 @@ from langgraph_durable.cli._args import DSN_ENV, WEB_SECRET_ENV, parse_age, pars
 from langgraph_durable.cli._commands import COMMANDS, Result, in_cli_words
 from langgraph_durable.cli._output import as_json
 from langgraph_durable.embedded import detached_dsn, start_detached, stop_detached
-from langgraph_durable.errors import DurableError
+from langgraph_durable.errors import ConfigurationError, DurableError
 from langgraph_durable.roles import app_role_sql, grant_app_role
 from langgraph_durable.serde import DescribingSerializer
 
@@ -79,16 +80,47 @@ def _web(args: argparse.Namespace) -> Result:
     """Serve the console until interrupted (a thin layer over `web.serve`)."""
     from langgraph_durable.web import serve
 
-    serve(
-        args.dsn,
-        host=args.host,
-        port=args.port,
-        graphs=args.graph,
-        read_only=args.read_only,
-        user_header=args.user_header,
-        secret_key=os.environ.get(WEB_SECRET_ENV),
-    )
+    _check_listen_address(args.host, args.port)
+    try:
+        serve(
+            args.dsn,
+            host=args.host,
+            port=args.port,
+            graphs=args.graph,
+            read_only=args.read_only,
+            user_header=args.user_header,
+            secret_key=os.environ.get(WEB_SECRET_ENV),
+        )
+    except SystemExit as exc:
+        # uvicorn ends a start that failed with exit 3, which here means "a run ended
+        # without success": a failed command is 1, with one line.
+        if exc.code in (0, None):
+            raise
+        raise ConfigurationError(
+            f"The web console did not start on {args.host}:{args.port} (uvicorn's log above "
+            "says why): pick another --port, or a --host of this machine."
+        ) from None
     return Result({"served": True})
+
+
+def _check_listen_address(host: str, port: int) -> None:
+    """Bind `host:port` as the server will (every address the host resolves to, reusing
+    an address in TIME_WAIT), so that a port in use or a host this machine does not have
+    is one line before anything starts."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in found:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigurationError(
+            f"The web console cannot listen on {host}:{port} ({reason}): pick another "
+            "--port, or a --host of this machine."
+        ) from None
 
 
 SHOWING_COMMANDS = frozenset(

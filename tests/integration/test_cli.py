@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -276,6 +277,46 @@ def test_values_the_command_cannot_use_are_usage_errors(
         main([*argv, "--dsn", "x"])
     assert raised.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_web_on_a_port_in_use_or_a_bad_host_fails_in_one_line(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uvicorn logged the bind error and exited 3, which means "a run ended without
+    success"; a command that failed exits 1 with one line."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        capsys.readouterr()
+        assert main(["web", "--port", str(port), "--dsn", dsn]) == 1
+        err = capsys.readouterr().err
+    assert err.startswith(f"error: The web console cannot listen on 127.0.0.1:{port} (")
+    assert "pick another --port" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["web", "--host", "no-such-host.invalid", "--dsn", dsn]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: The web console cannot listen on no-such-host.invalid:8080")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_web_whose_server_fails_to_start_exits_1(
+    dsn: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever else stops uvicorn's start (its exit 3) is a failed command too."""
+
+    def fails_to_start(*args: Any, **kwargs: Any) -> None:
+        sys.exit(3)  # what uvicorn.run does when its server did not start
+
+    monkeypatch.setattr("langgraph_durable.web.serve", fails_to_start)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    capsys.readouterr()
+    assert main(["web", "--port", str(port), "--dsn", dsn]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"error: The web console did not start on 127.0.0.1:{port} (uvicorn's log above"
+    )
 
 
 def test_a_reader_that_went_away_ends_the_command_quietly(dsn: str) -> None:

@@ -38,6 +38,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from langgraph_durable._redact import redact_passwords
 from langgraph_durable._sql import SCHEMA
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.cli._args import DSN_ENV, WEB_SECRET_ENV, parse_age, parser
@@ -182,7 +183,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         result = _run(args)
     except DurableError as exc:
-        print(f"error: {in_cli_words(str(exc))}", file=sys.stderr)
+        print(f"error: {redact_passwords(in_cli_words(str(exc)))}", file=sys.stderr)
         return 1
     if args.json:
         print(as_json(result.data))

@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from langgraph_durable._db import source_of
 from langgraph_durable._ids import thread_id_of
+from langgraph_durable._redact import redact_passwords
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
@@ -103,7 +104,7 @@ def _journal(saver: DurablePostgresSaver) -> EffectJournal:
 
 def run_json(runs: RunRegistry, run: Run, *, full: bool = False) -> dict[str, Any]:
     """A run as the CLI shows it (with its input and output when `full`)."""
-    data: dict[str, Any] = record(run)
+    data: dict[str, Any] = _errors_redacted(record(run))
     data.pop("stored_input", None)
     data.pop("stored_output", None)
     data["status"] = run.status.value
@@ -111,6 +112,19 @@ def run_json(runs: RunRegistry, run: Run, *, full: bool = False) -> dict[str, An
         data["input"] = record(runs.input_of(run))
         data["output"] = record(runs.output_of(run))
     return data
+
+
+ERROR_FIELDS = ("error_message", "error")
+"""Fields holding an application's or a receiver's error text, which may quote a DSN or a
+URL with its password."""
+
+
+def _errors_redacted(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with the passwords in its error texts hidden."""
+    return {
+        k: redact_passwords(v) if k in ERROR_FIELDS and isinstance(v, str) else v
+        for k, v in row.items()
+    }
 
 
 def _show_kv(data: dict[str, Any]) -> None:
@@ -401,7 +415,9 @@ EFFECT_COLUMNS = ["status", "attempt", "key", "effect_name", "thread_id", "node"
 
 
 def effects_list(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
-    rows = [record(r) for r in _journal(saver).open_effects(args.thread, args.limit)]
+    rows = [
+        _errors_redacted(record(r)) for r in _journal(saver).open_effects(args.thread, args.limit)
+    ]
 
     def show(d: dict[str, Any]) -> None:
         # A running attempt whose lease lapsed died without an outcome: unknown, to resolve.
@@ -418,7 +434,7 @@ def effects_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Resul
     row = _journal(saver).details(args.key)
     if row is None:
         raise EffectNotFoundError(f"No effect with key {args.key!r} in this database.")
-    return Result({"effect": record(row)}, lambda d: _show_kv(d["effect"]))
+    return Result({"effect": _errors_redacted(record(row))}, lambda d: _show_kv(d["effect"]))
 
 
 def resolve(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
@@ -518,7 +534,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         except (NotWaitingError, InvalidDecisionError, RunConflictError, ThreadBusyError):
             raise  # checked before anything was sent
         except Exception as exc:  # the graph failed after the answer: as a run that failed
-            data["error"] = f"{type(exc).__name__}: {exc}"
+            data["error"] = redact_passwords(f"{type(exc).__name__}: {exc}")
             run_code = EXIT_RUN_FAILED
     else:
         runs = RunRegistry(saver)

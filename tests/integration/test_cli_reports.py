@@ -11,11 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from graphs import linear_graph
+from graphs import State, linear_graph
+from langgraph.graph import END, START, StateGraph
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from langgraph_durable import DurablePostgresSaver
+from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
 from langgraph_durable.cli import main
 
 
@@ -149,3 +150,33 @@ def test_history_with_a_limit_shows_its_steps_as_the_whole_history_does(
     assert latest["steps"][-1]["nodes"] == ["c"]
     _, shown = cli(capsys, dsn, "threads", "show", thread)
     assert shown["values"] == {"log": ["a", "b", "c"]}  # the whole state, not the last change
+
+
+SECRET = "pw-in-an-app-error"
+
+
+def test_a_runs_stored_error_is_shown_without_its_password(
+    capsys: pytest.CaptureFixture[str], dsn: str
+) -> None:
+    """An application's exception quoting a DSN was printed by `runs show` as stored."""
+
+    def connect(state: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError(f"could not reach postgresql://app:{SECRET}@db/prod (password={SECRET})")
+
+    builder = StateGraph(State)
+    builder.add_node("connect", connect)
+    builder.add_edge(START, "connect")
+    builder.add_edge("connect", END)
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        version = GraphVersion(f"cli-leak-{uuid.uuid4().hex[:6]}", "1", builder.compile(saver))
+        run = RunRegistry(saver).create(version, {"log": []}, max_attempts=1)
+        Worker(saver, [version]).run_until_idle()
+    for argv in (["runs", "show", run.run_id], ["runs", "list"], ["runs", "wait", run.run_id]):
+        _, shown = cli(capsys, dsn, *argv)
+        assert SECRET not in json.dumps(shown)
+        _, out = text(capsys, dsn, *argv)
+        assert SECRET not in out
+    _, shown = cli(capsys, dsn, "runs", "show", run.run_id)
+    assert shown["run"]["error_message"] == (
+        "could not reach postgresql://***@db/prod (password=***)"
+    )

@@ -167,15 +167,26 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 signal and raises BrokenPipeError instead."""
 
 
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+"""What a shell reports for a tool stopped by Ctrl-C."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     except BrokenPipeError:
-        # The reader went away (`... | head`): stop quietly, as Unix tools do. Standard
-        # output goes to /dev/null so that the flush at exit does not fail a second time.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # The reader went away (`... | head`): stop quietly, as Unix tools do.
+        _stdout_to_devnull()
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:  # Ctrl-C, e.g. during `runs wait`: one line, no traceback
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _stdout_to_devnull() -> None:
+    """Standard output to /dev/null, so that the flush at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -185,9 +196,20 @@ def _main(argv: Sequence[str] | None) -> int:
     except DurableError as exc:
         print(f"error: {redact_passwords(in_cli_words(str(exc)))}", file=sys.stderr)
         return 1
-    if args.json:
-        print(as_json(result.data))
-    elif result.show is not None:
-        result.show(result.data)
-    sys.stdout.flush()  # a closed pipe fails here, inside main, not at interpreter exit
+    try:
+        if args.json:
+            print(as_json(result.data))
+        elif result.show is not None:
+            result.show(result.data)
+        sys.stdout.flush()  # a closed pipe fails here, inside main, not at interpreter exit
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # a full disk, a device that refuses writes (`> /dev/full`)
+        _stdout_to_devnull()
+        print(
+            f"error: could not write the output ({exc.strerror or exc}); the command itself "
+            "ran: send its output somewhere it can be written.",
+            file=sys.stderr,
+        )
+        return 1
     return result.code

@@ -185,7 +185,8 @@ def parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 the command failed, 2 the command line is wrong; "
         "`runs wait` and `approvals approve|reject` also 3 (the run ended without success) "
         "and 4 (not finished when --timeout passed); `doctor` 1 when a check failed, 5 when "
-        "it found only warnings; 141 (quietly) when the output pipe closed early (`| head`).",
+        "it found only warnings; 141 (quietly) when the output pipe closed early (`| head`); "
+        "130 when stopped with Ctrl-C.",
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     common = [_common(suppress=True)]

@@ -39,6 +39,7 @@ from langgraph_durable.cli._output import Progress, print_table, record
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import (
     ConfigurationError,
+    DurableError,
     EffectNotFoundError,
     InvalidDecisionError,
     InvalidInputError,
@@ -125,6 +126,11 @@ def _errors_redacted(row: dict[str, Any]) -> dict[str, Any]:
         k: redact_passwords(v) if k in ERROR_FIELDS and isinstance(v, str) else v
         for k, v in row.items()
     }
+
+
+def _error_text(error: BaseException) -> str:
+    """`Type: message` of an error raised by the user's code, its passwords hidden."""
+    return redact_passwords(f"{type(error).__name__}: {error}")
 
 
 def _show_kv(data: dict[str, Any]) -> None:
@@ -496,13 +502,26 @@ def _load_graph(spec: str, saver: DurablePostgresSaver) -> Any:
         raise InvalidInputError(
             f"--graph {spec!r}: use MODULE:ATTRIBUTE, e.g. myapp.graphs:refunds."
         )
+    # Anything the import or the call raises is the user's code or spec at fault (a
+    # relative name is a TypeError, a class that wants other arguments too): one line.
     try:
         found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"--graph {spec!r} could not be loaded ({exc}).") from exc
+    except Exception as exc:
+        raise ConfigurationError(
+            f"--graph {spec!r} could not be loaded ({_error_text(exc)}); give an absolute "
+            "MODULE:ATTRIBUTE, e.g. myapp.graphs:refunds."
+        ) from exc
     if callable(found) and not hasattr(found, "invoke"):
-        takes_saver = len(inspect.signature(found).parameters) >= 1
-        found = found(saver) if takes_saver else found()
+        try:
+            takes_saver = len(inspect.signature(found).parameters) >= 1
+            found = found(saver) if takes_saver else found()
+        except DurableError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(
+                f"--graph {spec!r}: calling it failed ({_error_text(exc)}); give a compiled "
+                "graph, or a function of the saver (or of nothing) that returns one."
+            ) from exc
     graph = found.graph if isinstance(found, GraphVersion) else found
     if not hasattr(graph, "invoke"):
         raise ConfigurationError(
@@ -534,7 +553,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         except (NotWaitingError, InvalidDecisionError, RunConflictError, ThreadBusyError):
             raise  # checked before anything was sent
         except Exception as exc:  # the graph failed after the answer: as a run that failed
-            data["error"] = redact_passwords(f"{type(exc).__name__}: {exc}")
+            data["error"] = _error_text(exc)
             run_code = EXIT_RUN_FAILED
     else:
         runs = RunRegistry(saver)

@@ -338,6 +338,68 @@ def test_a_reader_that_went_away_ends_the_command_quietly(dsn: str) -> None:
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_error_line() -> None:
+    """`langgraph-durable schema > /dev/full` ended in an OSError traceback."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "langgraph_durable.cli", "schema"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: could not write the output (No space left on device)")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+INTERRUPTED_WAIT = """
+import os, signal, sys
+from langgraph_durable.runs import RunRegistry
+
+def wait_for(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the command waits
+    raise AssertionError("SIGINT did not interrupt the wait")
+
+RunRegistry.wait_for = wait_for
+from langgraph_durable.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_during_a_wait_exits_130_with_one_line(dsn: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WAIT, "runs", "wait", "some-run", "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (130, "error: interrupted\n")
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("json:JSONDecoder", "--graph 'json:JSONDecoder': calling it failed (TypeError: "),
+        (".rel:x", "--graph '.rel:x' could not be loaded (TypeError: "),
+        ("no_such_module_lgd:x", "could not be loaded (ModuleNotFoundError: "),
+    ],
+)
+def test_a_graph_that_cannot_be_loaded_is_one_error_line(
+    dsn: str, capsys: pytest.CaptureFixture[str], spec: str, said: str
+) -> None:
+    capsys.readouterr()
+    argv = ["approvals", "approve", "t", "--approver", "dana", "--graph", spec, "--dsn", dsn]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert said in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_the_help_names_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -49,7 +49,7 @@ from langchain_core.outputs import LLMResult
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from langgraph_durable import Durability, DurablePostgresSaver, Reconciled, effect
+from langgraph_durable import Durability, DurableError, DurablePostgresSaver, Reconciled, effect
 from langgraph_durable.effects.llm import JournaledChatModel, token_ledger
 from langgraph_durable.embedded import demo_database, demo_note
 
@@ -520,4 +520,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except DurableError as exc:  # a database the demo cannot use: one line, no traceback
+        sys.exit(f"error: {exc}")

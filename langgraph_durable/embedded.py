@@ -371,7 +371,8 @@ def in_schema(dsn: str, schema: str = DEMO_SCHEMA) -> str:
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from langgraph_durable._db import check_dsn
+    from langgraph_durable._db import cannot_connect, check_dsn, describe_dsn
+    from langgraph_durable._sql import QUERIES
 
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
         raise ConfigurationError(
@@ -385,8 +386,21 @@ def in_schema(dsn: str, schema: str = DEMO_SCHEMA) -> str:
     pairs = itertools.pairwise([*words, ""])
     if any(w == f"-c{setting}" or (w == "-c" and nxt == setting) for w, nxt in pairs):
         return dsn
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            found = conn.execute(QUERIES["namespace_exists"], {"schema": schema}).fetchone()
+            if not (found and found[0]):
+                create = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                conn.execute(create)
+    except psycopg.OperationalError as exc:
+        raise cannot_connect(dsn, exc) from exc
+    except psycopg.Error as exc:  # a role that may not create it, a read-only server
+        raise ConfigurationError(
+            f"Could not create the schema {schema} at {describe_dsn(dsn)} (server said: "
+            f"{exc.diag.message_primary or type(exc).__name__}). Create it once as a role "
+            f"that may (CREATE SCHEMA {schema} AUTHORIZATION the DSN's role), or give the DSN "
+            "of a role that may create schemas and tables, on a server that takes writes."
+        ) from exc
     params["options"] = f"{options} -c {setting}".strip()
     return make_conninfo("", **params)
 
@@ -401,9 +415,19 @@ def demo_database(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]
     Returns:
         ``(dsn, handle)``: the DSN puts every table in the `DEMO_SCHEMA` schema; ``handle``
         is the embedded server started when no DSN was given (stop it), else None.
+
+    Raises:
+        DatabaseUnreachableError: The database cannot be reached.
+        ConfigurationError: The schema is missing and this role may not create it (or the
+            server takes no writes).
     """
     found, embedded = resolve_dsn(dsn)
-    demo = in_schema(found)
+    try:
+        demo = in_schema(found)
+    except BaseException:
+        if embedded is not None:
+            embedded.stop()
+        raise
     os.environ[DSN_ENV_VAR] = demo
     return demo, embedded
 

@@ -92,6 +92,11 @@ SELECT
 SELECT to_regclass('langgraph_durable_migrations') IS NOT NULL AS durable,
        to_regclass('checkpoint_migrations') IS NOT NULL AS upstream;
 
+-- name: namespace_exists
+-- Whether a schema exists (a demo creates its own only when it does not: CREATE SCHEMA IF
+-- NOT EXISTS needs the CREATE privilege even then, which an application role lacks).
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s) AS found;
+
 -- name: select_tuple_columns
 -- The columns of a checkpoint tuple: the row, its blobs by the versions it names, and the
 -- pending writes stored against it. Both sub-selects hit primary keys.

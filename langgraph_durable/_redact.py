@@ -16,15 +16,26 @@ __all__ = ["redact_passwords"]
 _URL_USER = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/?#\s'\"@]{1,256}@")
 """A URL's user part (`user:password@`), which may hold a password or a token."""
 
+_CUT_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/?#\s'\"@]*:[^\s'\"@]*\Z")
+"""A URL cut short before its `@` (a stored error text is cut to a length), ending the
+text: what follows the scheme may be `user:password`."""
+
 _PASSWORD = re.compile(
-    r"(?P<key>password['\"]?\s*[=:]\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;&'\")}\]]+)",
+    r"(?P<key>(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)['\"]?\s*[=:]\s*)"
+    r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;&'\")}\]]+)",
     re.IGNORECASE,
 )
-"""`password=...`, `PGPASSWORD=...`, `"password": "..."`, the value quoted or not."""
+"""`password=...`, `PGPASSWORD=...`, `"password": "..."`, `api_key=...`, `Pwd=...`,
+`secret: ...`, `token=...`, the value quoted (escaped quotes included) or not."""
+
+_BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+"""An HTTP `Authorization` credential (`Bearer eyJ...`, `Basic dXNlcjpwdw==`)."""
 
 
 def redact_passwords(text: str) -> str:
-    """`text` with every URL's user part shown as `***@` and every password's value as
-    `***`."""
+    """`text` with every URL's user part shown as `***@`, and the value of every
+    password, secret, token or API key, and every bearer credential, as `***`."""
     text = _URL_USER.sub(r"\g<scheme>***@", text)
+    text = _CUT_URL.sub(r"\g<scheme>***", text)
+    text = _BEARER.sub(r"\g<key>***", text)
     return _PASSWORD.sub(r"\g<key>***", text)

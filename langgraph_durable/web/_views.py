@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langgraph_durable._langgraph import ERROR
+from langgraph_durable._redact import redact_passwords
 from langgraph_durable.approvals import PendingApproval, UnreadableQuestion, shown_from_rows
 from langgraph_durable.outbox import error_text
 from langgraph_durable.runs import Run, RunStatus
@@ -241,22 +241,22 @@ def _interrupt_values(serde: SerializerProtocol, row: Mapping[str, Any]) -> Any:
 SHOWN_ERROR_MAX = 300
 """Characters of a graph's error a page shows: enough to name it, not a wall of text."""
 
-_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
-
 
 class _StoredText(Exception):
     """Carries a stored error text through `error_text`, the one rule for URLs in errors."""
 
 
 def redacted(text: str | None) -> str:
-    """Error text as a page may show it (the `redact` filter of every template): each URL
-    cut to its scheme and host (`https://***@host/…`) and each `password=...` hidden. An
-    error a node raised, or an effect's receiver, may quote a DSN or a webhook URL; the
-    registry and the journal store it as it was, and pages never show a password."""
+    """Error text as a page may show it (the `redact` filter of every template): every
+    password, token and URL user part hidden (`_redact.redact_passwords`), then each URL
+    cut to its scheme and host (`https://***@host/…`). An error a node raised, or an
+    effect's receiver, may quote a DSN or a webhook URL; the registry and the journal
+    store it as it was, and pages never show a password. Hidden before anything is cut:
+    a URL cut before its `@` would no longer look as if it held one."""
     if not text:
         return ""
-    shown = error_text(_StoredText(text)).removeprefix(f"{_StoredText.__name__}: ")
-    return _PASSWORD.sub(r"\1***", shown)
+    shown = error_text(_StoredText(redact_passwords(text)))
+    return shown.removeprefix(f"{_StoredText.__name__}: ")
 
 
 def shown_error(error: BaseException) -> str:

@@ -30,3 +30,32 @@ def test_passwords_are_hidden_and_the_rest_kept(text: str, shown: str) -> None:
 def test_text_without_a_password_is_unchanged() -> None:
     text = "ValueError: the payment service is down (see https://status.example/api)"
     assert redact_passwords(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Bearer sk-live-4f9",
+        "{'authorization': 'Bearer eyJhbGciOi.4f9'}",
+        "{'user': 'app', 'password': 'sk-live-4f9'}",
+        "password: sk-live-4f9",
+        "Pwd=sk-live-4f9;",
+        "api_key=sk-live-4f9 and more",
+        r"password='it\'s sk-live-4f9' dbname=x",
+        "a stored text cut short: postgresql://app:sk-live-4f9",
+    ],
+)
+def test_other_shapes_of_secrets_are_hidden(text: str) -> None:
+    """Found by review: bearer credentials, dict reprs, `password:`, `Pwd=`, API keys,
+    escaped quotes, and a URL whose `@` a cut left out."""
+    assert "4f9" not in redact_passwords(text)
+
+
+def test_a_page_hides_secrets_before_it_cuts_the_text() -> None:
+    """A long error with a DSN straddling the length a page shows: cut first, the URL no
+    longer had its `@` and was shown whole, password included."""
+    from langgraph_durable.web._views import redacted
+
+    text = "x" * 3970 + " postgresql://app:s3cret-pw@db.internal/books and so on"
+    assert "s3cret-pw" not in redacted(text)
+    assert "s3cret-pw" not in redacted(text[:3998])

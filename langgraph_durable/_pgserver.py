@@ -146,9 +146,19 @@ def live_server_on(pgdata: Path) -> PostmasterInfo | None:
         process = psutil.Process(pid)
         if process.name() != "postgres" or process.status() == psutil.STATUS_ZOMBIE:
             return None
+        if str(pgdata) not in process.cmdline():
+            return None  # the pid was reused: another cluster's postmaster
         return PostmasterInfo.read_from_pgdata(pgdata)
     except (OSError, ValueError, AssertionError, psutil.Error):
         return None  # no file, not a number, a process gone, a file still being written
+
+
+def forget_stale_pid_file(pgdata: Path) -> None:
+    """Remove a postmaster.pid no running postmaster of `pgdata` left (one that crashed, or
+    was killed): pgserver takes any live process with its pid for the server, and on stop
+    signals that process, whatever it is."""
+    if not postmasters_on(pgdata):
+        (pgdata / "postmaster.pid").unlink(missing_ok=True)
 
 
 def dsn_for(info: PostmasterInfo) -> str:

@@ -20,13 +20,18 @@ _CUT_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/?#\s'\"@]*
 """A URL cut short before its `@` (a stored error text is cut to a length), ending the
 text: what follows the scheme may be `user:password`."""
 
-_PASSWORD = re.compile(
-    r"(?P<key>(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)['\"]?\s*[=:]\s*)"
-    r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;&'\")}\]]+)",
+_VALUE = r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;&'\")}\]]+)"
+"""A value: quoted (escaped quotes included) or up to the next space or separator."""
+
+_PASSWORD = re.compile(r"(?P<key>(?:password|passwd|pwd)['\"]?\s*[=:]\s*)" + _VALUE, re.IGNORECASE)
+"""`password=...`, `PGPASSWORD=...`, `"password": "..."`, `password: ...`, `Pwd=...`."""
+
+_SECRET = re.compile(
+    r"(?P<key>(?:secret|token|api[_-]?key|access[_-]?key)(?:\s*=\s*|['\"]\s*:\s*))" + _VALUE,
     re.IGNORECASE,
 )
-"""`password=...`, `PGPASSWORD=...`, `"password": "..."`, `api_key=...`, `Pwd=...`,
-`secret: ...`, `token=...`, the value quoted (escaped quotes included) or not."""
+"""`api_key=...`, `token=...`, `"secret": "..."`: only as `key=value` or a quoted key,
+so prose ("a signing secret: set ...") is left as written."""
 
 _BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 """An HTTP `Authorization` credential (`Bearer eyJ...`, `Basic dXNlcjpwdw==`)."""
@@ -38,4 +43,5 @@ def redact_passwords(text: str) -> str:
     text = _URL_USER.sub(r"\g<scheme>***@", text)
     text = _CUT_URL.sub(r"\g<scheme>***", text)
     text = _BEARER.sub(r"\g<key>***", text)
+    text = _SECRET.sub(r"\g<key>***", text)
     return _PASSWORD.sub(r"\g<key>***", text)

@@ -78,6 +78,10 @@ DSN_ENV_VAR = "LANGGRAPH_DURABLE_DSN"
 """Environment variable :func:`resolve_dsn` reads when no DSN is passed explicitly."""
 
 _TEMP_PREFIX = "langgraph-durable-pg-"
+
+DETACHED_MARK = "langgraph-durable-detached"
+"""A file `db start` leaves in the data directory of the server it started: handles
+opened on that directory use the server without ever stopping it (`db stop` does)."""
 _running: dict[EmbeddedPostgres, int] = {}
 """The servers started and not stopped yet, each with the process that started it (a
 forked child inherits this, and the SIGTERM handler, but not the servers)."""
@@ -97,7 +101,13 @@ _starting: dict[int, _Start] = {}
 """Starts under way, by thread."""
 
 _sigterm_deferred = False
-"""SIGTERM came while the main thread was starting a server: acted on once it is done."""
+"""SIGTERM came while the main thread was starting a server: acted on once the start is
+undone."""
+
+
+class _Terminated(BaseException):
+    """Raised out of a start under way in the main thread by SIGTERM: the start is undone
+    (`_started`), then the process ends as SIGTERM would have (`_start_under_way`)."""
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -106,13 +116,14 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     Without it a demo killed with SIGTERM (`kill`, a container stop, a CI timeout) left
     its server running and its temporary folder behind: SIGTERM's default action ends the
     process without running the `atexit` hooks that stop them. A SIGTERM that comes while
-    the main thread is starting a server waits for that start to end (it runs `pg_ctl`,
-    which a signal would cut short, leaving a server no one stops): then this server is
-    stopped too. Starts under way in other threads are undone."""
+    the main thread is starting a server ends that start at once (waiting for it waited
+    as long as another process held pgserver's lock): the start is undone, the servers
+    it launched on its directory stopped, then the process ends. Starts under way in
+    other threads are undone."""
     global _sigterm_deferred
-    if threading.main_thread().ident in _starting:
+    if threading.main_thread().ident in _starting and not _sigterm_deferred:
         _sigterm_deferred = True
-        return
+        raise _Terminated
     for server, started_by in list(_running.items()):
         if started_by == os.getpid():
             with contextlib.suppress(Exception):  # stop the others; the signal still ends us
@@ -134,7 +145,7 @@ def _start_under_way() -> Iterator[_Start]:
     finally:
         del _starting[thread]
         if _sigterm_deferred and thread == threading.main_thread().ident:
-            _on_sigterm(signal.SIGTERM, None)  # stops the server just started too, and ends us
+            _on_sigterm(signal.SIGTERM, None)  # stops the other servers, and ends us
 
 
 def _undo_start(start: _Start) -> None:
@@ -303,11 +314,18 @@ def start_embedded_postgres(
         if data_dir is not None:
             pgdata = _prepared_data_dir(Path(data_dir).expanduser().resolve())
             running = _pgserver.live_server_on(pgdata)
-            if running is not None:  # not ours to stop
+            if running is not None and (pgdata / DETACHED_MARK).exists():
+                # `db start`'s: it outlives every process that uses it, not ours to stop.
                 return EmbeddedPostgres(None, pgdata, None, dsn=_pgserver.dsn_for(running))
+            if running is None:
+                _pgserver.forget_stale_pid_file(pgdata)
+            # Another process's server (or none): pgserver counts this process among its
+            # users, and stops it when the last of them stops.
             start.pgdata = pgdata
             return _started(start)
-        start.owned_dir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
+        # Resolved: a temporary folder behind a symlink (macOS's /var/folders) would not
+        # match the path postgres runs with, and `_undo_start` would miss its server.
+        start.owned_dir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX)).resolve()
         # A subfolder, so pgserver's permission changes hit only a folder we own.
         start.pgdata = start.owned_dir / "pgdata"
         return _started(start)
@@ -490,7 +508,9 @@ def start_detached(data_dir: str | os.PathLike[str] | None = None) -> str:
     pgdata = _prepared_data_dir(pgdata)
     running = _pgserver.live_server_on(pgdata)
     if running is None:
+        _pgserver.forget_stale_pid_file(pgdata)
         running = _pgserver.get_server(pgdata, None).get_postmaster_info()
+    (pgdata / DETACHED_MARK).touch()
     return _pgserver.dsn_for(running)
 
 
@@ -520,4 +540,5 @@ def stop_detached(data_dir: str | os.PathLike[str] | None = None) -> bool:
     if _pgserver.live_server_on(pgdata) is None:
         return False
     _pgserver.get_server(pgdata, None).stop()
+    (pgdata / DETACHED_MARK).unlink(missing_ok=True)
     return True

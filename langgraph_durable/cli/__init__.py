@@ -205,7 +205,8 @@ def _main(argv: Sequence[str] | None) -> int:
             print(as_json(result.data))
         elif result.show is not None:
             result.show(result.data)
-        sys.stdout.flush()  # a closed pipe fails here, inside main, not at interpreter exit
+        if sys.stdout is not None:  # None when started with stdout closed (`>&-`)
+            sys.stdout.flush()  # a closed pipe fails here, inside main, not at exit
     except BrokenPipeError:
         raise
     except OSError as exc:  # a full disk, a device that refuses writes (`> /dev/full`)

@@ -75,6 +75,9 @@ EXIT_STILL_RUNNING = 4
 EXIT_DOCTOR_WARNINGS = 5
 PRUNE_BATCH = 20
 
+PRUNE_DELETE_MAX = 1_000
+"""The most threads one `prune --strategy delete` deletes (one transaction, a lock each)."""
+
 
 @dataclass
 class Result:
@@ -222,6 +225,14 @@ def run_doctor(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 
 
 def prune(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
+    if args.strategy == "delete" and len(args.threads) > PRUNE_DELETE_MAX:
+        # All or none is one transaction that locks each thread: tens of thousands
+        # exhaust the server's lock table (for every other session too).
+        raise InvalidInputError(
+            f"prune --strategy delete takes at most {PRUNE_DELETE_MAX:,} threads at once "
+            f"(all or none, in one transaction that locks each); {len(args.threads):,} "
+            "were given. Split the list; nothing was deleted."
+        )
     # Asked in SQL: reading a checkpoint would load its values, and the CLI has none of
     # the application's classes imported (the safe loader refuses them).
     with _saver_connection(saver, "checking the threads to prune") as conn:
@@ -297,6 +308,7 @@ def threads_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Resul
 def threads_history(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     history = thread_history(saver, args.thread, limit=args.limit)
     data = record(history)
+    data["effects"] = [_errors_redacted(effect) for effect in data["effects"]]
 
     def show(d: dict[str, Any]) -> None:
         by_step: dict[Any, list[dict[str, Any]]] = {}

@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable import __name__ as package_name
 from langgraph_durable.cli import _parser, main
-from langgraph_durable.cli._commands import PRUNE_BATCH
+from langgraph_durable.cli._commands import PRUNE_BATCH, PRUNE_DELETE_MAX
 from langgraph_durable.cli._output import as_json
 
 SECRET = "s3cret-pw-123"
@@ -190,6 +190,28 @@ def test_prune_delete_deletes_every_thread_or_none(
             "SELECT count(*) FROM checkpoints WHERE thread_id = ANY(%s)", (threads,)
         ).fetchone()
     assert left == (0,)
+    # All or none is one transaction locking each thread: a list that would exhaust the
+    # server's lock table (16,000 threads did) is refused before anything is read.
+    many = [f"t-{n}" for n in range(PRUNE_DELETE_MAX + 1)]
+    assert main(["prune", *many, "--strategy", "delete", "--dsn", dsn]) == 1
+    assert f"at most {PRUNE_DELETE_MAX:,} threads" in capsys.readouterr().err
+
+
+def test_threads_history_hides_an_effects_password(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`effects show` hid it; `threads history --json` printed the stored error as is."""
+    (thread,) = empty_threads(dsn, 1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "thread_id, error_message) VALUES (%s, 'charge', 'h', 'failed', %s, %s)",
+            (f"cli-leak-{thread}", thread, "could not reach postgresql://app:TopSecretPw@db/x"),
+        )
+    for argv in (["--json"], []):
+        capsys.readouterr()
+        assert main(["threads", "history", thread, *argv, "--dsn", dsn]) == 0
+        assert "TopSecretPw" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

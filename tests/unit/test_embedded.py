@@ -303,3 +303,43 @@ def test_a_handle_stops_only_a_server_it_started(private_tmp: Path) -> None:
         stopped = cli("db", "stop", "--data-dir", str(data_dir), "--json")
     assert json.loads(stopped.stdout) == {"stopped": True}
     assert servers_under(private_tmp) == []
+
+
+SHARING = """
+import sys
+from langgraph_durable.embedded import start_embedded_postgres
+
+with start_embedded_postgres(sys.argv[1]) as pg:
+    print("started", flush=True)
+    sys.stdin.readline()  # until the test says stop
+print("stopped", flush=True)
+"""
+
+
+def test_two_processes_on_one_data_dir_share_its_server_until_the_last_stops(
+    private_tmp: Path,
+) -> None:
+    """The second process's handle did not count among the server's users, so the first
+    stopping stopped the server under the second."""
+    data_dir = private_tmp / "pgdata"
+    first = subprocess.Popen(
+        [sys.executable, "-c", SHARING, str(data_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None
+        assert first.stdin is not None
+        assert first.stdout.readline() == "started\n"
+        with start_embedded_postgres(data_dir) as pg:
+            first.stdin.write("\n")
+            first.stdin.flush()
+            assert first.stdout.readline() == "stopped\n"
+            assert first.wait(timeout=300) == 0
+            with psycopg.connect(pg.dsn) as conn:  # still ours to use
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert servers_under(private_tmp) == []
+    finally:
+        if first.poll() is None:
+            first.kill()

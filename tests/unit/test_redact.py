@@ -59,3 +59,11 @@ def test_a_page_hides_secrets_before_it_cuts_the_text() -> None:
     text = "x" * 3970 + " postgresql://app:s3cret-pw@db.internal/books and so on"
     assert "s3cret-pw" not in redacted(text)
     assert "s3cret-pw" not in redacted(text[:3998])
+
+
+def test_prose_that_names_a_secret_is_left_as_written() -> None:
+    """Found by review: the CLI's own advice lost its instruction ("a signing secret: ***
+    LANGGRAPH_DURABLE_WEBHOOK_SECRET")."""
+    advice = "A webhook needs a signing secret: set LANGGRAPH_DURABLE_WEBHOOK_SECRET to it."
+    assert redact_passwords(advice) == advice
+    assert redact_passwords("token=abc123 expired") == "token=*** expired"

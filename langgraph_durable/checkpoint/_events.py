@@ -24,13 +24,24 @@ when the task's result does (invariant I7):
   task run again on the same checkpoint after a run that did not finish it: cancelled, or
   stopped by a subgraph's static interrupt) voids the events of the ones before it. An
   execution that emits nothing leaves them (LangGraph tells neither the node nor the saver
-  that an attempt failed), so they commit with its writes: a gap.
+  that an attempt failed), so they commit with its writes: a gap;
+- an event emitted in an asyncio task that ends cancelled is dropped when it ends: a run
+  cancelled mid-task (a timeout, a shutdown) never stores that task's writes, and
+  LangGraph tells the saver nothing when it runs the step's only task in the caller's
+  own task; a task's events that waited for its writes (those of subgraph tasks below
+  it) go too. Kept, they stayed parked for as long as the process ran;
+- nothing is dropped to make room: at `MAX_PARKED` events parked in the process, `emit()`
+  is refused by name (`OutboxUnavailableError`), and the task fails without storing
+  anything. A full parking used to be emptied, live tasks' events with it, and their
+  writes then committed without them.
 
 Pure bookkeeping behind one lock: calls come from worker threads (sync) or one loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -41,12 +52,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_durable._ids import holds_nul, is_text, lone_surrogate
+from langgraph_durable.errors import OutboxUnavailableError
 
-__all__ = ["EMPTY_EVENT_PARAMS", "EventParking", "ParkedEvent", "event_params", "new_event"]
+__all__ = [
+    "EMPTY_EVENT_PARAMS",
+    "MAX_PARKED",
+    "EventParking",
+    "ParkedEvent",
+    "event_params",
+    "new_event",
+]
 
 logger = logging.getLogger("langgraph_durable.outbox")
 
-_MAX_PARKED = 100_000
+MAX_PARKED = 100_000
+"""Events parked at most in one saver, waiting for their tasks' writes."""
 _EMITTED = itertools.count()
 
 EMPTY_EVENT_PARAMS: dict[str, list[Any]] = {
@@ -85,6 +105,20 @@ class ParkedEvent:
     seq: int = field(default_factory=lambda: next(_EMITTED), compare=False, repr=False)
     """Emission order in this process: events of a task and of the subgraph tasks below
     it, taken together, keep the order they were emitted in."""
+    emitter: asyncio.Task[Any] | None = field(default=None, compare=False, repr=False)
+    """The asyncio task `emit()` ran in (None outside one): if it ends cancelled, the
+    event is dropped (`EventParking`)."""
+
+
+ParkingKey = tuple[str, str, str, int | None]
+"""(thread, checkpoint, task, fencing token): where a task's events are parked."""
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread (a sync node)
+        return None
 
 
 def new_event(
@@ -161,33 +195,46 @@ class EventParking:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._parked: dict[tuple[str, str, str, int | None], list[ParkedEvent]] = {}
+        self._parked: dict[ParkingKey, list[ParkedEvent]] = {}
         self._count = 0
         self._tasks: dict[tuple[str, str, int | None], int] = {}
         """Tasks with parked events, per (thread, checkpoint, fencing token)."""
-        self._of_thread: dict[str, dict[tuple[str, str, str, int | None], None]] = {}
+        self._of_thread: dict[str, dict[ParkingKey, None]] = {}
         """The keys of `_parked` per thread, in the order they came: the searches below a
         task and at exit look at one thread's events, not at every thread's."""
+        self._by_emitter: dict[asyncio.Task[Any], set[ParkingKey]] = {}
+        """Per asyncio task that emitted (and is watched: `_emitter_done`), the keys it
+        may have events under."""
 
     def park(self, event: ParkedEvent) -> None:
+        """Park a task's event until its writes are stored.
+
+        Raises:
+            OutboxUnavailableError: `MAX_PARKED` events are parked already; nothing is
+                parked, nothing is dropped.
+        """
         key = (event.thread_id, event.checkpoint_id, event.task_id, event.fence_token)
+        emitter = _current_task()
+        if emitter is not None:
+            event = dataclasses.replace(event, emitter=emitter)
         with self._lock:
-            if self._count >= _MAX_PARKED:
-                # Only events of tasks whose writes never came (abandoned runs) linger.
-                logger.warning("dropping %d parked outbox events of unfinished tasks", self._count)
-                self._parked.clear()
-                self._tasks.clear()
-                self._of_thread.clear()
-                self._count = 0
             events = self._parked.get(key)
+            void = events is not None and (
+                events[-1].execution is not event.execution or events[-1].attempt != event.attempt
+            )
+            if self._count - (len(events) if events and void else 0) >= MAX_PARKED:
+                raise OutboxUnavailableError(
+                    f"emit() refused: {self._count:,} outbox events are parked in this process "
+                    "by tasks whose writes are not stored yet, the most it holds. Nothing was "
+                    "dropped; this task fails. Emit fewer events per task (one event can carry "
+                    "a list), or store many with emit_txn(conn, ...) in your own transaction."
+                )
             if events is None:
                 events = self._parked[key] = []
                 where = (key[0], key[1], key[3])
                 self._tasks[where] = self._tasks.get(where, 0) + 1
                 self._of_thread.setdefault(key[0], {})[key] = None
-            elif events[-1].execution is not event.execution or (
-                events[-1].attempt != event.attempt
-            ):
+            elif void:
                 # Another execution of the task (a run after one that did not finish it) or
                 # a new attempt (a retry): the earlier one's events are void. Left parked,
                 # they would commit with this one's writes, and take the place of this
@@ -196,12 +243,45 @@ class EventParking:
                 events.clear()
             events.append(event)
             self._count += 1
+            if emitter is not None:
+                keys = self._by_emitter.get(emitter)
+                if keys is None:
+                    keys = self._by_emitter[emitter] = set()
+                    emitter.add_done_callback(self._emitter_done)  # once per task
+                keys.add(key)
 
-    def _pop(self, key: tuple[str, str, str, int | None]) -> list[ParkedEvent]:
+    def _emitter_done(self, emitter: asyncio.Task[Any]) -> None:
+        """An asyncio task that emitted has ended; if it was cancelled, the events it
+        emitted are dropped, with those parked below their tasks (subgraph tasks whose
+        events waited for those tasks' writes): none of them will ever be stored."""
+        dropped = 0
+        with self._lock:
+            keys = self._by_emitter.pop(emitter, set())
+            if not emitter.cancelled():
+                return
+            for key in keys:
+                events = self._parked.get(key)
+                if events is None:
+                    continue
+                kept = [event for event in events if event.emitter is not emitter]
+                if kept:
+                    dropped += len(events) - len(kept)
+                    self._count -= len(events) - len(kept)
+                    events[:] = kept
+                    continue
+                for taken in (self._pop(key), *self._pop_below(key)):
+                    dropped += len(taken)
+        if dropped:
+            logger.debug("dropped %d parked outbox event(s) of a cancelled task", dropped)
+
+    def _pop(self, key: ParkingKey) -> list[ParkedEvent]:
         """Takes one task's events (the caller holds the lock)."""
         events = self._parked.pop(key, None)
         if events is None:
             return []
+        for event in events:
+            if event.emitter is not None and event.emitter in self._by_emitter:
+                self._by_emitter[event.emitter].discard(key)
         where = (key[0], key[1], key[3])
         left = self._tasks[where] - 1
         if left:
@@ -229,22 +309,31 @@ class EventParking:
         if not self._parked:  # no outbox in use: the common case, without the lock
             return []
         with self._lock:
-            events = self._pop((thread_id, checkpoint_id, task_id, fence_token))
-            if thread_id in self._of_thread:
-                marker = ":" + task_id
-                below = [
-                    key
-                    for key in self._of_thread[thread_id]
-                    if key[3] == fence_token
-                    and self._parked[key]
-                    and marker in self._parked[key][0].namespace
-                    and _ran_in(self._parked[key][0].namespace, marker)
-                ]
-                if below:
-                    for key in below:
-                        events += self._pop(key)
-                    events.sort(key=lambda event: event.seq)
+            key = (thread_id, checkpoint_id, task_id, fence_token)
+            events = self._pop(key)
+            below = self._pop_below(key)
+            if below:
+                for more in below:
+                    events += more
+                events.sort(key=lambda event: event.seq)
         return events
+
+    def _pop_below(self, key: ParkingKey) -> list[list[ParkedEvent]]:
+        """Takes the events of the subgraph tasks that ran inside task `key` (namespaces
+        below it, behind the same fence); the caller holds the lock."""
+        thread_id, _, task_id, fence_token = key
+        if thread_id not in self._of_thread:
+            return []
+        marker = ":" + task_id
+        below = [
+            found
+            for found in self._of_thread[thread_id]
+            if found[3] == fence_token
+            and self._parked[found]
+            and marker in self._parked[found][0].namespace
+            and _ran_in(self._parked[found][0].namespace, marker)
+        ]
+        return [self._pop(found) for found in below]
 
     def has_for_checkpoint(
         self, thread_id: str, checkpoint_id: str, fence_token: int | None

@@ -108,7 +108,9 @@ def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
         key: Events of one key are published in order; the thread id when not given.
 
     Raises:
-        OutboxUnavailableError: Called outside a node, or the graph's saver is not durable.
+        OutboxUnavailableError: Called outside a node, or the graph's saver is not durable,
+            or the saver holds `MAX_PARKED` (100,000) events whose tasks' writes are not
+            stored yet (nothing is dropped to make room: the task fails).
         InvalidEventError: The type, key or payload cannot be stored.
     """
     try:

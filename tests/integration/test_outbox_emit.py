@@ -36,6 +36,7 @@ from langgraph_durable import (
     emit,
     emit_txn,
 )
+from langgraph_durable.checkpoint import _events
 from langgraph_durable.outbox import aemit_txn, backlog
 
 MODES: list[Durability] = ["sync", "async", "exit"]
@@ -237,6 +238,86 @@ async def test_events_of_a_task_cancelled_mid_run_never_commit(
             await app.ainvoke({"log": []}, config, durability=mode)
     assert [r["event_type"] for r in stored(dsn, thread)] == ["a.done"]
     assert "outbox events" not in caplog.text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_run_s_parked_events_are_dropped_when_it_ends(
+    dsn: str, mode: Durability, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run cancelled mid-task (a timeout, a shutdown) never stores that task's writes,
+    and LangGraph tells the saver nothing when the step's only task runs in the caller's
+    task: its events stayed parked for as long as the process ran, until the parking was
+    full and emptied, a live task's events with them. With room for ten events, three
+    cancelled runs of three events each filled it; the run after them lost one of its
+    two events."""
+    monkeypatch.setattr(_events, "MAX_PARKED", 10)
+    started = asyncio.Event()
+
+    async def slow(state: State) -> State:
+        for n in range(3):
+            emit("slow.step", {"n": n})
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
+        return {"log": ["slow"]}
+
+    async def fast(state: State) -> State:
+        emit("fast.step", {"n": 0})
+        emit("fast.step", {"n": 1})
+        return {"log": ["fast"]}
+
+    live = f"emit-after-cancelled-{uuid.uuid4()}"
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        slow_app = one_node("slow", slow).compile(checkpointer=saver)
+        for n in range(3):
+            started.clear()
+            config: Any = {"configurable": {"thread_id": f"emit-cancelled-{uuid.uuid4()}"}}
+            run = asyncio.ensure_future(slow_app.ainvoke({"log": []}, config, durability=mode))
+            await started.wait()
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            assert saver._events._count == 0, f"run {n}: its events are still parked"
+        fast_app = one_node("fast", fast).compile(checkpointer=saver)
+        await fast_app.ainvoke({"log": []}, {"configurable": {"thread_id": live}}, durability=mode)
+    assert [r["payload"] for r in stored(dsn, live)] == [{"n": 0}, {"n": 1}]
+
+
+async def test_a_full_parking_refuses_emit_by_name_and_drops_no_live_event(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At its limit the parking was emptied, the events of tasks still running included,
+    and their writes then committed without them (100,001 events emitted by one node: one
+    stored). Now the emit that finds it full is refused by name, and the task that made
+    it fails; a task running beside it keeps every event it emitted."""
+    monkeypatch.setattr(_events, "MAX_PARKED", 5)
+    live_emitted, go_on = asyncio.Event(), asyncio.Event()
+
+    async def live(state: State) -> State:
+        for n in range(3):
+            emit("live.step", {"n": n})
+        live_emitted.set()
+        await go_on.wait()
+        return {"log": ["live"]}
+
+    async def bulk(state: State) -> State:
+        for n in range(3):
+            emit("bulk.item", {"n": n})
+        return {"log": ["bulk"]}
+
+    live_thread, bulk_thread = (f"emit-full-{name}-{uuid.uuid4()}" for name in ("a", "b"))
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        live_app = one_node("live", live).compile(checkpointer=saver)
+        bulk_app = one_node("bulk", bulk).compile(checkpointer=saver)
+        running = asyncio.ensure_future(
+            live_app.ainvoke({"log": []}, {"configurable": {"thread_id": live_thread}})
+        )
+        await live_emitted.wait()
+        with pytest.raises(OutboxUnavailableError, match="emit\\(\\) refused: 5 outbox events"):
+            await bulk_app.ainvoke({"log": []}, {"configurable": {"thread_id": bulk_thread}})
+        go_on.set()
+        assert await running == {"log": ["live"]}
+    assert [r["payload"] for r in stored(dsn, live_thread)] == [{"n": n} for n in range(3)]
+    assert stored(dsn, bulk_thread) == []
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -29,6 +29,7 @@ __all__ = [
     "event_id_of",
     "event_of",
     "is_transport_error",
+    "mask_urls",
     "sign_webhook",
     "verify_webhook",
     "webhook_key",
@@ -171,6 +172,12 @@ path or query can hold a token too, as a Slack-style webhook URL does)."""
 _ERROR_TEXT_MAX = 4000
 """Characters of an error's text kept (the outbox row keeps 2,000)."""
 
+_ERROR_TEXT_LOOKED_AT = 4 * _ERROR_TEXT_MAX
+"""Characters of an error's text looked at for URLs; the rest is never shown."""
+
+_URL_ENDS = " \t\r\n'\""
+"""Characters that end a URL in an error's text (as `_URL` reads it, among others)."""
+
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """Characters a Postgres text value cannot hold: NUL, and lone surrogates (not UTF-8)."""
@@ -184,7 +191,19 @@ def error_text(error: BaseException) -> str:
 
     NUL and lone surrogates are dropped: a broker's message may quote binary data, and
     Postgres refuses both in text, so storing the error would fail the relay's round."""
-    text = _UNSTORABLE.sub("", f"{type(error).__name__}: {error}"[:_ERROR_TEXT_MAX])
+    text = f"{type(error).__name__}: {error}"
+    if len(text) > _ERROR_TEXT_LOOKED_AT:  # the mask's time stays bounded
+        text = text[:_ERROR_TEXT_LOOKED_AT]
+        start = max(text.rfind(c) for c in _URL_ENDS) + 1
+        if "://" in text[start:]:
+            text = text[:start]  # a URL cut short: its `user:password@` may be cut too
+    # Masked before the last cut: a cut through a URL's `user:password@` hid the `@`
+    # from the mask, and the password's start was stored and shown.
+    return mask_urls(_UNSTORABLE.sub("", text))[:_ERROR_TEXT_MAX]
+
+
+def mask_urls(text: str) -> str:
+    """`text` with every URL in it cut to its scheme and host (`amqp://***@host/…`)."""
     return _URL.sub(_url_shown, text)
 
 

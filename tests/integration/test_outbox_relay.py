@@ -16,7 +16,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from langgraph_durable import DurablePostgresSaver
+from langgraph_durable import (
+    DurablePostgresSaver,
+)
 from langgraph_durable.outbox import (
     OutboxEvent,
     OutboxRelay,
@@ -311,6 +313,26 @@ async def test_a_mark_that_fails_undoes_no_other_event_s_mark(
     assert stuck_failed in logged[1]
 
 
+async def test_a_key_s_events_go_out_in_commit_order_when_the_relay_sees_them_apart(
+    dsn: str,
+) -> None:
+    """What the README's Limits say: a transaction that drew the lower `seq` but commits
+    after the relay claimed the other's event is published after it."""
+    got: list[int] = []
+    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: got.append(event.payload["n"])))
+    with psycopg.connect(dsn) as first:
+        emit_txn(first, "t", {"n": 1}, key="same")  # draws the lower seq, not committed
+        with psycopg.connect(dsn, autocommit=True) as second, second.transaction():
+            emit_txn(second, "t", {"n": 2}, key="same")
+        try:
+            await drain(relay)
+            first.commit()
+            await drain(relay)
+        finally:
+            await relay.aclose()
+    assert got == [2, 1]
+
+
 async def test_a_publish_may_outlast_the_server_s_idle_in_transaction_timeout(
     dsn: str,
 ) -> None:
@@ -345,23 +367,3 @@ async def test_a_publish_may_outlast_the_server_s_idle_in_transaction_timeout(
     finally:
         await relay.aclose()
     assert stored(dsn) == {event_id: ("published", 1, None)}
-
-
-async def test_a_key_s_events_go_out_in_commit_order_when_the_relay_sees_them_apart(
-    dsn: str,
-) -> None:
-    """What the README's Limits say: a transaction that drew the lower `seq` but commits
-    after the relay claimed the other's event is published after it."""
-    got: list[int] = []
-    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: got.append(event.payload["n"])))
-    with psycopg.connect(dsn) as first:
-        emit_txn(first, "t", {"n": 1}, key="same")  # draws the lower seq, not committed
-        with psycopg.connect(dsn, autocommit=True) as second, second.transaction():
-            emit_txn(second, "t", {"n": 2}, key="same")
-        try:
-            await drain(relay)
-            first.commit()
-            await drain(relay)
-        finally:
-            await relay.aclose()
-    assert got == [2, 1]

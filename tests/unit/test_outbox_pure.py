@@ -16,7 +16,12 @@ from langgraph_durable import (
 )
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.checkpoint._events import EventParking
-from langgraph_durable.outbox import backoff_delay, sign_webhook, verify_webhook, webhook_key
+from langgraph_durable.outbox import (
+    backoff_delay,
+    sign_webhook,
+    verify_webhook,
+    webhook_key,
+)
 from langgraph_durable.outbox._base import error_text, is_transport_error
 
 
@@ -204,6 +209,24 @@ def test_error_text_is_short_and_linear_on_long_text() -> None:
     the relay's event loop (before, 20,000 characters took seconds)."""
     text = error_text(ValueError("x" * 100_000 + "://" + "y" * 100_000))
     assert len(text) <= 4000
+
+
+@pytest.mark.parametrize("shift", range(40))
+def test_error_text_masks_a_url_before_it_cuts_the_text(shift: int) -> None:
+    """The text was cut to 4,000 characters before its URLs were masked: a cut inside a
+    URL's `user:password@` hid the `@`, and what came before the cut was shown."""
+    url = "amqp://guest:s3cretpassword@broker.example:5672/"
+    text = error_text(RuntimeError("x" * (3960 + shift) + " " + url))
+    assert "guest" not in text
+    assert "s3c" not in text
+
+
+def test_error_text_drops_a_url_cut_where_it_stops_looking() -> None:
+    """Only the first 16,000 characters are looked at; a URL cut there may have lost its
+    `@`, and the long paths masked before it can bring it within what is kept."""
+    first = "https://hooks.example/" + "p" * 15_950
+    text = error_text(RuntimeError(f"{first} amqp://guest:s3cretpassword@broker.example/"))
+    assert text == "RuntimeError: https://hooks.example/… "
 
 
 def test_only_failures_that_sent_nothing_are_transport_errors() -> None:

@@ -12,6 +12,10 @@
   answer but 2xx is a failure, retried by the relay.
 
 Every message carries the event id, type and key, so consumers dedupe by id.
+
+A broker URL is checked when the publisher is made (`ConfigurationError`, the URL's
+password never repeated): a malformed one failed every publish, and every event went
+dead.
 """
 
 from __future__ import annotations
@@ -20,15 +24,23 @@ import asyncio
 import inspect
 import logging
 import os
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
-from langgraph_durable.errors import ConfigurationError, InvalidInputError, MissingExtraError
+from langgraph_durable.errors import (
+    ConfigurationError,
+    InvalidEventError,
+    InvalidInputError,
+    MissingExtraError,
+)
 from langgraph_durable.outbox._base import (
     BrokerUnreachableError,
     OutboxEvent,
     error_text,
+    mask_urls,
     sign_webhook,
     webhook_key,
 )
@@ -61,6 +73,38 @@ def _positive(seconds: float, who: str) -> float:
 
 def _headers(event: OutboxEvent) -> dict[str, Any]:
     return {"event-id": event.event_id, "event-type": event.event_type, "event-key": event.key}
+
+
+def _checked_url(url: object, schemes: Sequence[str], who: str) -> str:
+    """`url` if it names a host (and a valid port) under one of `schemes`, else
+    `ConfigurationError` saying what is wrong, the URL shown without its password."""
+    expected = ", ".join(f"{scheme}://" for scheme in schemes)
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{who}: give the broker URL as a string ({expected}).")
+    shown = _shown_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError: not a number, or above 65535
+    except ValueError as exc:
+        raise ConfigurationError(f"{who}: the URL {shown} is malformed ({exc}); fix it.") from None
+    if parts.scheme.lower() not in schemes:
+        raise ConfigurationError(f"{who}: the URL {shown} must start with {expected}.")
+    if not parts.hostname or re.search(r"\s", parts.hostname):
+        raise ConfigurationError(f"{who}: the URL {shown} names no host; give one.")
+    if port == 0:
+        raise ConfigurationError(f"{who}: the URL {shown} names port 0; a port is 1 to 65535.")
+    return url
+
+
+def _shown_url(url: str) -> str:
+    """A URL for a message: its scheme and host only, never a password (even where the
+    URL is too malformed for `mask_urls` to find its parts)."""
+    scheme, found, rest = url.partition("://")
+    if not found or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,31}", scheme):
+        return "(not shown: it has no scheme://)"
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    _, at, host = netloc.rpartition("@")
+    return f"{scheme}://{'***@' if at else ''}{host}{'/…' if len(netloc) < len(rest) else ''}"
 
 
 class CallbackPublisher:
@@ -117,7 +161,14 @@ class RabbitMQPublisher:
                 "RabbitMQPublisher needs aio-pika: pip install 'langgraph-durable[rabbitmq]'"
             ) from exc
         self._aio_pika = aio_pika
-        self.url = url
+        self.url = _checked_url(url, ("amqp", "amqps"), "RabbitMQPublisher")
+        try:
+            aio_pika.connection.make_url(url)  # what `_connect` does with it
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"RabbitMQPublisher: the URL {_shown_url(url)} is malformed "
+                f"({mask_urls(str(exc))}); fix it."
+            ) from None
         self.connect_timeout = _positive(connect_timeout, "RabbitMQPublisher")
         self.exchange_name = exchange
         self.routing_key = routing_key
@@ -242,8 +293,18 @@ class NatsPublisher:
                 "NatsPublisher needs nats-py: pip install 'langgraph-durable[nats]'"
             ) from exc
         self._nats = nats
+        for server in [servers] if isinstance(servers, str) else list(servers):
+            # nats-py's own reading: a bare "host:port" is a nats:// URL.
+            if isinstance(server, str) and "://" not in server:
+                server = f"nats://{server}"
+            _checked_url(server, ("nats", "tls", "ws", "wss"), "NatsPublisher")
         self.servers = servers
         self.connect_timeout = _positive(connect_timeout, "NatsPublisher")
+        if subject is not None and not _is_subject(subject):
+            raise ConfigurationError(
+                f"NatsPublisher: subject {subject!r} is not a subject NATS publishes to: "
+                "give dot-separated tokens without spaces or wildcards (* and >)."
+            )
         self.subject = subject
         self._client: Any = None
         self._js: Any = None
@@ -276,17 +337,33 @@ class NatsPublisher:
         )
 
     async def publish(self, event: OutboxEvent) -> None:
+        subject = self.subject or event.event_type
+        if not _is_subject(subject):
+            # nats-py refuses a space ("nats: invalid subject"); a wildcard went to the
+            # stream as the literal subject. Either way a failure of this event.
+            raise InvalidEventError(
+                f"event {event.event_id}: its type {subject!r} is not a subject NATS "
+                "publishes to (dot-separated tokens without spaces or wildcards * and >); "
+                "give NatsPublisher a subject=, or emit a type made of such tokens"
+            )
         js = await self._ready()
         await js.publish(
-            self.subject or event.event_type,
-            event.body(),
-            headers={"Nats-Msg-Id": event.event_id, **_headers(event)},
+            subject, event.body(), headers={"Nats-Msg-Id": event.event_id, **_headers(event)}
         )
 
     async def aclose(self) -> None:
         client, self._client, self._js = self._client, None, None
         if client is not None:
             await client.close()
+
+
+_SUBJECT_TOKEN = re.compile(r"[^\s.*>]+")
+
+
+def _is_subject(subject: str) -> bool:
+    """Whether NATS publishes to `subject`: dot-separated, non-empty tokens without
+    whitespace or the wildcards `*` and `>`."""
+    return bool(subject) and all(_SUBJECT_TOKEN.fullmatch(t) for t in subject.split("."))
 
 
 class WebhookPublisher:
@@ -315,7 +392,7 @@ class WebhookPublisher:
             raise MissingExtraError(
                 "WebhookPublisher needs httpx: pip install 'langgraph-durable[webhook]'"
             ) from exc
-        self.url = url
+        self.url = _checked_url(url, ("http", "https"), "WebhookPublisher")
         self._key = webhook_key(secret)
         self._clock = clock
         self._client = httpx.AsyncClient(timeout=timeout)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
+from collections.abc import Callable
 
 import pytest
 from outbox_receivers import standard_webhooks_signature, standard_webhooks_verify
 
 from langgraph_durable import (
+    ConfigurationError,
+    InvalidEventError,
     InvalidInputError,
     InvalidWebhookError,
     NotInEffectError,
@@ -17,6 +21,7 @@ from langgraph_durable import (
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.checkpoint._events import EventParking
 from langgraph_durable.outbox import (
+    OutboxEvent,
     backoff_delay,
     sign_webhook,
     verify_webhook,
@@ -227,6 +232,68 @@ def test_error_text_drops_a_url_cut_where_it_stops_looking() -> None:
     first = "https://hooks.example/" + "p" * 15_950
     text = error_text(RuntimeError(f"{first} amqp://guest:s3cretpassword@broker.example/"))
     assert text == "RuntimeError: https://hooks.example/… "
+
+
+@pytest.mark.parametrize(
+    ("make", "url"),
+    [
+        ("rabbitmq", "amqp://guest:s3cret@127.0.0.1:56720000/"),
+        ("rabbitmq", "amqp://guest:s3cret@127.0.0.1:port/"),
+        ("rabbitmq", "http://guest:s3cret@127.0.0.1/"),
+        ("rabbitmq", "amqp://guest:s3cret@/"),
+        ("nats", "nats://user:s3cret@127.0.0.1:422200"),
+        ("nats", "nats://user:s3cret@:4222"),
+        ("nats", "amqp://user:s3cret@127.0.0.1:4222"),
+        ("webhook", "https://user:s3cret@hooks.example:99999/x"),
+        ("webhook", "ftp://user:s3cret@hooks.example/x"),
+        ("webhook", "hooks.example/x"),
+    ],
+)
+def test_a_malformed_broker_url_is_refused_when_the_publisher_is_made(make: str, url: str) -> None:
+    """It was read when the first event was published: every publish failed, counted
+    against its event, and every event went dead (a port out of range, a typo)."""
+    from langgraph_durable.outbox.publishers import (
+        NatsPublisher,
+        RabbitMQPublisher,
+        WebhookPublisher,
+    )
+
+    makers: dict[str, Callable[[str], object]] = {
+        "rabbitmq": RabbitMQPublisher,
+        "nats": lambda url: NatsPublisher([url]),
+        "webhook": lambda url: WebhookPublisher(url, "secret"),
+    }
+    with pytest.raises(ConfigurationError) as raised:
+        makers[make](url)
+    assert "s3cret" not in str(raised.value)
+    assert "Publisher: the URL" in str(raised.value)
+
+
+def test_well_formed_broker_urls_are_taken() -> None:
+    from langgraph_durable.outbox.publishers import (
+        NatsPublisher,
+        RabbitMQPublisher,
+        WebhookPublisher,
+    )
+
+    RabbitMQPublisher("amqps://guest:guest@[::1]/vhost")
+    NatsPublisher(["127.0.0.1:4222", "tls://h.example", "nats://u:p@h.example:4222"])
+    WebhookPublisher("http://127.0.0.1:8080/hook", "secret")
+
+
+async def test_an_event_type_nats_cannot_publish_to_is_a_named_failure_of_the_event() -> None:
+    """A type with a space failed with nats-py's "nats: invalid subject", and one with a
+    wildcard went to the stream under the literal subject `a.*`. Either is refused by
+    name before connecting; a subject given to the publisher is checked when it is made."""
+    from langgraph_durable.outbox.publishers import NatsPublisher
+
+    with pytest.raises(ConfigurationError, match=r"subject 'orders\.\*'"):
+        NatsPublisher("nats://127.0.0.1:1", subject="orders.*")
+    publisher = NatsPublisher("nats://127.0.0.1:1")  # nothing listens: never reached
+    for bad in ["order shipped", "orders.*", "orders.>", "orders..x", ".orders", "orders."]:
+        with pytest.raises(InvalidEventError, match="not a subject NATS publishes to"):
+            await publisher.publish(OutboxEvent(str(uuid.uuid4()), bad, "k", {}, seq=1))
+    assert publisher._client is None
 
 
 def test_only_failures_that_sent_nothing_are_transport_errors() -> None:

@@ -89,6 +89,8 @@ class WebhookReceiver:
         """`hang_up_on(body)`: read such a delivery, then close the connection without
         an answer (a receiver that crashes on that payload)."""
         self.deliveries: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        """Each accepted delivery's headers, as received."""
         self.changed = threading.Condition()
         self.rejected = 0
         self.hung_up = 0
@@ -114,6 +116,7 @@ class WebhookReceiver:
                 consume(dsn, message_id, body)
                 with receiver.changed:
                     receiver.deliveries.append(message_id)
+                    receiver.headers.append(dict(self.headers.items()))
                     receiver.changed.notify_all()
                 self.send_response(204)
                 self.end_headers()

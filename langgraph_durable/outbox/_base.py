@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from langgraph_durable.errors import InvalidInputError, InvalidWebhookError
 
@@ -28,6 +29,7 @@ __all__ = [
     "error_text",
     "event_id_of",
     "event_of",
+    "header_value",
     "is_transport_error",
     "mask_urls",
     "sign_webhook",
@@ -212,6 +214,22 @@ def _url_shown(found: re.Match[str]) -> str:
     rest = found.group("rest") or ""
     after = rest[len(rest.rstrip(".,;:!)]}>")) :]  # the sentence's, not the URL's
     return f"{found.group('scheme')}{user}{found.group('host')}{'/…' if rest else ''}{after}"
+
+
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+"""Characters a header value carries as they are: printable ASCII but space and `%`."""
+
+
+def header_value(text: str) -> str:
+    """`text` as an HTTP header value: UTF-8, percent-encoded (`urllib.parse.quote`), so
+    that a receiver reads it back with `urllib.parse.unquote`.
+
+    httpx sends header values as ASCII: an event whose key or type held any other
+    character (a thread id `commande-été`, the key's default) failed every attempt and
+    went dead. Printable ASCII other than space and `%` is unchanged, so most keys and
+    types read as they did; a space is `%20` (HTTP drops a value's leading and trailing
+    spaces), a `%` is `%25`, control characters are encoded too."""
+    return quote(text, safe=_HEADER_SAFE)
 
 
 SECRET_PREFIX = "whsec_"

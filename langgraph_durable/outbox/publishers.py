@@ -9,7 +9,9 @@
 - `WebhookPublisher` (`[webhook]`, httpx): POST signed as Standard Webhooks specifies
   (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), so
   a receiver's Standard Webhooks library accepts it, as does `verify_webhook`. Any
-  answer but 2xx is a failure, retried by the relay.
+  answer but 2xx is a failure, retried by the relay. The `event-type` and `event-key`
+  headers are percent-encoded UTF-8 (`header_value`): read them with
+  `urllib.parse.unquote`.
 
 Every message carries the event id, type and key, so consumers dedupe by id.
 
@@ -40,6 +42,7 @@ from langgraph_durable.outbox._base import (
     BrokerUnreachableError,
     OutboxEvent,
     error_text,
+    header_value,
     mask_urls,
     sign_webhook,
     webhook_key,
@@ -369,6 +372,10 @@ def _is_subject(subject: str) -> bool:
 class WebhookPublisher:
     """POSTs each event, signed, to a URL.
 
+    Headers `event-id`, `event-type` and `event-key` carry the event; the type and key
+    are percent-encoded UTF-8 (`header_value`; read them with `urllib.parse.unquote`),
+    since HTTP headers are ASCII: a key like `commande-été` never reached a receiver.
+
     Args:
         url: The receiver's URL.
         secret: The secret shared with the receiver (`webhook_key`): a Standard
@@ -401,7 +408,7 @@ class WebhookPublisher:
         body = event.body()
         headers = {
             "content-type": "application/json",
-            **_headers(event),
+            **{name: header_value(value) for name, value in _headers(event).items()},
             **sign_webhook(self._key, event.event_id, int(self._clock()), body),
         }
         response = await self._client.post(self.url, content=body, headers=headers)

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import psycopg
 import pytest
@@ -460,6 +461,29 @@ async def test_webhooks_are_signed_and_redeliveries_do_nothing_twice(
     await relay.aclose()
     await publisher.aclose()
     await forger.aclose()
+
+
+async def test_a_webhook_carries_any_key_and_type_percent_encoded(
+    dsn: str, receiver: WebhookReceiver
+) -> None:
+    """httpx sends header values as ASCII: an event whose key (the thread id, by default)
+    or type held any other character failed every attempt and went dead. The headers are
+    percent-encoded UTF-8 now; `urllib.parse.unquote` gives the text back."""
+    sent = [("order.shipped", "commande-été"), ("commande.expédiée", "order 3"), ("t", "50%")]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ids = [emit_txn(conn, event_type, {}, key=key) for event_type, key in sent]
+    publisher = WebhookPublisher(receiver.url, b"s3cret")
+    relay = OutboxRelay(dsn, publisher, max_attempts=1)
+    try:
+        await drain(relay)
+    finally:
+        await relay.aclose()
+        await publisher.aclose()
+    got = {
+        h["webhook-id"]: (unquote(h["event-type"]), unquote(h["event-key"]))
+        for h in receiver.headers
+    }
+    assert got == dict(zip(ids, sent, strict=True))
 
 
 async def test_a_standard_webhooks_receiver_accepts_what_the_relay_sends(dsn: str) -> None:

@@ -6,6 +6,7 @@ import base64
 import json
 import uuid
 from collections.abc import Callable
+from urllib.parse import unquote
 
 import pytest
 from outbox_receivers import standard_webhooks_signature, standard_webhooks_verify
@@ -27,7 +28,7 @@ from langgraph_durable.outbox import (
     verify_webhook,
     webhook_key,
 )
-from langgraph_durable.outbox._base import error_text, is_transport_error
+from langgraph_durable.outbox._base import error_text, header_value, is_transport_error
 
 
 def event(
@@ -232,6 +233,18 @@ def test_error_text_drops_a_url_cut_where_it_stops_looking() -> None:
     first = "https://hooks.example/" + "p" * 15_950
     text = error_text(RuntimeError(f"{first} amqp://guest:s3cretpassword@broker.example/"))
     assert text == "RuntimeError: https://hooks.example/… "
+
+
+def test_header_values_are_percent_encoded_utf8_that_unquote_reads_back() -> None:
+    """httpx sends header values as ASCII: an event key such as `commande-été` (a thread
+    id, the key's default) failed every attempt with UnicodeEncodeError."""
+    for text in ["order-1", "commande-été", "a b", "50%", "x\r\ny", "a/b:c=d;e?f&g"]:
+        encoded = header_value(text)
+        assert encoded.isascii()
+        assert encoded.isprintable()
+        assert " " not in encoded
+        assert unquote(encoded) == text
+    assert header_value("order.shipped-1/a:b") == "order.shipped-1/a:b"  # ASCII as it was
 
 
 @pytest.mark.parametrize(

@@ -323,7 +323,7 @@ class OutboxRelay:
             }
             with _telemetry.span("langgraph_durable.outbox.publish", attributes):
                 try:
-                    await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
+                    await self._publish(event)
                 except Exception as exc:  # retried later; dead after max_attempts, unless
                     unreachable = is_transport_error(exc)  # the broker could not be reached
                     logger.log(
@@ -338,6 +338,17 @@ class OutboxRelay:
             _count_publish(event, "published")
             done.append(event)
         return done, None
+
+    async def _publish(self, event: OutboxEvent) -> None:
+        try:
+            await asyncio.wait_for(self.publisher.publish(event), self.publish_timeout)
+        except asyncio.TimeoutError as exc:
+            if exc.args:
+                raise  # the client's own timeout, with its own message
+            # asyncio's is blank: the stored error said "TimeoutError: " and nothing else.
+            raise asyncio.TimeoutError(
+                f"publish_timeout ({self.publish_timeout:g} s) exceeded"
+            ) from exc
 
     async def _areport_backlog(self) -> None:
         """The backlog as gauges, each time the relay has caught up (telemetry extra)."""

@@ -1,6 +1,7 @@
 """Publishers the relay sends events through; each broker client is an optional extra.
 
-- `CallbackPublisher`: an in-process function or coroutine (tests, small apps);
+- `CallbackPublisher`: an in-process coroutine, or a function run in a worker thread
+  (tests, small apps);
 - `RabbitMQPublisher` (`pip install 'langgraph-durable[rabbitmq]'`, aio-pika): publisher
   confirms, persistent messages, `message_id` = event id, routing key = event type; a
   message no queue takes is a failed publish (`UnroutableError`), never a published one;
@@ -110,14 +111,31 @@ def _shown_url(url: str) -> str:
     return f"{scheme}://{'***@' if at else ''}{host}{'/…' if len(netloc) < len(rest) else ''}"
 
 
+def _is_async(callback: object) -> bool:
+    # An object with `async def __call__` is a coroutine function only through it.
+    call = getattr(callback, "__call__", None)  # noqa: B004 - not a test of callable()
+    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(call)
+
+
 class CallbackPublisher:
-    """Hands each event to `callback` (a function or a coroutine function)."""
+    """Hands each event to `callback`, a coroutine function or a plain function.
+
+    A plain function runs in a worker thread (`asyncio.to_thread`), so the relay's
+    `publish_timeout` holds for it and it does not stop the event loop: run on the loop,
+    a slow one counted as published however long it took, and held back every other
+    key. Calls for different keys may then run at once: make it thread-safe. One that
+    outlasts `publish_timeout` counts as failed, but its thread runs on to its end.
+    """
 
     def __init__(self, callback: Callable[[OutboxEvent], Awaitable[None] | None]) -> None:
         self.callback = callback
+        self._in_thread = not _is_async(callback)
 
     async def publish(self, event: OutboxEvent) -> None:
-        result = self.callback(event)
+        if self._in_thread:
+            result = await asyncio.to_thread(self.callback, event)
+        else:
+            result = self.callback(event)
         if inspect.isawaitable(result):
             await result
 

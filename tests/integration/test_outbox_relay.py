@@ -9,6 +9,7 @@ publish a key out of order; a relay wakes on NOTIFY; published events are pruned
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -311,6 +312,33 @@ async def test_a_mark_that_fails_undoes_no_other_event_s_mark(
     assert stuck_published in logged[0]
     assert "refused by a trigger" in logged[0]
     assert stuck_failed in logged[1]
+
+
+async def test_a_plain_function_that_outlasts_publish_timeout_fails_the_publish(
+    dsn: str,
+) -> None:
+    """A plain function ran on the event loop, beyond the reach of publish_timeout: one
+    that took long counted as published, and held the loop (and every key) meanwhile. It
+    runs in a thread now; running out of time fails the publish, and the stored error
+    says which limit ran out (it read "TimeoutError: ")."""
+    [event_id] = emit_many(dsn, keys=1, per_key=1)["key-0"]
+    release = threading.Event()
+
+    def blocks(event: OutboxEvent) -> None:
+        release.wait()  # until the test is done with the round
+
+    relay = OutboxRelay(dsn, CallbackPublisher(blocks), publish_timeout=0.2)
+    try:
+        result = await relay.run_once()
+    finally:
+        release.set()
+        await relay.aclose()
+    assert (result.published, result.failed) == (0, 1)
+    assert stored(dsn)[event_id] == (
+        "pending",
+        1,
+        "TimeoutError: publish_timeout (0.2 s) exceeded",
+    )
 
 
 async def test_a_key_s_events_go_out_in_commit_order_when_the_relay_sees_them_apart(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
@@ -307,6 +308,27 @@ async def test_an_event_type_nats_cannot_publish_to_is_a_named_failure_of_the_ev
         with pytest.raises(InvalidEventError, match="not a subject NATS publishes to"):
             await publisher.publish(OutboxEvent(str(uuid.uuid4()), bad, "k", {}, seq=1))
     assert publisher._client is None
+
+
+async def test_a_callback_publisher_runs_a_plain_function_off_the_event_loop() -> None:
+    """A plain function ran on the event loop: publish_timeout could not stop a slow one,
+    and the relay's other keys waited for it."""
+    from langgraph_durable.outbox.publishers import CallbackPublisher
+
+    loop_thread = threading.get_ident()
+    ran_in: list[int] = []
+    await CallbackPublisher(lambda event: ran_in.append(threading.get_ident())).publish(
+        OutboxEvent("e", "t", "k", {}, seq=1)
+    )
+    assert len(ran_in) == 1
+    assert ran_in[0] != loop_thread
+
+    class Handler:
+        async def __call__(self, event: OutboxEvent) -> None:
+            ran_in.append(threading.get_ident())
+
+    await CallbackPublisher(Handler()).publish(OutboxEvent("e", "t", "k", {}, seq=1))
+    assert ran_in[1] == loop_thread  # a coroutine: awaited on the loop
 
 
 def test_only_failures_that_sent_nothing_are_transport_errors() -> None:

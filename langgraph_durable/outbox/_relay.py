@@ -15,7 +15,8 @@ stops its key for this round; the event is tried again after a backoff and moved
 `replay_dead` brings it back). A failure to reach the broker at all
 (`is_transport_error`) is no failure of the event: it keeps its attempts and its place,
 and the whole relay pauses, longer each round, until a round reaches the broker again;
-it logs the outage once.
+it logs the outage once. Waiting for a broker connection (a publisher's `connect()`) is
+not publish time: it is bounded on its own, and running out is an outage.
 
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
 for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 from collections.abc import Sequence
@@ -49,6 +51,7 @@ from langgraph_durable.errors import (
 )
 from langgraph_durable.outbox._aoutbox import abacklog
 from langgraph_durable.outbox._base import (
+    BrokerUnreachableError,
     OutboxEvent,
     backoff_delay,
     error_text,
@@ -67,6 +70,11 @@ class Publisher(Protocol):
     Raise `BrokerUnreachableError` (or `ConnectionRefusedError`) when the broker could
     not be reached and nothing was sent: that spends none of the event's attempts
     (`is_transport_error`); any other error counts against the event.
+
+    A publisher may also have a coroutine method `connect()` that returns once it can
+    publish (or raises `BrokerUnreachableError`); the relay awaits it before each
+    publish, outside that publish's `publish_timeout`, so time spent connecting is never
+    counted against an event (the broker publishers have one).
     """
 
     async def publish(self, event: OutboxEvent) -> None: ...
@@ -103,7 +111,8 @@ class OutboxRelay:
             relay's first pause when it cannot reach the broker, doubled per round.
         backoff_cap: The longest wait between retries, or between rounds while the
             broker cannot be reached, in seconds.
-        publish_timeout: Seconds a publish may take before it counts as failed.
+        publish_timeout: Seconds a publish may take before it counts as failed; also
+            the longest wait for a broker connection (an outage).
         idle_wait: Seconds between looks when no notification comes.
     """
 
@@ -323,6 +332,7 @@ class OutboxRelay:
             }
             with _telemetry.span("langgraph_durable.outbox.publish", attributes):
                 try:
+                    await self._connect_publisher()
                     await self._publish(event)
                 except Exception as exc:  # retried later; dead after max_attempts, unless
                     unreachable = is_transport_error(exc)  # the broker could not be reached
@@ -338,6 +348,20 @@ class OutboxRelay:
             _count_publish(event, "published")
             done.append(event)
         return done, None
+
+    async def _connect_publisher(self) -> None:
+        """The publisher's `connect()`, if it has one, bounded by `publish_timeout` but
+        never counted against an event: running out is an outage."""
+        connect = getattr(self.publisher, "connect", None)
+        if not inspect.iscoroutinefunction(connect):
+            return
+        try:
+            await asyncio.wait_for(connect(), self.publish_timeout)
+        except asyncio.TimeoutError as exc:
+            raise BrokerUnreachableError(
+                f"cannot connect to the broker: no connection within publish_timeout "
+                f"({self.publish_timeout:g} s)"
+            ) from exc
 
     async def _publish(self, event: OutboxEvent) -> None:
         try:

@@ -18,7 +18,9 @@ Every message carries the event id, type and key, so consumers dedupe by id.
 
 A broker URL is checked when the publisher is made (`ConfigurationError`, the URL's
 password never repeated): a malformed one failed every publish, and every event went
-dead.
+dead. The broker publishers share one connect among the keys the relay publishes at
+once (`_SharedConnect`), and give the relay a `connect()` it waits for outside each
+publish's `publish_timeout`.
 """
 
 from __future__ import annotations
@@ -140,6 +142,53 @@ class CallbackPublisher:
             await result
 
 
+class _SharedConnect:
+    """One connect at a time, shared by everyone who needs the connection meanwhile.
+
+    The relay publishes up to `keys` keys at once, so on a round's first publish many
+    coroutines need the connection together: one connects, and the others wait for that
+    connect and get its outcome, its `BrokerUnreachableError` included. They queued on a
+    lock before and each connected again once the previous one had failed: the last key
+    waited for every connect before it, and those waits ran into the relay's
+    `publish_timeout`, which spends the event's attempts (a broker outage turned events
+    dead). A waiter that is cancelled (its `publish_timeout`) leaves the connect to the
+    others.
+    """
+
+    _attempt: asyncio.Future[None] | None = None
+
+    def _is_open(self) -> bool:
+        raise NotImplementedError
+
+    async def _open(self) -> None:
+        """Connect, replacing a closed connection (the subclass's own)."""
+        raise NotImplementedError
+
+    async def connect(self) -> None:
+        """Return once there is an open connection, connecting first if need be, or raise
+        `BrokerUnreachableError`. The relay calls it before a key's publishes, outside
+        their `publish_timeout`; `publish` calls it again (a connection may have closed)."""
+        while not self._is_open():
+            attempt = self._attempt
+            if attempt is None:
+                attempt = self._attempt = asyncio.ensure_future(self._open())
+                attempt.add_done_callback(self._attempt_done)
+            await asyncio.shield(attempt)
+
+    def _attempt_done(self, attempt: asyncio.Future[None]) -> None:
+        if self._attempt is attempt:
+            self._attempt = None
+        if not attempt.cancelled():
+            attempt.exception()  # retrieved: its waiters raise it, or none is left to
+
+    async def _stop_connecting(self) -> None:
+        """Cancel a connect under way (`aclose`): nobody may wait for it any more."""
+        attempt, self._attempt = self._attempt, None
+        if attempt is not None and not attempt.done():
+            attempt.cancel()
+            await asyncio.gather(attempt, return_exceptions=True)
+
+
 class UnroutableError(Exception):
     """RabbitMQ returned the message: no queue is bound to its routing key on the exchange.
 
@@ -149,7 +198,7 @@ class UnroutableError(Exception):
     """
 
 
-class RabbitMQPublisher:
+class RabbitMQPublisher(_SharedConnect):
     """Publishes to a RabbitMQ exchange with publisher confirms.
 
     Every message is `mandatory`: one that no queue takes is returned by the broker and
@@ -196,23 +245,28 @@ class RabbitMQPublisher:
         self._connection: Any = None
         self._channel: Any = None
         self._exchange: Any = None
-        self._lock = asyncio.Lock()
+
+    def _is_open(self) -> bool:
+        return (
+            self._connection is not None
+            and not self._connection.is_closed
+            and self._channel is not None
+            and not self._channel.is_closed
+        )
+
+    async def _open(self) -> None:
+        """Connect when there is no open connection or channel (`_SharedConnect`: one
+        connection however many keys publish at once; each opened its own before, and
+        all but the last leaked). The broker closes a channel on some errors (an
+        exchange deleted under it) and leaves the connection open: every later publish
+        on it failed, for good, so a closed channel means a new connection."""
+        await self._close_connection()
+        self._connection, self._channel, self._exchange = await self._connect()
 
     async def _ready(self) -> Any:
-        """The exchange, connecting first when there is no open connection or channel.
-
-        The relay publishes up to `keys` keys at once, so on the first round many
-        coroutines get here together: the lock lets one connect and the others use its
-        connection (without it each opened its own, and all but the last leaked). The
-        broker closes a channel on some errors (an exchange deleted under it) and leaves
-        the connection open: every later publish on it failed, for good.
-        """
-        async with self._lock:
-            if self._channel is not None and self._channel.is_closed:
-                await self.aclose()
-            if self._connection is None or self._connection.is_closed:
-                self._connection, self._channel, self._exchange = await self._connect()
-            return self._exchange
+        """The exchange, connecting first when there is no open connection or channel."""
+        await self.connect()
+        return self._exchange
 
     async def _connect(self) -> tuple[Any, Any, Any]:
         # A plain connection, reopened by `_ready` once closed: a robust one whose first
@@ -265,6 +319,10 @@ class RabbitMQPublisher:
             ) from exc
 
     async def aclose(self) -> None:
+        await self._stop_connecting()
+        await self._close_connection()
+
+    async def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
         self._channel = self._exchange = None
         if connection is not None:
@@ -290,7 +348,7 @@ def _exchange_named(name: str) -> str:
     return f"exchange {name!r}" if name else "the default exchange"
 
 
-class NatsPublisher:
+class NatsPublisher(_SharedConnect):
     """Publishes to NATS JetStream; the stream acknowledges each message.
 
     Args:
@@ -329,22 +387,33 @@ class NatsPublisher:
         self.subject = subject
         self._client: Any = None
         self._js: Any = None
-        self._lock = asyncio.Lock()
+
+    def _is_open(self) -> bool:
+        return self._client is not None and not self._client.is_closed
+
+    async def _open(self) -> None:
+        """Connect when there is no open client; one connection however many keys the
+        relay publishes at once (`_SharedConnect`)."""
+        await self._close_client()
+        client = await _connecting(self._connect(), self.connect_timeout)
+        self._client, self._js = client, client.jetstream()
 
     async def _ready(self) -> Any:
-        """The JetStream context, connecting first when there is no open client; one
-        connection however many keys the relay publishes at once (see RabbitMQPublisher)."""
-        async with self._lock:
-            if self._client is None or self._client.is_closed:
-                client = await _connecting(self._connect(), self.connect_timeout)
-                self._client, self._js = client, client.jetstream()
-            return self._js
+        """The JetStream context, connecting first when there is no open client."""
+        await self.connect()
+        return self._js
 
     def _connect(self) -> Awaitable[Any]:
         """nats-py's connect, failing fast: by default it tries a refused server 60 times,
         2 s apart, before it gives up, far longer than the relay's `publish_timeout`. One
         try again is enough: the relay treats the failure as an outage and tries again
-        itself. The client's own error log goes to debug; the relay reports the outage."""
+        itself. The client's own error log goes to debug; the relay reports the outage.
+
+        Without reconnecting (`allow_reconnect=False`): while nats-py reconnected by
+        itself, publishes were buffered and failed with "nats: timeout", which counts
+        against the event, so a broker restart spent attempts. A client that lost its
+        server is closed now; the next publish connects again (`_SharedConnect`), and a
+        refusal is an outage that spends none."""
 
         async def quiet(error: Exception) -> None:
             logger.debug("NATS client: %s", error_text(error))
@@ -352,6 +421,7 @@ class NatsPublisher:
         return self._nats.connect(
             self.servers,
             connect_timeout=self.connect_timeout,
+            allow_reconnect=False,
             max_reconnect_attempts=1,
             reconnect_time_wait=0.5,
             error_cb=quiet,
@@ -373,8 +443,12 @@ class NatsPublisher:
         )
 
     async def aclose(self) -> None:
+        await self._stop_connecting()
+        await self._close_client()
+
+    async def _close_client(self) -> None:
         client, self._client, self._js = self._client, None, None
-        if client is not None:
+        if client is not None and not client.is_closed:
             await client.close()
 
 

@@ -15,10 +15,13 @@ import contextlib
 import gc
 import logging
 import os
+import shutil
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -267,6 +270,37 @@ async def test_a_broker_that_does_not_answer_is_an_outage_that_spends_no_attempt
     assert "cannot connect to the broker" in row[2]
 
 
+@pytest.mark.parametrize("broker", ["rabbitmq", "nats"])
+async def test_an_outage_s_first_round_spends_no_attempt_of_any_key(dsn: str, broker: str) -> None:
+    """Every key of a round publishes at once. The keys queued behind one connect lock,
+    each connecting again after the previous connect had timed out, and those waits ran
+    into the relay's publish_timeout: from the third key on, events failed with a blank
+    TimeoutError counted against them (at the defaults, 4 of 6 events dead after one
+    round with max_attempts=1). Those waiting share the one connect, and its failure."""
+    for n in range(5):
+        emit_events(dsn, 1, key=f"k{n}")
+    async with silent_broker() as port:
+        if broker == "rabbitmq":
+            publisher: Any = RabbitMQPublisher(
+                f"amqp://guest:guest@127.0.0.1:{port}/", routing_key="q", connect_timeout=1
+            )
+        else:
+            publisher = NatsPublisher(f"nats://127.0.0.1:{port}", connect_timeout=1)
+        relay = OutboxRelay(dsn, publisher, publish_timeout=2.5, max_attempts=1)
+        try:
+            result = await relay.run_once()
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+    assert (result.published, result.failed, result.unreachable, result.dead) == (0, 5, 5, 0)
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT status, attempts, last_error FROM langgraph_durable_outbox ORDER BY seq"
+        ).fetchall()
+    assert [row[:2] for row in rows] == [("pending", 0)] * 5
+    assert all("no answer within 1 s" in row[2] for row in rows)
+
+
 async def relay_once_against(dsn: str, broker: str, port: int) -> Any:
     """One relay pass against the silent broker on `port` (or, for "nats_refused", a
     closed port), checking that nothing is left running in the background."""
@@ -359,6 +393,81 @@ async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
         await client.close()
     assert received == ids
     assert work_done(dsn) == ids
+
+
+@contextlib.contextmanager
+def nats_server(port: int, store: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A NATS server with JetStream of its own on `port`, stopped at the end."""
+    server = subprocess.Popen(
+        ["nats-server", "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield server
+    finally:
+        server.terminate()
+        server.wait()
+
+
+async def connected_to_nats(port: int) -> Any:
+    """A client of the server on `port`, once the server takes connections."""
+    import nats
+
+    while True:
+        try:
+            return await nats.connect(f"nats://127.0.0.1:{port}", allow_reconnect=False)
+        except Exception:  # not listening yet
+            await asyncio.sleep(0.05)
+
+
+async def test_nats_a_server_restart_spends_no_attempt(dsn: str, tmp_path: Path) -> None:
+    """nats-py reconnected by itself: a publish during its reconnect was buffered and
+    failed with "nats: timeout", counted against the event (two attempts spent in a
+    20-second outage). The publisher reconnects itself now: its client closes with the
+    server, and a publish meanwhile is refused as an outage."""
+    if shutil.which("nats-server") is None:
+        pytest.skip("nats-server is not installed")
+    import nats
+
+    port = closed_port()
+    publisher = NatsPublisher(f"nats://127.0.0.1:{port}", subject="orders.changed")
+    disconnected = asyncio.Event()
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        async def on_disconnect() -> None:
+            disconnected.set()
+
+        return nats.connect(*args, disconnected_cb=on_disconnect, **kwargs)
+
+    publisher._nats = type("Nats", (), {"connect": staticmethod(connect)})()
+    relay = OutboxRelay(dsn, publisher, max_attempts=1, backoff_base=0.0, backoff_cap=0.0)
+    try:
+        with nats_server(port, tmp_path / "js") as server:
+            admin = await connected_to_nats(port)
+            await admin.jetstream().add_stream(name="orders", subjects=["orders.>"])
+            await admin.close()
+            emit_events(dsn, 1, key="a")
+            assert (await relay.run_once()).published == 1
+            server.terminate()
+            server.wait()
+            await disconnected.wait()  # the client has seen it go
+            [during] = emit_events(dsn, 1, key="b")
+            result = await relay.run_once()
+        assert (result.published, result.unreachable, result.dead) == (0, 1, 0)
+        with nats_server(port, tmp_path / "js"):
+            while (await relay.run_once()).unreachable:
+                pass
+            await connected_to_nats(port)  # up: the loop above ended on a published round
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT status, attempts FROM langgraph_durable_outbox WHERE event_id = %s",
+                (during,),
+            ).fetchone()
+        assert row == ("published", 1)
+    finally:
+        await relay.aclose()
+        await publisher.aclose()
 
 
 class CountingClient:

@@ -105,7 +105,17 @@ async def areplay_dead(conn: PgConn, event_ids: Sequence[str] | None = None) -> 
 
 
 async def aprune_published(conn: PgConn, older_than: float, *, batch: int = 10_000) -> int:
-    """Delete events published more than `older_than` seconds ago; returns how many."""
+    """Delete events published more than `older_than` seconds ago, `batch` rows per
+    statement; returns how many.
+
+    Raises:
+        InvalidInputError: `batch` is not a whole number >= 1 (with 0 it never
+            returned: each statement deleted a full batch of 0 rows).
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InvalidInputError(
+            f"batch={batch!r}: give the rows per statement as a whole number >= 1."
+        )
     params = {"older_than": age_seconds(older_than), "batch": batch}
     total = 0
     while True:

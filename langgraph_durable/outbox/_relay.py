@@ -40,15 +40,9 @@ from psycopg import AsyncConnection
 from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _telemetry
-from langgraph_durable._db import CONNECTION_KWARGS, check_dsn, is_disconnect
+from langgraph_durable._db import CONNECTION_KWARGS, cannot_connect, check_dsn, is_disconnect
 from langgraph_durable._sql import QUERIES
-from langgraph_durable.errors import (
-    ConfigurationError,
-    ConnectionLostError,
-    DurableError,
-    OutboxRelayError,
-    translate_driver_error,
-)
+from langgraph_durable.errors import ConfigurationError, ConnectionLostError, DurableError
 from langgraph_durable.outbox._aoutbox import abacklog
 from langgraph_durable.outbox._base import (
     BrokerUnreachableError,
@@ -58,6 +52,7 @@ from langgraph_durable.outbox._base import (
     event_of,
     is_transport_error,
 )
+from langgraph_durable.outbox._relay_db import lost_mid_round, refused_for_good, stopped_by
 
 __all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
 
@@ -129,12 +124,20 @@ class OutboxRelay:
         publish_timeout: float = 30.0,
         idle_wait: float = 5.0,
     ) -> None:
-        if keys < 1 or batch < 1 or max_attempts < 1:
-            raise ConfigurationError("OutboxRelay: keys, batch and max_attempts must be >= 1")
-        if backoff_base < 0 or backoff_cap < 0 or publish_timeout <= 0 or idle_wait <= 0:
+        counts = (keys, batch, max_attempts)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
             raise ConfigurationError(
-                "OutboxRelay: give backoff_base and backoff_cap >= 0, publish_timeout and "
-                "idle_wait > 0 (seconds)"
+                "OutboxRelay: give keys, batch and max_attempts as whole numbers >= 1"
+            )
+        seconds = (backoff_base, backoff_cap, publish_timeout, idle_wait)
+        if not all(
+            isinstance(n, (int, float)) and not isinstance(n, bool) for n in seconds
+        ) or not (
+            backoff_base >= 0 and backoff_cap >= 0 and 0 < publish_timeout < 86400 and idle_wait > 0
+        ):
+            raise ConfigurationError(
+                "OutboxRelay: give backoff_base and backoff_cap >= 0, publish_timeout (under a "
+                "day) and idle_wait > 0 (seconds)"
             )
         self.dsn = check_dsn(dsn)
         self.publisher = publisher
@@ -150,21 +153,63 @@ class OutboxRelay:
         """Rounds in a row that could not reach the broker."""
         self._unreachable_keys: set[str] = set()
         """Keys whose publish could not reach the broker during the current outage."""
+        self._connected = False
+        """Whether the relay ever reached its database: a refusal before is final."""
+
+    async def _connect_db(self) -> AsyncConnection[Any]:
+        """A new connection to the outbox's database.
+
+        A server that refuses the relay for good before it ever connected (the database
+        or the role does not exist, authentication failed) raises a named error: such a
+        refusal has no SQLSTATE, like a lost connection, and `run()` retried it forever.
+        Every other failure to connect (the server down, restarting, out of connections)
+        is raised as it is, an outage `run()` waits out.
+        """
+        try:
+            conn = await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS)
+        except psycopg.OperationalError as exc:
+            if not self._connected and refused_for_good(exc):
+                raise cannot_connect(self.dsn, exc) from exc
+            raise
+        self._connected = True
+        return conn
 
     async def _connection(self) -> AsyncConnection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            conn = await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS)
+            await self.aclose()  # a broken one too: None while connecting (`run_once`)
+            conn = await self._connect_db()
             await conn.execute(QUERIES["outbox_relay_session"])  # no idle-in-transaction kill
             self._conn = conn
         return self._conn
 
     async def aclose(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
 
     async def run_once(self) -> RoundResult:
-        """Claim, publish and mark one round of events, in one transaction."""
+        """Claim, publish and mark one round of events, in one transaction.
+
+        Raises:
+            DurableError: A database error, named: `DatabaseUnreachableError` when the
+                database cannot be reached, `ConnectionLostError` when the connection
+                died during the round, `SchemaNotReadyError` before `setup()`, else an
+                `OutboxRelayError` quoting the server. Events not marked published stay
+                pending and go out again, under the same ids.
+        """
+        try:
+            return await self._round()
+        except psycopg.Error as exc:
+            if isinstance(exc, DurableError):
+                raise  # named already
+            if not is_disconnect(exc):
+                raise stopped_by(exc) from exc
+            if self._conn is None and isinstance(exc, psycopg.OperationalError):
+                raise cannot_connect(self.dsn, exc) from exc  # no connection to begin with
+            await self.aclose()
+            raise ConnectionLostError(lost_mid_round(exc)) from exc
+
+    async def _round(self) -> RoundResult:
         conn = await self._connection()
         async with conn.transaction():
             cur = await conn.execute(
@@ -408,23 +453,25 @@ class OutboxRelay:
         """
         stop = stop or asyncio.Event()
         pause = 0.1
-        while not stop.is_set():
-            try:
-                await self._serve(stop)
-            except (psycopg.Error, ConnectionLostError) as exc:
-                if not is_disconnect(exc):
-                    if isinstance(exc, DurableError):
-                        raise  # named already (ours are also psycopg's classes)
-                    raise _stopped_by(exc) from exc
-                logger.warning("outbox relay lost the database (%s); retrying", exc)
-                await self.aclose()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), pause)
-                pause = min(pause * 2, 10.0)
-        await self.aclose()
+        try:
+            while not stop.is_set():
+                try:
+                    await self._serve(stop)
+                except (psycopg.Error, ConnectionLostError) as exc:
+                    if not is_disconnect(exc):
+                        if isinstance(exc, DurableError):
+                            raise  # named already (ours are also psycopg's classes)
+                        raise stopped_by(exc) from exc
+                    logger.warning("outbox relay lost the database (%s); retrying", exc)
+                    await self.aclose()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), pause)
+                    pause = min(pause * 2, 10.0)
+        finally:  # also when it stops on an error: its session left open before
+            await self.aclose()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        async with await AsyncConnection.connect(self.dsn, **CONNECTION_KWARGS) as listener:
+        async with await self._connect_db() as listener:
             await listener.execute(QUERIES["outbox_listen"])
             while not stop.is_set():
                 result = await self.run_once()
@@ -441,23 +488,6 @@ class OutboxRelay:
                     continue
                 async for _ in listener.notifies(timeout=wait, stop_after=1):
                     pass
-
-
-def _stopped_by(exc: psycopg.Error | DurableError) -> DurableError:
-    """The named error for a database error that ends `run()`: the CLI prints it as one
-    line that says what to do, where a raw psycopg error gave a traceback."""
-    if isinstance(exc, DurableError):
-        return exc
-    named = translate_driver_error(exc, doing="relaying outbox events")
-    if named is not None:
-        return named
-    return OutboxRelayError(
-        f"The outbox relay stopped on a database error: {exc.diag.message_primary or exc} "
-        f"(SQLSTATE {exc.sqlstate or 'none'}). Events it had not marked published stay "
-        "pending and go out again, under the same ids, once a relay runs: fix the cause "
-        "(a read-only server or replica, a table changed by hand, a setting of the role or "
-        "the database) and start the relay again."
-    )
 
 
 def _count_publish(event: OutboxEvent, outcome: str) -> None:

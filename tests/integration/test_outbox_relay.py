@@ -9,7 +9,9 @@ publish a key out of order; a relay wakes on NOTIFY; published events are pruned
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+import uuid
 from collections import defaultdict
 from typing import Any
 
@@ -18,7 +20,11 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from langgraph_durable import (
+    ConfigurationError,
+    DatabaseUnreachableError,
     DurablePostgresSaver,
+    InvalidInputError,
+    SchemaNotReadyError,
 )
 from langgraph_durable.outbox import (
     OutboxEvent,
@@ -60,6 +66,14 @@ def status_of(dsn: str) -> dict[str, int]:
 async def drain(relay: OutboxRelay) -> None:
     while (await relay.run_once()).claimed:
         pass
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound once by the system, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 async def test_every_event_is_published_in_order_per_key(dsn: str) -> None:
@@ -339,6 +353,55 @@ async def test_a_plain_function_that_outlasts_publish_timeout_fails_the_publish(
         1,
         "TimeoutError: publish_timeout (0.2 s) exceeded",
     )
+
+
+async def test_run_once_raises_named_errors_and_run_closes_its_session_when_it_stops(
+    fresh_db_dsn: str,
+) -> None:
+    """`run_once()`, the README's way to drain, let raw psycopg errors through (before
+    `setup()`: UndefinedTable; a server that cannot be reached: OperationalError), and
+    `run()` stopping on an error left its connection open."""
+    relay = OutboxRelay(fresh_db_dsn, CallbackPublisher(lambda event: None))
+    with pytest.raises(SchemaNotReadyError, match="setup"):
+        await relay.run_once()
+    with pytest.raises(SchemaNotReadyError):
+        await relay.run()
+    assert relay._conn is None
+    with psycopg.connect(fresh_db_dsn) as conn:
+        sessions = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert sessions == (0,)
+    down = make_conninfo(fresh_db_dsn, host="127.0.0.1", port=closed_port(), password="pw-hidden")
+    refused = OutboxRelay(down, CallbackPublisher(lambda event: None))
+    with pytest.raises(DatabaseUnreachableError, match="Could not connect to Postgres") as raised:
+        await refused.run_once()
+    assert "pw-hidden" not in str(raised.value)
+
+
+@pytest.mark.parametrize("wrong", ["dbname", "user"])
+async def test_a_relay_the_server_refuses_for_good_stops_with_a_named_error(
+    fresh_db_dsn: str, wrong: str
+) -> None:
+    """A database or a role that does not exist: the server's refusal has no SQLSTATE,
+    like a lost connection, and `run()` retried it forever, silently. Before the relay
+    ever connected, such a refusal is final; a server that is down is still waited out."""
+    dsn = make_conninfo(fresh_db_dsn, **{wrong: f"no_such_{wrong}_{uuid.uuid4().hex[:8]}"})
+    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: None))
+    with pytest.raises(DatabaseUnreachableError, match="does not exist"):
+        await relay.run()
+
+
+async def test_prune_refuses_a_batch_that_would_never_finish(dsn: str) -> None:
+    """batch=0 never returned (each statement deleted a full batch of no rows); a negative
+    one was a raw psycopg error."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for batch in (-1, 0, 2.5, True):
+            with pytest.raises(InvalidInputError, match="batch="):
+                prune_published(conn, 0, batch=batch)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="whole numbers"):
+        OutboxRelay(dsn, CallbackPublisher(lambda event: None), keys=2.5)  # type: ignore[arg-type]
 
 
 async def test_a_key_s_events_go_out_in_commit_order_when_the_relay_sees_them_apart(

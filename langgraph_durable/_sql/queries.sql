@@ -1827,10 +1827,22 @@ ON CONFLICT (event_id) DO NOTHING
 
 -- name: outbox_relay_session
 -- The relay holds a round's transaction open while it publishes (its row locks keep each
--- key with one relay), idle as far as the server can tell; a server-wide
--- idle_in_transaction_session_timeout (managed Postgres often sets one) would end the
--- session mid-round whenever a publish outlasted it, and the round would start over.
-SELECT set_config('idle_in_transaction_session_timeout', '0', false)
+-- key with one relay), idle as far as the server can tell. Its session gets a finite
+-- idle_in_transaction_session_timeout, `limit_ms` (OutboxRelay.idle_limit_ms: a live
+-- round is idle for less), so that a relay frozen mid-round (SIGSTOP, a paused VM, a
+-- partition) loses its session and its locks, and another relay publishes its keys; it
+-- was turned off, and a frozen relay held its keys for hours. A lower limit already in
+-- force (set for the server, the database, the role or in the DSN) stays. Returns the
+-- limit now in force and the one found, in milliseconds (0: none).
+SELECT chosen.limit_ms, chosen.found_ms,
+    set_config('idle_in_transaction_session_timeout', chosen.limit_ms::text, false) AS applied
+FROM (
+    SELECT setting::bigint AS found_ms,
+        CASE WHEN setting::bigint > 0 THEN least(setting::bigint, %(limit_ms)s)
+            ELSE %(limit_ms)s END AS limit_ms
+    FROM pg_settings
+    WHERE name = 'idle_in_transaction_session_timeout'
+) AS chosen
 
 -- name: outbox_listen
 LISTEN langgraph_durable_outbox

@@ -18,6 +18,12 @@ and the whole relay pauses, longer each round, until a round reaches the broker 
 it logs the outage once. Waiting for a broker connection (a publisher's `connect()`) is
 not publish time: it is bounded on its own, and running out is an outage.
 
+A round's transaction is idle while it publishes, so its session has a finite
+`idle_in_transaction_session_timeout` (`idle_limit_ms`): no publish starts later than
+one `publish_timeout` into the round, so a live round is never idle longer than three
+of them, and a relay frozen mid-round (SIGSTOP, a paused VM) loses its session and its
+locks after four; another relay then publishes its keys.
+
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
 for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
 publish through async clients, so there is one relay, async; `run_relay` runs it from
@@ -30,6 +36,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +47,7 @@ from psycopg import AsyncConnection
 from typing_extensions import LiteralString
 
 from langgraph_durable import _crashpoints, _telemetry
-from langgraph_durable._db import CONNECTION_KWARGS, cannot_connect, check_dsn, is_disconnect
+from langgraph_durable._db import CONNECTION_KWARGS, cannot_connect, check_dsn
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.errors import ConfigurationError, ConnectionLostError, DurableError
 from langgraph_durable.outbox._aoutbox import abacklog
@@ -52,7 +59,7 @@ from langgraph_durable.outbox._base import (
     event_of,
     is_transport_error,
 )
-from langgraph_durable.outbox._relay_db import lost_mid_round, refused_for_good, stopped_by
+from langgraph_durable.outbox._relay_db import lost, lost_mid_round, refused_for_good, stopped_by
 
 __all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
 
@@ -107,7 +114,8 @@ class OutboxRelay:
         backoff_cap: The longest wait between retries, or between rounds while the
             broker cannot be reached, in seconds.
         publish_timeout: Seconds a publish may take before it counts as failed; also
-            the longest wait for a broker connection (an outage).
+            the longest wait for a broker connection (an outage), and what the round's
+            length and its session's idle limit follow from (`idle_limit_ms`).
         idle_wait: Seconds between looks when no notification comes.
     """
 
@@ -155,6 +163,16 @@ class OutboxRelay:
         """Keys whose publish could not reach the broker during the current outage."""
         self._connected = False
         """Whether the relay ever reached its database: a refusal before is final."""
+        self._limit_warned = False
+
+    @property
+    def idle_limit_ms(self) -> int:
+        """The `idle_in_transaction_session_timeout` the relay wants for its session: four
+        `publish_timeout`s (at least a second). A round starts no connect or publish
+        after one `publish_timeout`, and each takes at most one more, so a live round is
+        idle for at most three. A lower limit set for the server, the database, the role
+        or in the DSN stays in force (`outbox_relay_session`)."""
+        return max(1000, math.ceil(4000 * self.publish_timeout))
 
     async def _connect_db(self) -> AsyncConnection[Any]:
         """A new connection to the outbox's database.
@@ -178,9 +196,34 @@ class OutboxRelay:
         if self._conn is None or self._conn.closed or self._conn.broken:
             await self.aclose()  # a broken one too: None while connecting (`run_once`)
             conn = await self._connect_db()
-            await conn.execute(QUERIES["outbox_relay_session"])  # no idle-in-transaction kill
+            try:
+                cur = await conn.execute(
+                    QUERIES["outbox_relay_session"], {"limit_ms": self.idle_limit_ms}
+                )
+                row = await cur.fetchone()
+            except BaseException:
+                await conn.close()
+                raise
             self._conn = conn
+            if row is not None and row["limit_ms"] < self.idle_limit_ms:
+                self._warn_idle_limit(int(row["limit_ms"]))
         return self._conn
+
+    def _warn_idle_limit(self, limit_ms: int) -> None:
+        if self._limit_warned:
+            return
+        self._limit_warned = True
+        logger.warning(
+            "outbox relay: the session's idle_in_transaction_session_timeout is %d ms, set "
+            "for the server, database, role or DSN; a round may be idle up to %d ms "
+            "(3 x publish_timeout) while it publishes, and one that outlasts the limit loses "
+            "its session and publishes its events again. Raise it for the relay's role "
+            "(ALTER ROLE ... SET idle_in_transaction_session_timeout = '%ds') or lower "
+            "publish_timeout.",
+            limit_ms,
+            math.ceil(3000 * self.publish_timeout),
+            math.ceil(self.idle_limit_ms / 1000),
+        )
 
     async def aclose(self) -> None:
         conn, self._conn = self._conn, None
@@ -202,7 +245,7 @@ class OutboxRelay:
         except psycopg.Error as exc:
             if isinstance(exc, DurableError):
                 raise  # named already
-            if not is_disconnect(exc):
+            if not lost(exc):
                 raise stopped_by(exc) from exc
             if self._conn is None and isinstance(exc, psycopg.OperationalError):
                 raise cannot_connect(self.dsn, exc) from exc  # no connection to begin with
@@ -221,7 +264,11 @@ class OutboxRelay:
             by_key: dict[str, list[OutboxEvent]] = {}
             for event in events:
                 by_key.setdefault(event.key, []).append(event)
-            outcomes = await self._publish_keys(list(by_key.values()))
+            # No connect or publish starts after one publish_timeout: the round's
+            # transaction stays within its session's idle limit (`idle_limit_ms`); what
+            # is left stays pending for the next round.
+            deadline = asyncio.get_running_loop().time() + self.publish_timeout
+            outcomes = await self._publish_keys(list(by_key.values()), deadline)
             failures = [failure for _, failure in outcomes if failure is not None]
             _crashpoints.reached("relay:after_publish")
             published = await self._mark_published(conn, [done for done, _ in outcomes if done])
@@ -332,7 +379,7 @@ class OutboxRelay:
                 cur = await conn.execute(query, params)
                 return list(await cur.fetchall()) if cur.description else [True]
         except psycopg.Error as exc:
-            if is_disconnect(exc):
+            if lost(exc):
                 raise
             if not quiet:
                 logger.error(
@@ -344,7 +391,7 @@ class OutboxRelay:
             return None
 
     async def _publish_keys(
-        self, keys: Sequence[Sequence[OutboxEvent]]
+        self, keys: Sequence[Sequence[OutboxEvent]], deadline: float
     ) -> list[tuple[list[OutboxEvent], tuple[OutboxEvent, BaseException] | None]]:
         """Publish each key's events in order, the keys at once. While the broker cannot
         be reached, one key goes first and the others only if it got through: a round
@@ -357,18 +404,24 @@ class OutboxRelay:
             if not fresh:  # every key refused once: start the round over
                 self._unreachable_keys.clear()
             probe = fresh[0] if fresh else 0
-            first = await self._publish_key(keys[probe])
+            first = await self._publish_key(keys[probe], deadline)
             if first[1] is not None and is_transport_error(first[1][1]):
                 return [first]
             others = [k for i, k in enumerate(keys) if i != probe]
-            return [first, *await asyncio.gather(*(self._publish_key(k) for k in others))]
-        return list(await asyncio.gather(*(self._publish_key(k) for k in keys)))
+            return [
+                first,
+                *await asyncio.gather(*(self._publish_key(k, deadline) for k in others)),
+            ]
+        return list(await asyncio.gather(*(self._publish_key(k, deadline) for k in keys)))
 
     async def _publish_key(
-        self, events: Sequence[OutboxEvent]
+        self, events: Sequence[OutboxEvent], deadline: float
     ) -> tuple[list[OutboxEvent], tuple[OutboxEvent, BaseException] | None]:
         done: list[OutboxEvent] = []
+        loop = asyncio.get_running_loop()
         for event in events:
+            if loop.time() >= deadline:
+                break  # the rest stays pending, untouched, for the next round
             attributes: dict[str, str | int] = {
                 "langgraph_durable.event_id": event.event_id,
                 "langgraph_durable.event_type": event.event_type,
@@ -458,7 +511,7 @@ class OutboxRelay:
                 try:
                     await self._serve(stop)
                 except (psycopg.Error, ConnectionLostError) as exc:
-                    if not is_disconnect(exc):
+                    if not lost(exc):
                         if isinstance(exc, DurableError):
                             raise  # named already (ours are also psycopg's classes)
                         raise stopped_by(exc) from exc

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import psycopg
 
+from langgraph_durable._db import is_disconnect
 from langgraph_durable.errors import DurableError, OutboxRelayError, translate_driver_error
 
-__all__ = ["lost_mid_round", "refused_for_good", "stopped_by"]
+__all__ = ["lost", "lost_mid_round", "refused_for_good", "stopped_by"]
 
 _REFUSED_FOR_GOOD = (
     "does not exist",  # database "x" / role "x" does not exist
@@ -27,6 +28,14 @@ def refused_for_good(exc: psycopg.OperationalError) -> bool:
     exist`); "too many clients" or "starting up" are outages, not listed."""
     text = str(exc)
     return "FATAL:" in text and any(reason in text for reason in _REFUSED_FOR_GOOD)
+
+
+def lost(exc: BaseException) -> bool:
+    """Whether the relay's connection is gone, for a reason waiting may cure: a dead
+    connection (`is_disconnect`), or a session the server ended for idling in a round's
+    transaction beyond its limit (25P03: a relay that was frozen, or a publish that
+    outlasted a lower limit the DBA set); the round's events stay pending."""
+    return is_disconnect(exc) or getattr(exc, "sqlstate", None) == "25P03"
 
 
 def stopped_by(exc: psycopg.Error | DurableError) -> DurableError:

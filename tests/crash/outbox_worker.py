@@ -2,6 +2,7 @@
 
     python tests/crash/outbox_worker.py graph DSN THREAD MODE FLAVOR [--resume]
     python tests/crash/outbox_worker.py relay DSN URL [TARGET]
+    python tests/crash/outbox_worker.py frozen-relay DSN
 
 `graph` runs n1 -> n2 -> n3; every node emits `node.done` with its name. `relay` drains
 the outbox once to the broker the URL names (`publisher_for`: a webhook's secret comes
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
+import signal
 import sys
 from typing import Annotated, Any
 
@@ -24,8 +27,8 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import AsyncDurablePostgresSaver, DurablePostgresSaver, emit
-from langgraph_durable.outbox import OutboxRelay
-from langgraph_durable.outbox.publishers import publisher_for
+from langgraph_durable.outbox import OutboxEvent, OutboxRelay
+from langgraph_durable.outbox.publishers import CallbackPublisher, publisher_for
 
 NODES = ["n1", "n2", "n3"]
 
@@ -82,8 +85,22 @@ async def run_relay(dsn: str, url: str, target: str | None) -> None:
     await publisher.aclose()
 
 
+def run_frozen_relay(dsn: str) -> None:
+    """A relay that stops its own process (SIGSTOP: a paused container, a VM stall) as it
+    publishes the first event of a round, its transaction and row locks open."""
+
+    def freeze(event: OutboxEvent) -> None:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    relay = OutboxRelay(dsn, CallbackPublisher(freeze), publish_timeout=0.5)
+    asyncio.run(relay.run_once())
+
+
 if __name__ == "__main__":
     what, dsn, *rest = sys.argv[1:]
+    if what == "frozen-relay":
+        run_frozen_relay(dsn)
+        sys.exit(0)
     if what == "graph":
         thread, mode, flavor, *flags = rest
         sys.exit(run_graph(dsn, thread, mode, flavor, "--resume" in flags))

@@ -7,10 +7,13 @@
 - A relay killed between publishing and marking published: the next relay publishes the
   same events again under the same ids, the receiver sees the redelivery, and its inbox
   makes the work happen once. Nothing is lost.
+- A relay frozen mid-round (SIGSTOP) loses its session once it has been idle in the
+  round's transaction past its limit, and another relay publishes its keys.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -25,7 +28,8 @@ import pytest
 from outbox_receivers import WebhookReceiver, consume, work_done
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable.outbox import backlog, emit_txn
+from langgraph_durable.outbox import OutboxEvent, OutboxRelay, backlog, emit_txn
+from langgraph_durable.outbox.publishers import CallbackPublisher
 
 pytestmark = pytest.mark.crash
 
@@ -177,3 +181,48 @@ async def test_a_relay_killed_before_marking_redelivers_on_rabbitmq_and_the_inbo
     assert received == ids + ids  # published, killed before marking, published again
     assert acted == [True] * 4 + [False] * 4  # the inbox drops the redeliveries
     assert work_done(dsn) == ids
+
+
+def test_a_relay_frozen_mid_round_releases_its_keys_to_another_relay(dsn: str) -> None:
+    """The relay's session turned idle_in_transaction_session_timeout off: a relay frozen
+    as it published (a paused container, a VM stall, SIGSTOP here) held its keys' row
+    locks for as long as it stayed frozen, and no other relay could publish them. Its
+    session has a limit of its own now (four publish_timeouts; 0.5 s here: 2 s), so the
+    server ends it and another relay takes the keys over, in order."""
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        ids = [emit_txn(conn, "test.event", {"n": n}, key="k") for n in range(5)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    frozen = subprocess.Popen([sys.executable, str(WORKER), "frozen-relay", dsn], env=env)
+    try:
+        _, status = os.waitpid(frozen.pid, os.WUNTRACED)  # returns once it has stopped
+        assert os.WIFSTOPPED(status), status
+        got = asyncio.run(publish_all(dsn, len(ids)))
+    finally:
+        frozen.kill()
+        frozen.wait()
+    assert got == ids
+    with psycopg.connect(dsn) as conn:
+        assert backlog(conn)["pending"] == 0
+
+
+async def publish_all(dsn: str, count: int) -> list[str]:
+    """Run a relay until it has published `count` events; their ids in publish order."""
+    got: list[str] = []
+    all_in = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def publish(event: OutboxEvent) -> None:
+        got.append(event.event_id)
+        if len(got) == count:
+            loop.call_soon_threadsafe(all_in.set)
+
+    relay = OutboxRelay(dsn, CallbackPublisher(publish), idle_wait=0.1)
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(relay.run(stop))
+    await all_in.wait()  # the frozen relay's locks are gone: its keys are published
+    stop.set()
+    await running
+    return got

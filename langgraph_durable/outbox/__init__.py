@@ -40,7 +40,8 @@ from langgraph_durable.outbox._outbox import (
     prune_published,
     replay_dead,
 )
-from langgraph_durable.outbox._relay import OutboxRelay, Publisher, RoundResult, run_relay
+from langgraph_durable.outbox._relay import OutboxRelay, Publisher, RoundResult
+from langgraph_durable.outbox._run import run_relay
 
 __all__ = [
     "BrokerUnreachableError",

@@ -37,7 +37,6 @@ import contextlib
 import inspect
 import logging
 import math
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -61,7 +60,7 @@ from langgraph_durable.outbox._base import (
 )
 from langgraph_durable.outbox._relay_db import lost, lost_mid_round, refused_for_good, stopped_by
 
-__all__ = ["OutboxRelay", "Publisher", "RoundResult", "run_relay"]
+__all__ = ["OutboxRelay", "Publisher", "RoundResult"]
 
 logger = logging.getLogger("langgraph_durable.outbox")
 
@@ -550,50 +549,3 @@ def _count_publish(event: OutboxEvent, outcome: str) -> None:
         {"event_type": event.event_type, "outcome": outcome},
         "Outbox publish attempts by outcome (published, failed, unreachable)",
     )
-
-
-CANCEL_AGAIN_AFTER = 1.0
-"""Seconds between cancellations of a relay asked to stop by Ctrl-C, until it has."""
-
-
-def run_relay(relay: OutboxRelay) -> None:
-    """Run a relay from sync code until interrupted (Ctrl-C)."""
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run_until_interrupted(relay))
-
-
-async def _run_until_interrupted(relay: OutboxRelay) -> None:
-    """`relay.run()` until Ctrl-C (SIGINT) asks it to stop.
-
-    `asyncio.run` cancels the task once per Ctrl-C, and a cancellation can be lost (on
-    Python 3.11 `asyncio.wait_for` drops one that arrives just as the call it waits for
-    returns); a relay in CI went on running after Ctrl-C. Here Ctrl-C also sets the relay's
-    `stop`, which it checks after every round and before it waits, and the task is
-    cancelled again every `CANCEL_AGAIN_AFTER` seconds until it has ended.
-    """
-    stop = asyncio.Event()
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-
-    def cancel_until_done() -> None:
-        if task is not None and not task.done():
-            task.cancel()
-            loop.call_later(CANCEL_AGAIN_AFTER, cancel_until_done)
-
-    def interrupted() -> None:
-        stop.set()
-        cancel_until_done()
-
-    try:
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-        handled = True
-    except (NotImplementedError, RuntimeError, ValueError):
-        handled = False  # not the main thread, or no signals in this loop: Ctrl-C as before
-    try:
-        await relay.run(stop)
-    except asyncio.CancelledError:
-        if not stop.is_set():
-            raise  # cancelled by something else than Ctrl-C
-    finally:
-        if handled:
-            loop.remove_signal_handler(signal.SIGINT)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,3 +209,87 @@ def test_ctrl_c_stops_the_relay_even_when_the_cancellation_is_lost(dsn: str) -> 
     # once), then the relay stops.
     expected = ["published", "lost the cancellation", "published", "stopped"]
     assert relay.stdout.splitlines() == expected, relay.stdout
+
+
+CLOSES_ITS_PUBLISHER = """
+import sys
+from langgraph_durable.outbox import OutboxRelay, run_relay
+
+class Publisher:
+    async def publish(self, event):
+        print("published", flush=True)
+
+    async def aclose(self):
+        print("closed", flush=True)
+
+run_relay(OutboxRelay(sys.argv[1], Publisher(), idle_wait=3600))
+print("stopped", flush=True)
+"""
+
+
+def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str) -> None:
+    """`run_relay` (what `outbox relay` runs) never closed its publisher: the event loop
+    ended with the broker connection open, and the client's callbacks then failed on
+    the closed loop, printed as the process exited."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "cli.event", {"n": 1}, key="k")
+    relay = subprocess.Popen(
+        [sys.executable, "-c", CLOSES_ITS_PUBLISHER, dsn],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert relay.stdout is not None
+    assert relay.stdout.readline() == "published\n"
+    relay.send_signal(signal.SIGINT)
+    out, err = relay.communicate()
+    assert relay.returncode == 0, err
+    assert out.splitlines() == ["closed", "stopped"]
+
+
+async def test_the_cli_relay_on_rabbitmq_stops_cleanly_on_ctrl_c(dsn: str) -> None:
+    """Stopped with Ctrl-C, `outbox relay amqp://...` left its connection open when the
+    loop ended, and aio-pika's callbacks printed "Event loop is closed" tracebacks."""
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("RabbitMQ is not reachable on 127.0.0.1:5672, and CI needs it")
+        pytest.skip("RabbitMQ is not running on 127.0.0.1:5672")
+    import aio_pika
+
+    url = "amqp://guest:guest@127.0.0.1:5672/"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "cli.event", {"n": 1}, key="k")
+    queue_name = f"outbox-cli-{uuid.uuid4()}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = ["-m", "langgraph_durable.cli", "--dsn", dsn, "outbox", "relay", url]
+    async with await aio_pika.connect(url) as connection:
+        queue = await (await connection.channel()).declare_queue(queue_name, auto_delete=True)
+        relay = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *command,
+            "--target",
+            queue_name,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            async with queue.iterator() as messages:
+                async for message in messages:  # the relay has published the event
+                    await message.ack()
+                    break
+        finally:
+            relay.send_signal(signal.SIGINT)
+            out, err = (text.decode() for text in await relay.communicate())
+    assert relay.returncode == 0, err
+    assert err == ""
+    assert "stopped" in out

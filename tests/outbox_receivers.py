@@ -4,6 +4,8 @@
 signature (`verify_webhook`, or `standard_webhooks_verify`) and consumes it through the
 inbox, so a redelivery is answered but does nothing.
 
+`need_broker` skips a test (fails it in CI) when a broker it needs does not listen.
+
 `standard_webhooks_signature` and `standard_webhooks_verify` are written here from the
 Standard Webhooks specification alone, independent of the package, so that a test can
 show that what the package sends is what a receiver following the specification accepts.
@@ -14,6 +16,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,8 +25,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
+import pytest
 
 from langgraph_durable.outbox import inbox_record_txn, verify_webhook
+
+
+def need_broker(name: str, port: int) -> None:
+    """Fail in CI, skip elsewhere, when nothing listens on the broker's port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is not reachable on 127.0.0.1:{port}, and CI needs it")
+        pytest.skip(f"{name} is not running on 127.0.0.1:{port}")
 
 
 def consume(dsn: str, message_id: str, body: bytes) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from outbox_receivers import WebhookReceiver, consume, work_done
+from outbox_receivers import WebhookReceiver, consume, need_broker, work_done
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import OutboxEvent, OutboxRelay, backlog, emit_txn
@@ -147,12 +146,7 @@ def test_a_relay_killed_before_marking_republishes_and_the_inbox_drops_the_repea
 async def test_a_relay_killed_before_marking_redelivers_on_rabbitmq_and_the_inbox_drops_it(
     dsn: str,
 ) -> None:
-    try:
-        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
-    except OSError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("RabbitMQ is not reachable on 127.0.0.1:5672, and CI needs it")
-        pytest.skip("RabbitMQ is not running on 127.0.0.1:5672")
+    need_broker("RabbitMQ", 5672)
     import aio_pika
 
     url = "amqp://guest:guest@127.0.0.1:5672/"

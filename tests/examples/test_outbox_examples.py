@@ -7,12 +7,12 @@ CI, a skip elsewhere).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from outbox_receivers import need_broker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -22,12 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 )
 def test_outbox_example(name: str, port: int | None, fresh_db_dsn: str) -> None:
     if port is not None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        except OSError:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"nothing listens on 127.0.0.1:{port}, and CI needs the broker")
-            pytest.skip(f"nothing listens on 127.0.0.1:{port}")
+        need_broker({5672: "RabbitMQ", 4222: "NATS"}[port], port)
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / f"{name}.py")],
         env={**os.environ, "LANGGRAPH_DURABLE_DSN": fresh_db_dsn},

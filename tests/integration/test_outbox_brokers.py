@@ -27,7 +27,13 @@ from urllib.parse import unquote
 
 import psycopg
 import pytest
-from outbox_receivers import WebhookReceiver, consume, standard_webhooks_verify, work_done
+from outbox_receivers import (
+    WebhookReceiver,
+    consume,
+    need_broker,
+    standard_webhooks_verify,
+    work_done,
+)
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.outbox import (
@@ -41,16 +47,6 @@ from langgraph_durable.outbox.publishers import NatsPublisher, RabbitMQPublisher
 
 RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 NATS_URL = "nats://127.0.0.1:4222"
-
-
-def need_broker(name: str, port: int) -> None:
-    """Fail in CI, skip elsewhere, when nothing listens on the broker's port."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    except OSError:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is not reachable on 127.0.0.1:{port}, and CI needs it")
-        pytest.skip(f"{name} is not running on 127.0.0.1:{port}")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from outbox_receivers import WebhookReceiver
+from outbox_receivers import WebhookReceiver, need_broker
 from psycopg.conninfo import make_conninfo
 
 from langgraph_durable import DurablePostgresSaver, InvalidInputError, OutboxRelayError
@@ -254,12 +253,7 @@ def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str) -> None:
 async def test_the_cli_relay_on_rabbitmq_stops_cleanly_on_ctrl_c(dsn: str) -> None:
     """Stopped with Ctrl-C, `outbox relay amqp://...` left its connection open when the
     loop ended, and aio-pika's callbacks printed "Event loop is closed" tracebacks."""
-    try:
-        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
-    except OSError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("RabbitMQ is not reachable on 127.0.0.1:5672, and CI needs it")
-        pytest.skip("RabbitMQ is not running on 127.0.0.1:5672")
+    need_broker("RabbitMQ", 5672)
     import aio_pika
 
     url = "amqp://guest:guest@127.0.0.1:5672/"

@@ -73,9 +73,10 @@ class Publisher(Protocol):
     (`is_transport_error`); any other error counts against the event.
 
     A publisher may also have a coroutine method `connect()` that returns once it can
-    publish (or raises `BrokerUnreachableError`); the relay awaits it before each
-    publish, outside that publish's `publish_timeout`, so time spent connecting is never
-    counted against an event (the broker publishers have one).
+    publish (or raises `BrokerUnreachableError`); the relay awaits it before a key's
+    first publish of the round, outside that publish's `publish_timeout`, so time spent
+    connecting is not counted against an event (the broker publishers have one; a
+    connection lost later in the round is opened again within the next publish).
     """
 
     async def publish(self, event: OutboxEvent) -> None: ...
@@ -429,7 +430,8 @@ class OutboxRelay:
             }
             with _telemetry.span("langgraph_durable.outbox.publish", attributes):
                 try:
-                    await self._connect_publisher()
+                    if not done:  # once per key: no second wait_for per event
+                        await self._connect_publisher()
                     await self._publish(event)
                 except Exception as exc:  # retried later; dead after max_attempts, unless
                     unreachable = is_transport_error(exc)  # the broker could not be reached

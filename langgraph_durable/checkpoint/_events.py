@@ -252,8 +252,10 @@ class EventParking:
 
     def _emitter_done(self, emitter: asyncio.Task[Any]) -> None:
         """An asyncio task that emitted has ended; if it was cancelled, the events it
-        emitted are dropped, with those parked below their tasks (subgraph tasks whose
-        events waited for those tasks' writes): none of them will ever be stored."""
+        emitted are dropped: none of them will ever be stored. Only its own: the events
+        others parked under the same task, or below it (a subgraph's), go with that
+        task's writes if they commit (a node whose helper task was cancelled carries on,
+        and its subgraph's events must not go missing)."""
         dropped = 0
         with self._lock:
             keys = self._by_emitter.pop(emitter, set())
@@ -268,9 +270,8 @@ class EventParking:
                     dropped += len(events) - len(kept)
                     self._count -= len(events) - len(kept)
                     events[:] = kept
-                    continue
-                for taken in (self._pop(key), *self._pop_below(key)):
-                    dropped += len(taken)
+                else:
+                    dropped += len(self._pop(key))
         if dropped:
             logger.debug("dropped %d parked outbox event(s) of a cancelled task", dropped)
 

@@ -48,7 +48,12 @@ from typing_extensions import LiteralString
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import CONNECTION_KWARGS, cannot_connect, check_dsn
 from langgraph_durable._sql import QUERIES
-from langgraph_durable.errors import ConfigurationError, ConnectionLostError, DurableError
+from langgraph_durable.errors import (
+    ConfigurationError,
+    ConnectionLostError,
+    DatabaseUnreachableError,
+    DurableError,
+)
 from langgraph_durable.outbox._aoutbox import abacklog
 from langgraph_durable.outbox._base import (
     BrokerUnreachableError,
@@ -512,7 +517,7 @@ class OutboxRelay:
                 try:
                     await self._serve(stop)
                 except (psycopg.Error, ConnectionLostError) as exc:
-                    if not lost(exc):
+                    if not self._waited_out(exc):
                         if isinstance(exc, DurableError):
                             raise  # named already (ours are also psycopg's classes)
                         raise stopped_by(exc) from exc
@@ -523,6 +528,20 @@ class OutboxRelay:
                     pause = min(pause * 2, 10.0)
         finally:  # also when it stops on an error: its session left open before
             await self.aclose()
+
+    def _waited_out(self, exc: BaseException) -> bool:
+        """Whether `run()` waits `exc` out: a lost connection, or a connect the server
+        refused for now (down, restarting, out of connections: `run_once` names it
+        `DatabaseUnreachableError`), not one it refused for good before the relay ever
+        connected (`_connect_db`)."""
+        if lost(exc):
+            return True
+        cause = exc.__cause__
+        return (
+            isinstance(exc, DatabaseUnreachableError)
+            and isinstance(cause, psycopg.OperationalError)
+            and not (refused_for_good(cause) and not self._connected)
+        )
 
     async def _serve(self, stop: asyncio.Event) -> None:
         async with await self._connect_db() as listener:

@@ -26,12 +26,14 @@ publish's `publish_timeout`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -122,24 +124,46 @@ def _is_async(callback: object) -> bool:
 class CallbackPublisher:
     """Hands each event to `callback`, a coroutine function or a plain function.
 
-    A plain function runs in a worker thread (`asyncio.to_thread`), so the relay's
+    A plain function runs in a worker thread of the publisher's own (up to
+    `CALLBACK_THREADS` at once, more than the relay's default `keys`), so the relay's
     `publish_timeout` holds for it and it does not stop the event loop: run on the loop,
     a slow one counted as published however long it took, and held back every other
-    key. Calls for different keys may then run at once: make it thread-safe. One that
-    outlasts `publish_timeout` counts as failed, but its thread runs on to its end.
+    key. (On the loop's default executor, a few threads on a small machine, calls queued
+    for a thread ran out their `publish_timeout` before they started, and their events
+    went dead uncalled.) Calls for different keys may run at once: make it thread-safe.
+    One that outlasts `publish_timeout` counts as failed, but its thread runs on to its
+    end.
     """
 
     def __init__(self, callback: Callable[[OutboxEvent], Awaitable[None] | None]) -> None:
         self.callback = callback
         self._in_thread = not _is_async(callback)
+        self._threads: ThreadPoolExecutor | None = None
 
     async def publish(self, event: OutboxEvent) -> None:
         if self._in_thread:
-            result = await asyncio.to_thread(self.callback, event)
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(
+                    CALLBACK_THREADS, thread_name_prefix="outbox-callback"
+                )
+            context = contextvars.copy_context()
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._threads, context.run, self.callback, event)
         else:
             result = self.callback(event)
         if inspect.isawaitable(result):
             await result
+
+    async def aclose(self) -> None:
+        """Let the worker threads go (calls under way run to their end)."""
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False)
+
+
+CALLBACK_THREADS = 128
+"""Worker threads of a `CallbackPublisher` for plain functions: one per key of a round at
+the relay's default `keys` (100), with room to spare."""
 
 
 class _SharedConnect:

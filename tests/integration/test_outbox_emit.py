@@ -282,6 +282,44 @@ async def test_a_cancelled_run_s_parked_events_are_dropped_when_it_ends(
     assert [r["payload"] for r in stored(dsn, live)] == [{"n": 0}, {"n": 1}]
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_helper_task_drops_only_its_own_events(
+    dsn: str, mode: Durability
+) -> None:
+    """A node ran a subgraph, then a helper task of its own that emitted and was
+    cancelled; the node carried on. The helper's drop took every event parked under the
+    node's task and below it: the subgraph's event went missing while the node's writes
+    committed."""
+    emitted = asyncio.Event()
+
+    async def sub_node(state: State) -> State:
+        emit("sub.event", {})
+        return {"log": ["sub"]}
+
+    sub = one_node("sub_node", sub_node).compile()
+
+    async def parent(state: State) -> State:
+        await sub.ainvoke({"log": []})
+
+        async def helper() -> None:
+            emit("helper.event", {})
+            emitted.set()
+            await asyncio.Event().wait()  # until cancelled
+
+        task = asyncio.create_task(helper())
+        await emitted.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return {"log": ["parent"]}
+
+    thread = f"emit-helper-{uuid.uuid4()}"
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = one_node("parent", parent).compile(checkpointer=saver)
+        await app.ainvoke({"log": []}, {"configurable": {"thread_id": thread}}, durability=mode)
+    assert [r["event_type"] for r in stored(dsn, thread)] == ["sub.event"]
+
+
 async def test_a_full_parking_refuses_emit_by_name_and_drops_no_live_event(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ publish a key out of order; a relay wakes on NOTIFY; published events are pruned
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import uuid
@@ -25,6 +26,7 @@ from langgraph_durable import (
     DurablePostgresSaver,
     InvalidInputError,
     SchemaNotReadyError,
+    grant_app_role,
 )
 from langgraph_durable.outbox import (
     OutboxEvent,
@@ -417,6 +419,28 @@ async def test_a_plain_function_that_outlasts_publish_timeout_fails_the_publish(
     )
 
 
+async def test_plain_functions_for_every_key_of_a_round_run_at_once(dsn: str) -> None:
+    """On the loop's default executor (six threads on this machine) the calls for 30 keys
+    queued for a thread, and their wait counted against publish_timeout: 18 events went
+    dead, most of them never called. Each call here waits for all 30 to have started."""
+    keys = 30
+    emit_many(dsn, keys=keys, per_key=1)
+    together = threading.Barrier(keys, timeout=60)
+
+    def meets_the_others(event: OutboxEvent) -> None:
+        together.wait()  # broken (an error) unless every key's call runs at once
+
+    publisher = CallbackPublisher(meets_the_others)
+    relay = OutboxRelay(dsn, publisher, keys=keys, publish_timeout=60, max_attempts=1)
+    try:
+        result = await relay.run_once()
+    finally:
+        together.abort()
+        await relay.aclose()
+        await publisher.aclose()
+    assert (result.published, result.failed, result.dead) == (keys, 0, 0)
+
+
 async def test_run_once_raises_named_errors_and_run_closes_its_session_when_it_stops(
     fresh_db_dsn: str,
 ) -> None:
@@ -453,6 +477,48 @@ async def test_a_relay_the_server_refuses_for_good_stops_with_a_named_error(
     relay = OutboxRelay(dsn, CallbackPublisher(lambda event: None))
     with pytest.raises(DatabaseUnreachableError, match="does not exist"):
         await relay.run()
+
+
+async def test_a_server_out_of_connections_is_waited_out(dsn: str) -> None:
+    """The relay's listener connected, its round's session was refused ("too many
+    connections" for the role): `run_once` names that `DatabaseUnreachableError`, and
+    `run()` stopped on it for good instead of waiting until a connection was free."""
+    role = f"lgd_relay_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 1')
+    try:
+        grant_app_role(dsn, role)
+        (ids,) = emit_many(dsn, 1, 1).values()
+        refused, published = asyncio.Event(), asyncio.Event()
+
+        class Refused(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "too many connections" in record.getMessage():
+                    refused.set()
+
+        relay = OutboxRelay(
+            make_conninfo(dsn, user=role),
+            CallbackPublisher(lambda event: published.set()),
+            idle_wait=0.2,
+        )
+        stop = asyncio.Event()
+        handler = Refused()
+        logging.getLogger("langgraph_durable.outbox").addHandler(handler)
+        running = asyncio.create_task(relay.run(stop))
+        try:
+            await asyncio.wait_for(refused.wait(), 120)
+            with psycopg.connect(dsn, autocommit=True) as conn:  # a connection frees up
+                conn.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 2')
+            await asyncio.wait_for(published.wait(), 120)
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, 120)  # raised here when run() had stopped
+            logging.getLogger("langgraph_durable.outbox").removeHandler(handler)
+        assert status_of(dsn) == {"pending": 0, "dead": 0}, ids
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
 
 
 async def test_prune_refuses_a_batch_that_would_never_finish(dsn: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import math
 import uuid
 from collections.abc import Iterable, Mapping
@@ -200,7 +201,11 @@ def plain(value: Any) -> Any:
         return plain(value.value)
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
+    if isinstance(value, (set, frozenset)):
+        # In an order of their own: a set's iteration order depends on how it was built
+        # (and on the hash seed), so the same set read twice looked changed.
+        return sorted((plain(v) for v in value), key=lambda v: json.dumps(v, default=str))
+    if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"

@@ -62,6 +62,19 @@ def test_a_nan_that_stayed_is_no_change() -> None:
     }
 
 
+def test_a_set_read_again_in_another_order_is_no_change() -> None:
+    """Found by review: `plain` listed a set in its iteration order, which depends on how
+    the set was built, so {1, 9} and {9, 1} read as a change."""
+    before, after = {"tags": {1, 9}}, {"tags": set()}
+    for n in (9, 1):  # built in another order: 1 and 9 share a slot, so they swap
+        after["tags"].add(n)
+    assert list(before["tags"]) != list(after["tags"])
+    assert diff_values(before, after)["changed"] == {}
+    assert diff_values({"tags": {"b", "a"}}, {"tags": {"a", "b", "c"}})["changed"] == {
+        "tags": {"from": ["a", "b"], "to": ["a", "b", "c"]}
+    }
+
+
 def test_diffs_and_plain_values_leave_routing_channels_out() -> None:
     before = {"log": ["a"], "gone": 1, "branch:to:b": None, "__start__": {"x": 1}}
     after = {"log": ["a", "b"], "new": {"k": (1, 2)}, "branch:to:c": None}

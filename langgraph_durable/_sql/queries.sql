@@ -1767,7 +1767,16 @@ SELECT current_user AS role,
             END
         ),
         '{}'
-    ) AS missing
+    ) AS missing,
+    -- Without USAGE on their schema the tables are not found at all (to_regclass is
+    -- NULL) and nothing above is missing: the schemas that hold them, as the catalog
+    -- does, which this role may not use, when the saver cannot see them.
+    CASE WHEN to_regclass('checkpoints') IS NULL THEN coalesce((
+        SELECT array_agg(DISTINCT n.nspname::text ORDER BY n.nspname::text)
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relname = 'checkpoints' AND c.relkind IN ('r', 'p')
+            AND NOT has_schema_privilege(n.oid, 'USAGE')
+    ), '{}') ELSE '{}' END AS no_usage
 FROM unnest(%(kinds)s::text[], %(names)s::text[], %(privileges)s::text[])
     AS g(kind, name, privilege)
 WHERE to_regclass(g.name) IS NOT NULL

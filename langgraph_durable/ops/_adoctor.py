@@ -55,7 +55,7 @@ async def adoctor(
         granted = await cur.fetchone()
     assert granted is not None
     findings = judge_settings(settings, connections)
-    findings.append(judge_privileges(granted["role"], granted["missing"]))
+    findings.append(judge_privileges(granted["role"], granted["missing"], granted["no_usage"]))
     try:
         await _aread_our_tables(saver, settings, live_seconds, findings)
     except ConfigurationError as exc:

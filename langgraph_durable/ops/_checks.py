@@ -11,7 +11,7 @@ works but needs a look.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -168,9 +168,21 @@ def judge_value_compression(lz4_available: bool, not_lz4: list[str]) -> Finding:
     )
 
 
-def judge_privileges(role: str, missing: list[str]) -> Finding:
+def judge_privileges(role: str, missing: list[str], no_usage: Sequence[str] = ()) -> Finding:
     """Whether this role may do what an application does with the rows (the privileges
-    `grant_app_role` gives): without them every run fails with `permission denied`."""
+    `grant_app_role` gives): without them every run fails with `permission denied`.
+    `no_usage`: schemas holding the tables that this role may not use (then the tables
+    are not found at all, and no table privilege reads as missing)."""
+    if no_usage:
+        schemas = ", ".join(no_usage)
+        return Finding(
+            "privileges",
+            "fail",
+            f"{role} lacks USAGE on schema {schemas}, where the tables are",
+            "Runs as this role do not find the tables. As their owner run "
+            f"`langgraph-durable grant {role} --schema {no_usage[0]}` (`--print` shows the "
+            "GRANT statements).",
+        )
     if not missing:
         return Finding("privileges", "ok", f"{role} has what an application needs")
     shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")

@@ -55,7 +55,7 @@ def doctor(saver: DurablePostgresSaver, *, live_seconds: float = 90.0) -> builti
         granted = cur.fetchone()
     assert granted is not None
     findings = judge_settings(settings, connections)
-    findings.append(judge_privileges(granted["role"], granted["missing"]))
+    findings.append(judge_privileges(granted["role"], granted["missing"], granted["no_usage"]))
     try:
         _read_our_tables(saver, settings, live_seconds, findings)
     except ConfigurationError as exc:

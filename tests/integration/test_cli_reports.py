@@ -128,6 +128,32 @@ def test_doctor_reports_a_role_without_grants_instead_of_stopping(
     assert "permission denied" in found["schema"]["advice"]
 
 
+def test_doctor_names_a_schema_the_role_may_not_use(
+    capsys: pytest.CaptureFixture[str], dsn: str, role_without_grants: str
+) -> None:
+    """Without USAGE on the tables' schema the tables are not found at all: doctor said
+    the role had what an application needs, and told it to run setup."""
+    schema = f"tables_{secrets.token_hex(4)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    in_schema = {**conninfo_to_dict(dsn), "options": f"-c search_path={schema}"}
+    assert main(["--dsn", make_conninfo("", **in_schema), "setup"]) == 0
+    params = {**in_schema, "user": role_without_grants}
+    params.pop("password", None)
+    capsys.readouterr()
+    code = main(["doctor", "--json", "--dsn", make_conninfo("", **params)])
+    captured = capsys.readouterr()
+    try:
+        assert (code, captured.err) == (1, "")
+        found = {f["check"]: f for f in json.loads(captured.out)["findings"]}
+        assert found["privileges"]["level"] == "fail"
+        assert f"lacks USAGE on schema {schema}" in found["privileges"]["seen"]
+        assert f"grant {role_without_grants} --schema {schema}" in found["privileges"]["advice"]
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
 def a_thread(dsn: str, nodes: tuple[str, ...]) -> str:
     thread = f"cli-history-{uuid.uuid4().hex[:8]}"
     with DurablePostgresSaver.from_conn_string(dsn) as saver:

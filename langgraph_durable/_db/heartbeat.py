@@ -130,13 +130,17 @@ class Heartbeat:
     """Calls `beat` from the shared lease thread every `every` seconds while the body runs."""
 
     def __init__(self, beat: Callable[[], object], every: float, what: str) -> None:
-        self._beat_once, self._what = beat, what
+        self._beat_once: Callable[[], object] | None = beat
+        self._what = what
         self.interval = every
         self.stopped = False
 
     def beat(self) -> None:
+        beat_once = self._beat_once
+        if beat_once is None:  # stopped meanwhile
+            return
         try:
-            self._beat_once()
+            beat_once()
         except Exception as exc:
             logger.warning("could not extend the lease of %s: %s", self._what, exc)
 
@@ -150,6 +154,9 @@ class Heartbeat:
 
     def __exit__(self, *exc_info: object) -> None:
         # A beat under way finishes; it only ever extends this attempt's own lease, and
-        # not once the attempt has ended.
+        # not once the attempt has ended. The entry stays queued until it is due or swept
+        # (`_Beats.stopped`), up to a third of a lease: it lets go of `beat` now, which
+        # holds the call (an effect's arguments, a model call's prompt) and its journal.
         self.stopped = True
+        self._beat_once = None
         _BEATS.stopped()

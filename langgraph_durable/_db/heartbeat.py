@@ -40,19 +40,25 @@ class AsyncHeartbeat:
         self._beat_once, self._every, self._what = beat, every, what
         self._timer: asyncio.TimerHandle | None = None
         self._beating: asyncio.Task[None] | None = None
+        self._stopped = False
 
     def _arm(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(self._every, self._fire)
 
     def _fire(self) -> None:
-        self._beating = asyncio.get_running_loop().create_task(self._beat())
+        if not self._stopped:
+            self._beating = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:
         try:
             await self._beat_once()
         except Exception as exc:
+            # Also a beat that turned the cancellation from `__aexit__` into an error of
+            # its own: once stopped, it is not armed again (it would beat on after the
+            # call, holding it).
             logger.warning("could not extend the lease of %s: %s", self._what, exc)
-        self._arm()
+        if not self._stopped:
+            self._arm()
 
     def running(self) -> AsyncHeartbeat:
         """Beats while the `async with` block runs (this object is the context manager:
@@ -63,6 +69,7 @@ class AsyncHeartbeat:
         self._arm()
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
         if self._beating is not None and not self._beating.done():

@@ -7,6 +7,7 @@ would stay alive that long after the call returned.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 import weakref
@@ -14,7 +15,7 @@ import weakref
 from pydantic import BaseModel
 
 from langgraph_durable import effect
-from langgraph_durable._db import Heartbeat
+from langgraph_durable._db import AsyncHeartbeat, Heartbeat
 from langgraph_durable.effects._memory import MemoryEffectJournal
 
 
@@ -71,3 +72,26 @@ def test_a_finished_effect_call_holds_nothing_of_its_arguments() -> None:
     del payload
     gc.collect()
     assert gone() is None, "a finished effect call's arguments are still held"
+
+
+async def test_an_async_beat_that_swallows_its_cancellation_is_not_armed_again() -> None:
+    """A beat under way when the block ends is cancelled; one that turns the cancellation
+    into an error of its own must not start the heartbeat over after the call."""
+    started = asyncio.Event()
+    beats = 0
+
+    async def beat() -> None:
+        nonlocal beats
+        beats += 1
+        started.set()
+        try:
+            await asyncio.Event().wait()  # a statement under way
+        except asyncio.CancelledError:
+            raise RuntimeError("connection closed") from None
+
+    # Every 0 s: a re-armed timer fires at the loop's next turn, no clock involved.
+    async with AsyncHeartbeat(beat, 0.0, "a call").running():
+        await started.wait()
+    for _ in range(100):  # turns of the loop in which a re-armed heartbeat would beat
+        await asyncio.sleep(0)
+    assert beats == 1

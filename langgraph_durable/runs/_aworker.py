@@ -137,7 +137,7 @@ class AsyncWorker:
                 waits such outages out instead).
         """
         try:
-            return await self._arun_available(max_runs, sweep_first=True)
+            return await self._arun_available(max_runs, sweep_first=True, keep=True)
         except Exception as exc:
             if not is_outage(exc):
                 raise
@@ -154,9 +154,17 @@ class AsyncWorker:
         least every `idle_wait`."""
         return min(self.lease_seconds / 3, self.idle_wait)
 
-    async def _arun_available(self, max_runs: int | None, *, sweep_first: bool) -> list[Run]:
+    async def _arun_available(
+        self, max_runs: int | None, *, sweep_first: bool, keep: bool
+    ) -> list[Run]:
+        """Take and run runs until none is due (or `max_runs`); the finished runs if `keep`.
+
+        `run_forever` keeps none: a queue that never empties would otherwise keep every
+        run it finished, with its stored input and output, for as long as the backlog
+        lasts."""
         done: list[Run] = []
-        while not self._stopping and (max_runs is None or len(done) < max_runs):
+        finished = 0
+        while not self._stopping and (max_runs is None or finished < max_runs):
             if sweep_first or time.monotonic() - self._swept_at >= self.sweep_every:
                 # Not on every wake-up: each create and finish wakes every worker, and a
                 # sweep per wake-up made the registry's cost grow with the fleet. Between
@@ -168,7 +176,10 @@ class AsyncWorker:
             )
             if run is None:
                 break
-            done.append(await self.aexecute(run))
+            ended = await self.aexecute(run)
+            finished += 1
+            if keep:
+                done.append(ended)
         return done
 
     async def arun_forever(self, *, handle_sigterm: bool = True) -> None:
@@ -196,7 +207,7 @@ class AsyncWorker:
                 try:
                     async with self.registry.alistening() as listener:
                         while not self._stopping:
-                            await self._arun_available(None, sweep_first=False)
+                            await self._arun_available(None, sweep_first=False, keep=False)
                             self._recovered(outage)
                             if self._stopping:
                                 break

@@ -138,7 +138,7 @@ class Worker:
                 waits such outages out instead).
         """
         try:
-            return self._run_available(max_runs, sweep_first=True)
+            return self._run_available(max_runs, sweep_first=True, keep=True)
         except Exception as exc:
             if not is_outage(exc):
                 raise
@@ -155,9 +155,15 @@ class Worker:
         least every `idle_wait`."""
         return min(self.lease_seconds / 3, self.idle_wait)
 
-    def _run_available(self, max_runs: int | None, *, sweep_first: bool) -> list[Run]:
+    def _run_available(self, max_runs: int | None, *, sweep_first: bool, keep: bool) -> list[Run]:
+        """Take and run runs until none is due (or `max_runs`); the finished runs if `keep`.
+
+        `run_forever` keeps none: a queue that never empties would otherwise keep every
+        run it finished, with its stored input and output, for as long as the backlog
+        lasts."""
         done: list[Run] = []
-        while not self._stopping and (max_runs is None or len(done) < max_runs):
+        finished = 0
+        while not self._stopping and (max_runs is None or finished < max_runs):
             if sweep_first or time.monotonic() - self._swept_at >= self.sweep_every:
                 # Not on every wake-up: each create and finish wakes every worker, and a
                 # sweep per wake-up made the registry's cost grow with the fleet. Between
@@ -169,7 +175,10 @@ class Worker:
             )
             if run is None:
                 break
-            done.append(self.execute(run))
+            ended = self.execute(run)
+            finished += 1
+            if keep:
+                done.append(ended)
         return done
 
     def run_forever(self, *, handle_sigterm: bool = True) -> None:
@@ -197,7 +206,7 @@ class Worker:
                 try:
                     with self.registry.listening() as listener:
                         while not self._stopping:
-                            self._run_available(None, sweep_first=False)
+                            self._run_available(None, sweep_first=False, keep=False)
                             self._recovered(outage)
                             if self._stopping:
                                 break

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import uuid
@@ -34,6 +35,7 @@ from langgraph_durable import (
     InvalidInputError,
     InvalidThreadIdError,
     RetryLater,
+    Run,
     RunConflictError,
     RunRegistry,
     RunStatus,
@@ -441,3 +443,33 @@ def test_runs_queued_behind_others_do_not_hide_a_sleeping_runs_wake_up(fresh_db_
         due = RunRegistry(saver).seconds_to_next_due([graph])
     assert due is not None
     assert 3000 < due <= 3600  # the sleeper's wake-up, not the leases a day away
+
+
+def test_run_forever_keeps_no_finished_run_while_the_queue_stays_full(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """A worker whose queue never empties held every run it finished (each with its
+    stored input and output) until a claim found nothing: hours of a backlog's runs."""
+    total = 8
+    alive_at_last: list[int] = []
+    worker: Worker
+
+    def step(state: State) -> dict[str, Any]:
+        done = len(state["log"])
+        if done + 1 < total:  # the next run is queued before this one finishes
+            runs.create(version, {"log": state["log"] + ["x"]})
+        else:
+            gc.collect()
+            alive_at_last.append(
+                sum(1 for o in gc.get_objects() if type(o) is Run and o.finished)
+            )
+            worker.stop()
+        return {"answer": "a" * 10_000}
+
+    version = one_node(saver, step)
+    runs.create(version, {"log": []})
+    worker = Worker(saver, [version], lease_seconds=30, idle_wait=5)
+    worker.run_forever(handle_sigterm=False)
+    # At most the run finished just before the last one (the loop's variable).
+    assert len(alive_at_last) == 1
+    assert alive_at_last[0] <= 1, alive_at_last

@@ -460,9 +460,7 @@ def test_run_forever_keeps_no_finished_run_while_the_queue_stays_full(
             runs.create(version, {"log": state["log"] + ["x"]})
         else:
             gc.collect()
-            alive_at_last.append(
-                sum(1 for o in gc.get_objects() if type(o) is Run and o.finished)
-            )
+            alive_at_last.append(sum(1 for o in gc.get_objects() if type(o) is Run and o.finished))
             worker.stop()
         return {"answer": "a" * 10_000}
 

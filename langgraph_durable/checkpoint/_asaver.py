@@ -314,7 +314,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         # against older checkpoints are stored (a later run resumed from one of them).
         # Cleared when a put of a newer checkpoint starts: LangGraph puts nothing more in
         # the run whose put failed, so that put is another run's.
-        self._rejected: dict[tuple[str, str], tuple[str, InvalidInputError]] = {}
+        self._rejected: dict[tuple[str, str], tuple[str, type[InvalidInputError], str]] = {}
         # Outbox events emitted by running tasks, stored with those tasks' writes (I7).
         self._events = EventParking()
         # Puts that find every connection busy go together, in one statement (`_combining`).
@@ -637,7 +637,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
             if key is not None:
                 if len(self._rejected) > 1024:
                     self._rejected.clear()
-                self._rejected[key] = (str(checkpoint.get("id", "")), exc)
+                # The error's type and text only: the exception's traceback holds the
+                # run's frames (its state, LangGraph's loop) for as long as the entry lives.
+                self._rejected[key] = (str(checkpoint.get("id", "")), type(exc), str(exc))
             raise
         if self._rejected:
             rejected = self._rejected.get((row["thread_id"], row["checkpoint_ns"]))
@@ -742,9 +744,9 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
         if rejected is not None and key[2] >= rejected[0]:
             # Not stored: the task's events go too (a put past its checkpoint would wait).
             self._events.take_for_task(key[0], key[2], task_id, fence_token=fence_token_of(config))
-            raise type(rejected[1])(
+            raise rejected[1](
                 f"put_writes: checkpoint {key[2]} follows a checkpoint put rejected "
-                f"({rejected[1]}); these writes were not stored either."
+                f"({rejected[2]}); these writes were not stored either."
             )
         ends_step = any(channel in (ERROR, INTERRUPT) for channel, _ in writes)
 

@@ -7,9 +7,12 @@ NUL characters in `before`, keys over the journal's limit.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import random
 import string
+import uuid
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,6 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 from graphs import linear_graph
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel
+from typing_extensions import TypedDict
 
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
@@ -265,3 +271,41 @@ def test_a_saver_on_one_lost_connection_says_a_pool_rides_out_restarts(db_dsn: s
         for _ in range(2):  # every call from now on, not only the first
             with pytest.raises(DatabaseUnreachableError, match="ConnectionPool to ride out"):
                 saver.get_tuple(config)
+
+
+class _Document(BaseModel):
+    text: str
+
+
+class _Doc(TypedDict, total=False):
+    doc: _Document
+    bad: str
+
+
+def test_a_rejected_checkpoint_does_not_keep_its_run_alive(saver: DurablePostgresSaver) -> None:
+    """The saver remembers a rejected put for the writes that follow it; it kept the
+    error itself, whose traceback held the run's frames (its state, LangGraph's loop)
+    until 1,024 more were rejected: a graph failing on every run held ~1,000 states."""
+    made: list[weakref.ref[_Document]] = []
+
+    def load(state: _Doc) -> _Doc:
+        document = _Document(text="d" * 10_000)
+        made.append(weakref.ref(document))
+        return {"doc": document}
+
+    builder = StateGraph(_Doc)
+    builder.add_node("load", load)
+    builder.add_node("oops", lambda state: {"bad": "text from a browser \ud800"})
+    builder.add_edge(START, "load")
+    builder.add_edge("load", "oops")
+    builder.add_edge("oops", END)
+    graph = builder.compile(checkpointer=saver)
+    try:
+        graph.invoke({}, {"configurable": {"thread_id": f"t-{uuid.uuid4().hex}"}})
+    except InvalidInputError:
+        pass  # the lone surrogate, named (the name is tested above)
+    else:
+        raise AssertionError("the checkpoint holding a lone surrogate was stored")
+    gc.collect()
+    assert len(made) == 1
+    assert made[0]() is None, "a rejected checkpoint's run is still alive"

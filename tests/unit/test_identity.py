@@ -151,3 +151,18 @@ def test_subgraphs_of_an_attempt_entered_out_of_order_keep_their_numbers() -> No
     origins.enter("t", "outer:a", 2, ("outer", 1, ()), second, counter)
     assert origins.normalize("t", "outer:a|3|in:b") == "outer:a|in:b"
     assert origins.normalize("t", "outer:a|2|in:b") == "outer:a|2|in:b"  # never |-1
+
+
+def test_ended_executions_go_long_before_the_table_is_full() -> None:
+    """An ended execution's scratchpad holds its answers and the writes loaded with its
+    checkpoint; kept until 4,096 others had come, a busy server held thousands."""
+    table = OwnerTable()  # the default capacity, 4,096
+    counts = CallCounts(table)
+    live = [Scratchpad() for _ in range(3)]
+    for pad in live:
+        counts.next(pad, "charge")
+    for _ in range(1000):  # executions that ended: nothing holds their scratchpads
+        counts.next(Scratchpad(), "charge")
+    # The live ones and a few ended ones not looked at yet: not the last 1,000.
+    assert len(table) <= 2 * len(live) + 2
+    assert [counts.next(pad, "charge") for pad in live] == [1, 1, 1]

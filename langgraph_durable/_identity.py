@@ -8,10 +8,10 @@ alongside, so the id cannot be reused by another object while the entry lives. T
 is bounded, but only entries whose object nothing else holds any more (its execution
 ended) are dropped, oldest first, a few looked at on each new entry: dropping a live
 execution's counts would restart them, and give a later call an earlier call's ordinal
-(its idempotency key, its event id). An
-object must be held by one entry only, else none of its holders could ever tell that
-nothing else holds it: hence one table for all of them, each user with a slot of its own
-in the object's entry. While more executions than the capacity are alive, it grows.
+(its idempotency key, its event id). An object must be held by one entry only, else
+none of its holders could ever tell that nothing else holds it: hence one table for all
+of them, each user with a slot of its own in the object's entry. While more executions
+than the capacity are alive, it grows.
 
 `NamespaceOrigins` keeps, per subgraph namespace, where the task that entered it ran, for
 as long as that task's execution lives.
@@ -79,10 +79,11 @@ class OwnerTable:
     def _look_at_oldest(self, entries: int = 2) -> None:
         """Drop the oldest entries if their executions ended, else move them to the back.
 
-        On every new entry, so the table holds about the executions alive now rather than
-        the last `capacity` ones: an ended execution's scratchpad holds its answers and
-        the writes loaded with its checkpoint (the outputs of the tasks beside it), which
-        stayed alive until 4,096 other executions had come. Two per new entry drop ended
+        On every new entry, so the table holds a small multiple of the executions alive
+        now (about 2-3x) rather than the last `capacity` ones: an ended execution's
+        scratchpad holds its answers and the writes loaded with its checkpoint (the
+        outputs of the tasks beside it), which stayed alive until 4,096 other executions
+        had come. Two per new entry drop ended
         ones faster than they come."""
         for _ in range(min(entries, len(self._entries))):
             key, entry = self._entries.popitem(last=False)

@@ -176,10 +176,11 @@ class AsyncWorker:
             )
             if run is None:
                 break
-            ended = await self.aexecute(run)
-            finished += 1
             if keep:
-                done.append(ended)
+                done.append(await self.aexecute(run))
+            else:
+                await self.aexecute(run)
+            finished += 1
         return done
 
     async def arun_forever(self, *, handle_sigterm: bool = True) -> None:

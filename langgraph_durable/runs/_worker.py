@@ -175,10 +175,11 @@ class Worker:
             )
             if run is None:
                 break
-            ended = self.execute(run)
-            finished += 1
             if keep:
-                done.append(ended)
+                done.append(self.execute(run))
+            else:
+                self.execute(run)
+            finished += 1
         return done
 
     def run_forever(self, *, handle_sigterm: bool = True) -> None:

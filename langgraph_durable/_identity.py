@@ -83,8 +83,7 @@ class OwnerTable:
         now (about 2-3x) rather than the last `capacity` ones: an ended execution's
         scratchpad holds its answers and the writes loaded with its checkpoint (the
         outputs of the tasks beside it), which stayed alive until 4,096 other executions
-        had come. Two per new entry drop ended
-        ones faster than they come."""
+        had come. Two per new entry drop ended ones faster than they come."""
         for _ in range(min(entries, len(self._entries))):
             key, entry = self._entries.popitem(last=False)
             if sys.getrefcount(entry[0]) > _HELD_BY_ENTRY_ONLY:

@@ -85,12 +85,7 @@ class OwnerTable:
         outputs of the tasks beside it), which stayed alive until 4,096 other executions
         had come. Two per new entry drop ended ones faster than they come."""
         for _ in range(min(entries, len(self._entries))):
-            key, entry = self._entries.popitem(last=False)
-            if sys.getrefcount(entry[0]) > _HELD_BY_ENTRY_ONLY:
-                self._entries[key] = entry  # still alive: keep it, at the back
-            else:
-                for hook in self._on_drop:
-                    hook(entry[1])
+            self._drop_oldest_if_ended()
 
     def _drop_ended(self) -> None:
         """Drop the oldest entries whose owner only this table holds, down to the
@@ -99,14 +94,19 @@ class OwnerTable:
         for _ in range(len(self._entries)):
             if len(self._entries) <= self._capacity:
                 return
-            key, entry = self._entries.popitem(last=False)
-            if sys.getrefcount(entry[0]) > _HELD_BY_ENTRY_ONLY:
-                self._entries[key] = entry  # still alive: keep it, at the back
-            else:
-                for hook in self._on_drop:
-                    hook(entry[1])
+            self._drop_oldest_if_ended()
         if len(self._entries) > self._capacity:
             self._capacity *= 2
+
+    def _drop_oldest_if_ended(self) -> None:
+        """The oldest entry: dropped if only this table holds its owner, else moved to
+        the back."""
+        key, entry = self._entries.popitem(last=False)
+        if sys.getrefcount(entry[0]) > _HELD_BY_ENTRY_ONLY:
+            self._entries[key] = entry  # still alive: keep it, at the back
+        else:
+            for hook in self._on_drop:
+                hook(entry[1])
 
 
 OWNERS = OwnerTable()

@@ -22,6 +22,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import AsyncHeartbeat, afinish_despite_cancel, owner_is_dead
+from langgraph_durable._redact import redact_passwords
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._call import (
     STORE_PAUSE_FIRST,
@@ -49,6 +50,7 @@ from langgraph_durable.effects._protocol import (
     on_failure,
     pause_before_looking_again,
 )
+from langgraph_durable.effects._rows import error_message_of
 from langgraph_durable.errors import (
     DatabaseUnreachableError,
     EffectDeferred,
@@ -387,7 +389,8 @@ async def _arecord_failure(
 ) -> bool:
     """Journal a failed attempt; True when the caller should look at the row again."""
     step = on_failure(exc, attempt=attempt, policy=call.policy, tries=tries)
-    error = f"{type(exc).__name__}: {exc}"
+    # For the logs only: what the journal stores is shown redacted by the tools that read it.
+    error = redact_passwords(f"{type(exc).__name__}: {error_message_of(exc)}")
     if step.kind is Failure.DEFER:
         retry_at = await journal.await_retry(
             call.key, attempt, status=EffectStatus.DEFERRED, delay_seconds=step.delay, error=exc
@@ -429,9 +432,9 @@ async def _arecord_failure(
             call.key,
             attempt,
             error_type=type(exc).__name__,
-            error_message=str(exc),
+            error_message=error_message_of(exc),
             delay_seconds=step.delay,
         )
         return True
-    await journal.afail(call.key, attempt, type(exc).__name__, str(exc)[:2000])
+    await journal.afail(call.key, attempt, type(exc).__name__, error_message_of(exc))
     return False

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph_durable import _telemetry
+from langgraph_durable._redact import redact_passwords
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._policy import RetryPolicy
 from langgraph_durable.effects._protocol import JournalRow
@@ -174,7 +175,7 @@ def unknown_message(call: EffectCall, row: JournalRow, reason: str) -> str:
     """The message of `EffectOutcomeUnknown` for a row nothing may resolve automatically."""
     if call.cost_only:
         lost = (
-            f"ended in {row.error_type} ({row.error_message})"
+            f"ended in {row.error_type} ({redact_passwords(row.error_message or '')})"
             if row.error_type
             else "died before its answer was stored"
         )
@@ -186,7 +187,8 @@ def unknown_message(call: EffectCall, row: JournalRow, reason: str) -> str:
         )
     if row.error_type and row.error_message is not None:
         what = (
-            f"attempt {row.attempt} ended in {row.error_type} ({row.error_message}) after "
+            f"attempt {row.attempt} ended in {row.error_type} "
+            f"({redact_passwords(row.error_message)}) after "
             "the request may have gone out"
         )
     else:
@@ -203,9 +205,11 @@ def unknown_message(call: EffectCall, row: JournalRow, reason: str) -> str:
 
 
 def failed_message(call: EffectCall, error_type: str | None, error: str | None) -> str:
-    """The message of `EffectFailedError` for a journaled terminal failure."""
+    """The message of `EffectFailedError` for a journaled terminal failure (its stored
+    error text quoted with passwords hidden, as every error of ours)."""
+    shown = None if error is None else redact_passwords(error)
     return (
-        f"Effect {call.name!r} (key {call.key!r}) failed before with {error_type}: {error}. "
+        f"Effect {call.name!r} (key {call.key!r}) failed before with {error_type}: {shown}. "
         "The failure is journaled; replays raise it again. To let it try again, resolve it "
         "(`langgraph-durable resolve KEY --allow-retry`, or EffectJournal.resolve(key, "
         "allow_retry=True)); if it did act after all, resolve it with completed=<result>."

@@ -55,6 +55,8 @@ from langgraph_durable.effects._rows import (
     claim_params,
     completion_event_of,
     dump_result,
+    error_message_of,
+    error_text,
     json_text,
     load_result,
     row_of,
@@ -232,7 +234,7 @@ def wait_retry_txn(
         "status": status.value,
         "delay_seconds": delay_seconds,
         "error_type": type(error).__name__,
-        "error_message": clip_text(str(error) if error_message is None else error_message, 2000),
+        "error_message": error_message_of(error) if error_message is None else error_message,
     }
     rows = _rows(conn, QUERIES["effect_wait_retry"], params)
     return rows[0]["next_attempt_at"] if rows else None
@@ -447,8 +449,8 @@ class EffectJournal:
             fail_txn,
             key,
             attempt,
-            error_type,
-            seal_text(self.serde, error_message[:2000]),
+            error_text(error_type),
+            seal_text(self.serde, error_text(error_message)),
             seen_statuses=seen_statuses,
             resolved_by=resolved_by,
         )
@@ -471,7 +473,7 @@ class EffectJournal:
             status=status,
             delay_seconds=delay_seconds,
             error=error,
-            error_message=seal_text(self.serde, str(error)[:2000]),
+            error_message=seal_text(self.serde, error_message_of(error)),
         )
 
     def extend_lease(self, key: str, attempt: int, lease_seconds: float) -> bool:
@@ -501,8 +503,10 @@ class EffectJournal:
             mark_unknown_txn,
             key,
             attempt,
-            error_type=error_type,
-            error_message=seal_text(self.serde, clip_text(error_message, 2000)),
+            error_type=None if error_type is None else error_text(error_type),
+            error_message=seal_text(
+                self.serde, None if error_message is None else error_text(error_message)
+            ),
             delay_seconds=delay_seconds,
         )
 

@@ -37,6 +37,7 @@ from langgraph_durable.effects._protocol import (
     EffectStatus,
     JournalRow,
 )
+from langgraph_durable.effects._rows import error_message_of
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.serde import make_safe
 
@@ -285,7 +286,7 @@ class MemoryEffectJournal(EffectJournal):
             status=status,
             next_attempt_at=self.clock() + timedelta(seconds=delay_seconds),
             error_type=type(error).__name__,
-            error_message=str(error)[:2000],
+            error_message=error_message_of(error),
             lease_owner=None,
             lease_expires_at=None,
         )

@@ -8,6 +8,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langgraph_durable._ids import storable_text
 from langgraph_durable.checkpoint import ParkedEvent, new_event
 from langgraph_durable.effects._keys import TaskContext
 from langgraph_durable.effects._protocol import EffectStatus, JournalRow
@@ -17,6 +18,8 @@ __all__ = [
     "claim_params",
     "completion_event_of",
     "dump_result",
+    "error_message_of",
+    "error_text",
     "json_text",
     "load_result",
     "row_of",
@@ -44,6 +47,28 @@ def completion_event_of(
         # own code fails when read: its type goes instead.
         payload = {"key": key, "effect": name, "result_type": type(result).__name__}
         return new_event(event_type, payload, thread_id or key, event_id=event_id)
+
+
+MAX_ERROR_MESSAGE = 2000
+"""Characters of an attempt's error message the journal keeps."""
+
+
+def error_text(text: str) -> str:
+    """An error's text as the journal stores it: NUL characters and lone surrogates
+    escaped (`storable_text`), cut to `MAX_ERROR_MESSAGE`. Refused by Postgres, they
+    failed the write that records how the attempt ended: the attempt stayed `running`
+    until its lease ran out, and then read as unknown though its receiver had refused."""
+    return storable_text(text)[:MAX_ERROR_MESSAGE]
+
+
+def error_message_of(error: BaseException) -> str:
+    """`str(error)` as the journal stores it (`error_text`). Never raises: an exception
+    whose own `__str__` raises is still journaled, by what is known of it."""
+    try:
+        text = str(error)
+    except Exception as failed:
+        text = f"(its message could not be read: {type(failed).__name__})"
+    return error_text(text)
 
 
 def row_of(found: dict[str, Any]) -> JournalRow:

@@ -24,6 +24,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import Heartbeat, finish_despite_interrupt, owner_is_dead
+from langgraph_durable._redact import redact_passwords
 from langgraph_durable.effects._call import (
     STORE_PAUSE_FIRST,
     STORE_PAUSE_MAX,
@@ -51,6 +52,7 @@ from langgraph_durable.effects._protocol import (
     on_failure,
     pause_before_looking_again,
 )
+from langgraph_durable.effects._rows import error_message_of
 from langgraph_durable.errors import (
     DatabaseUnreachableError,
     EffectDeferred,
@@ -389,7 +391,8 @@ def _record_failure(
 ) -> bool:
     """Journal a failed attempt; True when the caller should look at the row again."""
     step = on_failure(exc, attempt=attempt, policy=call.policy, tries=tries)
-    error = f"{type(exc).__name__}: {exc}"
+    # For the logs only: what the journal stores is shown redacted by the tools that read it.
+    error = redact_passwords(f"{type(exc).__name__}: {error_message_of(exc)}")
     if step.kind is Failure.DEFER:
         retry_at = journal.wait_retry(
             call.key, attempt, status=EffectStatus.DEFERRED, delay_seconds=step.delay, error=exc
@@ -431,9 +434,9 @@ def _record_failure(
             call.key,
             attempt,
             error_type=type(exc).__name__,
-            error_message=str(exc),
+            error_message=error_message_of(exc),
             delay_seconds=step.delay,
         )
         return True
-    journal.fail(call.key, attempt, type(exc).__name__, str(exc)[:2000])
+    journal.fail(call.key, attempt, type(exc).__name__, error_message_of(exc))
     return False

@@ -600,3 +600,142 @@ def test_a_cancelled_attempt_is_journaled_as_unknown_at_once(journal: EffectJour
     row = journal.get(key)
     assert row is not None
     assert (row.status, row.error_type) == (EffectStatus.UNKNOWN, "KeyboardInterrupt")
+
+
+# --- error texts Postgres cannot store, or that quote a password ---------------------------
+
+
+class NotSent(Exception):
+    """The policy below says nothing went out."""
+
+
+class NoAnswer(Exception):
+    """The policy below says the outcome is open."""
+
+
+TEXT_POLICY = RetryPolicy(
+    max_attempts=1, initial_delay=0.01, jitter=0, retry_on=(NotSent,), unknown_on=(NoAnswer,)
+)
+"""One attempt: a not-sent error leaves the key waiting to retry, at once."""
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "first"),
+    [
+        (ValueError, EffectStatus.FAILED, ValueError),
+        (NoAnswer, EffectStatus.UNKNOWN, EffectOutcomeUnknown),
+        (NotSent, EffectStatus.RETRY_WAIT, NotSent),
+    ],
+)
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [
+        ("receiver said: bad\x00byte", "receiver said: bad\\x00byte"),
+        ("file caf\udce9.txt refused", "file caf\\udce9.txt refused"),
+    ],
+)
+def test_an_error_text_postgres_cannot_hold_is_journaled_escaped(
+    journal: EffectJournal,
+    error: type[Exception],
+    status: EffectStatus,
+    first: type[Exception],
+    text: str,
+    stored: str,
+) -> None:
+    """A NUL or a lone surrogate in the receiver's error: Postgres refused the write that
+    records the attempt's end, the caller saw the driver's error instead of its own, and
+    the attempt stayed running, then read as unknown though the receiver had refused."""
+    key = new_key("text")
+
+    @effect(key=key, journal=journal, retry=TEXT_POLICY)
+    def call() -> str:
+        raise error(text)
+
+    with pytest.raises(first) as raised:
+        call()
+    assert error in (type(raised.value), type(raised.value.__cause__))
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.error_type, row.error_message) == (status, error.__name__, stored)
+
+
+async def test_an_error_text_postgres_cannot_hold_is_journaled_escaped_async(
+    db_dsn: str,
+) -> None:
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        journal = AsyncEffectJournal(saver.conn)
+        key = new_key("text-async")
+
+        @effect(key=key, journal=journal, retry=TEXT_POLICY)
+        async def call() -> str:
+            raise ValueError("bad\x00byte")
+
+        with pytest.raises(ValueError, match="bad"):
+            await call()
+        row = await journal.aget(key)
+        assert row is not None
+        assert (row.status, row.error_message) == (EffectStatus.FAILED, "bad\\x00byte")
+        with pytest.raises(EffectFailedError, match=r"bad\\x00byte"):
+            await call()
+
+
+def test_an_error_whose_message_cannot_be_read_is_still_journaled(
+    journal: EffectJournal,
+) -> None:
+    """Its `__str__` raised while the failure was being recorded: the row stayed running."""
+    key = new_key("no-str")
+
+    class Unreadable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    @effect(key=key, journal=journal, retry=TEXT_POLICY)
+    def call() -> str:
+        raise Unreadable
+
+    with pytest.raises(Unreadable):
+        call()
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.error_type) == (EffectStatus.FAILED, "Unreadable")
+    assert row.error_message == "(its message could not be read: RuntimeError)"
+    with pytest.raises(EffectFailedError, match="could not be read"):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("error", "first", "raised"),
+    [
+        (ValueError, ValueError, EffectFailedError),
+        (NoAnswer, EffectOutcomeUnknown, EffectOutcomeUnknown),
+    ],
+)
+def test_our_errors_and_logs_quoting_a_journaled_error_hide_its_password(
+    journal: EffectJournal,
+    caplog: pytest.LogCaptureFixture,
+    error: type[Exception],
+    first: type[Exception],
+    raised: type[EffectError],
+) -> None:
+    """The journal keeps the receiver's text as written (the CLI and the console show it
+    redacted); our own errors built from it, raised on every later call, and our logs
+    hide the password, as every error of ours does."""
+    key = new_key("secret")
+    text = "POST https://svc:hunter2@crm.example.com/api refused"
+
+    @effect(key=key, journal=journal, retry=TEXT_POLICY)
+    def call() -> str:
+        raise error(text)
+
+    with caplog.at_level("INFO", logger="langgraph_durable"), pytest.raises(first) as raised_first:
+        call()
+    if first is not error:
+        assert "hunter2" not in str(raised_first.value)
+    with pytest.raises(raised) as later:
+        call()
+    assert "crm.example.com" in str(later.value)
+    assert "hunter2" not in str(later.value)
+    assert "hunter2" not in caplog.text
+    row = journal.get(key)
+    assert row is not None
+    assert row.error_message == text

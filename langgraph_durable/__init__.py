@@ -75,6 +75,7 @@ from langgraph_durable.errors import (
     UnknownPruneStrategyError,
     UnsafeRowError,
     UnserializableValueError,
+    WrongArgumentTypeError,
     WrongSaverClassError,
 )
 from langgraph_durable.outbox import OutboxRelay, aemit_txn, emit, emit_txn
@@ -163,6 +164,7 @@ __all__ = [
     "UnsafeRowError",
     "UnserializableValueError",
     "Worker",
+    "WrongArgumentTypeError",
     "WrongSaverClassError",
     "adurable_sleep",
     "adurable_sleep_until",

@@ -9,7 +9,7 @@ driver errors re-raises ours untouched.
 
     DurableError
     ├── ConfigurationError
-    │   ├── WrongSaverClassError          (also a NotImplementedError)
+    │   ├── WrongSaverClassError          (also a NotImplementedError, asyncio.InvalidStateError)
     │   ├── MissingExtraError             (also an ImportError)
     │   ├── PoolClosedError               (also a psycopg_pool.PoolClosed)
     │   └── DatabaseUnreachableError      (also a psycopg.OperationalError)
@@ -21,7 +21,8 @@ driver errors re-raises ours untouched.
     │   └── SchemaTooNewError
     ├── InvalidInputError                 (also a ValueError)
     │   ├── InvalidThreadIdError
-    │   ├── UnserializableValueError
+    │   ├── UnserializableValueError      (also a TypeError)
+    │   ├── WrongArgumentTypeError        (also a TypeError)
     │   ├── TargetThreadNotEmptyError
     │   ├── UnknownPruneStrategyError
     │   ├── EffectInputMismatchError
@@ -59,6 +60,7 @@ Warnings (each a `UserWarning`): `SideEffectBeforeInterruptWarning`, `EffectName
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import psycopg
@@ -111,6 +113,7 @@ __all__ = [
     "UnknownPruneStrategyError",
     "UnsafeRowError",
     "UnserializableValueError",
+    "WrongArgumentTypeError",
     "WrongSaverClassError",
     "translate_driver_error",
 ]
@@ -135,11 +138,13 @@ class ConfigurationError(DurableError):
     """langgraph-durable is set up in a way that cannot work; see the message for the fix."""
 
 
-class WrongSaverClassError(ConfigurationError, NotImplementedError):
+class WrongSaverClassError(ConfigurationError, NotImplementedError, asyncio.InvalidStateError):
     """This saver class does not fit the way the graph is run.
 
     Use `DurablePostgresSaver` with `invoke`/`stream` and `AsyncDurablePostgresSaver` with
-    `ainvoke`/`astream`.
+    `ainvoke`/`astream`. Also the classes upstream raises in its place, so handlers written
+    for upstream catch it: a `NotImplementedError` (its sync saver's async methods) and an
+    `asyncio.InvalidStateError` (its async saver's sync calls on the saver's own loop).
     """
 
 
@@ -250,6 +255,11 @@ class UnserializableValueError(InvalidInputError, TypeError):
     out of the graph state. A `TypeError` too, as upstream's serializer raises, so handlers
     written for upstream catch it.
     """
+
+
+class WrongArgumentTypeError(InvalidInputError, TypeError):
+    """An argument of the wrong type (one string where a list of ids goes); nothing was
+    changed. A `TypeError` too, as upstream raises."""
 
 
 class InvalidEventError(InvalidInputError):

@@ -80,6 +80,7 @@ from langgraph_durable.errors import (
     InvalidInputError,
     TargetThreadNotEmptyError,
     UnknownPruneStrategyError,
+    WrongArgumentTypeError,
 )
 from langgraph_durable.serde import encrypts
 
@@ -147,7 +148,7 @@ async def aput_writes_txn(
 async def adelete_for_runs_txn(conn: AsyncConnection[DictRow], run_ids: Sequence[str]) -> None:
     """`delete_for_runs` inside the caller's transaction (a rollback of a run, say)."""
     if isinstance(run_ids, str):
-        raise InvalidInputError("run_ids must be a list of run ids, not one string.")
+        raise WrongArgumentTypeError("run_ids must be a list of run ids, not one string.")
     ids = [str(r) for r in run_ids]
     if not ids:
         return
@@ -903,7 +904,7 @@ class AsyncDurablePostgresSaver(SyncCallsViaLoop):
                 run's question dies with its thread).
         """
         if isinstance(thread_ids, str):
-            raise InvalidInputError("thread_ids must be a list of thread ids, not one string.")
+            raise WrongArgumentTypeError("thread_ids must be a list of thread ids, not one string.")
         if strategy not in _core.PRUNE_STRATEGIES:
             raise UnknownPruneStrategyError(
                 f"Unknown prune strategy {strategy!r}: use one of {_core.PRUNE_STRATEGIES}."

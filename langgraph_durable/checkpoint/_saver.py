@@ -82,6 +82,7 @@ from langgraph_durable.errors import (
     InvalidInputError,
     TargetThreadNotEmptyError,
     UnknownPruneStrategyError,
+    WrongArgumentTypeError,
 )
 from langgraph_durable.serde import encrypts
 
@@ -149,7 +150,7 @@ def put_writes_txn(
 def delete_for_runs_txn(conn: Connection[DictRow], run_ids: Sequence[str]) -> None:
     """`delete_for_runs` inside the caller's transaction (a rollback of a run, say)."""
     if isinstance(run_ids, str):
-        raise InvalidInputError("run_ids must be a list of run ids, not one string.")
+        raise WrongArgumentTypeError("run_ids must be a list of run ids, not one string.")
     ids = [str(r) for r in run_ids]
     if not ids:
         return
@@ -892,7 +893,7 @@ class DurablePostgresSaver(RefusesAsyncCalls):
                 run's question dies with its thread).
         """
         if isinstance(thread_ids, str):
-            raise InvalidInputError("thread_ids must be a list of thread ids, not one string.")
+            raise WrongArgumentTypeError("thread_ids must be a list of thread ids, not one string.")
         if strategy not in _core.PRUNE_STRATEGIES:
             raise UnknownPruneStrategyError(
                 f"Unknown prune strategy {strategy!r}: use one of {_core.PRUNE_STRATEGIES}."

@@ -47,6 +47,7 @@ from langgraph_durable.errors import (
     StatementTimeoutError,
     TransactionConflictError,
     UnserializableValueError,
+    WrongArgumentTypeError,
 )
 from langgraph_durable.serde import encrypts, open_text, seal_text
 
@@ -259,7 +260,7 @@ class GraphVersion:
         for what in ("name", "version"):
             text_of(getattr(self, what), f"GraphVersion {what}")
         if isinstance(self.compatible_with, str):
-            raise InvalidInputError(
+            raise WrongArgumentTypeError(
                 f"GraphVersion compatible_with={self.compatible_with!r}: pass a collection of "
                 "versions, e.g. {'1.0'}, not one string."
             )

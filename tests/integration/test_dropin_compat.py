@@ -11,6 +11,7 @@ leave the other's migration rows alone.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -526,3 +527,23 @@ def test_an_except_written_for_upstream_catches_our_named_errors(fresh_db_dsn: s
         pytest.raises(psycopg_pool.PoolTimeout),
     ):
         DurablePostgresSaver(pool).get_tuple(config)
+
+
+async def test_an_except_written_for_upstream_catches_our_argument_errors(
+    fresh_db_dsn: str,
+) -> None:
+    """Upstream raises `TypeError` for one string where a list of thread ids goes, and
+    `asyncio.InvalidStateError` for its async saver's sync call on the saver's own loop:
+    ours are named, and are those classes too."""
+    config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for saver_class in (PostgresSaver, DurablePostgresSaver):
+        with saver_class.from_conn_string(fresh_db_dsn) as saver:
+            saver.setup()
+            with pytest.raises(TypeError, match="thread"):
+                saver.prune("t")  # type: ignore[arg-type]
+    for async_class in (AsyncPostgresSaver, AsyncDurablePostgresSaver):
+        async with async_class.from_conn_string(fresh_db_dsn) as saver:
+            with pytest.raises(TypeError, match="thread"):
+                await saver.aprune("t")  # type: ignore[arg-type]
+            with pytest.raises(asyncio.InvalidStateError, match="aget_tuple"):
+                saver.get_tuple(config)

@@ -610,6 +610,22 @@ WHERE b.thread_id = g.thread_id
             AND c.checkpoint -> 'channel_versions' ->> g.channel = g.version
     )
 
+-- name: delete_rolled_back_effects
+-- The journal rows of the effects that runs rolled back (`multitask_strategy="rollback"`)
+-- made. Their checkpoints are gone, so the next run goes through the same steps with the
+-- same default keys: it found these rows, replayed the old run's result for its own input,
+-- or refused another input as a mismatch, for good. As for a deleted thread, only keys
+-- derived from the thread (`default_key`; a business key may be another thread's) and only
+-- attempts that ended (a running or unknown one is left for its reconciliation). A thread
+-- runs one run at a time, so its rows made since the first start of the earliest of these
+-- runs are theirs; a run that never started made none.
+DELETE FROM langgraph_durable_effects
+WHERE thread_id = %(thread_id)s
+    AND default_key AND status IN ('completed', 'failed', 'deferred', 'retry_wait')
+    AND created_at >= (
+        SELECT min(started_at) FROM langgraph_durable_runs WHERE run_id = ANY(%(run_ids)s)
+    )
+
 -- name: lock_thread
 -- Serialises maintenance of one thread (prune, retention) without blocking its runs.
 SELECT pg_advisory_xact_lock(hashtextextended('langgraph-durable thread ' || %(thread_id)s, 0))

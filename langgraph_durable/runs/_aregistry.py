@@ -222,6 +222,9 @@ class AsyncRunRegistry:
         await conn.execute(QUERIES["thread_fence_bump"], {"thread_id": thread})
         if strategy == "rollback":
             await adelete_for_runs_txn(conn, active)
+            await conn.execute(
+                QUERIES["delete_rolled_back_effects"], {"thread_id": thread, "run_ids": active}
+            )
 
     async def _alatest_checkpoint(self, conn: PgConn, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None."""

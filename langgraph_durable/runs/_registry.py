@@ -223,6 +223,9 @@ class RunRegistry:
         conn.execute(QUERIES["thread_fence_bump"], {"thread_id": thread})
         if strategy == "rollback":
             delete_for_runs_txn(conn, active)
+            conn.execute(
+                QUERIES["delete_rolled_back_effects"], {"thread_id": thread, "run_ids": active}
+            )
 
     def _latest_checkpoint(self, conn: PgConn, run: Run) -> str | None:
         """The latest root checkpoint `run` wrote, or None."""

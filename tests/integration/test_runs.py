@@ -222,6 +222,41 @@ def test_interrupt_and_rollback_stop_the_active_run(
     assert done.run_id == second.run_id
 
 
+@pytest.mark.parametrize("amount", ["6", "5"])
+def test_a_rolled_back_runs_effects_do_not_answer_for_the_next_run(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str, amount: str
+) -> None:
+    """Rollback deletes the run's checkpoints, so the next run goes through the same steps
+    with the same default effect keys: it found the old run's journal rows and refused
+    another amount as a mismatch, for good, or replayed the old charge for its own."""
+    charged: list[str] = []
+
+    @effect(name="charge")
+    def charge(amount: str) -> str:
+        charged.append(amount)
+        return f"charged {amount}"
+
+    graph = graph_of(
+        saver,
+        ("pay", lambda s: {"answer": charge(s["log"][-1])}),
+        ("ask", lambda s: {"log": [interrupt("?")]}),
+    )
+    thread = f"t-{uuid.uuid4()}"
+    worker = Worker(saver, [graph])
+    first = runs.create(graph, {"log": ["5"]}, thread_id=thread)
+    worker.run_until_idle()
+    runs.resume(first.run_id, Command(resume="later"))  # active again, not yet taken
+    second = runs.create(graph, {"log": [amount]}, thread_id=thread, multitask_strategy="rollback")
+    (done,) = worker.run_until_idle()
+    assert (done.run_id, done.status) == (second.run_id, RunStatus.INTERRUPTED)
+    assert charged == ["5", amount]
+    assert saver.get_tuple({"configurable": {"thread_id": thread}}) is not None
+    keys = sql(
+        db_dsn, "SELECT count(*) FROM langgraph_durable_effects WHERE thread_id = %s", thread
+    )
+    assert keys == [(1,)]
+
+
 def test_a_failing_run_is_retried_then_ends_as_error(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

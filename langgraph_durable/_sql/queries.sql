@@ -1598,7 +1598,8 @@ SELECT run_id, thread_id, attempt, error_type FROM ended
 -- Running without progress (or waiting for a person) longer than its graph allows: flagged
 -- once, until progress clears the flag. SKIP LOCKED: two workers sweeping at once (or a
 -- sweep and a finish) never wait on each other's rows, so they cannot deadlock; a run
--- skipped now is flagged by the next sweep.
+-- skipped now is flagged by the next sweep. An interrupted run waits for nobody once a
+-- newer run of its thread has started: not flagged.
 WITH late AS (
     SELECT r.run_id
     FROM langgraph_durable_runs r
@@ -1609,7 +1610,12 @@ WITH late AS (
         (r.status = 'running'
             AND r.last_progress_at < clock_timestamp() - make_interval(secs => g.running_seconds))
         OR (r.status = 'interrupted' AND g.waiting_seconds IS NOT NULL
-            AND r.updated_at < clock_timestamp() - make_interval(secs => g.waiting_seconds))
+            AND r.updated_at < clock_timestamp() - make_interval(secs => g.waiting_seconds)
+            AND NOT EXISTS (
+                SELECT 1 FROM langgraph_durable_runs n
+                WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
+                    AND n.started_at IS NOT NULL
+            ))
     )
     FOR UPDATE OF r SKIP LOCKED
 )
@@ -1618,9 +1624,15 @@ FROM late WHERE r.run_id = late.run_id
 RETURNING r.run_id, r.thread_id, r.graph_name, r.status, r.last_progress_at, r.updated_at
 
 -- name: runs_stuck
-SELECT * FROM langgraph_durable_runs WHERE stuck_since IS NOT NULL
-    AND status IN ('running', 'interrupted')
-ORDER BY stuck_since
+-- Flagged runs still running or waiting; an interrupted one no longer once a newer run of
+-- its thread has started (its question is not asked any more: `runs_flag_stuck`).
+SELECT * FROM langgraph_durable_runs r WHERE r.stuck_since IS NOT NULL
+    AND (r.status = 'running' OR (r.status = 'interrupted' AND NOT EXISTS (
+        SELECT 1 FROM langgraph_durable_runs n
+        WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
+            AND n.started_at IS NOT NULL
+    )))
+ORDER BY r.stuck_since
 LIMIT %(limit)s
 
 -- name: worker_heartbeat
@@ -1805,8 +1817,12 @@ SELECT count(*) AS connections FROM pg_stat_activity WHERE backend_type = 'clien
 -- attempt whose lease lapsed is one too: it died without an outcome, I3), live workers.
 -- NULL where the runs tables are missing is impossible: setup made them.
 SELECT
-    (SELECT count(*) FROM langgraph_durable_runs WHERE stuck_since IS NOT NULL
-        AND status IN ('running', 'interrupted')) AS stuck_runs,
+    (SELECT count(*) FROM langgraph_durable_runs r WHERE r.stuck_since IS NOT NULL
+        AND (r.status = 'running' OR (r.status = 'interrupted' AND NOT EXISTS (
+            SELECT 1 FROM langgraph_durable_runs n
+            WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
+                AND n.started_at IS NOT NULL
+        )))) AS stuck_runs,
     (SELECT count(*) FROM langgraph_durable_runs WHERE status = 'blocked') AS blocked_runs,
     (SELECT count(*) FROM langgraph_durable_effects WHERE status = 'unknown'
         OR (status = 'running' AND lease_expires_at < clock_timestamp())) AS unknown_effects,

@@ -386,10 +386,11 @@ def runs_wait(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 
 def _wait_code(run: Run) -> int:
     """The exit code for a run waited on: 0 it succeeded or waits at an interrupt,
-    `EXIT_RUN_FAILED` it ended otherwise or is blocked, `EXIT_STILL_RUNNING` not yet."""
+    `EXIT_RUN_FAILED` it ended otherwise, is blocked, or was stopped by a newer run (it
+    waits for nothing), `EXIT_STILL_RUNNING` not yet."""
     if not run.finished and run.status is not RunStatus.BLOCKED:
         return EXIT_STILL_RUNNING
-    if run.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED):
+    if run.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED) and not run.superseded:
         return 0
     return EXIT_RUN_FAILED
 

@@ -67,6 +67,7 @@ from langgraph_durable.runs._model import (
     run_of,
     seconds_of,
     stored,
+    superseded_reason,
     taken_versions,
     version_of,
     workers_graphs,
@@ -213,7 +214,7 @@ class AsyncRunRegistry:
         if strategy == "enqueue":
             return
         status = RunStatus.INTERRUPTED if strategy == "interrupt" else RunStatus.CANCELLED
-        reason = f"{strategy}: superseded by run {params['run_id']}"
+        reason = superseded_reason(strategy, params["run_id"])
         await _arows(
             conn,
             QUERIES["runs_set_status"],

@@ -186,6 +186,19 @@ class Run:
     def finished(self) -> bool:
         return self.status in FINISHED
 
+    @property
+    def superseded(self) -> bool:
+        """Stopped by a newer run's `multitask_strategy="interrupt"`: `interrupted`, but at
+        no `interrupt()` anyone can answer (its thread went on with the newer run)."""
+        return self.status is RunStatus.INTERRUPTED and (self.status_reason or "").startswith(
+            superseded_reason("interrupt", "")
+        )
+
+
+def superseded_reason(strategy: str, run_id: str) -> str:
+    """The status reason of a run a newer one stopped by its multitask strategy."""
+    return f"{strategy}: superseded by run {run_id}"
+
 
 def run_of(row: Mapping[str, Any], serde: SerializerProtocol | None = None) -> Run:
     """A `langgraph_durable_runs` row as a `Run` (its error text opened with `serde`, which

@@ -68,6 +68,7 @@ from langgraph_durable.runs._model import (
     run_of,
     seconds_of,
     stored,
+    superseded_reason,
     taken_versions,
     version_of,
     workers_graphs,
@@ -214,7 +215,7 @@ class RunRegistry:
         if strategy == "enqueue":
             return
         status = RunStatus.INTERRUPTED if strategy == "interrupt" else RunStatus.CANCELLED
-        reason = f"{strategy}: superseded by run {params['run_id']}"
+        reason = superseded_reason(strategy, params["run_id"])
         _rows(
             conn,
             QUERIES["runs_set_status"],

@@ -49,6 +49,7 @@ from langgraph_durable import (
 from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
 from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import put_writes_txn
+from langgraph_durable.cli._commands import EXIT_RUN_FAILED, _wait_code
 
 HANG_GUARD_S = 120
 
@@ -218,8 +219,53 @@ def test_interrupt_and_rollback_stop_the_active_run(
         first.run_id,
     )[0][0]
     assert (kept > 0) is (strategy == "interrupt")
+    # Interrupted, but at no question anyone can answer: `runs wait` does not report it as
+    # waiting (exit 0) but as ended without success.
+    assert stopped.superseded is (strategy == "interrupt")
+    assert _wait_code(stopped) == EXIT_RUN_FAILED
     (done,) = worker.run_until_idle()
     assert done.run_id == second.run_id
+
+
+def test_an_interrupted_run_whose_thread_went_on_is_not_stuck(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """A newer run took its thread on (here enqueued after it, which starts at once: a
+    waiting run is not active): its question is asked no more, so it is not waiting for a
+    person, however old. It was flagged as stuck, and listed by `stuck` and `doctor`, for
+    good, as nothing can end an interrupted run."""
+    graph = graph_of(
+        saver,
+        ("ask", lambda s: {"answer": interrupt("?")}),
+        waiting_stuck_after=timedelta(minutes=5),
+    )
+    worker = Worker(saver, [graph])
+    thread = f"t-{uuid.uuid4()}"
+
+    def age(run_id: str) -> None:
+        sql(
+            db_dsn,
+            "UPDATE langgraph_durable_runs SET updated_at = now() - interval '6 minutes', "
+            "stuck_since = NULL WHERE run_id = %s",
+            run_id,
+        )
+
+    left = runs.create(graph, {"log": []}, thread_id=thread)
+    worker.run_until_idle()
+    age(left.run_id)
+    worker.run_until_idle()  # sweeps: waiting too long
+    assert left.run_id in [r.run_id for r in runs.stuck()]
+    newer = runs.create(graph, {"log": []}, thread_id=thread)
+    (waiting,) = worker.run_until_idle()
+    assert (waiting.run_id, waiting.status) == (newer.run_id, RunStatus.INTERRUPTED)
+    assert left.run_id not in [r.run_id for r in runs.stuck()]
+    age(left.run_id)
+    age(newer.run_id)
+    worker.run_until_idle()  # sweeps again: only the newer one waits for a person
+    stuck = [r.run_id for r in runs.stuck()]
+    assert newer.run_id in stuck
+    assert left.run_id not in stuck
+    assert runs.get(left.run_id).stuck_since is None
 
 
 @pytest.mark.parametrize("amount", ["6", "5"])

@@ -610,6 +610,14 @@ WHERE b.thread_id = g.thread_id
             AND c.checkpoint -> 'channel_versions' ->> g.channel = g.version
     )
 
+-- name: run_newer_started
+-- A newer run of the thread that has started: the thread went on without the run created
+-- at `created_at` (`retry` refuses it: it would go on from the newer run's checkpoints).
+SELECT run_id FROM langgraph_durable_runs
+WHERE thread_id = %(thread_id)s AND created_at > %(created_at)s AND started_at IS NOT NULL
+ORDER BY created_at
+LIMIT 1
+
 -- name: delete_rolled_back_effects
 -- The journal rows of the effects that runs rolled back (`multitask_strategy="rollback"`)
 -- made. Their checkpoints are gone, so the next run goes through the same steps with the

@@ -315,6 +315,7 @@ class AsyncRunRegistry:
         waiting_answer: bool = False,
         renew_deadline: bool = False,
         question: str | None = None,
+        thread_not_gone_on: bool = False,
     ) -> Run:
         run = await self.aget(run_id)
         async with self._source.connection("queueing a run again") as conn, conn.transaction():
@@ -328,6 +329,8 @@ class AsyncRunRegistry:
             latest = await self._alatest_checkpoint(conn, run)
             if waiting_answer:
                 await self._acheck_waits_for_answer(conn, run, latest, question)
+            if thread_not_gone_on and run.status in from_statuses:
+                await self._acheck_thread_not_gone_on(conn, run)
             rows = await _arows(
                 conn,
                 QUERIES["run_requeue"],
@@ -352,6 +355,21 @@ class AsyncRunRegistry:
                 )
             await conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
         return run_of(rows[0], self.serde)
+
+    async def _acheck_thread_not_gone_on(self, conn: PgConn, run: Run) -> None:
+        """Refuse to retry a run whose thread went on with a newer run: it would go on from
+        that run's checkpoints, and report the newer run's output as its own."""
+        newer = await _arows(
+            conn,
+            QUERIES["run_newer_started"],
+            {"thread_id": run.thread_id, "created_at": run.created_at},
+        )
+        if newer:
+            raise RunConflictError(
+                f"Run {run.run_id!r} cannot be retried: its thread {run.thread_id!r} went on "
+                f"with run {newer[0]['run_id']!r} since, and it would go on from that run's "
+                "checkpoints. Nothing was changed; create a new run on the thread instead."
+            )
 
     async def _acheck_waits_for_answer(
         self, conn: PgConn, run: Run, latest: str | None, question: str | None
@@ -392,7 +410,9 @@ class AsyncRunRegistry:
         on from its last checkpoint, with its attempts counted afresh and, if it was created
         with a timeout, that whole timeout again from now."""
         statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
-        return await self._arequeue(run_id, statuses, reset_attempts=True, renew_deadline=True)
+        return await self._arequeue(
+            run_id, statuses, reset_attempts=True, renew_deadline=True, thread_not_gone_on=True
+        )
 
     async def aresume(self, run_id: str, command: Any, *, question: str | None = None) -> Run:
         """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`),

@@ -314,6 +314,7 @@ class RunRegistry:
         waiting_answer: bool = False,
         renew_deadline: bool = False,
         question: str | None = None,
+        thread_not_gone_on: bool = False,
     ) -> Run:
         run = self.get(run_id)
         with self._source.connection("queueing a run again") as conn, conn.transaction():
@@ -327,6 +328,8 @@ class RunRegistry:
             latest = self._latest_checkpoint(conn, run)
             if waiting_answer:
                 self._check_waits_for_answer(conn, run, latest, question)
+            if thread_not_gone_on and run.status in from_statuses:
+                self._check_thread_not_gone_on(conn, run)
             rows = _rows(
                 conn,
                 QUERIES["run_requeue"],
@@ -351,6 +354,21 @@ class RunRegistry:
                 )
             conn.execute(QUERIES["runs_wake"], {"run_id": run_id})
         return run_of(rows[0], self.serde)
+
+    def _check_thread_not_gone_on(self, conn: PgConn, run: Run) -> None:
+        """Refuse to retry a run whose thread went on with a newer run: it would go on from
+        that run's checkpoints, and report the newer run's output as its own."""
+        newer = _rows(
+            conn,
+            QUERIES["run_newer_started"],
+            {"thread_id": run.thread_id, "created_at": run.created_at},
+        )
+        if newer:
+            raise RunConflictError(
+                f"Run {run.run_id!r} cannot be retried: its thread {run.thread_id!r} went on "
+                f"with run {newer[0]['run_id']!r} since, and it would go on from that run's "
+                "checkpoints. Nothing was changed; create a new run on the thread instead."
+            )
 
     def _check_waits_for_answer(
         self, conn: PgConn, run: Run, latest: str | None, question: str | None
@@ -391,7 +409,9 @@ class RunRegistry:
         on from its last checkpoint, with its attempts counted afresh and, if it was created
         with a timeout, that whole timeout again from now."""
         statuses = (RunStatus.ERROR, RunStatus.TIMEOUT, RunStatus.CANCELLED, RunStatus.BLOCKED)
-        return self._requeue(run_id, statuses, reset_attempts=True, renew_deadline=True)
+        return self._requeue(
+            run_id, statuses, reset_attempts=True, renew_deadline=True, thread_not_gone_on=True
+        )
 
     def resume(self, run_id: str, command: Any, *, question: str | None = None) -> Run:
         """Answer an interrupted run: it is queued with `command` (a `Command(resume=...)`),

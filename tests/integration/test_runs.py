@@ -303,6 +303,24 @@ def test_a_rolled_back_runs_effects_do_not_answer_for_the_next_run(
     assert keys == [(1,)]
 
 
+def test_a_run_whose_thread_went_on_is_not_retried(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """Retried, it went on from the newer run's checkpoints: it ended `success` with that
+    run's output, though none of its own nodes ran."""
+    graph = graph_of(saver, step("a"), step("b"))
+    worker = Worker(saver, [graph])
+    thread = f"t-{uuid.uuid4()}"
+    stopped = runs.cancel(runs.create(graph, {"log": ["first"]}, thread_id=thread).run_id)
+    newer = runs.create(graph, {"log": ["second"]}, thread_id=thread)
+    (done,) = worker.run_until_idle()
+    assert (done.run_id, done.status) == (newer.run_id, RunStatus.SUCCESS)
+    with pytest.raises(RunConflictError, match=f"went on with run '{newer.run_id}'"):
+        runs.retry(stopped.run_id)
+    assert runs.get(stopped.run_id).status is RunStatus.CANCELLED
+    assert worker.run_until_idle() == []
+
+
 def test_a_failing_run_is_retried_then_ends_as_error(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

@@ -6,6 +6,7 @@ command line (`module:attribute`) are compiled with it, so the console can resum
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,7 +22,7 @@ from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
-from langgraph_durable.errors import ConfigurationError, MissingExtraError
+from langgraph_durable.errors import ConfigurationError, DurableError, MissingExtraError
 from langgraph_durable.runs import GraphVersion
 from langgraph_durable.web._app import create_app
 
@@ -88,13 +89,29 @@ def load_graph(
     found = graph_maker(spec)
     if isinstance(found, StateGraph):
         return found.compile(checkpointer=saver)
-    made = found(saver)
+    try:
+        made = found(saver)
+    except DurableError:
+        raise
+    except Exception as exc:  # the user's function failed: its error, in one line
+        raise ConfigurationError(
+            f"--graph {spec!r} raised {type(exc).__name__} when called with the "
+            f"console's saver: {exc}"
+        ) from exc
     if isinstance(made, (Pregel, GraphVersion)):
         return made
     raise ConfigurationError(
         f"--graph {spec!r} returned a {type(made).__name__}; the function must return a "
         "compiled graph or a GraphVersion."
     )
+
+
+async def _load_graphs(dsn: str, graphs: Sequence[str]) -> None:
+    """Each `--graph` compiled with a saver of its own, so that `serve` can refuse the
+    ones that fail before the server starts."""
+    async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
+        for spec in graphs:
+            load_graph(spec, saver)
 
 
 def one_sign_in_header(app: ASGIApp, header: str) -> ASGIApp:
@@ -174,13 +191,16 @@ def serve(
             "Serving the console needs uvicorn: pip install 'langgraph-durable[web]'."
         ) from exc
     # Fail here, in one clear line, on a wrong DSN, a database without setup() or a graph
-    # that cannot be imported or is of the wrong kind: inside the app's start-up uvicorn
-    # would print a traceback. (What a function returns is known only once it is called
-    # with the saver the server opens.)
+    # that cannot be imported, is of the wrong kind, or whose function raises or returns
+    # something else: inside the app's start-up uvicorn would print a traceback, then say
+    # that the server did not start. Each function is called once here with a saver of
+    # its own, and again with the one the server opens.
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
         saver.check_schema()
     for spec in graphs:
         graph_maker(spec)
+    if graphs:
+        asyncio.run(_load_graphs(dsn, graphs))
     app = standalone_app(
         dsn, graphs=graphs, read_only=read_only, user_header=user_header, secret_key=secret_key
     )

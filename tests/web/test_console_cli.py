@@ -147,6 +147,14 @@ number = 7
 
 def no_saver():
     return builder.compile()
+
+
+def returns_none(saver):
+    return None
+
+
+def raises(saver):
+    raise RuntimeError("cannot build: postgresql://app:zzpw@db/prod")
 """
 
 
@@ -154,12 +162,17 @@ def test_web_with_a_graph_of_the_wrong_kind_fails_in_one_clear_line(
     world: str, tmp_path: Path
 ) -> None:
     """Checked before the server starts, as an import is: a compiled graph (it has no saver
-    of the console's), a function that cannot take the saver, something else."""
+    of the console's), a function that cannot take the saver, something else; and a function
+    that raises or returns something else once called with a saver (a password in its
+    error hidden). Those printed uvicorn's traceback, then advised another --port."""
     (tmp_path / "wrong_kinds.py").write_text(WRONG_KINDS)
     cases = {
         "compiled": "is a compiled graph",
         "no_saver": "cannot take the saver as its one argument",
         "number": "is of type int, neither a StateGraph nor a function",
+        "returns_none": "returned a NoneType; the function must return a compiled graph",
+        "raises": "raised RuntimeError when called with the console's saver: cannot build: "
+        "postgresql://***@db/prod",
     }
     for name, why in cases.items():
         spec = f"wrong_kinds:{name}"

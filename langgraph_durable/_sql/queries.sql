@@ -1010,13 +1010,16 @@ WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
 RETURNING attempt
 
 -- name: effect_release
--- Control flow (an interrupt) left the call: the next call starts a fresh attempt.
+-- Control flow (an interrupt) left the call, or it was stopped while its claim was under
+-- way: the next call starts a fresh attempt. With `owner`, only the attempt that call
+-- holds: a claim whose reply was lost may not be the call's (another call's claim won).
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'on', true))
 UPDATE langgraph_durable_effects SET
     status = 'retry_wait', next_attempt_at = clock_timestamp(),
     lease_owner = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
 FROM commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = 'running'
+    AND (%(owner)s::text IS NULL OR lease_owner = %(owner)s::text)
 
 -- name: effect_replayed
 UPDATE langgraph_durable_effects SET replays = replays + 1 WHERE key = %(key)s

@@ -263,9 +263,11 @@ async def amark_unknown_txn(
     return bool(await _arows(conn, QUERIES["effect_mark_unknown"], params))
 
 
-async def arelease_txn(conn: PgConn, key: str, attempt: int) -> None:
-    """Control flow (an interrupt) left the call: the next call starts a fresh attempt."""
-    await _arows(conn, QUERIES["effect_release"], {"key": key, "seen_attempt": attempt})
+async def arelease_txn(conn: PgConn, key: str, attempt: int, owner: str | None = None) -> None:
+    """Control flow (an interrupt) left the call: the next call starts a fresh attempt.
+    With `owner`, only if the attempt is that lease owner's."""
+    params = {"key": key, "seen_attempt": attempt, "owner": owner}
+    await _arows(conn, QUERIES["effect_release"], params)
 
 
 class AsyncEffectJournal:
@@ -518,8 +520,10 @@ class AsyncEffectJournal:
             delay_seconds=delay_seconds,
         )
 
-    async def arelease(self, key: str, attempt: int) -> None:
-        await self._arun(f"releasing effect key {key!r}", arelease_txn, key, attempt)
+    async def arelease(self, key: str, attempt: int, *, owner: str | None = None) -> None:
+        """Let go of a running attempt that will not act: the next call attempts at once.
+        With `owner` (`owner_of(call_token)`), only if that call holds it."""
+        await self._arun(f"releasing effect key {key!r}", arelease_txn, key, attempt, owner)
 
     async def areplayed(self, key: str) -> None:
         await self._arun(

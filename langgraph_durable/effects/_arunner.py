@@ -101,16 +101,28 @@ async def _arun_recorded(journal: AsyncEffectJournal, call: EffectCall) -> Any:
 
 async def _aclaim(journal: AsyncEffectJournal, call: EffectCall) -> int | None:
     """Claim the call's key for a first attempt: its number, or None if the key exists."""
-    return await journal.aclaim(
-        call.key,
-        call.name,
-        call.input_hash,
-        call.lease_seconds,
-        call.where,
-        call.token,
-        completion_event=call.completion_event,
-        default_key=call.default_key,
-    )
+    try:
+        return await journal.aclaim(
+            call.key,
+            call.name,
+            call.input_hash,
+            call.lease_seconds,
+            call.where,
+            call.token,
+            completion_event=call.completion_event,
+            default_key=call.default_key,
+        )
+    except Exception:
+        raise  # the claim failed, or its reply was lost: `_arun` looks at the row
+    except BaseException:
+        # Cancelled (or interrupted) while the claim was under way: it may have committed,
+        # and this call will attempt nothing under it. Let go of it at once if it is this
+        # call's, rather than leave it running until its lease ends, to be found unknown
+        # then though nothing was sent. Best effort: the lease still ends if this fails.
+        owner = journal.owner_of(call.token)
+        with contextlib.suppress(Exception):
+            await afinish_despite_cancel(lambda: journal.arelease(call.key, 1, owner=owner))
+        raise
 
 
 async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:

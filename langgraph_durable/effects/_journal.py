@@ -261,9 +261,11 @@ def mark_unknown_txn(
     return bool(_rows(conn, QUERIES["effect_mark_unknown"], params))
 
 
-def release_txn(conn: PgConn, key: str, attempt: int) -> None:
-    """Control flow (an interrupt) left the call: the next call starts a fresh attempt."""
-    _rows(conn, QUERIES["effect_release"], {"key": key, "seen_attempt": attempt})
+def release_txn(conn: PgConn, key: str, attempt: int, owner: str | None = None) -> None:
+    """Control flow (an interrupt) left the call: the next call starts a fresh attempt.
+    With `owner`, only if the attempt is that lease owner's."""
+    params = {"key": key, "seen_attempt": attempt, "owner": owner}
+    _rows(conn, QUERIES["effect_release"], params)
 
 
 class EffectJournal:
@@ -510,8 +512,10 @@ class EffectJournal:
             delay_seconds=delay_seconds,
         )
 
-    def release(self, key: str, attempt: int) -> None:
-        self._run(f"releasing effect key {key!r}", release_txn, key, attempt)
+    def release(self, key: str, attempt: int, *, owner: str | None = None) -> None:
+        """Let go of a running attempt that will not act: the next call attempts at once.
+        With `owner` (`owner_of(call_token)`), only if that call holds it."""
+        self._run(f"releasing effect key {key!r}", release_txn, key, attempt, owner)
 
     def replayed(self, key: str) -> None:
         self._run(

@@ -324,7 +324,11 @@ class MemoryEffectJournal(EffectJournal):
             row.lease_owner = row.lease_expires_at = None
             return True
 
-    def release(self, key: str, attempt: int) -> None:
+    def release(self, key: str, attempt: int, *, owner: str | None = None) -> None:
+        with self._lock:
+            row = self._rows.get(key)
+            if owner is not None and (row is None or row.lease_owner != owner):
+                return
         self._change(
             key,
             attempt,

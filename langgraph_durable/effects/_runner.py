@@ -103,16 +103,28 @@ def _run_recorded(journal: EffectJournal, call: EffectCall) -> Any:
 
 def _claim(journal: EffectJournal, call: EffectCall) -> int | None:
     """Claim the call's key for a first attempt: its number, or None if the key exists."""
-    return journal.claim(
-        call.key,
-        call.name,
-        call.input_hash,
-        call.lease_seconds,
-        call.where,
-        call.token,
-        completion_event=call.completion_event,
-        default_key=call.default_key,
-    )
+    try:
+        return journal.claim(
+            call.key,
+            call.name,
+            call.input_hash,
+            call.lease_seconds,
+            call.where,
+            call.token,
+            completion_event=call.completion_event,
+            default_key=call.default_key,
+        )
+    except Exception:
+        raise  # the claim failed, or its reply was lost: `_run` looks at the row
+    except BaseException:
+        # Cancelled (or interrupted) while the claim was under way: it may have committed,
+        # and this call will attempt nothing under it. Let go of it at once if it is this
+        # call's, rather than leave it running until its lease ends, to be found unknown
+        # then though nothing was sent. Best effort: the lease still ends if this fails.
+        owner = journal.owner_of(call.token)
+        with contextlib.suppress(Exception):
+            finish_despite_interrupt(lambda: journal.release(call.key, 1, owner=owner))
+        raise
 
 
 def _run(journal: EffectJournal, call: EffectCall) -> Any:

@@ -663,6 +663,7 @@ async def test_an_error_text_postgres_cannot_hold_is_journaled_escaped_async(
     db_dsn: str,
 ) -> None:
     async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        await saver.setup()
         journal = AsyncEffectJournal(saver.conn)
         key = new_key("text-async")
 
@@ -739,3 +740,81 @@ def test_our_errors_and_logs_quoting_a_journaled_error_hide_its_password(
     row = journal.get(key)
     assert row is not None
     assert row.error_message == text
+
+
+# --- stopped while the claim was under way ---------------------------------------------
+
+
+async def test_a_call_cancelled_as_its_claim_commits_leaves_the_key_free(
+    db_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel lands after the claim committed, before its reply was read: the key was
+    left running until its lease ended, then read as unknown though nothing was sent."""
+    async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+        await saver.setup()
+        journal = AsyncEffectJournal(saver.conn)
+        key = new_key("cancelled-claim")
+        sent: list[str] = []
+
+        @effect(key=key, journal=journal, retry=FAST)
+        async def send() -> str:
+            sent.append("mail")
+            return "sent"
+
+        claim = journal.aclaim
+
+        async def claim_then_cancelled(*args: Any, **kwargs: Any) -> Any:
+            await claim(*args, **kwargs)  # committed
+            raise asyncio.CancelledError
+
+        monkeypatch.setattr(journal, "aclaim", claim_then_cancelled)
+        with pytest.raises(asyncio.CancelledError):
+            await send()
+        row = await journal.aget(key)
+        assert row is not None
+        assert (row.status, row.lease_owner) == (EffectStatus.RETRY_WAIT, None)
+        assert sent == []
+        monkeypatch.setattr(journal, "aclaim", claim)
+        assert await send() == "sent"  # at once, not after the lease
+        assert sent == ["mail"]
+
+
+def test_a_call_interrupted_as_its_claim_returns_lets_go_of_its_own_claim_only(
+    journal: EffectJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C as the claim's reply comes: the call lets go of the attempt if it holds it,
+    never of one another call holds (its own claim found the key taken)."""
+    key = new_key("interrupted-claim")
+
+    @effect(key=key, journal=journal, retry=FAST)
+    def send() -> str:
+        return "sent"
+
+    claim = journal.claim
+
+    def claim_then_interrupted(*args: Any, **kwargs: Any) -> Any:
+        claim(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(journal, "claim", claim_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        send()
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt) == (EffectStatus.RETRY_WAIT, 1)
+
+    other = new_key("interrupted-claim-other")
+    assert claim(other, "send", "0" * 32, 300.0, None, "another-call") == 1
+
+    @effect(key=other, journal=journal, retry=FAST, name="send")
+    def send_other() -> str:
+        return "sent"
+
+    with pytest.raises(KeyboardInterrupt):
+        send_other()
+    held = journal.get(other)
+    assert held is not None
+    assert (held.status, held.lease_owner) == (
+        EffectStatus.RUNNING,
+        journal.owner_of("another-call"),
+    )

@@ -613,8 +613,10 @@ WHERE b.thread_id = g.thread_id
 -- name: run_newer_started
 -- A newer run of the thread that has started: the thread went on without the run created
 -- at `created_at` (`retry` refuses it: it would go on from the newer run's checkpoints).
+-- Not one rolled back since (its checkpoints are gone: the thread is back where it was).
 SELECT run_id FROM langgraph_durable_runs
 WHERE thread_id = %(thread_id)s AND created_at > %(created_at)s AND started_at IS NOT NULL
+    AND NOT (status = 'cancelled' AND status_reason LIKE 'rollback: superseded by run %%')
 ORDER BY created_at
 LIMIT 1
 
@@ -626,7 +628,8 @@ LIMIT 1
 -- derived from the thread (`default_key`; a business key may be another thread's) and only
 -- attempts that ended (a running or unknown one is left for its reconciliation). A thread
 -- runs one run at a time, so its rows made since the first start of the earliest of these
--- runs are theirs; a run that never started made none.
+-- runs are theirs; a run that never started made none. A row made before and taken over
+-- by them (a failed run's pending task, continued) is not theirs and stays.
 DELETE FROM langgraph_durable_effects
 WHERE thread_id = %(thread_id)s
     AND default_key AND status IN ('completed', 'failed', 'deferred', 'retry_wait')
@@ -1610,7 +1613,8 @@ SELECT run_id, thread_id, attempt, error_type FROM ended
 -- once, until progress clears the flag. SKIP LOCKED: two workers sweeping at once (or a
 -- sweep and a finish) never wait on each other's rows, so they cannot deadlock; a run
 -- skipped now is flagged by the next sweep. An interrupted run waits for nobody once a
--- newer run of its thread has started: not flagged.
+-- newer run of its thread has started (and was not rolled back since: its checkpoints are
+-- gone), or once a newer run's "interrupt" strategy stopped it: not flagged.
 WITH late AS (
     SELECT r.run_id
     FROM langgraph_durable_runs r
@@ -1625,8 +1629,10 @@ WITH late AS (
             AND NOT EXISTS (
                 SELECT 1 FROM langgraph_durable_runs n
                 WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
-                    AND n.started_at IS NOT NULL
-            ))
+                    AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
+                        AND n.status_reason LIKE 'rollback: superseded by run %%')
+            )
+            AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%')
     )
     FOR UPDATE OF r SKIP LOCKED
 )
@@ -1635,14 +1641,15 @@ FROM late WHERE r.run_id = late.run_id
 RETURNING r.run_id, r.thread_id, r.graph_name, r.status, r.last_progress_at, r.updated_at
 
 -- name: runs_stuck
--- Flagged runs still running or waiting; an interrupted one no longer once a newer run of
--- its thread has started (its question is not asked any more: `runs_flag_stuck`).
+-- Flagged runs still running or waiting; an interrupted one no longer once its thread went
+-- on without it (`runs_flag_stuck`).
 SELECT * FROM langgraph_durable_runs r WHERE r.stuck_since IS NOT NULL
     AND (r.status = 'running' OR (r.status = 'interrupted' AND NOT EXISTS (
         SELECT 1 FROM langgraph_durable_runs n
         WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
-            AND n.started_at IS NOT NULL
-    )))
+            AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
+                AND n.status_reason LIKE 'rollback: superseded by run %%')
+    ) AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'))
 ORDER BY r.stuck_since
 LIMIT %(limit)s
 
@@ -1832,8 +1839,10 @@ SELECT
         AND (r.status = 'running' OR (r.status = 'interrupted' AND NOT EXISTS (
             SELECT 1 FROM langgraph_durable_runs n
             WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
-                AND n.started_at IS NOT NULL
-        )))) AS stuck_runs,
+                AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
+                    AND n.status_reason LIKE 'rollback: superseded by run %%')
+        ) AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'))
+        ) AS stuck_runs,
     (SELECT count(*) FROM langgraph_durable_runs WHERE status = 'blocked') AS blocked_runs,
     (SELECT count(*) FROM langgraph_durable_effects WHERE status = 'unknown'
         OR (status = 'running' AND lease_expires_at < clock_timestamp())) AS unknown_effects,

@@ -357,7 +357,16 @@ class RunRegistry:
 
     def _check_thread_not_gone_on(self, conn: PgConn, run: Run) -> None:
         """Refuse to retry a run whose thread went on with a newer run: it would go on from
-        that run's checkpoints, and report the newer run's output as its own."""
+        that run's checkpoints, and report the newer run's output as its own. Refuse one
+        rolled back too: its checkpoints and its effects' journal rows are gone, so it
+        would start over and act again."""
+        if (run.status_reason or "").startswith(superseded_reason("rollback", "")):
+            raise RunConflictError(
+                f"Run {run.run_id!r} cannot be retried: it was rolled back "
+                f"({run.status_reason}), its checkpoints and its effects' journal rows "
+                "deleted, so it would start over and act again. Nothing was changed; create "
+                "a new run on the thread instead."
+            )
         newer = _rows(
             conn,
             QUERIES["run_newer_started"],

@@ -301,6 +301,10 @@ def test_a_rolled_back_runs_effects_do_not_answer_for_the_next_run(
         db_dsn, "SELECT count(*) FROM langgraph_durable_effects WHERE thread_id = %s", thread
     )
     assert keys == [(1,)]
+    # Retried, the rolled-back run would start over with its journal rows gone: act again.
+    with pytest.raises(RunConflictError, match="was rolled back"):
+        runs.retry(first.run_id)
+    assert charged == ["5", amount]
 
 
 def test_a_run_whose_thread_went_on_is_not_retried(
@@ -319,6 +323,54 @@ def test_a_run_whose_thread_went_on_is_not_retried(
         runs.retry(stopped.run_id)
     assert runs.get(stopped.run_id).status is RunStatus.CANCELLED
     assert worker.run_until_idle() == []
+
+
+def test_runs_a_newer_run_stopped_still_count_as_not_gone_on(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
+) -> None:
+    """A newer run that was rolled back left the thread where it was (its checkpoints are
+    gone): the older run may still be retried. A run stopped by a newer run's "interrupt"
+    strategy waits for nobody, even when that newer run never started: never stuck."""
+
+    def work(state: State) -> State:
+        if state["log"][-1:] == ["fail"]:
+            raise ValueError("fails")
+        if state["log"][-1:] == ["sleep"]:
+            durable_sleep(timedelta(days=3))
+        return {"log": ["worked"]}
+
+    graph = graph_of(saver, ("work", work), waiting_stuck_after=timedelta(minutes=5))
+    worker = Worker(saver, [graph])
+    thread = f"t-{uuid.uuid4()}"
+    failed = runs.create(graph, {"log": ["fail"]}, thread_id=thread, max_attempts=1)
+    (done,) = worker.run_until_idle()
+    assert (done.run_id, done.status) == (failed.run_id, RunStatus.ERROR)
+    sleeping = runs.create(graph, {"log": ["sleep"]}, thread_id=thread)
+    (slept,) = worker.run_until_idle()
+    assert (slept.run_id, slept.status) == (sleeping.run_id, RunStatus.DEFERRED)
+    undoing = runs.create(graph, {"log": []}, thread_id=thread, multitask_strategy="rollback")
+    runs.cancel(undoing.run_id)
+    assert runs.retry(failed.run_id).status is RunStatus.PENDING
+    # The rolled-back one would start over, its journal rows gone: refused, though the
+    # run that rolled it back never started.
+    with pytest.raises(RunConflictError, match="was rolled back"):
+        runs.retry(sleeping.run_id)
+    runs.cancel(failed.run_id)
+
+    other = f"t-{uuid.uuid4()}"
+    stopped = runs.create(graph, {"log": ["sleep"]}, thread_id=other)
+    worker.run_until_idle()
+    superseding = runs.create(graph, {"log": []}, thread_id=other, multitask_strategy="interrupt")
+    runs.cancel(superseding.run_id)
+    assert runs.get(stopped.run_id).superseded
+    sql(
+        db_dsn,
+        "UPDATE langgraph_durable_runs SET updated_at = now() - interval '6 minutes' "
+        "WHERE run_id = %s",
+        stopped.run_id,
+    )
+    worker.run_until_idle()  # sweeps
+    assert runs.get(stopped.run_id).stuck_since is None
 
 
 def test_a_failing_run_is_retried_then_ends_as_error(

@@ -616,7 +616,8 @@ WHERE b.thread_id = g.thread_id
 -- Not one rolled back since (its checkpoints are gone: the thread is back where it was).
 SELECT run_id FROM langgraph_durable_runs
 WHERE thread_id = %(thread_id)s AND created_at > %(created_at)s AND started_at IS NOT NULL
-    AND NOT (status = 'cancelled' AND status_reason LIKE 'rollback: superseded by run %%')
+    AND NOT (status = 'cancelled'
+        AND coalesce(status_reason, '') LIKE 'rollback: superseded by run %%')
 ORDER BY created_at
 LIMIT 1
 
@@ -1630,7 +1631,7 @@ WITH late AS (
                 SELECT 1 FROM langgraph_durable_runs n
                 WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
                     AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
-                        AND n.status_reason LIKE 'rollback: superseded by run %%')
+                        AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
             )
             AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%')
     )
@@ -1648,7 +1649,7 @@ SELECT * FROM langgraph_durable_runs r WHERE r.stuck_since IS NOT NULL
         SELECT 1 FROM langgraph_durable_runs n
         WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
             AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
-                AND n.status_reason LIKE 'rollback: superseded by run %%')
+                AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
     ) AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'))
 ORDER BY r.stuck_since
 LIMIT %(limit)s
@@ -1840,7 +1841,7 @@ SELECT
             SELECT 1 FROM langgraph_durable_runs n
             WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
                 AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
-                    AND n.status_reason LIKE 'rollback: superseded by run %%')
+                    AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
         ) AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'))
         ) AS stuck_runs,
     (SELECT count(*) FROM langgraph_durable_runs WHERE status = 'blocked') AS blocked_runs,

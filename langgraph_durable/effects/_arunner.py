@@ -112,16 +112,16 @@ async def _aclaim(journal: AsyncEffectJournal, call: EffectCall) -> int | None:
             completion_event=call.completion_event,
             default_key=call.default_key,
         )
-    except Exception:
+    except (Exception, GeneratorExit):
         raise  # the claim failed, or its reply was lost: `_arun` looks at the row
     except BaseException:
         # Cancelled (or interrupted) while the claim was under way: it may have committed,
         # and this call will attempt nothing under it. Let go of it at once if it is this
         # call's, rather than leave it running until its lease ends, to be found unknown
-        # then though nothing was sent. Best effort: the lease still ends if this fails.
-        owner = journal.owner_of(call.token)
+        # then though nothing was sent. Best effort, and a second cancel (Ctrl-C) stops it:
+        # the lease still ends if it does not happen.
         with contextlib.suppress(Exception):
-            await afinish_despite_cancel(lambda: journal.arelease(call.key, 1, owner=owner))
+            await journal.arelease(call.key, 1, owner=journal.owner_of(call.token))
         raise
 
 

@@ -327,17 +327,13 @@ class MemoryEffectJournal(EffectJournal):
     def release(self, key: str, attempt: int, *, owner: str | None = None) -> None:
         with self._lock:
             row = self._rows.get(key)
-            if owner is not None and (row is None or row.lease_owner != owner):
+            if row is None or row.status is not EffectStatus.RUNNING or row.attempt != attempt:
                 return
-        self._change(
-            key,
-            attempt,
-            (EffectStatus.RUNNING,),
-            status=EffectStatus.RETRY_WAIT,
-            next_attempt_at=self.clock(),
-            lease_owner=None,
-            lease_expires_at=None,
-        )
+            if owner is not None and row.lease_owner != owner:
+                return
+            row.status = EffectStatus.RETRY_WAIT
+            row.next_attempt_at = self.clock()
+            row.lease_owner = row.lease_expires_at = None
 
     def replayed(self, key: str) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from langgraph.errors import GraphInterrupt
 from psycopg_pool import ConnectionPool
 from receivers import Receiver, acted, closed_port, post, receiver
 
@@ -818,3 +819,27 @@ def test_a_call_interrupted_as_its_claim_returns_lets_go_of_its_own_claim_only(
         EffectStatus.RUNNING,
         journal.owner_of("another-call"),
     )
+
+
+def test_an_interrupt_raised_inside_an_effect_releases_its_attempt(
+    journal: EffectJournal,
+) -> None:
+    """Control flow, not a failure: the attempt is let go (whoever holds it) and the next
+    call attempts at once."""
+    key = new_key("interrupt-inside")
+    asked: list[int] = []
+
+    @effect(key=key, journal=journal, retry=FAST)
+    def ask() -> str:
+        asked.append(1)
+        if len(asked) == 1:
+            raise GraphInterrupt(())
+        return "answered"
+
+    with pytest.raises(GraphInterrupt):
+        ask()
+    row = journal.get(key)
+    assert row is not None
+    assert (row.status, row.attempt, row.lease_owner) == (EffectStatus.RETRY_WAIT, 1, None)
+    assert ask() == "answered"
+    assert asked == [1, 1]

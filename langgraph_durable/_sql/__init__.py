@@ -398,13 +398,30 @@ STATEMENT_BLOCKS = frozenset(
         "put_checkpoints_blobs",
         "put_checkpoints_parked_writes",
         "put_checkpoints_insert",
+        "interrupted_run_still_asks",
+        "runs_flag_stuck_head",
+        "runs_flag_stuck_tail",
+        "runs_stuck_head",
+        "runs_stuck_tail",
+        "doctor_registry_head",
+        "doctor_registry_tail",
     }
 )
 """The blocks of queries.sql that are parts of a statement, not statements (only
 `_assemble` joins them): rules about whole statements are checked on the assembled ones
 below."""
 
+
+def waits_for_a_person(query: str) -> LiteralString:
+    """`query` (`runs_flag_stuck`, `runs_stuck`, `doctor_registry`) with its condition on an
+    interrupted run that still waits for a person (`interrupted_run_still_asks`): one
+    block, so the sweep that flags runs, the list and the doctor's count agree."""
+    return _assemble(f"{query}_head", "interrupted_run_still_asks", f"{query}_tail")
+
+
 QUERIES["put_checkpoint"] = put_checkpoint()
+for _query in ("runs_flag_stuck", "runs_stuck", "doctor_registry"):
+    QUERIES[_query] = waits_for_a_person(_query)
 QUERIES["insert_writes"] = store_writes(fenced=True, replace=False, events=True)
 QUERIES["upsert_writes"] = store_writes(fenced=True, replace=True, events=True)
 QUERIES["effect_complete"] = complete_effect(events=True)

@@ -1609,13 +1609,27 @@ WITH looping AS (
 )
 SELECT run_id, thread_id, attempt, error_type FROM ended
 
--- name: runs_flag_stuck
+-- name: interrupted_run_still_asks
+-- A condition on an interrupted run `r` (a block of `runs_flag_stuck`, `runs_stuck` and
+-- `doctor_registry`, joined by `_sql.waits_for_a_person`): it still waits for a person.
+-- Not once a newer run of its thread has started (and was not rolled back since: its
+-- checkpoints are gone, the thread is back where it was), nor once a newer run's
+-- "interrupt" strategy stopped it: nobody is asked its question any more.
+(
+    NOT EXISTS (
+        SELECT 1 FROM langgraph_durable_runs n
+        WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
+            AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
+                AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
+    )
+    AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'
+)
+
+-- name: runs_flag_stuck_head
 -- Running without progress (or waiting for a person) longer than its graph allows: flagged
 -- once, until progress clears the flag. SKIP LOCKED: two workers sweeping at once (or a
 -- sweep and a finish) never wait on each other's rows, so they cannot deadlock; a run
--- skipped now is flagged by the next sweep. An interrupted run waits for nobody once a
--- newer run of its thread has started (and was not rolled back since: its checkpoints are
--- gone), or once a newer run's "interrupt" strategy stopped it: not flagged.
+-- skipped now is flagged by the next sweep. Assembled as `runs_flag_stuck`.
 WITH late AS (
     SELECT r.run_id
     FROM langgraph_durable_runs r
@@ -1627,13 +1641,10 @@ WITH late AS (
             AND r.last_progress_at < clock_timestamp() - make_interval(secs => g.running_seconds))
         OR (r.status = 'interrupted' AND g.waiting_seconds IS NOT NULL
             AND r.updated_at < clock_timestamp() - make_interval(secs => g.waiting_seconds)
-            AND NOT EXISTS (
-                SELECT 1 FROM langgraph_durable_runs n
-                WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
-                    AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
-                        AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
-            )
-            AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%')
+            AND
+
+-- name: runs_flag_stuck_tail
+        )
     )
     FOR UPDATE OF r SKIP LOCKED
 )
@@ -1641,16 +1652,13 @@ UPDATE langgraph_durable_runs r SET stuck_since = clock_timestamp()
 FROM late WHERE r.run_id = late.run_id
 RETURNING r.run_id, r.thread_id, r.graph_name, r.status, r.last_progress_at, r.updated_at
 
--- name: runs_stuck
--- Flagged runs still running or waiting; an interrupted one no longer once its thread went
--- on without it (`runs_flag_stuck`).
+-- name: runs_stuck_head
+-- Flagged runs still running or waiting for a person. Assembled as `runs_stuck`.
 SELECT * FROM langgraph_durable_runs r WHERE r.stuck_since IS NOT NULL
-    AND (r.status = 'running' OR (r.status = 'interrupted' AND NOT EXISTS (
-        SELECT 1 FROM langgraph_durable_runs n
-        WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
-            AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
-                AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
-    ) AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'))
+    AND (r.status = 'running' OR (r.status = 'interrupted' AND
+
+-- name: runs_stuck_tail
+    ))
 ORDER BY r.stuck_since
 LIMIT %(limit)s
 
@@ -1831,19 +1839,17 @@ WHERE to_regclass(g.name) IS NOT NULL
 -- name: doctor_connections
 SELECT count(*) AS connections FROM pg_stat_activity WHERE backend_type = 'client backend'
 
--- name: doctor_registry
--- What needs a person: runs stuck or blocked, effects whose outcome is unknown (a running
--- attempt whose lease lapsed is one too: it died without an outcome, I3), live workers.
--- NULL where the runs tables are missing is impossible: setup made them.
+-- name: doctor_registry_head
+-- What needs a person: runs stuck (as `runs_stuck` lists them) or blocked, effects whose
+-- outcome is unknown (a running attempt whose lease lapsed is one too: it died without an
+-- outcome, I3), live workers. NULL where the runs tables are missing is impossible: setup
+-- made them. Assembled as `doctor_registry`.
 SELECT
     (SELECT count(*) FROM langgraph_durable_runs r WHERE r.stuck_since IS NOT NULL
-        AND (r.status = 'running' OR (r.status = 'interrupted' AND NOT EXISTS (
-            SELECT 1 FROM langgraph_durable_runs n
-            WHERE n.thread_id = r.thread_id AND n.created_at > r.created_at
-                AND n.started_at IS NOT NULL AND NOT (n.status = 'cancelled'
-                    AND coalesce(n.status_reason, '') LIKE 'rollback: superseded by run %%')
-        ) AND coalesce(r.status_reason, '') NOT LIKE 'interrupt: superseded by run %%'))
-        ) AS stuck_runs,
+        AND (r.status = 'running' OR (r.status = 'interrupted' AND
+
+-- name: doctor_registry_tail
+        ))) AS stuck_runs,
     (SELECT count(*) FROM langgraph_durable_runs WHERE status = 'blocked') AS blocked_runs,
     (SELECT count(*) FROM langgraph_durable_effects WHERE status = 'unknown'
         OR (status = 'running' AND lease_expires_at < clock_timestamp())) AS unknown_effects,

@@ -381,16 +381,20 @@ def runs_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 def runs_wait(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     runs = RunRegistry(saver)
     run = runs.wait_for(args.run_id, timeout=args.timeout)
-    return Result({"run": run_json(runs, run, full=True)}, _show_run, code=_wait_code(run))
+    code = _wait_code(run, runs.waits_for_answer(run.run_id))
+    return Result({"run": run_json(runs, run, full=True)}, _show_run, code=code)
 
 
-def _wait_code(run: Run) -> int:
-    """The exit code for a run waited on: 0 it succeeded or waits at an interrupt,
-    `EXIT_RUN_FAILED` it ended otherwise, is blocked, or was stopped by a newer run (it
-    waits for nothing), `EXIT_STILL_RUNNING` not yet."""
+def _wait_code(run: Run, waits_for_answer: bool) -> int:
+    """The exit code for a run waited on: 0 it succeeded or waits at a question someone
+    can answer (`waits_for_answer`), `EXIT_RUN_FAILED` it ended otherwise, is blocked, or
+    is interrupted waiting for nothing (a newer run went on, or stopped it),
+    `EXIT_STILL_RUNNING` not yet."""
     if not run.finished and run.status is not RunStatus.BLOCKED:
         return EXIT_STILL_RUNNING
-    if run.status in (RunStatus.SUCCESS, RunStatus.INTERRUPTED) and not run.superseded:
+    if run.status is RunStatus.SUCCESS or (
+        run.status is RunStatus.INTERRUPTED and waits_for_answer
+    ):
         return 0
     return EXIT_RUN_FAILED
 
@@ -591,7 +595,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         run = runs.wait_for(run.run_id, timeout=args.timeout)
         data["via"] = "run"
         data["run"] = run_json(runs, run)
-        run_code = _wait_code(run)
+        run_code = _wait_code(run, runs.waits_for_answer(run.run_id))
     # The verdict comes from what waits now, not from the run's status: the question still
     # waiting under its id was not judged (no worker took the answer by --timeout, or a
     # newer run stopped this one); asked again with a reason, it was refused (authorize,

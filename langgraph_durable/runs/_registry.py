@@ -379,6 +379,34 @@ class RunRegistry:
                 "checkpoints. Nothing was changed; create a new run on the thread instead."
             )
 
+    def _asked(
+        self, conn: PgConn, run: Run, latest: str | None, *, limit: int = 1
+    ) -> builtins.list[Any] | None:
+        """The interrupt rows of the questions `run` waits on, or None when it waits for no
+        answer: a newer run's "interrupt" strategy stopped it (`Run.superseded`: that run
+        takes the thread on, also when this one was stopped after it asked), or its thread
+        is not stopped at an interrupt() in the latest checkpoint it wrote (`latest`: a
+        newer run went on)."""
+        if run.superseded:
+            return None
+        asked = _rows(
+            conn, QUERIES["pending_interrupts_thread"], {"thread_id": run.thread_id, "limit": limit}
+        )
+        if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
+            return None
+        return asked
+
+    def waits_for_answer(self, run_id: str) -> bool:
+        """Whether the run is interrupted at a question someone can still answer (`resume`
+        takes it): False for any other status, and for an interrupted run whose thread went
+        on without it or that a newer run stopped before it asked."""
+        run = self.get(run_id)
+        if run.status is not RunStatus.INTERRUPTED:
+            return False
+        with self._source.connection("reading a run's question") as conn:
+            latest = self._latest_checkpoint(conn, run)
+            return self._asked(conn, run, latest) is not None
+
     def _check_waits_for_answer(
         self, conn: PgConn, run: Run, latest: str | None, question: str | None
     ) -> None:
@@ -390,12 +418,8 @@ class RunRegistry:
         the next question the run asked once someone else's answer got there first."""
         if run.status is not RunStatus.INTERRUPTED:
             return  # the status check of `run_requeue` names the problem
-        asked = _rows(
-            conn,
-            QUERIES["pending_interrupts_thread"],
-            {"thread_id": run.thread_id, "limit": 1 if question is None else 1000},
-        )
-        if latest is None or not asked or asked[0]["checkpoint_id"] != latest:
+        asked = self._asked(conn, run, latest, limit=1 if question is None else 1000)
+        if asked is None:
             reason = f" ({run.status_reason})" if run.status_reason else ""
             raise RunConflictError(
                 f"Run {run.run_id!r} is interrupted{reason} but does not wait for an answer: "

@@ -222,7 +222,8 @@ def test_interrupt_and_rollback_stop_the_active_run(
     # Interrupted, but at no question anyone can answer: `runs wait` does not report it as
     # waiting (exit 0) but as ended without success.
     assert stopped.superseded is (strategy == "interrupt")
-    assert _wait_code(stopped) == EXIT_RUN_FAILED
+    assert not runs.waits_for_answer(first.run_id)
+    assert _wait_code(stopped, runs.waits_for_answer(first.run_id)) == EXIT_RUN_FAILED
     (done,) = worker.run_until_idle()
     assert done.run_id == second.run_id
 
@@ -255,10 +256,15 @@ def test_an_interrupted_run_whose_thread_went_on_is_not_stuck(
     age(left.run_id)
     worker.run_until_idle()  # sweeps: waiting too long
     assert left.run_id in [r.run_id for r in runs.stuck()]
+    assert runs.waits_for_answer(left.run_id)
     newer = runs.create(graph, {"log": []}, thread_id=thread)
     (waiting,) = worker.run_until_idle()
     assert (waiting.run_id, waiting.status) == (newer.run_id, RunStatus.INTERRUPTED)
     assert left.run_id not in [r.run_id for r in runs.stuck()]
+    # Its thread went on: `runs wait` no longer exits 0 for it, as for one that waits.
+    assert not runs.waits_for_answer(left.run_id)
+    assert _wait_code(runs.get(left.run_id), False) == EXIT_RUN_FAILED
+    assert runs.waits_for_answer(newer.run_id)
     age(left.run_id)
     age(newer.run_id)
     worker.run_until_idle()  # sweeps again: only the newer one waits for a person

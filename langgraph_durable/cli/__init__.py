@@ -23,8 +23,9 @@ for people; long work (prune) draws a progress bar on stderr when it is a termin
 Exit codes: 0 done; 1 the command failed (one line on stderr says why and what to do; a
 password is never shown), or `doctor` found a problem, or an approval was not accepted;
 2 the command line is wrong (usage on stderr); `runs wait` and `approvals approve|reject`:
-3 the run ended without success (error, timeout, cancelled, blocked; for an approval, also
-a newer run that stopped it), 4 it had not finished when --timeout passed; `doctor`: 5 it
+3 the run ended without success (error, timeout, cancelled, blocked) or is interrupted at
+no question anyone can answer (a newer run went on with its thread, or stopped it), 4 it
+had not finished when --timeout passed; `doctor`: 5 it
 found warnings and nothing worse; 141 the reader of the output went away (`| head`), as
 for a Unix tool killed by SIGPIPE, with nothing printed about it.
 """

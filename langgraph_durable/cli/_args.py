@@ -183,7 +183,8 @@ def parser() -> argparse.ArgumentParser:
         description="LangGraph runs on Postgres that survive crashes: the operator's CLI.",
         parents=[_common(suppress=False)],
         epilog="Exit codes: 0 done, 1 the command failed, 2 the command line is wrong; "
-        "`runs wait` and `approvals approve|reject` also 3 (the run ended without success) "
+        "`runs wait` and `approvals approve|reject` also 3 (the run ended without success, "
+        "or waits at no question anyone can answer) "
         "and 4 (not finished when --timeout passed); `doctor` 1 when a check failed, 5 when "
         "it found only warnings; 141 (quietly) when the output pipe closed early (`| head`); "
         "130 when stopped with Ctrl-C.",

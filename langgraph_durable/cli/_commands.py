@@ -381,7 +381,8 @@ def runs_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 def runs_wait(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     runs = RunRegistry(saver)
     run = runs.wait_for(args.run_id, timeout=args.timeout)
-    code = _wait_code(run, runs.waits_for_answer(run.run_id))
+    waits = run.status is RunStatus.INTERRUPTED and runs.waits_for_answer(run.run_id)
+    code = _wait_code(run, waits)
     return Result({"run": run_json(runs, run, full=True)}, _show_run, code=code)
 
 
@@ -595,7 +596,8 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
         run = runs.wait_for(run.run_id, timeout=args.timeout)
         data["via"] = "run"
         data["run"] = run_json(runs, run)
-        run_code = _wait_code(run, runs.waits_for_answer(run.run_id))
+        waits = run.status is RunStatus.INTERRUPTED and runs.waits_for_answer(run.run_id)
+        run_code = _wait_code(run, waits)
     # The verdict comes from what waits now, not from the run's status: the question still
     # waiting under its id was not judged (no worker took the answer by --timeout, or a
     # newer run stopped this one); asked again with a reason, it was refused (authorize,

@@ -383,12 +383,8 @@ class RunRegistry:
         self, conn: PgConn, run: Run, latest: str | None, *, limit: int = 1
     ) -> builtins.list[Any] | None:
         """The interrupt rows of the questions `run` waits on, or None when it waits for no
-        answer: a newer run's "interrupt" strategy stopped it (`Run.superseded`: that run
-        takes the thread on, also when this one was stopped after it asked), or its thread
-        is not stopped at an interrupt() in the latest checkpoint it wrote (`latest`: a
-        newer run went on)."""
-        if run.superseded:
-            return None
+        answer: its thread is not stopped at an interrupt() in the latest checkpoint it
+        wrote (`latest`: a newer run went on, or stopped it before it asked)."""
         asked = _rows(
             conn, QUERIES["pending_interrupts_thread"], {"thread_id": run.thread_id, "limit": limit}
         )
@@ -398,8 +394,9 @@ class RunRegistry:
 
     def waits_for_answer(self, run_id: str) -> bool:
         """Whether the run is interrupted at a question someone can still answer (`resume`
-        takes it): False for any other status, and for an interrupted run whose thread went
-        on without it or that a newer run stopped before it asked."""
+        takes it): its thread is stopped at an interrupt() in the latest checkpoint the run
+        wrote. False for any other status, and for an interrupted run whose thread went on
+        without it, or that a newer run stopped before it asked."""
         run = self.get(run_id)
         if run.status is not RunStatus.INTERRUPTED:
             return False

@@ -49,7 +49,8 @@ from langgraph_durable import (
 from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
 from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import put_writes_txn
-from langgraph_durable.cli._commands import EXIT_RUN_FAILED, _wait_code
+from langgraph_durable.cli import main
+from langgraph_durable.cli._commands import EXIT_RUN_FAILED
 
 HANG_GUARD_S = 120
 
@@ -222,10 +223,13 @@ def test_interrupt_and_rollback_stop_the_active_run(
     # Interrupted, but at no question anyone can answer: `runs wait` does not report it as
     # waiting (exit 0) but as ended without success.
     assert stopped.superseded is (strategy == "interrupt")
-    assert not runs.waits_for_answer(first.run_id)
-    assert _wait_code(stopped, runs.waits_for_answer(first.run_id)) == EXIT_RUN_FAILED
     (done,) = worker.run_until_idle()
     assert done.run_id == second.run_id
+    # The thread went on with the newer run: the older one waits at no question anyone
+    # can answer, and `runs wait` does not report it as waiting (exit 0).
+    assert not runs.waits_for_answer(first.run_id)
+    wait = ["runs", "wait", first.run_id, "--timeout", "5", "--json", "--dsn", db_dsn]
+    assert main(wait) == EXIT_RUN_FAILED
 
 
 def test_an_interrupted_run_whose_thread_went_on_is_not_stuck(
@@ -263,8 +267,9 @@ def test_an_interrupted_run_whose_thread_went_on_is_not_stuck(
     assert left.run_id not in [r.run_id for r in runs.stuck()]
     # Its thread went on: `runs wait` no longer exits 0 for it, as for one that waits.
     assert not runs.waits_for_answer(left.run_id)
-    assert _wait_code(runs.get(left.run_id), False) == EXIT_RUN_FAILED
     assert runs.waits_for_answer(newer.run_id)
+    for run_id, code in ((left.run_id, EXIT_RUN_FAILED), (newer.run_id, 0)):
+        assert main(["runs", "wait", run_id, "--timeout", "5", "--json", "--dsn", db_dsn]) == code
     age(left.run_id)
     age(newer.run_id)
     worker.run_until_idle()  # sweeps again: only the newer one waits for a person

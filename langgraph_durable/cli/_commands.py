@@ -89,9 +89,20 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+def _not_json(constant: str) -> Any:
+    raise InvalidInputError(
+        f"{constant} is not a JSON number (JSON has no NaN or Infinity); write the value "
+        "another way, as a string or null"
+    )
+
+
 def _json_arg(text: str, option: str) -> Any:
+    """The option's JSON, strictly: Python's reader also takes NaN and Infinity, which no
+    other JSON reader (the console, a receiver) takes back."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_not_json)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{option} must be JSON: {exc}; nothing was changed.") from None
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"{option} must be JSON ({exc}); nothing was changed.") from exc
     except RecursionError as exc:

@@ -500,6 +500,29 @@ def test_json_nested_too_deeply_is_a_named_error(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("value", ["NaN", '{"x": Infinity}', "[-Infinity]"])
+def test_json_options_refuse_numbers_json_cannot_hold(
+    dsn: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = f"cli-effect-{uuid.uuid4()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO langgraph_durable_effects (key, effect_name, input_hash, status, "
+            "attempt) VALUES (%s, 'mail', 'h', 'unknown', 1)",
+            (key,),
+        )
+    capsys.readouterr()
+    assert main(["effects", "resolve", key, "--completed", value, "--dsn", dsn]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --completed must be JSON: "), err
+    assert "nothing was changed" in err
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT status FROM langgraph_durable_effects WHERE key = %s", (key,)
+        ).fetchone()
+    assert row == ("unknown",)
+
+
 def test_json_output_names_numbers_json_cannot_hold() -> None:
     shown = json.loads(as_json({"x": float("nan"), "y": [float("inf"), -float("inf"), 1.5]}))
     assert shown == {"x": "NaN", "y": ["Infinity", "-Infinity", 1.5]}

@@ -857,7 +857,11 @@ def outcome_of(
         return Outcome(
             Next.FINISH,
             RunStatus.BLOCKED,
-            reason=f"{BLOCKED_EFFECT}: {error}",
+            reason=(
+                f"{BLOCKED_EFFECT}: {error} This run is in the run registry: once the key is "
+                f"resolved, retry the run (`langgraph-durable runs retry {run.run_id}`, or "
+                "RunRegistry.retry(run_id)) rather than invoke the thread yourself."
+            ),
             error=error,
             counted=False,
         )

@@ -667,6 +667,11 @@ def test_an_unknown_effect_blocks_the_run_until_someone_decides(
     assert blocked.status_reason is not None
     assert blocked.status_reason.startswith("effect: ")
     assert "TimeoutError" in blocked.status_reason
+    # The next step named is the registry's, after the effect's own advice.
+    assert blocked.status_reason.endswith(
+        f"retry the run (`langgraph-durable runs retry {run.run_id}`, or "
+        "RunRegistry.retry(run_id)) rather than invoke the thread yourself."
+    )
     assert runs.wait_for(run.run_id).status is RunStatus.BLOCKED
     journal = EffectJournal(saver.conn)  # type: ignore[arg-type]
     (row,) = [r for r in journal.open_effects(run.thread_id) if r["status"] == "unknown"]

@@ -259,6 +259,14 @@ def approval_to_answer(
         if p.thread_id == thread_id and p.is_approval and interrupt_id in (None, p.interrupt_id):
             return p
     if interrupt_id is None:
+        plain = [p.interrupt_id for p in pending if p.thread_id == thread_id]
+        if plain:  # listed by `approvals list`, as every question a thread waits on is
+            raise NotWaitingError(
+                f"Thread {thread_id!r} waits at an interrupt() that asks something other "
+                f"than an approval (interrupt id {plain[0]!r}), which an approval cannot "
+                "answer: answer it with the value its node expects (`langgraph-durable "
+                "runs resume RUN_ID --value JSON`, or invoke(Command(resume=...), config))."
+            )
         raise NotWaitingError(
             f"Thread {thread_id!r} is not waiting for an approval (`approvals list` shows "
             "the threads that are, and their questions' ids)."

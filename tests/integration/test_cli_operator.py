@@ -20,7 +20,7 @@ import pytest
 from _pg import server_has_lz4
 from graphs import application_graph
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from typing_extensions import TypedDict
@@ -383,6 +383,30 @@ def test_approvals_are_answered_through_the_run_and_its_authorize_hook(
     code, _, err = cli(capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "")
     assert code == 1
     assert "approver" in err
+
+
+def test_approve_on_a_plain_interrupt_says_what_the_thread_waits_for(
+    capsys: pytest.CaptureFixture[str], dsn: str, saver: DurablePostgresSaver
+) -> None:
+    def ask(state: State) -> State:
+        return {"order_id": interrupt("which order?")}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    graph = builder.compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": f"cli-plain-{uuid.uuid4().hex[:8]}"}}
+    graph.invoke({"log": []}, config)
+    thread = config["configurable"]["thread_id"]
+    code, listed, _ = cli(capsys, dsn, "approvals", "list", "--thread", thread)
+    assert code == 0
+    (question,) = listed["approvals"]
+    code, _, err = cli(capsys, dsn, "approvals", "approve", thread, "--approver", "dana")
+    assert code == 1
+    assert "waits at an interrupt() that asks something other than an approval " in err
+    assert question["interrupt_id"] in err
+    assert "runs resume RUN_ID --value JSON" in err
+    assert graph.get_state(config).next == ("ask",)  # nothing was sent
 
 
 def test_approvals_can_run_the_graph_in_the_cli_process(

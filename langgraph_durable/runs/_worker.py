@@ -287,9 +287,16 @@ class Worker:
         # over) went on computing to its end, its effects refused one by one. Drained,
         # it stops once the step under way ends.
         control = RunControl()
+        lease_lost = False
 
         def beat() -> None:
+            # A lease once lost stays lost (the fencing token moved on): said once, and not
+            # asked again at every beat while the step under way ends.
+            nonlocal lease_lost
+            if lease_lost:
+                return
             if not self.registry.heartbeat(run, self.lease_seconds, worker_id=self.worker_id):
+                lease_lost = True
                 logger.warning(
                     "run %s: the lease was taken over; its writes are refused from now on, "
                     "and it stops after the step under way",

@@ -8,6 +8,7 @@ times in the database, never by sleeping.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import operator
 import threading
@@ -46,11 +47,13 @@ from langgraph_durable import (
     durable_sleep_until,
     effect,
 )
+from langgraph_durable._db import Heartbeat
 from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
 from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import put_writes_txn
 from langgraph_durable.cli import main
 from langgraph_durable.cli._commands import EXIT_RUN_FAILED
+from langgraph_durable.runs import _worker as worker_module
 
 HANG_GUARD_S = 120
 
@@ -1122,6 +1125,7 @@ def test_a_run_that_lost_its_lease_stops_after_the_step_under_way(
     runs: RunRegistry,
     durability: str,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Under "async" and "exit" a cancelled (taken over, timed out) run computed its
     later nodes to the end, each write and effect refused; once its heartbeat finds the
@@ -1143,13 +1147,22 @@ def test_a_run_that_lost_its_lease_stops_after_the_step_under_way(
     worker = Worker(saver, [graph], lease_seconds=0.6)  # a heartbeat every 0.2 s
     results: list[Any] = []
     thread = threading.Thread(target=lambda: results.append(worker.run_until_idle()))
+    beats = count_run_heartbeats(monkeypatch)
+
+    def lost() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "lease was taken over" in r.getMessage()]
+
     thread.start()
     try:
         assert inside.wait(60)
         assert runs.cancel(run.run_id).status is RunStatus.CANCELLED
         guard = time.monotonic() + 60  # only a guard against a hang
-        while not any("lease was taken over" in r.getMessage() for r in caplog.records):
+        while not lost():
             assert time.monotonic() < guard, "the heartbeat never found the lease gone"
+            time.sleep(0.01)
+        seen = len(beats)
+        while len(beats) < seen + 3:  # three more beats while the slow node runs on
+            assert time.monotonic() < guard, "the heartbeat stopped beating"
             time.sleep(0.01)
     finally:
         release.set()
@@ -1157,6 +1170,25 @@ def test_a_run_that_lost_its_lease_stops_after_the_step_under_way(
     (finished,) = results[0]
     assert finished.status is RunStatus.CANCELLED
     assert ran == []
+    assert len(lost()) == 1  # said once, not at every later beat
+
+
+def count_run_heartbeats(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A list that grows by one at each beat of a worker's run heartbeat (not its sweep)."""
+    beats: list[float] = []
+
+    class Counted(Heartbeat):
+        def __init__(self, beat: Callable[[], object], every: float, what: str) -> None:
+            super().__init__(beat, every, what)
+            self.counted = beat.__qualname__.endswith("execute.<locals>.beat")
+
+        def beat(self) -> None:
+            super().beat()
+            if self.counted:
+                beats.append(time.monotonic())
+
+    monkeypatch.setattr(worker_module, "Heartbeat", Counted)
+    return beats
 
 
 def test_exclusive_keeps_its_lease_while_its_block_runs(runs: RunRegistry, db_dsn: str) -> None:

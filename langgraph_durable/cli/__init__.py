@@ -183,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`... | head`): stop quietly, as Unix tools do.
         _stdout_to_devnull()
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt:  # Ctrl-C, e.g. during `runs wait`: one line, no traceback
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C, e.g. during `runs wait`: one line, no traceback
+        # A command interrupted after it changed something says what (`approvals approve`).
+        print(f"error: interrupted: {exc}" if str(exc) else "error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

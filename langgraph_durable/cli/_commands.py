@@ -604,7 +604,13 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
                 "or answer it in Python with resume_approval."
             )
         run = runs.resume(waiting[0].run_id, Command(resume=answer), question=answered.interrupt_id)
-        run = runs.wait_for(run.run_id, timeout=args.timeout)
+        try:
+            run = runs.wait_for(run.run_id, timeout=args.timeout)
+        except KeyboardInterrupt:  # Ctrl-C while waiting: the answer is queued all the same
+            raise KeyboardInterrupt(
+                f"the answer was queued to run {run.run_id}, which goes on without this "
+                f"command; `langgraph-durable runs wait {run.run_id}` follows it"
+            ) from None
         data["via"] = "run"
         data["run"] = run_json(runs, run)
         waits = run.status is RunStatus.INTERRUPTED and runs.waits_for_answer(run.run_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import operator
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -23,6 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from test_cli import INTERRUPTED_WAIT
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
@@ -383,6 +385,28 @@ def test_approvals_are_answered_through_the_run_and_its_authorize_hook(
     code, _, err = cli(capsys, dsn, "approvals", "approve", run.thread_id, "--approver", "")
     assert code == 1
     assert "approver" in err
+
+
+def test_ctrl_c_after_an_answer_was_queued_says_where_it_went(
+    dsn: str, saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    graph = approving(saver)
+    run = runs.create(graph, {"order_id": "8891"})
+    Worker(saver, [graph]).run_until_idle()
+    argv = ["approvals", "approve", run.thread_id, "--approver", "dana", "--dsn", dsn]
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WAIT, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 130
+    assert done.stderr == (
+        f"error: interrupted: the answer was queued to run {run.run_id}, which goes on "
+        f"without this command; `langgraph-durable runs wait {run.run_id}` follows it\n"
+    )
+    assert runs.get(run.run_id).status is RunStatus.PENDING
 
 
 def test_approve_on_a_plain_interrupt_says_what_the_thread_waits_for(

@@ -12,6 +12,7 @@ import importlib
 import inspect
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -391,10 +392,25 @@ def runs_show(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
 
 def runs_wait(args: argparse.Namespace, saver: DurablePostgresSaver) -> Result:
     runs = RunRegistry(saver)
-    run = runs.wait_for(args.run_id, timeout=args.timeout)
-    waits = run.status is RunStatus.INTERRUPTED and runs.waits_for_answer(run.run_id)
+    run, waits = _wait_settled(runs, args.run_id, args.timeout)
     code = _wait_code(run, waits)
     return Result({"run": run_json(runs, run, full=True)}, _show_run, code=code)
+
+
+def _wait_settled(runs: RunRegistry, run_id: str, timeout: float | None) -> tuple[Run, bool]:
+    """The run once `wait_for` returns, and whether it waits at a question someone can
+    answer. Those are two reads: a run answered between them (queued again, or finished
+    already) is waited for again, not taken for a run that waits for nobody."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        run = runs.wait_for(run_id, timeout=left)
+        if run.status is not RunStatus.INTERRUPTED:
+            return run, False
+        if runs.waits_for_answer(run_id):
+            return run, True
+        if runs.get(run_id) == run:  # still as read: it waits for nobody
+            return run, False
 
 
 def _wait_code(run: Run, waits_for_answer: bool) -> int:
@@ -605,7 +621,7 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
             )
         run = runs.resume(waiting[0].run_id, Command(resume=answer), question=answered.interrupt_id)
         try:
-            run = runs.wait_for(run.run_id, timeout=args.timeout)
+            run, waits = _wait_settled(runs, run.run_id, args.timeout)
         except KeyboardInterrupt:  # Ctrl-C while waiting: the answer is queued all the same
             raise KeyboardInterrupt(
                 f"the answer was queued to run {run.run_id}, which goes on without this "
@@ -613,7 +629,6 @@ def _decide(args: argparse.Namespace, saver: DurablePostgresSaver, approved: boo
             ) from None
         data["via"] = "run"
         data["run"] = run_json(runs, run)
-        waits = run.status is RunStatus.INTERRUPTED and runs.waits_for_answer(run.run_id)
         run_code = _wait_code(run, waits)
     # The verdict comes from what waits now, not from the run's status: the question still
     # waiting under its id was not judged (no worker took the answer by --timeout, or a

@@ -52,7 +52,7 @@ from langgraph_durable._langgraph import CONFIG_KEY_RUNTIME
 from langgraph_durable.approvals import pending_approvals
 from langgraph_durable.checkpoint import put_writes_txn
 from langgraph_durable.cli import main
-from langgraph_durable.cli._commands import EXIT_RUN_FAILED
+from langgraph_durable.cli._commands import EXIT_RUN_FAILED, EXIT_STILL_RUNNING
 from langgraph_durable.runs import _worker as worker_module
 
 HANG_GUARD_S = 120
@@ -280,6 +280,31 @@ def test_an_interrupted_run_whose_thread_went_on_is_not_stuck(
     assert newer.run_id in stuck
     assert left.run_id not in stuck
     assert runs.get(left.run_id).stuck_since is None
+
+
+def test_runs_wait_does_not_fail_a_run_answered_between_its_two_reads(
+    saver: DurablePostgresSaver,
+    runs: RunRegistry,
+    db_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`runs wait` reads the run, then the question it waits at: two reads. A run someone
+    answered in between (queued again: no question now) exited 3, as a run that waits
+    for nobody, though it went on as it should."""
+    graph = graph_of(saver, ("ask", lambda s: {"answer": interrupt("?")}))
+    run = runs.create(graph, {"log": []})
+    Worker(saver, [graph]).run_until_idle()
+    looks = RunRegistry.waits_for_answer
+
+    def answered_meanwhile(self: RunRegistry, run_id: str) -> bool:
+        monkeypatch.setattr(RunRegistry, "waits_for_answer", looks)
+        runs.resume(run_id, Command(resume="yes"))  # someone answers between the reads
+        return looks(self, run_id)
+
+    monkeypatch.setattr(RunRegistry, "waits_for_answer", answered_meanwhile)
+    wait = ["runs", "wait", run.run_id, "--timeout", "0", "--json", "--dsn", db_dsn]
+    assert main(wait) == EXIT_STILL_RUNNING  # queued again, not ended without success
+    assert runs.get(run.run_id).status is RunStatus.PENDING
 
 
 @pytest.mark.parametrize("amount", ["6", "5"])

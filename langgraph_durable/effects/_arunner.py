@@ -22,6 +22,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import AsyncHeartbeat, afinish_despite_cancel, owner_is_dead
+from langgraph_durable._inflight import effect_under_way
 from langgraph_durable._redact import redact_passwords
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._call import (
@@ -133,7 +134,8 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
     while True:
         if attempt is not None:
             tries += 1
-            done, result, last_error = await _aattempt(journal, call, attempt, tries)
+            with effect_under_way():  # a worker's SIGTERM lets it finish (`_inflight.py`)
+                done, result, last_error = await _aattempt(journal, call, attempt, tries)
             if done:
                 return result
             attempt = None

@@ -24,6 +24,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import Heartbeat, finish_despite_interrupt, owner_is_dead
+from langgraph_durable._inflight import effect_under_way
 from langgraph_durable._redact import redact_passwords
 from langgraph_durable.effects._call import (
     STORE_PAUSE_FIRST,
@@ -135,7 +136,8 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
     while True:
         if attempt is not None:
             tries += 1
-            done, result, last_error = _attempt(journal, call, attempt, tries)
+            with effect_under_way():  # a worker's SIGTERM lets it finish (`_inflight.py`)
+                done, result, last_error = _attempt(journal, call, attempt, tries)
             if done:
                 return result
             attempt = None

@@ -20,6 +20,8 @@ task the graph runs in, and never the worker's own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,9 +29,12 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
+from langgraph_durable._inflight import call_when_effects_end, stop_this_thread_after_effects
 from langgraph_durable.embedded import stops_servers_on_sigterm
 
 __all__ = ["AsyncTermination", "Termination", "WorkerTerminated"]
+
+logger = logging.getLogger("langgraph_durable.runs")
 
 T = TypeVar("T")
 
@@ -40,6 +45,10 @@ class WorkerTerminated(KeyboardInterrupt):
     A KeyboardInterrupt, as Ctrl-C is: nodes and LangGraph's retries (which catch
     Exception) let it through, and what must finish though the process is interrupted
     finishes for it too (an effect's result in hand is stored, `_db/uninterrupted.py`)."""
+
+
+def _terminate() -> None:
+    raise WorkerTerminated()
 
 
 def _free_to_install() -> bool:
@@ -77,6 +86,9 @@ class Termination:
         self.requested = True
         if self._in_graph:
             self._in_graph = False  # a second SIGTERM does not break the hand-back
+            if stop_this_thread_after_effects(_terminate):
+                logger.info("SIGTERM: the effect call under way finishes first")
+                return
             raise WorkerTerminated()
 
     def interruptible(self, body: Callable[[], T]) -> T:
@@ -122,8 +134,24 @@ class AsyncTermination:
         self._stop()
         self.requested = True
         if self._graph is not None:
-            self._cancelled = self._graph
-            self._graph.cancel()
+            self._cancel_after_effects(self._graph, asyncio.get_running_loop())
+
+    def _cancel_after_effects(self, graph: asyncio.Future[Any], loop: Any) -> None:
+        """Cancel `graph`, once no effect call is under way (a cancel would land in it):
+        looked at again, in the loop, as the last one ends."""
+        if self._graph is not graph or graph.done():
+            return  # finished meanwhile: nothing to stop
+
+        def again() -> None:  # in the thread that ended the last effect call
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._cancel_after_effects, graph, loop)
+
+        under_way = call_when_effects_end(again)
+        if under_way:
+            logger.info("SIGTERM: %d effect call(s) under way finish first", under_way)
+            return
+        self._cancelled = graph
+        graph.cancel()
 
     async def interruptible(self, body: Callable[[], Awaitable[T]]) -> T:
         """`await body()` (running a run's graph) in a task of its own, which SIGTERM

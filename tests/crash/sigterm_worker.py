@@ -1,16 +1,22 @@
-"""A worker process for the SIGTERM test: `run_forever` as the README shows it.
+"""A worker process for the SIGTERM tests: `run_forever` as the README shows it.
 
-    python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async]
+    python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async] [--effect]
 
 The graph's only node says it has started (NOTIFY on `sigterm_test`, from a connection of
 its own, with the run's thread id) and then waits for ever, like a long model call: only
 SIGTERM can end the execution. The worker installs nothing of its own: what SIGTERM does
 is `run_forever`'s handler.
+
+With `--effect`, the node calls an `@effect` instead, whose receiver says it has started
+(the same NOTIFY), waits until the test says `release` (NOTIFY on `sigterm_release`), then
+acts (a row in `sigterm_receiver`) and answers: SIGTERM lands while the call is under way.
+The worker's log goes to stdout, one message per line, so the test can see the handler's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
 from typing import Any
@@ -26,6 +32,7 @@ from langgraph_durable import (
     DurablePostgresSaver,
     GraphVersion,
     Worker,
+    effect,
 )
 
 
@@ -39,6 +46,41 @@ def started(dsn: str) -> None:
         conn.execute("SELECT pg_notify('sigterm_test', %s)", (thread_id,))
 
 
+RECEIVER = "CREATE TABLE IF NOT EXISTS sigterm_receiver (thread_id TEXT NOT NULL)"
+
+
+def released_then_acted(dsn: str) -> str:
+    """The receiver: started, waits for the test's `release`, then acts."""
+    thread_id = get_config()["configurable"]["thread_id"]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("LISTEN sigterm_release")
+        conn.execute("SELECT pg_notify('sigterm_test', %s)", (thread_id,))
+        for _ in conn.notifies(stop_after=1):
+            pass
+        conn.execute("INSERT INTO sigterm_receiver (thread_id) VALUES (%s)", (thread_id,))
+    return f"sent for {thread_id}"
+
+
+def effect_node(dsn: str, flavour: str) -> Any:
+    key = lambda: f"sigterm:{get_config()['configurable']['thread_id']}"  # noqa: E731
+    if flavour == "sync":
+
+        @effect(name="sigterm.notify", key=key)
+        def notify() -> str:
+            return released_then_acted(dsn)
+
+        return lambda state: {"log": [notify()]}
+
+    @effect(name="sigterm.notify", key=key)
+    async def anotify() -> str:
+        return await asyncio.to_thread(released_then_acted, dsn)
+
+    async def node(state: State) -> State:
+        return {"log": [await anotify()]}
+
+    return node
+
+
 def build(saver: Any, name: str, node: Any) -> GraphVersion:
     builder = StateGraph(State)
     builder.add_node("long", node)
@@ -47,31 +89,38 @@ def build(saver: Any, name: str, node: Any) -> GraphVersion:
     return GraphVersion(name, "1", builder.compile(checkpointer=saver))
 
 
-def sync_worker(dsn: str, name: str) -> None:
+def sync_worker(dsn: str, name: str, with_effect: bool) -> None:
     def long(state: State) -> State:
         started(dsn)
         threading.Event().wait()  # for ever: ended only by SIGTERM
         return {"log": ["never"]}
 
+    node = effect_node(dsn, "sync") if with_effect else long
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
-        Worker(saver, [build(saver, name, long)], lease_seconds=600).run_forever()
+        Worker(saver, [build(saver, name, node)], lease_seconds=600).run_forever()
 
 
-async def async_worker(dsn: str, name: str) -> None:
+async def async_worker(dsn: str, name: str, with_effect: bool) -> None:
     async def long(state: State) -> State:
         await asyncio.to_thread(started, dsn)
         await asyncio.Event().wait()  # for ever: ended only by SIGTERM
         return {"log": ["never"]}
 
+    node = effect_node(dsn, "async") if with_effect else long
     async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
-        graph = build(saver, name, long)
+        graph = build(saver, name, node)
         await AsyncWorker(saver, [graph], lease_seconds=600).arun_forever()
 
 
 if __name__ == "__main__":
-    dsn, name = sys.argv[1], sys.argv[2]
-    if "--async" in sys.argv[3:]:
-        asyncio.run(async_worker(dsn, name))
+    dsn, name, options = sys.argv[1], sys.argv[2], sys.argv[3:]
+    with_effect = "--effect" in options
+    if with_effect:
+        logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(RECEIVER)
+    if "--async" in options:
+        asyncio.run(async_worker(dsn, name, with_effect))
     else:
-        sync_worker(dsn, name)
-    print("run_forever returned")
+        sync_worker(dsn, name, with_effect)
+    print("run_forever returned", flush=True)

@@ -77,6 +77,75 @@ def test_sigterm_mid_run_hands_the_run_back_and_the_worker_exits_0(
     assert thread == {"owner": None, "lease_expires_at": None}  # free for the next worker
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_sigterm_during_an_effect_call_lets_it_finish_then_hands_the_run_back(
+    runs: RunRegistry, db_dsn: str, flavour: str
+) -> None:
+    """Stopped in the middle of an `@effect` call, the attempt was journaled `unknown`
+    (the receiver may have acted), and the next worker blocked the run until a person
+    resolved it: a plain deploy did what a crash does. The call now finishes, its result
+    journaled, and the next worker replays it: the receiver acts once, the run succeeds."""
+    name = f"sigterm-effect-{uuid.uuid4().hex[:8]}"
+    run = runs.create(name, {"log": []}, version="1", max_attempts=2)
+    options = ["--effect", *(["--async"] if flavour == "async" else [])]
+    with psycopg.connect(db_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN sigterm_test")
+        process = start_worker(db_dsn, name, options)
+        try:
+            started = [n.payload for n in listener.notifies(timeout=HANG_GUARD_S, stop_after=1)]
+            assert started == [run.thread_id], process.poll()
+            process.send_signal(signal.SIGTERM)
+            assert process.stdout is not None
+            seen = process.stdout.readline()  # the handler's line: it let the call go on
+            assert seen.startswith("SIGTERM: "), seen
+            assert "under way finish" in seen, seen
+            listener.execute("SELECT pg_notify('sigterm_release', '')")  # the receiver acts
+            out, err = process.communicate(timeout=HANG_GUARD_S)
+        finally:
+            stop(process)
+    assert process.returncode == 0, err
+    assert out.strip().endswith("run_forever returned"), out
+    back = runs.get(run.run_id)
+    assert (back.status.value, back.attempt) == ("pending", 0), back.status_reason
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT status FROM langgraph_durable_effects WHERE key = %s",
+            (f"sigterm:{run.thread_id}",),
+        ).fetchone()
+    assert row == ("completed",)
+    # The next worker replays the stored result: the receiver is not called again.
+    process = start_worker(db_dsn, name, options)
+    try:
+        done = runs.wait_for(run.run_id, timeout=HANG_GUARD_S)
+        process.send_signal(signal.SIGTERM)  # idle now: it only returns
+        process.communicate(timeout=HANG_GUARD_S)
+    finally:
+        stop(process)
+    assert done.status.value == "success", done.status_reason
+    assert runs.output_of(done)["log"] == [f"sent for {run.thread_id}"]
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        acted = conn.execute(
+            "SELECT count(*) FROM sigterm_receiver WHERE thread_id = %s", (run.thread_id,)
+        ).fetchone()
+    assert acted == (1,)
+
+
+def start_worker(dsn: str, name: str, options: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), dsn, name, *options],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
 class State(TypedDict, total=False):
     log: list[str]
 

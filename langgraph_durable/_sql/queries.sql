@@ -947,13 +947,19 @@ FROM (SELECT set_config('synchronous_commit', 'on', true)) AS commit_mode
 WHERE key = %(key)s AND attempt = %(seen_attempt)s AND status = ANY(%(seen_statuses)s)
 
 -- name: effect_complete_events
-    RETURNING attempt, thread_id
+    RETURNING attempt, thread_id, created_at
 ), events AS (
+    -- Each id mixed with when the row was created, as a number (no time zone in it): an
+    -- effect that acts again after its row was deleted (thread deleted, run rolled back)
+    -- gets new ids, where the first row's made the outbox drop its events.
     INSERT INTO langgraph_durable_outbox (event_id, event_type, key, payload, thread_id, task_id)
-    SELECT e.event_id, e.event_type, e.key, e.payload::jsonb, e.thread_id, NULL
+    SELECT
+        md5(e.event_id::text || '@' || extract(epoch FROM e.created_at)::text)::uuid,
+        e.event_type, e.key, e.payload::jsonb, e.thread_id, NULL
     FROM (
         SELECT
             d.thread_id,
+            d.created_at,
             unnest(%(e_ids)b::uuid[]) AS event_id,
             unnest(%(e_types)b::text[]) AS event_type,
             unnest(%(e_keys)b::text[]) AS key,

@@ -33,10 +33,13 @@ def completion_event_of(
 ) -> ParkedEvent:
     """The outbox event announcing an effect's completion (`@effect(event=...)`).
 
-    Its id is derived from the key, so a completion stored twice (a reconcile after a lost
-    answer) stores one event. The result is in the payload when Postgres can store it as
-    JSON; otherwise its type's name is. Never raises because of the result: the receiver
-    has acted, and storing its result is all that is left.
+    Its id here is derived from the key; the statement that stores the completion mixes in
+    when the journal row was created (`effect_complete_events`), so the events of one row
+    share an id, and an effect that acts again after its row was deleted (its thread
+    deleted, its run rolled back) announces it again: under the first row's id the outbox
+    dropped the event, though the receiver had acted. The result is in the payload when
+    Postgres can store it as JSON; otherwise its type's name is. Never raises because of
+    the result: the receiver has acted, and storing its result is all that is left.
     """
     event_id = str(uuid.uuid5(_EVENT_NAMESPACE, key))
     payload: dict[str, Any] = {"key": key, "effect": name, "result": result}

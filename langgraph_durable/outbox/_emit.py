@@ -9,7 +9,9 @@ The event id is derived, like an effect's default key, from what survives a cras
 thread, the namespace without task ids, the step, the task path, inside a subgraph where
 each parent task that entered it ran (`_identity.ancestor_origins`: else two `Send` items
 into one subgraph would emit under one id, and the second's events would be dropped), the
-event type and the ordinal of this `emit` of that type in the task execution. Under
+event type, the ordinal of this `emit` of that type in the task execution, and in a run
+of the run registry its run id (a run after a `"rollback"` goes through the same steps as
+the run it rolled back: its events are its own). Under
 durability "async" a task's writes can commit against a checkpoint that a crash then
 loses; the task runs again on resume and emits the same ids, which the outbox stores once
 (a unique id).
@@ -24,7 +26,11 @@ checkpoint), so the first such re-run's events get ids new to the original run, 
 every later re-run from that checkpoint derives the same ids again: its events are
 dropped, silently, even with other payloads. A re-run reaching a step at which the same
 node emitted on another branch of the thread repeats those ids too. A fork whose events
-must all go out runs on its own thread (`copy_thread`, then fork the copy).
+must all go out runs on its own thread (`copy_thread`, then fork the copy). So does a
+thread id used again after its thread was deleted (`delete_thread`, `prune(...,
+strategy="delete")`, `delete_idle_threads`) by a graph invoked outside the run registry:
+its first steps emit the deleted history's ids, and those events are dropped; a registry
+run on it has ids of its own.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
-from langgraph_durable._fencing import fence_token_of
+from langgraph_durable._fencing import fence_of, fence_token_of
 from langgraph_durable._identity import NAMESPACE_ORIGINS, CallCounts, ancestor_origins, plain
 from langgraph_durable.checkpoint import (
     AsyncDurablePostgresSaver,
@@ -81,6 +87,13 @@ def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) ->
     origins = ancestor_origins(thread_id, full_namespace)
     if any(o is not None for o in origins):  # a root task's id is what it always was
         where.append(origins)
+    fence = fence_of(config)
+    if fence is not None and fence.run_id is not None:
+        # A registry run's events are its own, and its id survives a worker's crash (the
+        # next worker resumes the same run): a run after a rollback goes through the same
+        # steps as the run it rolled back, and its events were dropped under that run's
+        # ids, though its effects act again for its own input.
+        where.append({"run": fence.run_id})
     material = json.dumps(where, separators=(",", ":"))
     return str(uuid.uuid5(_NAMESPACE, material))
 

@@ -587,6 +587,78 @@ def test_an_effect_completion_event_commits_with_the_journal_row(dsn: str) -> No
     assert calls == ["o1"]
 
 
+def test_an_effect_that_acts_again_after_its_thread_was_deleted_announces_it_again(
+    dsn: str,
+) -> None:
+    """Deleting a thread deletes its default-keyed journal rows, so the thread id used
+    again acts again; the completion event of that second act had the first's id and was
+    dropped: the receiver acted and nothing announced it (I7)."""
+    from langgraph_durable import effect
+
+    thread = f"emit-{uuid.uuid4()}"
+    calls: list[str] = []
+
+    @effect(name="refund", event="refund.sent")
+    def refund(order: str) -> dict[str, str]:
+        calls.append(order)
+        return {"refund": order}
+
+    def pay_back(state: State) -> State:
+        refund(state["log"][0])
+        return {"log": ["refunded"]}
+
+    config: Any = {"configurable": {"thread_id": thread}}
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = one_node("pay_back", pay_back).compile(checkpointer=saver)
+        app.invoke({"log": ["A-1"]}, config)
+        saver.delete_thread(thread)
+        app.invoke({"log": ["B-2"]}, config)
+    assert calls == ["A-1", "B-2"]
+    assert [row["payload"]["result"] for row in stored(dsn, thread)] == [
+        {"refund": "A-1"},
+        {"refund": "B-2"},
+    ]
+
+
+def test_a_run_after_a_rollback_emits_its_own_events(dsn: str) -> None:
+    """A `"rollback"` run goes through the same steps as the run it rolled back: its
+    events were derived under that run's ids and dropped, though its effects acted again
+    for its own input."""
+    from langgraph_durable import GraphVersion, RunRegistry, RunStatus, Worker, durable_sleep
+
+    class Order(TypedDict):
+        order: str
+
+    def ship(state: Order) -> Order:
+        emit("order.shipped", {"order": state["order"]})
+        return state
+
+    def wait(state: Order) -> Order:
+        if state["order"] == "A-1":
+            durable_sleep(86_400)  # parked: the rollback finds it deferred
+        return state
+
+    builder = StateGraph(Order)
+    builder.add_node("ship", ship)
+    builder.add_node("wait", wait)
+    builder.add_edge(START, "ship")
+    builder.add_edge("ship", "wait")
+    thread = f"emit-{uuid.uuid4()}"
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        graph = GraphVersion(f"orders-{thread}", "1", builder.compile(checkpointer=saver))
+        runs = RunRegistry(saver)
+        worker = Worker(saver, [graph])
+        first = runs.create(graph, {"order": "A-1"}, thread_id=thread)
+        assert [r.status for r in worker.run_until_idle()] == [RunStatus.DEFERRED]
+        runs.create(graph, {"order": "B-2"}, thread_id=thread, multitask_strategy="rollback")
+        assert runs.get(first.run_id).status is RunStatus.CANCELLED
+        assert [r.status for r in worker.run_until_idle()] == [RunStatus.SUCCESS]
+    assert [row["payload"] for row in stored(dsn, thread)] == [
+        {"order": "A-1"},
+        {"order": "B-2"},
+    ]
+
+
 def test_a_completion_resolved_by_hand_is_announced_like_any_other(dsn: str) -> None:
     """The receiver timed out (outcome unknown); an operator checked it acted and resolved
     the key as completed. Its `@effect(event=...)` event must be stored with that

@@ -61,6 +61,8 @@ EXTERNAL = {
     "AsyncHeartbeat": "Heartbeat",
     "AsyncTermination": "Termination",
     "afinish_despite_cancel": "finish_despite_interrupt",
+    "amigration_hook_result": "migration_hook_result",
+    "check_async_worker_graphs": "check_sync_worker_graphs",
     "AsyncWriteParking": "WriteParking",
     "AsyncPutCombiner": "PutCombiner",
     "AsyncPoolGate": "PoolGate",

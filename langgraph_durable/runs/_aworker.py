@@ -26,7 +26,6 @@ that took the run over meanwhile). Only an outage longer than `database_timeout`
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -50,11 +49,14 @@ from langgraph_durable.runs._model import (
     Outage,
     Outcome,
     Run,
-    check_graphs,
+    amigration_hook_result,
+    check_async_worker_graphs,
     first_line,
     for_migration_hook,
     is_outage,
     log_ids,
+    migrated_already,
+    migration_marker,
     optional_seconds_of,
     outcome_label,
     outcome_of,
@@ -74,13 +76,6 @@ __all__ = ["AsyncWorker"]
 logger = logging.getLogger("langgraph_durable.runs")
 
 T = TypeVar("T")
-
-
-async def _maybe_await(value: Any) -> Any:
-    """A hook's result: awaited when the hook is async (async workers only)."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 class AsyncWorker:
@@ -113,7 +108,7 @@ class AsyncWorker:
         database_timeout: float | None = 300.0,
         events: Collection[str] | bool = False,
     ) -> None:
-        self.graphs = check_graphs(graphs, saver)
+        self.graphs = check_async_worker_graphs(graphs, saver)
         self.registry = AsyncRunRegistry(saver, events=events)
         self.lease_seconds = seconds_of(lease_seconds, "lease_seconds")
         self.idle_wait = seconds_of(idle_wait, "idle_wait")
@@ -458,7 +453,16 @@ class AsyncWorker:
     async def _amigrate(self, graph: GraphVersion, run: Run, config: RunnableConfig) -> None:
         """Move a run of an older version forward with the graph's migration hook."""
         hook = graph.migrations[run.graph_version]
-        await _maybe_await(hook(graph.graph, for_migration_hook(config)))
+        marker = migration_marker(run, graph.version)
+        hook_config = for_migration_hook(config, marker)
+        saver: Any = graph.graph.checkpointer  # the worker's saver (`check_graphs`)
+        thread: Any = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
+        latest = await saver.aget_tuple(thread)
+        if migrated_already(latest, marker):  # its worker died before recording it
+            logger.info("run %s: the migration's checkpoint is there already", run.run_id)
+        else:
+            await amigration_hook_result(hook(graph.graph, hook_config))
+        _crashpoints.reached("run:after_migration_hook")
         await self.registry.aset_version(run, graph.version)
         logger.info(
             "run %s: migrated from version %s to %s",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import json
 import math
 import random
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
 
@@ -55,6 +57,7 @@ __all__ = [
     "ACTIVE",
     "FINISHED",
     "LEASE_LOST",
+    "MIGRATION_KEY",
     "STRATEGIES",
     "WAIT_FOR_PAUSE_MAX",
     "GraphVersion",
@@ -64,11 +67,18 @@ __all__ = [
     "Outcome",
     "Run",
     "RunStatus",
+    "amigration_hook_result",
+    "check_async_worker_graphs",
     "check_graphs",
+    "check_sync_worker_graphs",
     "first_line",
+    "for_migration_hook",
     "is_outage",
     "list_params",
     "log_ids",
+    "migrated_already",
+    "migration_hook_result",
+    "migration_marker",
     "new_run_params",
     "optional_seconds_of",
     "outcome_label",
@@ -240,6 +250,14 @@ def run_of(row: Mapping[str, Any], serde: SerializerProtocol | None = None) -> R
     )
 
 
+def _positive_duration(value: object, what: str) -> timedelta:
+    """A `GraphVersion` duration: a timedelta, or seconds as every other duration of the
+    API takes them; > 0 and at most ten years. An int here reached the worker's sweep,
+    which stopped the worker with an AttributeError; a negative one flagged every run."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    return timedelta(seconds=_seconds(seconds, f"GraphVersion {what}", ", or a timedelta"))
+
+
 @dataclass(frozen=True)
 class GraphVersion:
     """A graph a worker runs, under a name and a version that runs are pinned to.
@@ -254,9 +272,13 @@ class GraphVersion:
             `{old_version: hook(graph, config)}`; the hook runs once (e.g. calls
             `graph.update_state(config, ...)`) before the run continues as this version.
             `config` is the run's (its thread, its lease's fencing token) without the run
-            id in its metadata (`for_migration_hook`).
+            id in its metadata (`for_migration_hook`). A worker that dies after the hook
+            and before recording the new version leaves the hook's checkpoint as the
+            thread's latest; the next worker finds its marker and does not run the hook
+            again. A hook that writes nothing to the thread runs again then. A sync
+            `Worker` refuses an `async def` hook (use `AsyncWorker`).
         stuck_after: A running run without progress (a committed step) for this long is
-            flagged as stuck, once.
+            flagged as stuck, once: a timedelta, or seconds.
         waiting_stuck_after: An interrupted run (waiting for a person) this long is
             flagged too; None never flags waiting runs.
     """
@@ -277,9 +299,39 @@ class GraphVersion:
                 f"GraphVersion compatible_with={self.compatible_with!r}: pass a collection of "
                 "versions, e.g. {'1.0'}, not one string."
             )
-        for older in [*self.compatible_with, *self.migrations]:
+        try:
+            compatible = frozenset(self.compatible_with)
+        except TypeError:
+            raise WrongArgumentTypeError(
+                f"GraphVersion compatible_with={self.compatible_with!r}: pass a collection "
+                "of versions, e.g. {'1.0'}."
+            ) from None
+        if not isinstance(self.migrations, Mapping):
+            raise WrongArgumentTypeError(
+                f"GraphVersion migrations={self.migrations!r}: pass a dict of "
+                "{old_version: hook(graph, config)}."
+            )
+        for older in [*compatible, *self.migrations]:
             text_of(older, "GraphVersion compatible_with / migrations version")
-        object.__setattr__(self, "compatible_with", frozenset(self.compatible_with))
+        for older, hook in self.migrations.items():
+            if not callable(hook):
+                raise ConfigurationError(
+                    f"GraphVersion {self.name!r}: the migration for version {older!r} is "
+                    f"{hook!r}, not a function; pass hook(graph, config)."
+                )
+        both = sorted(compatible & set(self.migrations))
+        if both:
+            raise ConfigurationError(
+                f"GraphVersion {self.name!r}: version(s) {', '.join(both)} are both in "
+                "compatible_with (runs continue as they are) and in migrations (runs are "
+                "moved first), so the hook would never run; list each in one of them."
+            )
+        object.__setattr__(self, "compatible_with", compatible)
+        stuck_after = _positive_duration(self.stuck_after, "stuck_after")
+        object.__setattr__(self, "stuck_after", stuck_after)
+        if self.waiting_stuck_after is not None:
+            waiting = _positive_duration(self.waiting_stuck_after, "waiting_stuck_after")
+            object.__setattr__(self, "waiting_stuck_after", waiting)
         breakpoints = [
             *(getattr(self.graph, "interrupt_before_nodes", None) or ()),
             *(getattr(self.graph, "interrupt_after_nodes", None) or ()),
@@ -582,10 +634,15 @@ def workers_graphs(graphs: Sequence[GraphVersion], live_seconds: float) -> list[
 
 def check_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersion]:
     """A worker's graphs: at least one, one per name, each compiled with the worker's saver."""
-    found = list(graphs)
+    given: object = graphs
+    found: list[Any]
+    try:
+        found = [given] if isinstance(given, GraphVersion) else list(graphs)
+    except TypeError:  # None, a number: not a collection
+        found = []
     if not found or not all(isinstance(g, GraphVersion) for g in found):
         raise ConfigurationError(
-            "A worker needs its graphs as GraphVersion(name, version, graph) objects."
+            "A worker needs its graphs as a list of GraphVersion(name, version, graph) objects."
         )
     names = [g.name for g in found]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -604,13 +661,73 @@ def check_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersio
     return found
 
 
-def for_migration_hook(config: RunnableConfig) -> RunnableConfig:
+def check_async_worker_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersion]:
+    """`check_graphs` for an async worker, which awaits an async migration hook (the
+    twin of `check_sync_worker_graphs`, which the sync worker is generated to call)."""
+    return check_graphs(graphs, saver)
+
+
+def check_sync_worker_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list[GraphVersion]:
+    """`check_graphs`, and no `async def` migration hook: a sync worker cannot await it."""
+    found = check_graphs(graphs, saver)
+    for g in found:
+        for version, hook in g.migrations.items():
+            if inspect.iscoroutinefunction(hook):
+                raise ConfigurationError(
+                    f"Graph {g.name!r}: the migration hook for version {version!r} is an "
+                    "async function, which a sync Worker cannot await; run the graph in an "
+                    "AsyncWorker, or make the hook a plain function."
+                )
+    return found
+
+
+MIGRATION_KEY = "langgraph_durable_migration"
+"""The checkpoint metadata key that marks a checkpoint a migration hook wrote."""
+
+
+def migration_marker(run: Run, to_version: str) -> str:
+    """What the checkpoints a migration hook writes carry under `MIGRATION_KEY`: this
+    run, moved from its version to `to_version`."""
+    return f"{run.run_id}:{run.graph_version}->{to_version}"
+
+
+def for_migration_hook(config: RunnableConfig, marker: str) -> RunnableConfig:
     """The run's config for a version's migration hook, without the run id in its
     metadata: LangGraph copies the metadata into the checkpoint `update_state` writes, and
     takes a checkpoint carrying the run's id for the run's own, resuming from it with the
-    run's input dropped (a run not started yet, or the answer a resumed run was given)."""
+    run's input dropped (a run not started yet, or the answer a resumed run was given).
+    `marker` goes in instead, under `MIGRATION_KEY`: a worker that dies after the hook's
+    checkpoint committed, before the run was recorded as the new version, leaves it as
+    the thread's latest, and the next worker does not run the hook again on top of it."""
     metadata = {k: v for k, v in (config.get("metadata") or {}).items() if k != "run_id"}
+    metadata[MIGRATION_KEY] = marker
     return cast(RunnableConfig, {**config, "metadata": metadata})
+
+
+def migrated_already(latest: CheckpointTuple | None, marker: str) -> bool:
+    """Whether the thread's latest checkpoint is one this migration's hook wrote."""
+    return latest is not None and (latest.metadata or {}).get(MIGRATION_KEY) == marker
+
+
+async def amigration_hook_result(value: Any) -> Any:
+    """A migration hook's result: awaited when the hook is async (an async worker)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def migration_hook_result(value: Any) -> Any:
+    """A migration hook's result in a sync worker, which cannot await one: the run went
+    on as the new version with its state never moved."""
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()
+        raise ConfigurationError(
+            "A migration hook returned an awaitable in a sync Worker, which cannot await "
+            "it; nothing was migrated. Run the graph in an AsyncWorker, or make the hook a "
+            "plain function."
+        )
+    return value
 
 
 def sends_input(run: Run, latest_of_run: str | None) -> bool:

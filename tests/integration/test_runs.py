@@ -42,6 +42,7 @@ from langgraph_durable import (
     RunStatus,
     ThreadBusyError,
     Worker,
+    WrongArgumentTypeError,
     adurable_sleep,
     durable_sleep,
     durable_sleep_until,
@@ -1425,6 +1426,66 @@ def test_a_migration_hook_that_raises_ends_the_attempt_not_the_worker(
         RunStatus.ERROR,
         "ValueError",
     )
+
+
+def test_a_sync_worker_refuses_a_migration_hook_it_cannot_await(
+    saver: DurablePostgresSaver, runs: RunRegistry
+) -> None:
+    """The sync worker left an async hook's coroutine unawaited (a RuntimeWarning) and
+    moved the run to the new version anyway: its state was never migrated."""
+    name = f"async-hook-{uuid.uuid4().hex[:6]}"
+
+    async def hook(graph: Any, config: Any) -> None:
+        await graph.aupdate_state(config, {"log": ["migrated"]})
+
+    v2 = graph_of(saver, step("a"), name=name, version="2", migrations={"1": hook})
+    with pytest.raises(ConfigurationError, match="async function, which a sync Worker"):
+        Worker(saver, [v2])
+    # One that only returns an awaitable is found when it runs: nothing is migrated.
+    hidden = graph_of(
+        saver, step("a"), name=name, version="2", migrations={"1": lambda g, c: hook(g, c)}
+    )
+    v1 = graph_of(saver, step("a"), name=name, version="1")
+    run = runs.create(v1, {"log": []}, max_attempts=1)
+    (done,) = Worker(saver, [hidden]).run_until_idle()
+    assert (done.run_id, done.status, done.error_type) == (
+        run.run_id,
+        RunStatus.ERROR,
+        "ConfigurationError",
+    )
+    assert done.graph_version == "1"
+    assert "returned an awaitable in a sync Worker" in (done.error_message or "")
+
+
+def test_graph_versions_and_workers_refuse_what_they_cannot_run(
+    saver: DurablePostgresSaver,
+) -> None:
+    """Each of these was accepted and failed later, as a raw error: an int `stuck_after`
+    stopped the worker at its first sweep (AttributeError), a hook that is no function
+    failed every run (TypeError), `compatible_with=None` or a worker given one graph
+    instead of a list raised a bare TypeError."""
+    assert graph_of(saver, step("a"), stuck_after=60).stuck_after == timedelta(seconds=60)
+    waiting = graph_of(saver, step("a"), waiting_stuck_after=timedelta(hours=1))
+    assert waiting.waiting_stuck_after == timedelta(hours=1)
+    for options in (
+        {"stuck_after": -1},
+        {"stuck_after": timedelta(0)},
+        {"waiting_stuck_after": timedelta(minutes=-5)},
+        {"stuck_after": "15m"},
+    ):
+        with pytest.raises(InvalidInputError, match="stuck_after"):
+            graph_of(saver, step("a"), **options)
+    with pytest.raises(WrongArgumentTypeError, match="compatible_with"):
+        graph_of(saver, step("a"), compatible_with=None)
+    with pytest.raises(ConfigurationError, match="not a function"):
+        graph_of(saver, step("a"), version="2", migrations={"1": "x"})
+    with pytest.raises(ConfigurationError, match="the hook would never run"):
+        graph_of(saver, step("a"), version="3", compatible_with={"1"}, migrations={"1": print})
+    one = graph_of(saver, step("a"))
+    assert Worker(saver, one).graphs == [one]  # type: ignore[arg-type]
+    for graphs in (None, 5, []):
+        with pytest.raises(ConfigurationError, match="a list of GraphVersion"):
+            Worker(saver, graphs)  # type: ignore[arg-type]
 
 
 def test_a_queued_runs_deadline_does_not_fence_out_the_running_one(

@@ -90,7 +90,12 @@ def backlog(conn: PgConn) -> dict[str, Any]:
 
 
 def events(conn: PgConn, *, status: str | None = None, limit: int = 100) -> list[Any]:
-    """Events newest first (all, or those with `status`: pending, published, dead)."""
+    """Events newest first (all, or those with `status`: pending, published, dead).
+
+    Each row holds seq, event_id, event_type, key, payload, thread_id, task_id, status,
+    attempts, next_attempt_at, last_error, created_at and published_at; next_attempt_at
+    is None for an event the relay may try at once (never tried, or replayed).
+    """
     if status not in (None, "pending", "published", "dead"):
         raise InvalidInputError(f"status {status!r}: use pending, published or dead")
     cur = conn.execute(QUERIES["outbox_events"], {"status": status, "limit": limit})

@@ -31,6 +31,7 @@ from langgraph_durable import (
 from langgraph_durable.outbox import (
     OutboxEvent,
     OutboxRelay,
+    aevents,
     backlog,
     emit_txn,
     events,
@@ -89,6 +90,32 @@ async def test_every_event_is_published_in_order_per_key(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         assert prune_published(conn, 0) == 100
         assert events(conn) == []
+
+
+async def test_events_lists_pending_events_never_tried_and_replayed(dsn: str) -> None:
+    """A pending event not tried yet (and a replayed one) is stored with next_attempt_at
+    '-infinity', which psycopg cannot load: `events()` raised DataError "timestamp too
+    small" whenever one was listed. It shows None: the relay may try it at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        doomed = emit_txn(conn, "t", {"n": 0}, key="doomed")
+
+    def refuse(event: OutboxEvent) -> None:
+        raise RuntimeError("broker says no")
+
+    relay = OutboxRelay(dsn, CallbackPublisher(refuse), max_attempts=1)
+    assert (await relay.run_once()).dead == 1
+    await relay.aclose()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert replay_dead(conn) == 1
+        fresh = emit_txn(conn, "t", {"n": 1}, key="fresh")
+        listed = events(conn, status="pending")
+        assert [(str(row[1]), row[8], row[9]) for row in listed] == [
+            (fresh, 0, None),
+            (doomed, 0, None),
+        ]
+        assert [str(row[1]) for row in events(conn)] == [fresh, doomed]
+    async with await psycopg.AsyncConnection.connect(dsn) as aconn:
+        assert [str(row[1]) for row in await aevents(aconn)] == [fresh, doomed]
 
 
 async def test_a_failing_event_holds_its_key_back_then_goes_dead_and_is_replayed(

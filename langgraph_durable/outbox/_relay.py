@@ -25,7 +25,8 @@ of them, and a relay frozen mid-round (SIGSTOP, a paused VM) loses its session a
 locks after four; another relay then publishes its keys.
 
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
-for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
+for the next backoff to run out, `idle_wait` seconds, or `run()`'s stop, whichever comes
+first. Relays
 publish through async clients, so there is one relay, async; `run_relay` runs it from
 sync code.
 """
@@ -503,7 +504,9 @@ class OutboxRelay:
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Publish until `stop` is set: rounds while there is work, then wait for more.
 
-        A lost database connection is waited out with a growing pause.
+        Returns once `stop` is set, at once when waiting (for work, a broker or the
+        database), else when the round under way ends. A lost database connection is
+        waited out with a growing pause.
 
         Raises:
             DurableError: A database error waiting will not cure, named (e.g.
@@ -559,8 +562,31 @@ class OutboxRelay:
                 wait = self.idle_wait if due is None else min(self.idle_wait, due)
                 if wait <= 0 or stop.is_set():
                     continue
-                async for _ in listener.notifies(timeout=wait, stop_after=1):
-                    pass
+                await _notified_or_stopped(listener, wait, stop)
+
+
+async def _notified_or_stopped(
+    listener: AsyncConnection[Any], wait: float, stop: asyncio.Event
+) -> None:
+    """Return at the first NOTIFY, after `wait` seconds, or once `stop` is set, whichever
+    comes first. The wait used to look at NOTIFY alone: a relay stopped while idle
+    returned only after `idle_wait` (or its next backoff) ran out. A driver error of the
+    wait (a lost connection) is raised, for `run()` to wait out."""
+
+    async def notified() -> None:
+        async for _ in listener.notifies(timeout=wait, stop_after=1):
+            pass
+
+    waits = [asyncio.ensure_future(notified()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when run() itself is cancelled: leave no wait behind
+        for pending in waits:
+            pending.cancel()
+        outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):  # not the waits cancelled above
+            raise outcome
 
 
 def _count_publish(event: OutboxEvent, outcome: str) -> None:

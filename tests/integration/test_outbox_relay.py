@@ -272,10 +272,34 @@ async def test_the_relay_wakes_on_notify(dsn: str) -> None:
     ids = emit_many(dsn, keys=1, per_key=1)
     await arrived.wait()
     stop.set()
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("SELECT pg_notify('langgraph_durable_outbox', '')")
     await running
     assert got == ids["key-0"]
+
+
+@pytest.mark.timeout(60)
+async def test_a_relay_stopped_while_idle_returns_without_waiting_out_idle_wait(
+    dsn: str,
+) -> None:
+    """`run()` waited for a NOTIFY alone between rounds: stopped while idle, it returned
+    only after `idle_wait`. Here the stop comes once the relay has decided to wait (it
+    looked for the next backoff and found none) and is on its way into the wait; with an
+    hour's `idle_wait` the test times out unless the wait also watches `stop`."""
+    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: None), idle_wait=3600.0)
+    stop = asyncio.Event()
+    looked = relay._seconds_to_next_due
+    idle = asyncio.Event()
+
+    async def then_stop() -> float | None:
+        due = await looked()
+        if not idle.is_set():
+            idle.set()  # the relay is about to wait: stop it as soon as it yields
+            asyncio.get_running_loop().call_soon(stop.set)
+        return due
+
+    relay._seconds_to_next_due = then_stop  # type: ignore[method-assign]
+    await relay.run(stop)
+    assert idle.is_set()
+    assert relay._conn is None  # its session closed too
 
 
 async def test_an_error_quoting_binary_data_is_stored_and_the_round_commits(dsn: str) -> None:

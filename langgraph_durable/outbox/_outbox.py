@@ -51,7 +51,9 @@ def emit_txn(
     Args:
         conn: A connection in the transaction that makes the change the event announces.
         event_type: What happened, e.g. "order.shipped".
-        payload: JSON-serializable data.
+        payload: JSON-serializable data. It is stored as Postgres jsonb, and consumers
+            receive it as jsonb normalizes it (README "Payloads"): keys in jsonb's order,
+            a whole float written with an exponent (1e20) as an int, -0.0 as 0.0.
         key: Events of one key are published in order.
         event_id: A UUID for the event; a new one when not given.
     """

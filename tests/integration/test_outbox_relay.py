@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 import threading
 import uuid
@@ -116,6 +117,39 @@ async def test_events_lists_pending_events_never_tried_and_replayed(dsn: str) ->
         assert [str(row[1]) for row in events(conn)] == [fresh, doomed]
     async with await psycopg.AsyncConnection.connect(dsn) as aconn:
         assert [str(row[1]) for row in await aevents(aconn)] == [fresh, doomed]
+
+
+async def test_consumers_receive_the_payload_as_jsonb_normalizes_it(dsn: str) -> None:
+    """What README "Payloads" promises: keys in jsonb's order (shorter first), a whole
+    float written with an exponent as an int, -0.0 as 0.0; 1.0, other floats, big ints,
+    strings and list order as emitted."""
+    sent = {
+        "zeta": 1,
+        "a": 2,
+        "price": 1e20,
+        "neg0": -0.0,
+        "one": 1.0,
+        "big": 2**70,
+        "tiny": 1e-7,
+        "list": ["z", "a", 0.1],
+    }
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "t", sent, key="k")
+    got: list[OutboxEvent] = []
+    relay = OutboxRelay(dsn, CallbackPublisher(got.append))
+    await drain(relay)
+    await relay.aclose()
+    (event,) = got
+    assert list(event.payload) == ["a", "big", "one", "list", "neg0", "tiny", "zeta", "price"]
+    assert event.payload == sent  # equal by value...
+    price, neg0, one = event.payload["price"], event.payload["neg0"], event.payload["one"]
+    assert (type(price), price) == (int, 10**20)  # ...but 1e20 is an int now
+    assert (type(neg0), math.copysign(1.0, neg0)) == (float, 1.0)  # and -0.0 is 0.0
+    assert type(one) is float
+    assert event.body() == (
+        b'{"a":2,"big":1180591620717411303424,"one":1.0,"list":["z","a",0.1],'
+        b'"neg0":0.0,"tiny":1e-07,"zeta":1,"price":100000000000000000000}'
+    )
 
 
 async def test_a_failing_event_holds_its_key_back_then_goes_dead_and_is_replayed(

@@ -70,6 +70,11 @@ __all__ = ["OutboxRelay", "Publisher", "RoundResult"]
 
 logger = logging.getLogger("langgraph_durable.outbox")
 
+DB_PAUSE_BASE = 0.1
+DB_PAUSE_CAP = 10.0
+"""`run()`'s pause after losing the database: DB_PAUSE_BASE seconds, doubled per loss
+in a row, up to DB_PAUSE_CAP."""
+
 
 class Publisher(Protocol):
     """Sends one event to a broker and returns once the broker has it (or raises).
@@ -165,6 +170,8 @@ class OutboxRelay:
         self._conn: AsyncConnection[Any] | None = None
         self._outage_rounds = 0
         """Rounds in a row that could not reach the broker."""
+        self._db_losses = 0
+        """Times in a row `run()` lost the database with no round going through between."""
         self._unreachable_keys: set[str] = set()
         """Keys whose publish could not reach the broker during the current outage."""
         self._connected = False
@@ -506,7 +513,8 @@ class OutboxRelay:
 
         Returns once `stop` is set, at once when waiting (for work, a broker or the
         database), else when the round under way ends. A lost database connection is
-        waited out with a growing pause.
+        waited out with a growing pause (`_db_pause`), which starts over once a round
+        goes through.
 
         Raises:
             DurableError: A database error waiting will not cure, named (e.g.
@@ -514,7 +522,7 @@ class OutboxRelay:
                 events it had not marked stay pending.
         """
         stop = stop or asyncio.Event()
-        pause = 0.1
+        self._db_losses = 0
         try:
             while not stop.is_set():
                 try:
@@ -526,11 +534,18 @@ class OutboxRelay:
                         raise stopped_by(exc) from exc
                     logger.warning("outbox relay lost the database (%s); retrying", exc)
                     await self.aclose()
+                    self._db_losses += 1
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), pause)
-                    pause = min(pause * 2, 10.0)
+                        await asyncio.wait_for(stop.wait(), self._db_pause())
         finally:  # also when it stops on an error: its session left open before
             await self.aclose()
+
+    def _db_pause(self) -> float:
+        """Seconds `run()` waits before reconnecting after losing the database:
+        `DB_PAUSE_BASE` doubled per loss since the last round that went through, up to
+        `DB_PAUSE_CAP`. The pause used to grow for the life of the relay: after a few
+        outages, every later one waited the longest pause before its first retry."""
+        return backoff_delay(self._db_losses, base=DB_PAUSE_BASE, cap=DB_PAUSE_CAP)
 
     def _waited_out(self, exc: BaseException) -> bool:
         """Whether `run()` waits `exc` out: a lost connection, or a connect the server
@@ -551,6 +566,7 @@ class OutboxRelay:
             await listener.execute(QUERIES["outbox_listen"])
             while not stop.is_set():
                 result = await self.run_once()
+                self._db_losses = 0  # the database works: a later loss starts over
                 if result.unreachable:  # new events would not help: wait for the broker
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(stop.wait(), self._outage_pause())

@@ -32,6 +32,7 @@ from langgraph_durable import (
 from langgraph_durable.outbox import (
     OutboxEvent,
     OutboxRelay,
+    RoundResult,
     aevents,
     backlog,
     emit_txn,
@@ -604,6 +605,48 @@ async def test_a_server_out_of_connections_is_waited_out(dsn: str) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP OWNED BY "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
+
+
+async def test_the_pause_after_losing_the_database_starts_over_after_a_round(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run()` doubled its reconnect pause at each lost connection and never brought it
+    back: after a few outages, each later one waited the longest pause (10 s) before
+    its first retry. The relay's session is ended by the server four times (pauses 0.1,
+    0.2, 0.4, 0.8 s), a round then goes through, and the next loss pauses 0.1 s again.
+    The pauses are recorded, not waited: `run()` waits them with `asyncio.wait_for` on
+    its stop event, which here returns at once as if each had run out."""
+    (ids,) = emit_many(dsn, 1, 1).values()
+    published: list[str] = []
+    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: published.append(event.event_id)))
+    stop = asyncio.Event()
+    plan = ["lose"] * 4 + ["round", "lose"]
+    pauses: list[float] = []
+    real_round, real_wait_for = relay.run_once, asyncio.wait_for
+
+    async def run_once() -> RoundResult:
+        step = plan.pop(0)
+        if step == "lose":  # the server ends the relay's session (an admin, a restart)
+            pid = (await relay._connection()).info.backend_pid
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+                await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return await real_round()
+
+    async def recorded(awaitable: Any, timeout: float | None) -> Any:
+        if getattr(awaitable, "__qualname__", "") != "Event.wait":
+            return await real_wait_for(awaitable, timeout)
+        awaitable.close()  # a pause on the stop event: record it, and it has run out
+        assert timeout is not None
+        pauses.append(timeout)
+        if not plan:
+            stop.set()
+        raise asyncio.TimeoutError
+
+    relay.run_once = run_once  # type: ignore[method-assign]
+    monkeypatch.setattr(asyncio, "wait_for", recorded)
+    await relay.run(stop)
+    assert published == ids
+    assert pauses == [0.1, 0.2, 0.4, 0.8, 0.1]
 
 
 async def test_prune_refuses_a_batch_that_would_never_finish(dsn: str) -> None:

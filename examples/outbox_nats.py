@@ -14,6 +14,7 @@ import asyncio
 import sys
 import uuid
 from typing import Any
+from urllib.parse import unquote
 
 import nats
 import psycopg
@@ -91,7 +92,9 @@ async def main(dsn: str, url: str) -> int:
     finally:
         await js.delete_stream(stream)
         await client.close()
-    messages_types = [m.headers["event-type"] for m in messages]
+    # The type and key headers are percent-encoded UTF-8, as NATS headers trim values and
+    # turn line breaks into spaces.
+    messages_types = [unquote(m.headers["event-type"]) for m in messages]
     print(f"{order}: received {messages_types}, acted {acted}")
     return 0 if acted == [True, True, False] else 1
 

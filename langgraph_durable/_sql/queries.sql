@@ -1989,8 +1989,12 @@ RETURNING event_id
 
 -- name: outbox_events
 -- Events for operators, newest first, filtered by status when one is given.
+-- `next_attempt_at` is NULL for an event the relay may try at once: one never tried, or
+-- replayed, is stored with '-infinity', which psycopg cannot load (`events()` raised
+-- DataError "timestamp too small" whenever such an event was listed).
 SELECT seq, event_id, event_type, key, payload, thread_id, task_id, status, attempts,
-    next_attempt_at, last_error, created_at, published_at
+    NULLIF(next_attempt_at, '-infinity') AS next_attempt_at, last_error, created_at,
+    published_at
 FROM langgraph_durable_outbox
 WHERE %(status)s::text IS NULL OR status = %(status)s
 ORDER BY seq DESC

@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import event_params
 from langgraph_durable.errors import InvalidInputError
-from langgraph_durable.outbox._base import age_seconds, event_id_of
+from langgraph_durable.outbox._base import age_seconds, event_id_of, inbox_ids, row_limit
 from langgraph_durable.outbox._emit import checked_event
 
 __all__ = [
@@ -49,7 +49,9 @@ async def aemit_txn(
     Args:
         conn: A connection in the transaction that makes the change the event announces.
         event_type: What happened, e.g. "order.shipped".
-        payload: JSON-serializable data.
+        payload: JSON-serializable data. It is stored as Postgres jsonb, and consumers
+            receive it as jsonb normalizes it (README "Payloads"): keys in jsonb's order,
+            a whole float written with an exponent (1e20) as an int, -0.0 as 0.0.
         key: Events of one key are published in order.
         event_id: A UUID for the event; a new one when not given.
     """
@@ -67,9 +69,12 @@ async def ainbox_record_txn(conn: PgConn, consumer: str, message_id: str) -> boo
 
     Returns True when the message is new: do the work in the same transaction. False
     means it was recorded before (a redelivery): do nothing, commit, and acknowledge it.
+
+    Raises:
+        InvalidInputError: `consumer` or `message_id` is empty or not text Postgres
+            stores (a NUL, a lone surrogate).
     """
-    if not consumer or not message_id:
-        raise InvalidInputError("inbox: give a non-empty consumer name and message id")
+    consumer, message_id = inbox_ids(consumer, message_id)
     cur = await conn.execute(
         QUERIES["inbox_record"], {"consumer": consumer, "message_id": message_id}
     )
@@ -90,10 +95,20 @@ async def abacklog(conn: PgConn) -> dict[str, Any]:
 
 
 async def aevents(conn: PgConn, *, status: str | None = None, limit: int = 100) -> list[Any]:
-    """Events newest first (all, or those with `status`: pending, published, dead)."""
+    """Events newest first (all, or those with `status`: pending, published, dead).
+
+    Each row holds seq, event_id, event_type, key, payload, thread_id, task_id, status,
+    attempts, next_attempt_at, last_error, created_at and published_at; next_attempt_at
+    is None for an event the relay may try at once (never tried, or replayed).
+
+    Raises:
+        InvalidInputError: `status` is none of those, or `limit` is not a whole number
+            >= 1.
+    """
     if status not in (None, "pending", "published", "dead"):
         raise InvalidInputError(f"status {status!r}: use pending, published or dead")
-    cur = await conn.execute(QUERIES["outbox_events"], {"status": status, "limit": limit})
+    params = {"status": status, "limit": row_limit(limit)}
+    cur = await conn.execute(QUERIES["outbox_events"], params)
     return list(await cur.fetchall())
 
 

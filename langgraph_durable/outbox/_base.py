@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from langgraph_durable._ids import is_text
 from langgraph_durable.errors import InvalidInputError, InvalidWebhookError
 
 __all__ = [
@@ -152,6 +153,36 @@ def age_seconds(older_than: object) -> float:
             f"older_than={older_than!r}: pass a number of seconds from 0 to 1,000 years."
         )
     return float(older_than)
+
+
+MAX_ROWS = 2**63 - 1
+"""Postgres' LIMIT is a bigint."""
+
+
+def row_limit(limit: object) -> int:
+    """`events(limit=...)`: a whole number from 1 to 2**63 - 1, or `InvalidInputError`
+    naming it (a negative or non-numeric one was a raw psycopg error)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ROWS:
+        raise InvalidInputError(
+            f"limit={limit!r}: give the most events to list as a whole number >= 1."
+        )
+    return limit
+
+
+def inbox_ids(consumer: object, message_id: object) -> tuple[str, str]:
+    """An inbox row's consumer and message id as stored, or `InvalidInputError` naming
+    what to change. Both must be non-empty text Postgres stores (no NUL, no lone
+    surrogate: those were raw psycopg errors); a message id given as a `uuid.UUID` (an
+    event id) is its text."""
+    if isinstance(message_id, uuid.UUID):
+        message_id = str(message_id)
+    for name, value in (("consumer", consumer), ("message_id", message_id)):
+        if not value or not is_text(value):
+            raise InvalidInputError(
+                f"inbox: {name}={value!r}; give a non-empty string without NUL or lone "
+                "surrogates (a message id is the event id the message carries)."
+            )
+    return str(consumer), str(message_id)
 
 
 def event_id_of(text: object, what: str = "event_id") -> str:

@@ -99,11 +99,19 @@ def derived_event_id(config: RunnableConfig, thread_id: str, event_type: str) ->
 
 
 def checked_event(event_type: str, payload: Any, key: str, **where: Any) -> ParkedEvent:
-    """A new event with a fresh id, or `InvalidEventError` saying what to change."""
+    """A new event with a fresh id, or `InvalidEventError` saying what to change.
+
+    A payload nested deeper than Python's recursion limit (about a thousand levels) makes
+    `json.dumps` raise RecursionError, which reached the caller raw."""
     try:
         return new_event(event_type, payload, key, **where)
     except (TypeError, ValueError) as exc:
         raise InvalidEventError(f"outbox event {event_type!r} refused: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidEventError(
+            f"outbox event {event_type!r} refused: its payload is nested too deeply to "
+            "encode as JSON; send a flatter one"
+        ) from exc
 
 
 def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
@@ -117,7 +125,9 @@ def emit(event_type: str, payload: Any, *, key: str | None = None) -> str:
 
     Args:
         event_type: What happened, e.g. "order.shipped".
-        payload: JSON-serializable data.
+        payload: JSON-serializable data. It is stored as Postgres jsonb, and consumers
+            receive it as jsonb normalizes it (README "Payloads"): keys in jsonb's order,
+            a whole float written with an exponent (1e20) as an int, -0.0 as 0.0.
         key: Events of one key are published in order; the thread id when not given.
 
     Raises:

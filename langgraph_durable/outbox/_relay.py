@@ -25,7 +25,8 @@ of them, and a relay frozen mid-round (SIGSTOP, a paused VM) loses its session a
 locks after four; another relay then publishes its keys.
 
 Between rounds the relay waits on LISTEN/NOTIFY (a trigger notifies on every insert),
-for the next backoff to run out, or `idle_wait` seconds, whichever comes first. Relays
+for the next backoff to run out, `idle_wait` seconds, or `run()`'s stop, whichever comes
+first. Relays
 publish through async clients, so there is one relay, async; `run_relay` runs it from
 sync code.
 """
@@ -68,6 +69,11 @@ from langgraph_durable.outbox._relay_db import lost, lost_mid_round, refused_for
 __all__ = ["OutboxRelay", "Publisher", "RoundResult"]
 
 logger = logging.getLogger("langgraph_durable.outbox")
+
+DB_PAUSE_BASE = 0.1
+DB_PAUSE_CAP = 10.0
+"""`run()`'s pause after losing the database: DB_PAUSE_BASE seconds, doubled per loss
+in a row, up to DB_PAUSE_CAP."""
 
 
 class Publisher(Protocol):
@@ -164,6 +170,8 @@ class OutboxRelay:
         self._conn: AsyncConnection[Any] | None = None
         self._outage_rounds = 0
         """Rounds in a row that could not reach the broker."""
+        self._db_losses = 0
+        """Times in a row `run()` lost the database with no round going through between."""
         self._unreachable_keys: set[str] = set()
         """Keys whose publish could not reach the broker during the current outage."""
         self._connected = False
@@ -503,7 +511,10 @@ class OutboxRelay:
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Publish until `stop` is set: rounds while there is work, then wait for more.
 
-        A lost database connection is waited out with a growing pause.
+        Returns once `stop` is set, at once when waiting (for work, a broker or the
+        database), else when the round under way ends. A lost database connection is
+        waited out with a growing pause (`_db_pause`), which starts over once a round
+        goes through.
 
         Raises:
             DurableError: A database error waiting will not cure, named (e.g.
@@ -511,7 +522,7 @@ class OutboxRelay:
                 events it had not marked stay pending.
         """
         stop = stop or asyncio.Event()
-        pause = 0.1
+        self._db_losses = 0
         try:
             while not stop.is_set():
                 try:
@@ -523,11 +534,18 @@ class OutboxRelay:
                         raise stopped_by(exc) from exc
                     logger.warning("outbox relay lost the database (%s); retrying", exc)
                     await self.aclose()
+                    self._db_losses += 1
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), pause)
-                    pause = min(pause * 2, 10.0)
+                        await asyncio.wait_for(stop.wait(), self._db_pause())
         finally:  # also when it stops on an error: its session left open before
             await self.aclose()
+
+    def _db_pause(self) -> float:
+        """Seconds `run()` waits before reconnecting after losing the database:
+        `DB_PAUSE_BASE` doubled per loss since the last round that went through, up to
+        `DB_PAUSE_CAP`. The pause used to grow for the life of the relay: after a few
+        outages, every later one waited the longest pause before its first retry."""
+        return backoff_delay(self._db_losses, base=DB_PAUSE_BASE, cap=DB_PAUSE_CAP)
 
     def _waited_out(self, exc: BaseException) -> bool:
         """Whether `run()` waits `exc` out: a lost connection, or a connect the server
@@ -548,6 +566,7 @@ class OutboxRelay:
             await listener.execute(QUERIES["outbox_listen"])
             while not stop.is_set():
                 result = await self.run_once()
+                self._db_losses = 0  # the database works: a later loss starts over
                 if result.unreachable:  # new events would not help: wait for the broker
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(stop.wait(), self._outage_pause())
@@ -559,8 +578,31 @@ class OutboxRelay:
                 wait = self.idle_wait if due is None else min(self.idle_wait, due)
                 if wait <= 0 or stop.is_set():
                     continue
-                async for _ in listener.notifies(timeout=wait, stop_after=1):
-                    pass
+                await _notified_or_stopped(listener, wait, stop)
+
+
+async def _notified_or_stopped(
+    listener: AsyncConnection[Any], wait: float, stop: asyncio.Event
+) -> None:
+    """Return at the first NOTIFY, after `wait` seconds, or once `stop` is set, whichever
+    comes first. The wait used to look at NOTIFY alone: a relay stopped while idle
+    returned only after `idle_wait` (or its next backoff) ran out. A driver error of the
+    wait (a lost connection) is raised, for `run()` to wait out."""
+
+    async def notified() -> None:
+        async for _ in listener.notifies(timeout=wait, stop_after=1):
+            pass
+
+    waits = [asyncio.ensure_future(notified()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # also when run() itself is cancelled: leave no wait behind
+        for pending in waits:
+            pending.cancel()
+        outcomes = await asyncio.gather(*waits, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):  # not the waits cancelled above
+            raise outcome
 
 
 def _count_publish(event: OutboxEvent, outcome: str) -> None:

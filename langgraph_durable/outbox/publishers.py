@@ -6,7 +6,10 @@
   confirms, persistent messages, `message_id` = event id, routing key = event type; a
   message no queue takes is a failed publish (`UnroutableError`), never a published one;
 - `NatsPublisher` (`[nats]`, nats-py): JetStream publish acknowledged by the stream, header
-  `Nats-Msg-Id` = event id, so the stream's own window drops duplicates;
+  `Nats-Msg-Id` = event id, so the stream's own window drops duplicates. The
+  `event-type` and `event-key` headers are percent-encoded UTF-8 (`header_value`), as
+  for webhooks: nats-py turns a line break in a header value into a space and trims
+  the value, so a key holding one reached consumers changed;
 - `WebhookPublisher` (`[webhook]`, httpx): POST signed as Standard Webhooks specifies
   (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), so
   a receiver's Standard Webhooks library accepts it, as does `verify_webhook`. Any
@@ -14,7 +17,9 @@
   headers are percent-encoded UTF-8 (`header_value`): read them with
   `urllib.parse.unquote`.
 
-Every message carries the event id, type and key, so consumers dedupe by id.
+Every message carries the event id, type and key, so consumers dedupe by id. RabbitMQ
+headers carry any text as it is (AMQP field tables are length-prefixed), so the AMQP
+publisher sends the type and key unencoded.
 
 A broker URL is checked when the publisher is made (`ConfigurationError`, the URL's
 password never repeated): a malformed one failed every publish, and every event went
@@ -81,6 +86,13 @@ def _positive(seconds: float, who: str) -> float:
 
 def _headers(event: OutboxEvent) -> dict[str, Any]:
     return {"event-id": event.event_id, "event-type": event.event_type, "event-key": event.key}
+
+
+def _encoded_headers(event: OutboxEvent) -> dict[str, str]:
+    """`_headers` percent-encoded (`header_value`), for transports whose header values
+    are not any text: HTTP's are ASCII, and NATS trims them and turns CR and LF into
+    spaces. The id, a UUID, reads as it is."""
+    return {name: header_value(value) for name, value in _headers(event).items()}
 
 
 def _checked_url(url: object, schemes: Sequence[str], who: str) -> str:
@@ -375,6 +387,11 @@ def _exchange_named(name: str) -> str:
 class NatsPublisher(_SharedConnect):
     """Publishes to NATS JetStream; the stream acknowledges each message.
 
+    Headers `Nats-Msg-Id` and `event-id` carry the event id; `event-type` and
+    `event-key` are percent-encoded UTF-8 (`header_value`; read them with
+    `urllib.parse.unquote`), since nats-py trims a header value and turns its line
+    breaks into spaces: a key like `line1\nline2` reached consumers as `line1 line2`.
+
     Args:
         servers: NATS server URL(s), e.g. "nats://127.0.0.1:4222".
         subject: The subject; the event type when None.
@@ -463,7 +480,9 @@ class NatsPublisher(_SharedConnect):
             )
         js = await self._ready()
         await js.publish(
-            subject, event.body(), headers={"Nats-Msg-Id": event.event_id, **_headers(event)}
+            subject,
+            event.body(),
+            headers={"Nats-Msg-Id": event.event_id, **_encoded_headers(event)},
         )
 
     async def aclose(self) -> None:
@@ -524,7 +543,7 @@ class WebhookPublisher:
         body = event.body()
         headers = {
             "content-type": "application/json",
-            **{name: header_value(value) for name, value in _headers(event).items()},
+            **_encoded_headers(event),
             **sign_webhook(self._key, event.event_id, int(self._clock()), body),
         }
         response = await self._client.post(self.url, content=body, headers=headers)

@@ -391,6 +391,89 @@ async def test_nats_jetstream_dedupes_by_msg_id(dsn: str) -> None:
     assert work_done(dsn) == ids
 
 
+ODD_HEADERS = [
+    ("order.created", "line1\nline2"),
+    ("order.created", "x\r\nNats-Msg-Id: 00000000-0000-0000-0000-000000000000"),
+    ("order\r\ncreated", "  padded  "),
+    ("commande.expédiée", "commande-été"),
+    ("t", "50%"),
+]
+"""Event types and keys that header values do not carry as they are everywhere."""
+
+
+async def test_nats_headers_carry_any_key_and_type_percent_encoded(dsn: str) -> None:
+    """nats-py trims a header value and turns CR and LF into spaces: a key holding a line
+    break reached consumers changed. The type and key headers are percent-encoded UTF-8
+    now, as a webhook's are; `urllib.parse.unquote` gives the text back."""
+    need_broker("NATS", 4222)
+    import nats
+
+    name = f"outbox_{uuid.uuid4().hex}"
+    subject = f"outbox.{name}"
+    client = await nats.connect(NATS_URL)
+    js = client.jetstream()
+    await js.add_stream(name=name, subjects=[subject])
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            ids = [emit_txn(conn, event_type, {}, key=key) for event_type, key in ODD_HEADERS]
+        publisher = NatsPublisher(NATS_URL, subject=subject)
+        relay = OutboxRelay(dsn, publisher, max_attempts=1)
+        try:
+            await drain(relay)
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+        sub = await js.pull_subscribe(subject, durable=f"c{uuid.uuid4().hex}", stream=name)
+        got: dict[str, tuple[str, str]] = {}
+        while len(got) < len(ids):
+            for message in await sub.fetch(len(ids) - len(got)):
+                headers = message.headers or {}
+                assert headers["event-id"] == headers["Nats-Msg-Id"]
+                got[headers["Nats-Msg-Id"]] = (
+                    unquote(headers["event-type"]),
+                    unquote(headers["event-key"]),
+                )
+                await message.ack()
+    finally:
+        await js.delete_stream(name)
+        await client.close()
+    assert got == dict(zip(ids, ODD_HEADERS, strict=True))
+
+
+async def test_rabbitmq_headers_carry_any_key_and_type_as_they_are(dsn: str) -> None:
+    """AMQP header values are length-prefixed: line breaks, spaces and any UTF-8 arrive
+    as sent, so the RabbitMQ publisher does not percent-encode them (README "Headers")."""
+    need_broker("RabbitMQ", 5672)
+    import aio_pika
+
+    queue_name = f"outbox-test-{uuid.uuid4()}"
+    connection = await aio_pika.connect_robust(RABBIT_URL)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(queue_name, auto_delete=True)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            ids = [emit_txn(conn, event_type, {}, key=key) for event_type, key in ODD_HEADERS]
+        publisher = RabbitMQPublisher(RABBIT_URL, routing_key=queue_name)
+        relay = OutboxRelay(dsn, publisher, max_attempts=1)
+        try:
+            await drain(relay)
+        finally:
+            await relay.aclose()
+            await publisher.aclose()
+        got: dict[str, tuple[Any, Any]] = {}
+        async with queue.iterator() as messages:
+            async for message in messages:
+                async with message.process():
+                    assert message.message_id == message.headers["event-id"]
+                    got[message.message_id] = (
+                        message.headers["event-type"],
+                        message.headers["event-key"],
+                    )
+                if len(got) == len(ids):
+                    break
+    assert got == dict(zip(ids, ODD_HEADERS, strict=True))
+
+
 @contextlib.contextmanager
 def nats_server(port: int, store: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A NATS server with JetStream of its own on `port`, stopped at the end."""

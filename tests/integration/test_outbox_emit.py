@@ -531,6 +531,48 @@ def test_emit_txn_commits_and_rolls_back_with_the_caller(dsn: str) -> None:
             emit_txn(conn, "bad", {"x": object()}, key=key)
 
 
+def nested(depth: int) -> list[Any]:
+    """A list holding a list, `depth` levels down."""
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+def test_wrong_inputs_to_the_outbox_functions_raise_named_errors(dsn: str) -> None:
+    """A payload nested past Python's recursion limit raised a raw RecursionError, from
+    `emit_txn` and from `emit()` in a node; a negative or non-numeric `events(limit=)`
+    and an inbox consumer or message id holding a NUL were raw psycopg errors."""
+    from langgraph_durable.outbox import events, inbox_record_txn
+
+    with psycopg.connect(dsn) as conn:
+        with pytest.raises(InvalidEventError, match="nested too deeply"):
+            emit_txn(conn, "deep", nested(5000), key="k")
+        for limit in (-1, 0, "x", None, 2.5, True, 2**63):
+            with pytest.raises(InvalidInputError, match=r"limit=.*whole number >= 1"):
+                events(conn, limit=limit)  # type: ignore[arg-type]
+        assert len(events(conn, limit=1)) <= 1
+        refused = [("c\x00", "m"), ("c", "m\x00"), ("c", "m\udc80"), ("", "m"), ("c", 123)]
+        for consumer, message_id in refused:
+            with pytest.raises(InvalidInputError, match=r"inbox: .*non-empty string"):
+                inbox_record_txn(conn, consumer, message_id)  # type: ignore[arg-type]
+        event_id = uuid.uuid4()  # an event id as a UUID: its text, as before
+        assert inbox_record_txn(conn, "c", event_id) is True  # type: ignore[arg-type]
+        assert inbox_record_txn(conn, "c", str(event_id)) is False
+        conn.rollback()
+
+    def deep(state: State) -> State:
+        emit("deep", nested(5000))
+        return {}
+
+    with DurablePostgresSaver.from_conn_string(dsn) as saver:
+        app = one_node("deep", deep).compile(checkpointer=saver)
+        with pytest.raises(InvalidEventError, match="nested too deeply"):
+            app.invoke({}, {"configurable": {"thread_id": f"emit-{uuid.uuid4()}"}})
+
+
 async def test_aemit_txn(dsn: str) -> None:
     key = f"k-{uuid.uuid4()}"
     async with await psycopg.AsyncConnection.connect(dsn) as conn:

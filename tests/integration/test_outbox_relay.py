@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 import threading
 import uuid
@@ -31,6 +32,8 @@ from langgraph_durable import (
 from langgraph_durable.outbox import (
     OutboxEvent,
     OutboxRelay,
+    RoundResult,
+    aevents,
     backlog,
     emit_txn,
     events,
@@ -89,6 +92,65 @@ async def test_every_event_is_published_in_order_per_key(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         assert prune_published(conn, 0) == 100
         assert events(conn) == []
+
+
+async def test_events_lists_pending_events_never_tried_and_replayed(dsn: str) -> None:
+    """A pending event not tried yet (and a replayed one) is stored with next_attempt_at
+    '-infinity', which psycopg cannot load: `events()` raised DataError "timestamp too
+    small" whenever one was listed. It shows None: the relay may try it at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        doomed = emit_txn(conn, "t", {"n": 0}, key="doomed")
+
+    def refuse(event: OutboxEvent) -> None:
+        raise RuntimeError("broker says no")
+
+    relay = OutboxRelay(dsn, CallbackPublisher(refuse), max_attempts=1)
+    assert (await relay.run_once()).dead == 1
+    await relay.aclose()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert replay_dead(conn) == 1
+        fresh = emit_txn(conn, "t", {"n": 1}, key="fresh")
+        listed = events(conn, status="pending")
+        assert [(str(row[1]), row[8], row[9]) for row in listed] == [
+            (fresh, 0, None),
+            (doomed, 0, None),
+        ]
+        assert [str(row[1]) for row in events(conn)] == [fresh, doomed]
+    async with await psycopg.AsyncConnection.connect(dsn) as aconn:
+        assert [str(row[1]) for row in await aevents(aconn)] == [fresh, doomed]
+
+
+async def test_consumers_receive_the_payload_as_jsonb_normalizes_it(dsn: str) -> None:
+    """What README "Payloads" promises: keys in jsonb's order (shorter first), a whole
+    float written with an exponent as an int, -0.0 as 0.0; 1.0, other floats, big ints,
+    strings and list order as emitted."""
+    sent = {
+        "zeta": 1,
+        "a": 2,
+        "price": 1e20,
+        "neg0": -0.0,
+        "one": 1.0,
+        "big": 2**70,
+        "tiny": 1e-7,
+        "list": ["z", "a", 0.1],
+    }
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        emit_txn(conn, "t", sent, key="k")
+    got: list[OutboxEvent] = []
+    relay = OutboxRelay(dsn, CallbackPublisher(got.append))
+    await drain(relay)
+    await relay.aclose()
+    (event,) = got
+    assert list(event.payload) == ["a", "big", "one", "list", "neg0", "tiny", "zeta", "price"]
+    assert event.payload == sent  # equal by value...
+    price, neg0, one = event.payload["price"], event.payload["neg0"], event.payload["one"]
+    assert (type(price), price) == (int, 10**20)  # ...but 1e20 is an int now
+    assert (type(neg0), math.copysign(1.0, neg0)) == (float, 1.0)  # and -0.0 is 0.0
+    assert type(one) is float
+    assert event.body() == (
+        b'{"a":2,"big":1180591620717411303424,"one":1.0,"list":["z","a",0.1],'
+        b'"neg0":0.0,"tiny":1e-07,"zeta":1,"price":100000000000000000000}'
+    )
 
 
 async def test_a_failing_event_holds_its_key_back_then_goes_dead_and_is_replayed(
@@ -245,10 +307,34 @@ async def test_the_relay_wakes_on_notify(dsn: str) -> None:
     ids = emit_many(dsn, keys=1, per_key=1)
     await arrived.wait()
     stop.set()
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("SELECT pg_notify('langgraph_durable_outbox', '')")
     await running
     assert got == ids["key-0"]
+
+
+@pytest.mark.timeout(60)
+async def test_a_relay_stopped_while_idle_returns_without_waiting_out_idle_wait(
+    dsn: str,
+) -> None:
+    """`run()` waited for a NOTIFY alone between rounds: stopped while idle, it returned
+    only after `idle_wait`. Here the stop comes once the relay has decided to wait (it
+    looked for the next backoff and found none) and is on its way into the wait; with an
+    hour's `idle_wait` the test times out unless the wait also watches `stop`."""
+    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: None), idle_wait=3600.0)
+    stop = asyncio.Event()
+    looked = relay._seconds_to_next_due
+    idle = asyncio.Event()
+
+    async def then_stop() -> float | None:
+        due = await looked()
+        if not idle.is_set():
+            idle.set()  # the relay is about to wait: stop it as soon as it yields
+            asyncio.get_running_loop().call_soon(stop.set)
+        return due
+
+    relay._seconds_to_next_due = then_stop  # type: ignore[method-assign]
+    await relay.run(stop)
+    assert idle.is_set()
+    assert relay._conn is None  # its session closed too
 
 
 async def test_an_error_quoting_binary_data_is_stored_and_the_round_commits(dsn: str) -> None:
@@ -519,6 +605,48 @@ async def test_a_server_out_of_connections_is_waited_out(dsn: str) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP OWNED BY "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
+
+
+async def test_the_pause_after_losing_the_database_starts_over_after_a_round(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run()` doubled its reconnect pause at each lost connection and never brought it
+    back: after a few outages, each later one waited the longest pause (10 s) before
+    its first retry. The relay's session is ended by the server four times (pauses 0.1,
+    0.2, 0.4, 0.8 s), a round then goes through, and the next loss pauses 0.1 s again.
+    The pauses are recorded, not waited: `run()` waits them with `asyncio.wait_for` on
+    its stop event, which here returns at once as if each had run out."""
+    (ids,) = emit_many(dsn, 1, 1).values()
+    published: list[str] = []
+    relay = OutboxRelay(dsn, CallbackPublisher(lambda event: published.append(event.event_id)))
+    stop = asyncio.Event()
+    plan = ["lose"] * 4 + ["round", "lose"]
+    pauses: list[float] = []
+    real_round, real_wait_for = relay.run_once, asyncio.wait_for
+
+    async def run_once() -> RoundResult:
+        step = plan.pop(0)
+        if step == "lose":  # the server ends the relay's session (an admin, a restart)
+            pid = (await relay._connection()).info.backend_pid
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+                await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return await real_round()
+
+    async def recorded(awaitable: Any, timeout: float | None) -> Any:
+        if getattr(awaitable, "__qualname__", "") != "Event.wait":
+            return await real_wait_for(awaitable, timeout)
+        awaitable.close()  # a pause on the stop event: record it, and it has run out
+        assert timeout is not None
+        pauses.append(timeout)
+        if not plan:
+            stop.set()
+        raise asyncio.TimeoutError
+
+    relay.run_once = run_once  # type: ignore[method-assign]
+    monkeypatch.setattr(asyncio, "wait_for", recorded)
+    await relay.run(stop)
+    assert published == ids
+    assert pauses == [0.1, 0.2, 0.4, 0.8, 0.1]
 
 
 async def test_prune_refuses_a_batch_that_would_never_finish(dsn: str) -> None:

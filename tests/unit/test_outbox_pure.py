@@ -7,6 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -29,7 +30,14 @@ from langgraph_durable.outbox import (
     verify_webhook,
     webhook_key,
 )
-from langgraph_durable.outbox._base import error_text, header_value, is_transport_error
+from langgraph_durable.outbox._base import (
+    error_text,
+    header_value,
+    inbox_ids,
+    is_transport_error,
+    row_limit,
+)
+from langgraph_durable.outbox._emit import checked_event
 
 
 def event(
@@ -486,3 +494,24 @@ def test_current_effect_key_outside_an_effect_is_named() -> None:
     with pytest.raises(NotInEffectError, match="inside an @effect") as raised:
         current_effect_key()
     assert isinstance(raised.value, LookupError)
+
+
+def test_wrong_outbox_inputs_are_refused_before_any_database_sees_them() -> None:
+    """A payload deeper than Python's recursion limit, an `events()` limit that is no
+    whole number >= 1, and an inbox id Postgres cannot store each name what to change."""
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(InvalidEventError, match="nested too deeply"):
+        checked_event("deep", deep, "k")
+    assert checked_event("shallow", [[[1]]], "k").payload == "[[[1]]]"
+    assert row_limit(1) == 1
+    assert row_limit(2**63 - 1) == 2**63 - 1
+    for limit in (0, -1, 2**63, 1.0, "5", None, False):
+        with pytest.raises(InvalidInputError, match="limit="):
+            row_limit(limit)
+    some_id = uuid.uuid4()
+    assert inbox_ids("mailer", some_id) == ("mailer", str(some_id))
+    for consumer, message_id in (("a\x00", "m"), ("a", "\udc80"), ("a", ""), (None, "m")):
+        with pytest.raises(InvalidInputError, match="inbox: "):
+            inbox_ids(consumer, message_id)

@@ -24,6 +24,7 @@ from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import AsyncHeartbeat, afinish_despite_cancel, owner_is_dead
 from langgraph_durable._inflight import effect_under_way
 from langgraph_durable._redact import redact_passwords
+from langgraph_durable._wakeups import asked_to_wake
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
 from langgraph_durable.effects._call import (
     STORE_PAUSE_FIRST,
@@ -172,6 +173,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                 error_type=row.error_type,
             )
         if action is Action.RAISE_DEFERRED:
+            asked_to_wake(decision.until)  # beside a parallel branch's (`_wakeups.py`)
             raise EffectDeferred(
                 f"Effect {call.name!r} (key {call.key!r}) is rate limited until "
                 f"{decision.until}; retry the run after that time.",
@@ -179,6 +181,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                 retry_at=decision.until,
             )
         if action is Action.RAISE_IN_PROGRESS:
+            asked_to_wake(row.lease_expires_at)
             raise EffectInProgressError(
                 f"Effect {call.name!r} (key {call.key!r}) is being attempted by "
                 f"{row.lease_owner} (lease until {row.lease_expires_at}); waited "
@@ -415,6 +418,7 @@ async def _arecord_failure(
             else "no retry time was recorded (the attempt was taken over meanwhile); retry "
             "the run later"
         )
+        asked_to_wake(retry_at)
         raise EffectDeferred(
             f"Effect {call.name!r} (key {call.key!r}) was rate limited; {when}.",
             key=call.key,

@@ -26,6 +26,7 @@ from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import Heartbeat, finish_despite_interrupt, owner_is_dead
 from langgraph_durable._inflight import effect_under_way
 from langgraph_durable._redact import redact_passwords
+from langgraph_durable._wakeups import asked_to_wake
 from langgraph_durable.effects._call import (
     STORE_PAUSE_FIRST,
     STORE_PAUSE_MAX,
@@ -174,6 +175,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 error_type=row.error_type,
             )
         if action is Action.RAISE_DEFERRED:
+            asked_to_wake(decision.until)  # beside a parallel branch's (`_wakeups.py`)
             raise EffectDeferred(
                 f"Effect {call.name!r} (key {call.key!r}) is rate limited until "
                 f"{decision.until}; retry the run after that time.",
@@ -181,6 +183,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                 retry_at=decision.until,
             )
         if action is Action.RAISE_IN_PROGRESS:
+            asked_to_wake(row.lease_expires_at)
             raise EffectInProgressError(
                 f"Effect {call.name!r} (key {call.key!r}) is being attempted by "
                 f"{row.lease_owner} (lease until {row.lease_expires_at}); waited "
@@ -417,6 +420,7 @@ def _record_failure(
             else "no retry time was recorded (the attempt was taken over meanwhile); retry "
             "the run later"
         )
+        asked_to_wake(retry_at)
         raise EffectDeferred(
             f"Effect {call.name!r} (key {call.key!r}) was rate limited; {when}.",
             key=call.key,

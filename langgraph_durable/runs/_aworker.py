@@ -29,6 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -38,6 +39,7 @@ from langgraph.runtime import RunControl
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import AsyncHeartbeat
 from langgraph_durable._fencing import Fence, with_fence
+from langgraph_durable._wakeups import collecting_wakeups, earliest
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver
 from langgraph_durable.durability import Durability
 from langgraph_durable.errors import DatabaseUnreachableError, FencedOutError
@@ -330,13 +332,15 @@ class AsyncWorker:
         # time runs out or flag stuck ones (this one included).
         housekeeping = AsyncHeartbeat(self._asweep_beside, self.sweep_every, run.run_id)
         async with heartbeat.running(), housekeeping.running():
+            wakeups: list[datetime] = []
             try:
-                output, interrupted = await self._termination.interruptible(
-                    lambda: self._arun_graph(run, graph, config, control)
-                )
+                with collecting_wakeups() as wakeups:
+                    output, interrupted = await self._termination.interruptible(
+                        lambda: self._arun_graph(run, graph, config, control)
+                    )
                 outcome = outcome_of(run, output=output, interrupted=interrupted)
             except Exception as exc:
-                outcome = outcome_of(run, error=exc)
+                outcome = outcome_of(run, error=exc, wake_at=earliest(wakeups))
             except WorkerTerminated:
                 # SIGTERM under run_forever: back to the queue, attempt given back, and
                 # recorded like any outcome (riding out an outage); run_forever returns.

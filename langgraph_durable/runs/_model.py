@@ -35,6 +35,7 @@ from langgraph_durable._ids import (
     stored_id,
     thread_id_of,
 )
+from langgraph_durable._wakeups import earliest
 from langgraph_durable.errors import (
     ConfigurationError,
     DatabaseUnreachableError,
@@ -936,8 +937,12 @@ def outcome_of(
     error: BaseException | None = None,
     output: Any = None,
     interrupted: bool = False,
+    wake_at: datetime | None = None,
 ) -> Outcome:
-    """How an execution of `run` (attempt `run.attempt`) ends: its next status."""
+    """How an execution of `run` (attempt `run.attempt`) ends: its next status.
+
+    `wake_at`: the earliest wake-up its branches asked for (`_wakeups.py`); a deferred
+    run is parked until it when it comes before the time of the error LangGraph raised."""
     if error is None:
         if interrupted:
             return Outcome(Next.FINISH, RunStatus.INTERRUPTED, output=output, counted=False)
@@ -955,6 +960,7 @@ def outcome_of(
         # and has not given the attempt up) is waited for, not counted as the run failing:
         # once its lease runs out, the run takes the attempt over.
         until = error.retry_at if isinstance(error, EffectDeferred) else error.lease_expires_at
+        until = earliest([t for t in (until, wake_at) if t is not None])
         if until is None:  # no time given: look again in about a second
             return Outcome(
                 Next.FINISH,

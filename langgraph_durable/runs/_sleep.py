@@ -35,6 +35,7 @@ from typing import Any
 from langgraph.config import get_config
 
 from langgraph_durable import _langgraph
+from langgraph_durable._wakeups import asked_to_wake
 from langgraph_durable.effects import (
     AsyncEffectJournal,
     EffectJournal,
@@ -89,8 +90,13 @@ def _moment(when: datetime) -> datetime:
 
 
 def _wake_at(now: datetime, seconds: float) -> str:
-    """The wake-up time journaled: `seconds` after `now`, the database's clock."""
-    return (now + timedelta(seconds=seconds)).astimezone(timezone.utc).isoformat()
+    """The wake-up time journaled: `seconds` after `now`, the database's clock. Noted as
+    it is computed (`_wakeups.py`): a branch that LangGraph cancels while its time is
+    being stored (a parallel branch's deferral came out first) would not reach `_check`."""
+    when = now + timedelta(seconds=seconds)
+    if seconds > 0:
+        asked_to_wake(when)
+    return when.astimezone(timezone.utc).isoformat()
 
 
 def _journaled_earlier(exc: EffectInputMismatchError, found: dict[str, Any] | None) -> str:
@@ -111,6 +117,7 @@ def _check(wake: str, now: datetime) -> None:
     """Return once `now` (the database's clock) has reached the wake-up time; else defer."""
     when = datetime.fromisoformat(wake)
     if now < when:
+        asked_to_wake(when)  # beside a parallel branch's later one (`_wakeups.py`)
         raise EffectDeferred(f"durable_sleep: sleeping until {when.isoformat()}", retry_at=when)
 
 

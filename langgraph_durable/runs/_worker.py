@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -39,6 +40,7 @@ from langgraph.runtime import RunControl
 from langgraph_durable import _crashpoints, _telemetry
 from langgraph_durable._db import Heartbeat
 from langgraph_durable._fencing import Fence, with_fence
+from langgraph_durable._wakeups import collecting_wakeups, earliest
 from langgraph_durable.checkpoint import DurablePostgresSaver
 from langgraph_durable.durability import Durability
 from langgraph_durable.errors import DatabaseUnreachableError, FencedOutError
@@ -327,13 +329,15 @@ class Worker:
         # time runs out or flag stuck ones (this one included).
         housekeeping = Heartbeat(self._sweep_beside, self.sweep_every, run.run_id)
         with heartbeat.running(), housekeeping.running():
+            wakeups: list[datetime] = []
             try:
-                output, interrupted = self._termination.interruptible(
-                    lambda: self._run_graph(run, graph, config, control)
-                )
+                with collecting_wakeups() as wakeups:
+                    output, interrupted = self._termination.interruptible(
+                        lambda: self._run_graph(run, graph, config, control)
+                    )
                 outcome = outcome_of(run, output=output, interrupted=interrupted)
             except Exception as exc:
-                outcome = outcome_of(run, error=exc)
+                outcome = outcome_of(run, error=exc, wake_at=earliest(wakeups))
             except WorkerTerminated:
                 # SIGTERM under run_forever: back to the queue, attempt given back, and
                 # recorded like any outcome (riding out an outage); run_forever returns.

@@ -174,6 +174,47 @@ async def test_adurable_sleep_defers_an_async_run_until_due(db_dsn: str) -> None
         assert runs.output_of(done) == {"log": ["order", "reminded"]}
 
 
+@pytest.mark.parametrize("short", ["reminder", "followup"])
+async def test_parallel_async_sleeps_park_the_run_until_the_earliest_wake_up(
+    db_dsn: str, short: str
+) -> None:
+    """Two async branches sleep side by side: the run was parked until the time of the
+    deferral LangGraph let out, an hour late for the short sleep in one order. LangGraph
+    cancels the other branch as the first deferral comes out: one cancelled before it
+    journaled its wake-up time computes it when the run wakes (a claim without a result
+    here), and the run is parked until the earliest of those journaled."""
+
+    def sleeper(seconds: int) -> Any:
+        async def node(state: State) -> State:
+            await adurable_sleep(seconds)
+            return {"log": [str(seconds)]}
+
+        return node
+
+    async with registry(db_dsn) as (saver, runs):
+        builder = StateGraph(State)
+        for name in ("reminder", "followup"):
+            builder.add_node(name, sleeper(60 if name == short else 3600))
+            builder.add_edge(START, name)
+            builder.add_edge(name, END)
+        compiled = builder.compile(checkpointer=saver)
+        graph = GraphVersion(f"ag-{uuid.uuid4().hex[:8]}", "1", compiled)
+        run = await runs.acreate(graph, {"log": []})
+        (sleeping,) = await AsyncWorker(saver, [graph]).arun_until_idle()
+        assert sleeping.status is RunStatus.DEFERRED
+        rows = await sql(
+            db_dsn,
+            "SELECT result_type, result FROM langgraph_durable_effects WHERE thread_id = %s "
+            "AND effect_name = 'langgraph_durable.durable_sleep'",
+            run.thread_id,
+        )
+        wakes = [
+            datetime.fromisoformat(saver.serde.loads_typed((t, r))) for t, r in rows if t
+        ]
+        assert wakes
+        assert sleeping.retry_at == min(wakes)
+
+
 async def test_adurable_sleep_until_defers_an_async_run_until_that_moment(db_dsn: str) -> None:
     due = datetime.now(timezone.utc) + timedelta(days=2)
 

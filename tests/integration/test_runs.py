@@ -604,6 +604,35 @@ def wake_up(saver: DurablePostgresSaver, dsn: str, run: Any) -> None:
     make_due(dsn, run.run_id)
 
 
+@pytest.mark.parametrize("short", ["reminder", "followup"])
+def test_parallel_sleeps_park_the_run_until_the_earliest_wake_up(
+    saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str, short: str
+) -> None:
+    """Two branches sleep side by side; LangGraph lets one of their deferrals out, and the
+    run was parked until that one's time: the short sleep woke an hour late."""
+    builder = StateGraph(State)
+    for name in ("reminder", "followup"):
+        seconds = 60 if name == short else 3600
+        builder.add_node(name, lambda s, n=seconds: (durable_sleep(n), {"log": [str(n)]})[1])
+        builder.add_edge(START, name)
+        builder.add_edge(name, END)
+    graph = GraphVersion(f"g-{uuid.uuid4().hex[:8]}", "1", builder.compile(checkpointer=saver))
+    run = runs.create(graph, {"log": []})
+    (sleeping,) = Worker(saver, [graph]).run_until_idle()
+    assert sleeping.status is RunStatus.DEFERRED
+    wakes = [
+        datetime.fromisoformat(saver.serde.loads_typed((result_type, result)))
+        for result_type, result in sql(
+            db_dsn,
+            "SELECT result_type, result FROM langgraph_durable_effects WHERE thread_id = %s "
+            "AND effect_name = 'langgraph_durable.durable_sleep'",
+            run.thread_id,
+        )
+    ]
+    assert len(wakes) == 2
+    assert sleeping.retry_at == min(wakes)
+
+
 def test_a_worker_whose_clock_runs_ahead_does_not_wake_a_sleep_early(
     saver: DurablePostgresSaver,
     runs: RunRegistry,

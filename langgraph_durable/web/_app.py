@@ -132,8 +132,19 @@ async def effects(console: Console, request: Request) -> Response:
 
 async def resolve(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
-    if not await console.may_resolve_effects(user):
-        raise Refused(403, f"{user} may not resolve effects. Nothing was changed.")
+    try:
+        refusal = await console.resolve_refusal(user)
+    except Exception as exc:  # the application's own hook failed: say so, not a bare 500
+        logger.exception("The may_resolve hook raised for %r", user)
+        raise Refused(
+            500,
+            f"The console's may_resolve hook raised {type(exc).__name__}, so it cannot "
+            f"check whether {user} may resolve effects. Nothing was changed; see the "
+            "server's log.",
+        ) from exc
+    if refusal is not None:
+        why = f": {refusal}" if refusal else ""
+        raise Refused(403, f"{user} may not resolve effects{why}. Nothing was changed.")
     key = text_field(form, "key", "The effect key")
     how = form.get("how")
     by = f"console:{user}"
@@ -202,8 +213,10 @@ def create_app(
         read_only: Show, never change: every form is hidden and every POST refused.
         secret_key: Signs the CSRF tokens; give the same one to every process behind a
             load balancer (default: random per process).
-        may_resolve: `user -> bool` (may be async): who may resolve unknown effects
-            (default: any signed-in user).
+        may_resolve: `user -> True, or the reason why not` (may be async), as the
+            approval `authorize` hook: who may resolve unknown effects. Only True lets
+            the user resolve; a string is the reason the page shows, and anything else
+            (False, None) refuses too (default: any signed-in user).
         title: Shown in the page header.
     """
     if not isinstance(saver, AsyncDurablePostgresSaver):

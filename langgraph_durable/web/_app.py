@@ -123,11 +123,33 @@ async def thread(console: Console, request: Request) -> Response:
 
 
 async def effects(console: Console, request: Request) -> Response:
-    await console.reader(request)
+    user = await console.reader(request)
     rows = await console.journal.aopen_effects(None, 500)
     unknown = [r for r in rows if r["status"] == "unknown"]
     others = [r for r in rows if r["status"] != "unknown"]
-    return await console.page(request, "effects.html", unknown=unknown, others=others)
+    return await console.page(
+        request,
+        "effects.html",
+        unknown=unknown,
+        others=others,
+        not_resolver=await _not_resolver(console, user) if unknown else None,
+    )
+
+
+async def _not_resolver(console: Console, user: str | None) -> str | None:
+    """Why the page shows `user` no resolve forms, in words for the page; None if it
+    shows them. Asked before the page is drawn, so a user `may_resolve` refuses is told
+    so, rather than shown buttons that each end in a 403."""
+    if console.read_only or user is None:
+        return None  # the template says nothing can be changed, or to sign in
+    try:
+        refusal = await console.resolve_refusal(user)
+    except Exception as exc:  # the application's own hook: this page goes on without forms
+        logger.exception("The may_resolve hook raised for %r", user)
+        return f"cannot check who may resolve effects: {type(exc).__name__}"
+    if refusal is None:
+        return None
+    return f"you ({user}) may not resolve effects" + (f": {refusal}" if refusal else "")
 
 
 async def resolve(console: Console, request: Request) -> Response:

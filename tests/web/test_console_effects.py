@@ -127,9 +127,10 @@ def test_an_async_may_resolve_hook_is_awaited_and_refuses_whom_it_says(world: st
     signed-in user could resolve effects."""
     unknown(world, "charge:6")
     for intern in client_for(world, "intern", may_resolve=ops_only):
-        status, text = resolve(
-            intern, forms(intern.get("/console/effects").text)[0], how="failed", reason="x"
-        )
+        page = html.unescape(intern.get("/console/effects").text)
+        assert "Resolving is not shown: you (intern) may not resolve effects." in page
+        assert forms(page) == []
+        status, text = resolve(intern, by_hand(intern, "charge:6"), how="failed", reason="x")
         assert status == 403, text
         assert "intern may not resolve effects. Nothing was changed." in text
     assert row(world, "charge:6") == (EffectStatus.UNKNOWN, 1)
@@ -150,6 +151,12 @@ def test_a_may_resolve_hook_that_gives_a_reason_refuses_with_it(world: str) -> N
     truth for permission, so a hook in the package's own convention let everyone resolve."""
     unknown(world, "charge:4")
     for intern in client_for(world, "intern", may_resolve=operators_only):
+        page = html.unescape(intern.get("/console/effects").text)
+        assert (
+            "Resolving is not shown: you (intern) may not resolve effects: intern is not an "
+            "operator." in page
+        )
+        assert forms(page) == []  # no buttons that would each end in a 403
         status, text = resolve(intern, by_hand(intern, "charge:4"), how="allow_retry")
         assert status == 403, text
         assert (
@@ -171,6 +178,9 @@ def directory_down(user: str) -> bool:
 def test_a_may_resolve_hook_that_raises_is_named_and_resolves_nothing(world: str) -> None:
     unknown(world, "charge:3")
     for lead in client_for(world, "ops-lead", may_resolve=directory_down):
+        page = html.unescape(lead.get("/console/effects").text)
+        assert "cannot check who may resolve effects: LookupError" in page
+        assert forms(page) == []
         status, text = resolve(lead, by_hand(lead, "charge:3"), how="allow_retry")
         assert status == 500, text
         assert "may_resolve hook raised LookupError" in text

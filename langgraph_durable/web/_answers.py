@@ -45,9 +45,9 @@ from langgraph_durable.web._console import Console
 from langgraph_durable.web._forms import (
     Refused,
     decision_input,
+    in_form,
     thread_field,
     thread_id_field,
-    thread_in_form,
 )
 
 __all__ = ["answer", "approval", "inbox"]
@@ -116,7 +116,7 @@ async def _item(
     return {
         "p": pending,
         "token": token,
-        "thread": thread_in_form(pending.thread_id),
+        "thread": in_form(pending.thread_id),
         "request": value.get("request", value),
         "refused": value.get("refused"),
         "run": run,

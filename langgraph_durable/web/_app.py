@@ -38,6 +38,7 @@ from langgraph_durable.web._forms import (
     Refused,
     attempt_field,
     json_field,
+    key_field,
     text_field,
     thread_id_field,
 )
@@ -167,7 +168,7 @@ async def resolve(console: Console, request: Request) -> Response:
     if refusal is not None:
         why = f": {refusal}" if refusal else ""
         raise Refused(403, f"{user} may not resolve effects{why}. Nothing was changed.")
-    key = text_field(form, "key", "The effect key")
+    key = key_field(form)
     how = form.get("how")
     by = f"console:{user}"
     attempt = attempt_field(form.get("attempt"))

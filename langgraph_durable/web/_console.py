@@ -22,7 +22,7 @@ from langgraph_durable.effects import AsyncEffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError, DatabaseUnreachableError
 from langgraph_durable.runs import AsyncRunRegistry, GraphVersion, Run
 from langgraph_durable.web import _views as views
-from langgraph_durable.web._forms import Refused
+from langgraph_durable.web._forms import Refused, in_form
 from langgraph_durable.web._security import (
     Authenticate,
     csrf_token,
@@ -85,6 +85,7 @@ class Console:
             autoescape=select_autoescape(default=True, default_for_string=True),
         )
         self.env.filters["redact"] = views.redacted  # every error text a page shows
+        self.env.filters["in_form"] = in_form  # text a hidden field carries, line breaks kept
         self.registry = AsyncRunRegistry(self.saver)
         journal = journal_of(self.saver)
         assert isinstance(journal, AsyncEffectJournal)

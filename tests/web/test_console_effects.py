@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.effects._protocol import EffectStatus
+from langgraph_durable.web._forms import in_form
 
 
 def journal(saver: DurablePostgresSaver) -> EffectJournal:
@@ -49,9 +50,19 @@ def by_hand(client: TestClient, key: str, attempt: int = 1) -> dict[str, str]:
     what a user the page shows no form to could post anyway."""
     return {
         "csrf_token": csrf_of(client.get("/console/effects").text),
-        "key": key,
+        "key": in_form(key),
         "attempt": str(attempt),
     }
+
+
+def forms_by_key(page: str) -> dict[str, list[dict[str, str]]]:
+    """The resolve forms of each unknown effect's card, by the key its heading shows."""
+    cards = re.findall(
+        r'<div class="card s-unknown effect">\s*<h2><code>(.*?)</code></h2>(.*?)</div>',
+        page,
+        flags=re.S,
+    )
+    return {html.unescape(key): forms(card) for key, card in cards}
 
 
 def resolve(client: TestClient, fields: dict[str, str], **form: str) -> tuple[int, str]:

@@ -34,7 +34,7 @@ from langgraph_durable import (
 from langgraph_durable.approvals import ApprovalDecision, add_approval_before, pending_approvals
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.web._forms import thread_in_form
+from langgraph_durable.web._forms import in_form
 
 
 def count(dsn: str, sql: str) -> int:
@@ -158,7 +158,7 @@ def test_read_only_mode_shows_everything_and_acts_on_nothing(
         assert "read-only" in page
         assert 'value="approve"' not in page
         token = csrf_of(page)
-        fields = {"csrf_token": token, "thread": thread_in_form(thread), "question": "x"}
+        fields = {"csrf_token": token, "thread": in_form(thread), "question": "x"}
         refused = answer(ro, fields, action="approve")
         assert refused.status_code == 403
         assert "read-only" in refused.text
@@ -179,7 +179,7 @@ def test_signed_out_users_are_refused_and_a_console_without_auth_cannot_act(
     for open_console in client_for(world, with_auth=False):
         page = approval_page(open_console, thread)
         assert "not signed in" in page
-        fields = {"csrf_token": csrf_of(page), "thread": thread_in_form(thread), "question": "x"}
+        fields = {"csrf_token": csrf_of(page), "thread": in_form(thread), "question": "x"}
         refused = answer(open_console, fields, action="approve")
         assert refused.status_code == 403
         assert "no authentication hook" in refused.text
@@ -245,7 +245,7 @@ def test_runs_run_and_thread_pages(world: str, example: ModuleType, ana: TestCli
     assert 'id="status">interrupted<' in run.text
     assert ana.get("/console/runs/no-such-run").status_code == 404
     fields = form_fields(approval_page(ana, thread))
-    bad_thread = {**fields, "thread": thread_in_form("a\x00b")}  # text Postgres cannot store
+    bad_thread = {**fields, "thread": in_form("a\x00b")}  # text Postgres cannot store
     assert answer(ana, bad_thread, action="approve").status_code == 404
     answer(ana, fields, action="approve")
     work(world, example)
@@ -281,7 +281,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         ("charge:3", {"how": "failed", "reason": "the bank says it never arrived"}),
     ]
     for key, how in cases:
-        data = {"csrf_token": token, "key": key, "attempt": "1", **how}
+        data = {"csrf_token": token, "key": in_form(key), "attempt": "1", **how}
         done = ana.post("/console/effects/resolve", data=data)
         assert done.status_code == 303, done.text
     assert "No effect has an unknown outcome" in ana.get("/console/effects?notice=resolved").text
@@ -300,7 +300,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         "/console/effects/resolve",
         data={
             "csrf_token": token,
-            "key": "charge:1",
+            "key": in_form("charge:1"),
             "attempt": "1",
             "how": "failed",
             "reason": "x",
@@ -311,7 +311,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         "/console/effects/resolve",
         data={
             "csrf_token": token,
-            "key": "charge:2",
+            "key": in_form("charge:2"),
             "attempt": "1",
             "how": "completed",
             "result": "{",

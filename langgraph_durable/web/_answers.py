@@ -16,6 +16,7 @@ from typing import Any
 
 from langgraph.pregel import Pregel
 from langgraph.types import Command
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -101,17 +102,7 @@ async def _item(
     else:
         why_not = None
         if user is not None:
-            # Approving and rejecting are judged apart: `not d.approved or ...` lets
-            # anyone reject, and the page shows each button the hook allows.
-            try:
-                for action in ACTIONS:
-                    trial = ApprovalDecision(approved=action == "approve", approver=user)
-                    refused[action] = refusal_for(
-                        found[0], found[1], trial, interrupt_id=pending.interrupt_id
-                    )
-            except Exception as exc:  # the graph's own hook: this question, not the page
-                logger.exception("The authorize hook of thread %r raised", pending.thread_id)
-                why_not = f"cannot check who may answer: {type(exc).__name__}"
+            why_not = _judge_trials(found, pending, user, refused)
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {
         "p": pending,
@@ -125,6 +116,60 @@ async def _item(
         "may": {action: refused.get(action) is None for action in ACTIONS},
         "user_refused": refused,
     }
+
+
+def _judge_trials(
+    found: tuple[Pregel[Any, Any, Any, Any], Any],
+    pending: PendingApproval,
+    user: str,
+    refused: dict[str, str | None],
+) -> str | None:
+    """Ask the node's `authorize` hook about `user` approving and about rejecting (each
+    reason into `refused`); return why nobody can answer here, or None.
+
+    Approving and rejecting are judged apart: `not d.approved or ...` lets anyone reject,
+    and the page shows each button the hook allows. Each trial is what the form would
+    send, validated into the node's own `decision_model`, as `answer` does it: a hook
+    reading a field of that model found a plain `ApprovalDecision` here (and raised),
+    and a model with a required field the form does not send got buttons that each
+    ended in a 400."""
+    graph, state = found
+    hooks = approval_hooks(graph, state, interrupt_id=pending.interrupt_id)
+    model = hooks.decision_model if hooks is not None else ApprovalDecision
+    unfillable: dict[str, str] = {}
+    try:
+        for action in ACTIONS:
+            raw = {"approved": action == "approve", "approver": user, "comment": None}
+            try:
+                trial = validate_decision(raw, model)
+            except InvalidDecisionError as exc:
+                unfillable[action] = _missing_fields(exc)
+                continue
+            refused[action] = refusal_for(graph, state, trial, interrupt_id=pending.interrupt_id)
+    except Exception as exc:  # the graph's own hook: this question, not the page
+        logger.exception("The authorize hook of thread %r raised", pending.thread_id)
+        return f"cannot check who may answer: {type(exc).__name__}"
+    for action, fields in unfillable.items():
+        refused[action] = (
+            f"its decision model {model.__name__} needs {fields}, which this page does not "
+            "send: answer from code (resume_approval)"
+        )
+    if len(unfillable) == len(ACTIONS):
+        return (
+            f"nobody here: its decision model {model.__name__} needs "
+            f"{next(iter(unfillable.values()))}, which this page does not send; answer it "
+            "from code (resume_approval)"
+        )
+    return None
+
+
+def _missing_fields(error: InvalidDecisionError) -> str:
+    """The fields of a decision model that a validation error names, as a page says them."""
+    cause = error.__cause__
+    if isinstance(cause, ValidationError):
+        names = sorted({".".join(str(p) for p in e["loc"]) or "decision" for e in cause.errors()})
+        return ", ".join(repr(n) for n in names)
+    return "fields"
 
 
 BEFORE_SENDING = (

@@ -89,10 +89,21 @@ def json_field(form: dict[str, Any], name: str, what: str) -> Any:
 
 
 def decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
-    """The answer an approval form asks for, by `user`, as `validate_decision` takes it."""
+    """The answer an approval form asks for, by `user`, as `validate_decision` takes it.
+
+    Amended fields typed into the form go only with "Approve with changes": pressed
+    "Approve" with them filled in, the approver would have approved the request
+    unchanged, told it was sent, while believing it changed, so nothing is sent."""
     action = form.get("action")
     if action not in ("approve", "reject", "amend"):
         raise Refused(400, "Choose approve, reject or amend.")
+    if action == "approve" and text_field(form, "amended", "Amended fields").strip():
+        raise Refused(
+            400,
+            'You typed amended fields and pressed "Approve", which approves the request '
+            'unchanged. Nothing was sent: press "Approve with changes" to send them, or '
+            "clear them to approve as asked.",
+        )
     comment = text_field(form, "comment", "The comment").strip() or None
     decision: dict[str, Any] = {
         "approved": action != "reject",

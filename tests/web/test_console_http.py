@@ -210,6 +210,24 @@ def test_reject_and_amend_go_through_the_decision_model(
     assert decision["comment"] == "partial"
 
 
+def test_approve_with_amended_fields_typed_is_refused_and_sends_nothing(
+    world: str, example: ModuleType, ana: TestClient
+) -> None:
+    """The "Approve" button sits beside the amended-fields box: pressed with changes typed
+    in, the console once approved the $420 refund unchanged and said the answer was sent."""
+    thread = start_plain(world, example)
+    fields = form_fields(approval_page(ana, thread))
+    refused = answer(ana, fields, action="approve", amended='{"amount": 300}')
+    assert refused.status_code == 400
+    assert 'Nothing was sent: press "Approve with changes"' in html.unescape(refused.text)
+    assert waiting(world, thread) == 1
+    assert refunds(world) == 0
+    # Blank (whitespace) amended fields are no changes: Approve approves as asked.
+    done = answer(ana, fields, action="approve", amended="  \n")
+    assert done.headers["location"] == "/console/?notice=answered", done.text
+    assert refunds(world) == 1
+
+
 def test_a_registry_run_is_queued_for_a_worker_and_answered_once(
     world: str, example: ModuleType, ana: TestClient
 ) -> None:

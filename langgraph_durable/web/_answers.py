@@ -101,7 +101,7 @@ async def _item(
         why_not = found
     else:
         why_not = None
-        if user is not None:
+        if user is not None and not console.read_only:  # read-only: nobody answers here
             why_not = _judge_trials(found, pending, user, refused)
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {

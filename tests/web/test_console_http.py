@@ -157,6 +157,10 @@ def test_read_only_mode_shows_everything_and_acts_on_nothing(
         page = approval_page(ro, thread)
         assert "read-only" in page
         assert 'value="approve"' not in page
+        # Who may answer says so too: it once said "you (manager-ana) may answer".
+        for shown in (page, ro.get("/console/").text):
+            assert "nobody here: this console is read-only" in shown
+            assert "you (manager-ana) may" not in shown
         token = csrf_of(page)
         fields = {"csrf_token": token, "thread": in_form(thread), "question": "x"}
         refused = answer(ro, fields, action="approve")

@@ -24,6 +24,7 @@ from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
+    ApprovalHooks,
     PendingApproval,
     UnreadableQuestion,
     answer_for,
@@ -87,6 +88,7 @@ async def _item(
         }
     refused: dict[str, str | None] = {}  # the authorize hook's reason, by action
     why_not: str | None
+    unchecked: str | None = None
     through = await answered_through(console, pending) if pending.is_approval else None
     found = (
         await console.graph_for(pending.thread_id, through)
@@ -101,8 +103,14 @@ async def _item(
         why_not = found
     else:
         why_not = None
+        hooks = approval_hooks(found[0], found[1], interrupt_id=pending.interrupt_id)
+        if hooks is None:
+            # Asked by an approval node that is not one of the graph's own nodes (a
+            # subgraph's): its hooks cannot be found from here, so the page must not say
+            # "you may answer"; the node judges the answer when it resumes.
+            unchecked = UNCHECKED
         if user is not None and not console.read_only:  # read-only: nobody answers here
-            why_not = _judge_trials(found, pending, user, refused)
+            why_not = _judge_trials(found, pending, user, refused, hooks)
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {
         "p": pending,
@@ -115,7 +123,16 @@ async def _item(
         "why_not": why_not,
         "may": {action: refused.get(action) is None for action in ACTIONS},
         "user_refused": refused,
+        "unchecked": unchecked,
     }
+
+
+UNCHECKED = (
+    "who may answer cannot be checked here: an approval node inside a subgraph asked it, "
+    "whose hooks the console cannot reach; that node judges the answer when it resumes, "
+    "and asks again if it refuses"
+)
+"""What the page says of a question whose approval node's hooks it cannot find."""
 
 
 def _judge_trials(
@@ -123,6 +140,7 @@ def _judge_trials(
     pending: PendingApproval,
     user: str,
     refused: dict[str, str | None],
+    hooks: ApprovalHooks | None,
 ) -> str | None:
     """Ask the node's `authorize` hook about `user` approving and about rejecting (each
     reason into `refused`); return why nobody can answer here, or None.
@@ -134,7 +152,6 @@ def _judge_trials(
     and a model with a required field the form does not send got buttons that each
     ended in a 400."""
     graph, state = found
-    hooks = approval_hooks(graph, state, interrupt_id=pending.interrupt_id)
     model = hooks.decision_model if hooks is not None else ApprovalDecision
     unfillable: dict[str, str] = {}
     try:

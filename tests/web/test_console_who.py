@@ -12,7 +12,7 @@ from test_console_graphs import Send
 from test_console_http import answer, approval_page
 
 from langgraph_durable import DurablePostgresSaver
-from langgraph_durable.approvals import ApprovalDecision, add_approval_before
+from langgraph_durable.approvals import ApprovalDecision, add_approval_before, approval_node
 from langgraph_durable.web._forms import in_form
 
 
@@ -172,3 +172,52 @@ def test_a_decision_model_the_form_cannot_fill_is_named_and_shows_no_buttons(
         )
         assert refused.status_code == 400
         assert "ticket: Field required" in html.unescape(refused.text)
+
+
+def reviewed_inside() -> StateGraph[Any]:
+    """An approval node inside a subgraph, whose authorize hook lets only the CFO answer."""
+    inner: StateGraph[Any] = StateGraph(Send)
+    inner.add_node(
+        "ask",
+        approval_node(
+            lambda s: {"what": s["what"]},
+            on_approve="send",
+            authorize=lambda s, d: d.approver == "cfo" or f"{d.approver} may not approve",
+        ),
+        destinations=("send",),
+    )
+    inner.add_node("send", lambda s: {"log": ["sent"]})
+    inner.add_edge(START, "ask")
+    inner.add_edge("send", END)
+    outer: StateGraph[Any] = StateGraph(Send)
+    outer.add_node("review", inner.compile())
+    outer.add_edge(START, "review")
+    outer.add_edge("review", END)
+    return outer
+
+
+def test_a_question_asked_inside_a_subgraph_says_who_may_answer_is_unchecked(
+    world: str,
+) -> None:
+    """The subgraph's hooks are not in the given graph's builder: the page once told the
+    clerk "you (clerk) may answer", sent the answer, and the node refused it."""
+    builder = reviewed_inside()
+    with DurablePostgresSaver.from_conn_string(world) as saver:
+        builder.compile(checkpointer=saver).invoke(
+            {"what": "$5"}, {"configurable": {"thread_id": "inside-1"}}
+        )
+
+    def given(saver: Any) -> list[Any]:
+        return [builder.compile(checkpointer=saver)]
+
+    for clerk in client_for(world, "clerk", graphs=given):
+        for page in (approval_page(clerk, "inside-1"), clerk.get("/console/").text):
+            assert "who may answer cannot be checked here" in page
+            assert "you (clerk) may" not in page
+        # The form stays: the node itself judges, and asks again with its reason.
+        done = answer(clerk, form_fields(approval_page(clerk, "inside-1")), action="approve")
+        assert "notice=asked_again" in done.headers["location"], done.text
+        assert "clerk may not approve" in html.unescape(approval_page(clerk, "inside-1"))
+    for cfo in client_for(world, "cfo", graphs=given):
+        done = answer(cfo, form_fields(approval_page(cfo, "inside-1")), action="approve")
+        assert done.headers["location"] == "/console/?notice=answered", done.text

@@ -397,7 +397,8 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="MODULE:ATTR",
         help="a graph answers may resume: a StateGraph, or a function of the saver that "
-        "returns a compiled graph or a GraphVersion (repeat for more)",
+        "returns a compiled graph or a GraphVersion (repeat for more); MODULE is found in "
+        "the current directory too",
     )
     web.add_argument(
         "--user-header",
@@ -440,8 +441,9 @@ def parser() -> argparse.ArgumentParser:
             "--graph",
             metavar="MODULE:ATTRIBUTE",
             help="run the graph here: a compiled graph, or a function that returns one (or "
-            "a GraphVersion) given the CLI's saver; without it the answer is queued for the "
-            "thread's interrupted run and a worker goes on with it",
+            "a GraphVersion) given the CLI's saver, MODULE found in the current directory "
+            "too; without it the answer is queued for the thread's interrupted run and a "
+            "worker goes on with it",
         )
         sub.add_argument(
             "--timeout",

@@ -8,7 +8,6 @@ to the database itself.
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import json
 import re
@@ -22,6 +21,7 @@ from langgraph.types import Command
 
 from langgraph_durable._db import source_of
 from langgraph_durable._ids import thread_id_of
+from langgraph_durable._imports import import_from_here
 from langgraph_durable._redact import redact_passwords
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
@@ -550,7 +550,7 @@ def _load_graph(spec: str, saver: DurablePostgresSaver) -> Any:
     # Anything the import or the call raises is the user's code or spec at fault (a
     # relative name is a TypeError, a class that wants other arguments too): one line.
     try:
-        found = getattr(importlib.import_module(module_name), attribute)
+        found = getattr(import_from_here(module_name), attribute)
     except Exception as exc:
         raise ConfigurationError(
             f"--graph {spec!r} could not be loaded ({_error_text(exc)}); give an absolute "

@@ -16,6 +16,7 @@ from typing import Any
 
 from langgraph.pregel import Pregel
 from langgraph.types import Command
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -23,6 +24,7 @@ from langgraph_durable._db import source_of
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.approvals import (
     ApprovalDecision,
+    ApprovalHooks,
     PendingApproval,
     UnreadableQuestion,
     answer_for,
@@ -45,9 +47,9 @@ from langgraph_durable.web._console import Console
 from langgraph_durable.web._forms import (
     Refused,
     decision_input,
+    in_form,
     thread_field,
     thread_id_field,
-    thread_in_form,
 )
 
 __all__ = ["answer", "approval", "inbox"]
@@ -86,6 +88,7 @@ async def _item(
         }
     refused: dict[str, str | None] = {}  # the authorize hook's reason, by action
     why_not: str | None
+    unchecked: str | None = None
     through = await answered_through(console, pending) if pending.is_approval else None
     found = (
         await console.graph_for(pending.thread_id, through)
@@ -100,23 +103,19 @@ async def _item(
         why_not = found
     else:
         why_not = None
-        if user is not None:
-            # Approving and rejecting are judged apart: `not d.approved or ...` lets
-            # anyone reject, and the page shows each button the hook allows.
-            try:
-                for action in ACTIONS:
-                    trial = ApprovalDecision(approved=action == "approve", approver=user)
-                    refused[action] = refusal_for(
-                        found[0], found[1], trial, interrupt_id=pending.interrupt_id
-                    )
-            except Exception as exc:  # the graph's own hook: this question, not the page
-                logger.exception("The authorize hook of thread %r raised", pending.thread_id)
-                why_not = f"cannot check who may answer: {type(exc).__name__}"
+        hooks = approval_hooks(found[0], found[1], interrupt_id=pending.interrupt_id)
+        if hooks is None:
+            # Asked by an approval node that is not one of the graph's own nodes (a
+            # subgraph's): its hooks cannot be found from here, so the page must not say
+            # "you may answer"; the node judges the answer when it resumes.
+            unchecked = UNCHECKED
+        if user is not None and not console.read_only:  # read-only: nobody answers here
+            why_not = _judge_trials(found, pending, user, refused, hooks)
     value = pending.value if isinstance(pending.value, dict) else {"request": pending.value}
     return {
         "p": pending,
         "token": token,
-        "thread": thread_in_form(pending.thread_id),
+        "thread": in_form(pending.thread_id),
         "request": value.get("request", value),
         "refused": value.get("refused"),
         "run": run,
@@ -124,7 +123,70 @@ async def _item(
         "why_not": why_not,
         "may": {action: refused.get(action) is None for action in ACTIONS},
         "user_refused": refused,
+        "unchecked": unchecked,
     }
+
+
+UNCHECKED = (
+    "who may answer cannot be checked here: an approval node inside a subgraph asked it, "
+    "whose hooks the console cannot reach; that node judges the answer when it resumes, "
+    "and asks again if it refuses"
+)
+"""What the page says of a question whose approval node's hooks it cannot find."""
+
+
+def _judge_trials(
+    found: tuple[Pregel[Any, Any, Any, Any], Any],
+    pending: PendingApproval,
+    user: str,
+    refused: dict[str, str | None],
+    hooks: ApprovalHooks | None,
+) -> str | None:
+    """Ask the node's `authorize` hook about `user` approving and about rejecting (each
+    reason into `refused`); return why nobody can answer here, or None.
+
+    Approving and rejecting are judged apart: `not d.approved or ...` lets anyone reject,
+    and the page shows each button the hook allows. Each trial is what the form would
+    send, validated into the node's own `decision_model`, as `answer` does it: a hook
+    reading a field of that model found a plain `ApprovalDecision` here (and raised),
+    and a model with a required field the form does not send got buttons that each
+    ended in a 400."""
+    graph, state = found
+    model = hooks.decision_model if hooks is not None else ApprovalDecision
+    unfillable: dict[str, str] = {}
+    try:
+        for action in ACTIONS:
+            raw = {"approved": action == "approve", "approver": user, "comment": None}
+            try:
+                trial = validate_decision(raw, model)
+            except InvalidDecisionError as exc:
+                unfillable[action] = _missing_fields(exc)
+                continue
+            refused[action] = refusal_for(graph, state, trial, interrupt_id=pending.interrupt_id)
+    except Exception as exc:  # the graph's own hook: this question, not the page
+        logger.exception("The authorize hook of thread %r raised", pending.thread_id)
+        return f"cannot check who may answer: {type(exc).__name__}"
+    for action, fields in unfillable.items():
+        refused[action] = (
+            f"its decision model {model.__name__} needs {fields}, which this page does not "
+            "send: answer from code (resume_approval)"
+        )
+    if len(unfillable) == len(ACTIONS):
+        return (
+            f"nobody here: its decision model {model.__name__} needs "
+            f"{next(iter(unfillable.values()))}, which this page does not send; answer it "
+            "from code (resume_approval)"
+        )
+    return None
+
+
+def _missing_fields(error: InvalidDecisionError) -> str:
+    """The fields of a decision model that a validation error names, as a page says them."""
+    cause = error.__cause__
+    if isinstance(cause, ValidationError):
+        names = sorted({".".join(str(p) for p in e["loc"]) or "decision" for e in cause.errors()})
+        return ", ".join(repr(n) for n in names)
+    return "fields"
 
 
 BEFORE_SENDING = (

@@ -38,6 +38,7 @@ from langgraph_durable.web._forms import (
     Refused,
     attempt_field,
     json_field,
+    key_field,
     text_field,
     thread_id_field,
 )
@@ -123,18 +124,51 @@ async def thread(console: Console, request: Request) -> Response:
 
 
 async def effects(console: Console, request: Request) -> Response:
-    await console.reader(request)
+    user = await console.reader(request)
     rows = await console.journal.aopen_effects(None, 500)
     unknown = [r for r in rows if r["status"] == "unknown"]
     others = [r for r in rows if r["status"] != "unknown"]
-    return await console.page(request, "effects.html", unknown=unknown, others=others)
+    return await console.page(
+        request,
+        "effects.html",
+        unknown=unknown,
+        others=others,
+        not_resolver=await _not_resolver(console, user) if unknown else None,
+    )
+
+
+async def _not_resolver(console: Console, user: str | None) -> str | None:
+    """Why the page shows `user` no resolve forms, in words for the page; None if it
+    shows them. Asked before the page is drawn, so a user `may_resolve` refuses is told
+    so, rather than shown buttons that each end in a 403."""
+    if console.read_only or user is None:
+        return None  # the template says nothing can be changed, or to sign in
+    try:
+        refusal = await console.resolve_refusal(user)
+    except Exception as exc:  # the application's own hook: this page goes on without forms
+        logger.exception("The may_resolve hook raised for %r", user)
+        return f"cannot check who may resolve effects: {type(exc).__name__}"
+    if refusal is None:
+        return None
+    return f"you ({user}) may not resolve effects" + (f": {refusal}" if refusal else "")
 
 
 async def resolve(console: Console, request: Request) -> Response:
     user, form = await console.actor(request)
-    if not await console.may_resolve_effects(user):
-        raise Refused(403, f"{user} may not resolve effects. Nothing was changed.")
-    key = text_field(form, "key", "The effect key")
+    try:
+        refusal = await console.resolve_refusal(user)
+    except Exception as exc:  # the application's own hook failed: say so, not a bare 500
+        logger.exception("The may_resolve hook raised for %r", user)
+        raise Refused(
+            500,
+            f"The console's may_resolve hook raised {type(exc).__name__}, so it cannot "
+            f"check whether {user} may resolve effects. Nothing was changed; see the "
+            "server's log.",
+        ) from exc
+    if refusal is not None:
+        why = f": {refusal}" if refusal else ""
+        raise Refused(403, f"{user} may not resolve effects{why}. Nothing was changed.")
+    key = key_field(form)
     how = form.get("how")
     by = f"console:{user}"
     attempt = attempt_field(form.get("attempt"))
@@ -202,8 +236,10 @@ def create_app(
         read_only: Show, never change: every form is hidden and every POST refused.
         secret_key: Signs the CSRF tokens; give the same one to every process behind a
             load balancer (default: random per process).
-        may_resolve: `user -> bool` (may be async): who may resolve unknown effects
-            (default: any signed-in user).
+        may_resolve: `user -> True, or the reason why not` (may be async), as the
+            approval `authorize` hook: who may resolve unknown effects. Only True lets
+            the user resolve; a string is the reason the page shows, and anything else
+            (False, None) refuses too (default: any signed-in user).
         title: Shown in the page header.
     """
     if not isinstance(saver, AsyncDurablePostgresSaver):

@@ -22,7 +22,7 @@ from langgraph_durable.effects import AsyncEffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError, DatabaseUnreachableError
 from langgraph_durable.runs import AsyncRunRegistry, GraphVersion, Run
 from langgraph_durable.web import _views as views
-from langgraph_durable.web._forms import Refused
+from langgraph_durable.web._forms import Refused, in_form
 from langgraph_durable.web._security import (
     Authenticate,
     csrf_token,
@@ -55,7 +55,8 @@ NOTICES = {
 }
 
 
-MayResolve = Callable[[str], "bool | Awaitable[bool]"]
+MayResolve = Callable[[str], "bool | str | Awaitable[bool | str]"]
+"""`user -> True, or the reason why not` (may be async): who may resolve unknown effects."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Console:
             autoescape=select_autoescape(default=True, default_for_string=True),
         )
         self.env.filters["redact"] = views.redacted  # every error text a page shows
+        self.env.filters["in_form"] = in_form  # text a hidden field carries, line breaks kept
         self.registry = AsyncRunRegistry(self.saver)
         journal = journal_of(self.saver)
         assert isinstance(journal, AsyncEffectJournal)
@@ -147,14 +149,22 @@ class Console:
     def back_to(self, request: Request, name: str, notice: str, **query: str) -> Response:
         return RedirectResponse(link(request, name, notice=notice, **query), status_code=303)
 
-    async def may_resolve_effects(self, user: str) -> bool:
-        """Whether `may_resolve` (sync or async, as `authenticate`) lets `user` resolve."""
+    async def resolve_refusal(self, user: str) -> str | None:
+        """Why `may_resolve` (sync or async, as `authenticate`) refuses `user`; None if it
+        lets them resolve effects.
+
+        The package's hook convention, as for the approval `authorize` hook: True, or the
+        reason why not. Anything but True refuses: a reason is a non-empty string, which is
+        truthy, and taking the hook's truth for permission once let everyone resolve. The
+        reason a hook gives is shown to the user; a bare False gets an empty one ("")."""
         if self.may_resolve is None:
-            return True
-        allowed = self.may_resolve(user)
-        if inspect.isawaitable(allowed):
-            allowed = await allowed
-        return bool(allowed)
+            return None
+        verdict = self.may_resolve(user)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if verdict is True:
+            return None
+        return verdict if isinstance(verdict, str) else ""
 
     # -- graphs ----------------------------------------------------------------------------
 

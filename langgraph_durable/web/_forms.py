@@ -20,11 +20,12 @@ __all__ = [
     "Refused",
     "attempt_field",
     "decision_input",
+    "in_form",
     "json_field",
+    "key_field",
     "text_field",
     "thread_field",
     "thread_id_field",
-    "thread_in_form",
 ]
 
 
@@ -51,6 +52,11 @@ def text_field(form: dict[str, Any], name: str, what: str) -> str:
         return ""
     if not isinstance(value, str):
         raise Refused(400, f"{what} must be text, not a file. Nothing was done.")
+    return _storable(value, what)
+
+
+def _storable(value: str, what: str) -> str:
+    """`value` if Postgres can store it and it is at most `FIELD_MAX` long; else refused."""
     if len(value) > FIELD_MAX:
         raise Refused(
             400,
@@ -83,10 +89,21 @@ def json_field(form: dict[str, Any], name: str, what: str) -> Any:
 
 
 def decision_input(user: str, form: dict[str, Any]) -> dict[str, Any]:
-    """The answer an approval form asks for, by `user`, as `validate_decision` takes it."""
+    """The answer an approval form asks for, by `user`, as `validate_decision` takes it.
+
+    Amended fields typed into the form go only with "Approve with changes": pressed
+    "Approve" with them filled in, the approver would have approved the request
+    unchanged, told it was sent, while believing it changed, so nothing is sent."""
     action = form.get("action")
     if action not in ("approve", "reject", "amend"):
         raise Refused(400, "Choose approve, reject or amend.")
+    if action == "approve" and text_field(form, "amended", "Amended fields").strip():
+        raise Refused(
+            400,
+            'You typed amended fields and pressed "Approve", which approves the request '
+            'unchanged. Nothing was sent: press "Approve with changes" to send them, or '
+            "clear them to approve as asked.",
+        )
     comment = text_field(form, "comment", "The comment").strip() or None
     decision: dict[str, Any] = {
         "approved": action != "reject",
@@ -113,20 +130,26 @@ def thread_id_field(text: str) -> str:
         raise Refused(404, str(exc)) from exc
 
 
-def thread_in_form(thread_id: str) -> str:
-    """A thread id as an answer form carries it: URL-safe base64 of its UTF-8. A browser
+def in_form(text: str) -> str:
+    """Text as a form's hidden field carries it: URL-safe base64 of its UTF-8. A browser
     rewrites line breaks in a form's values (CR, LF and CRLF are all sent as CRLF), and a
-    thread id may hold any of them: sent as text, it would name another thread."""
-    return base64.urlsafe_b64encode(thread_id.encode()).decode("ascii")
+    thread id or an effect key may hold any of them: sent as text, it would name another
+    thread or effect (one whose key is the rewritten text)."""
+    return base64.urlsafe_b64encode(text.encode()).decode("ascii")
+
+
+def _from_form(form: dict[str, Any], name: str, what: str) -> str:
+    """The text a hidden field carries (`in_form`), or "" if it carries none readable."""
+    given = text_field(form, name, what)
+    try:
+        return base64.b64decode(given, altchars=b"-_", validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # not base64, or not UTF-8
+        return ""
 
 
 def thread_field(form: dict[str, Any]) -> str:
-    """The thread an answer form names (`thread_in_form`), as Postgres can store it."""
-    given = text_field(form, "thread", "The thread")
-    try:
-        text = base64.b64decode(given, altchars=b"-_", validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):  # not base64, or not UTF-8
-        text = ""
+    """The thread an answer form names (`in_form`), as Postgres can store it."""
+    text = _from_form(form, "thread", "The thread")
     if not text:
         raise Refused(
             400,
@@ -134,6 +157,20 @@ def thread_field(form: dict[str, Any]) -> str:
             "nothing was sent. Reload the page and answer again.",
         )
     return thread_id_field(text)
+
+
+def key_field(form: dict[str, Any]) -> str:
+    """The effect key a resolve form names (`in_form`), as Postgres can store it. A form
+    with the key as plain text (a page from an older console) is refused rather than
+    read as it came: its line breaks may have been rewritten into another effect's key."""
+    text = _from_form(form, "key", "The effect key")
+    if not text:
+        raise Refused(
+            400,
+            "The form does not say which effect it resolves (a page from an older console?); "
+            "nothing was changed. Reload the effects page and resolve again.",
+        )
+    return _storable(text, "The effect key")
 
 
 def attempt_field(given: object) -> int:

@@ -7,7 +7,6 @@ command line (`module:attribute`) are compiled with it, so the console can resum
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -21,6 +20,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from langgraph_durable._imports import import_from_here
 from langgraph_durable.checkpoint import AsyncDurablePostgresSaver, DurablePostgresSaver
 from langgraph_durable.errors import ConfigurationError, DurableError, MissingExtraError
 from langgraph_durable.runs import GraphVersion
@@ -35,10 +35,12 @@ def find_graph(spec: str) -> Any:
     if not module_name or not attribute:
         raise ConfigurationError(f"--graph {spec!r}: write it as module:attribute.")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
+        return getattr(import_from_here(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(
-            f"--graph {spec!r}: cannot import it ({exc}). Check the name and PYTHONPATH."
+            f"--graph {spec!r}: cannot import it ({exc}). Check the name, and run the "
+            "command where the module is (the current directory is searched) or put its "
+            "folder on PYTHONPATH."
         ) from exc
     except Exception as exc:  # the module's own code failed while it was imported
         raise ConfigurationError(

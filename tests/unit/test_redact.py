@@ -67,3 +67,54 @@ def test_prose_that_names_a_secret_is_left_as_written() -> None:
     advice = "A webhook needs a signing secret: set LANGGRAPH_DURABLE_WEBHOOK_SECRET to it."
     assert redact_passwords(advice) == advice
     assert redact_passwords("token=abc123 expired") == "token=*** expired"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Stripe(secret_key='sk_live_4f9')", "Stripe(secret_key=***)"),
+        ("SECRET_KEY=django-insecure-4f9 loaded", "SECRET_KEY=*** loaded"),
+        ("private_key=-----BEGIN-4f9", "private_key=***"),
+        ("aws_secret_access_key=4f9", "aws_secret_access_key=***"),
+        ('clientSecret="4f9"', "clientSecret=***"),
+        ("X-Api-Key: 4f9", "X-Api-Key: ***"),
+        ("X-Auth-Token: 4f9", "X-Auth-Token: ***"),
+        ("access_token: 4f9", "access_token: ***"),
+        ("Authorization: Token 4f9", "Authorization: Token ***"),
+        ("{'Authorization': 'Token 4f9'}", "{'Authorization': 'Token ***'}"),
+        ("Authorization: 4f9", "Authorization: ***"),
+        ("Authorization: Bearer 4f9", "Authorization: Bearer ***"),
+        ("postgresql://app:pa/ss4f9@db/prod", "postgresql://***@db/prod"),
+        ("postgresql://app:pa#ss4f9@db/prod", "postgresql://***@db/prod"),
+        ("postgresql://app:pa?ss4f9@db/prod", "postgresql://***@db/prod"),
+        ("postgresql://app:p@ss4f9@db/prod", "postgresql://***@db/prod"),
+        ("redis://:pa/ss4f9@cache:6379/0", "redis://***@cache:6379/0"),
+        ("https://u:4f9@host/p?mail=a@b.example", "https://***@host/p?mail=a@b.example"),
+    ],
+)
+def test_secrets_under_longer_names_headers_and_odd_url_passwords_are_hidden(
+    text: str, shown: str
+) -> None:
+    """Found by review: a name holding a secret word (`secret_key`, `SECRET_KEY`), a
+    header (`X-Api-Key:`, `Authorization: Token`), and a URL password holding `/`, `?`,
+    `#` or `@`, of which part was shown (`postgresql://app:pa/…`)."""
+    assert redact_passwords(text) == shown
+    assert "4f9" not in redact_passwords(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_tokens=4096 is above the model's limit",
+        "prompt_tokens=12, completion_tokens=40",
+        "tokenizer=gpt2",
+        "Token expired; the secret: set it again",
+        "authorization failed for bob",
+        "https://host:8080/path?mail=a@b.example",
+        "https://host/path?mail=a@b.example",
+    ],
+)
+def test_ordinary_text_near_secret_words_is_left_as_written(text: str) -> None:
+    """Names that hold a secret word as a plural or a longer word (token counts a model
+    reports), prose, and a URL with a port and an `@` in its query are not secrets."""
+    assert redact_passwords(text) == text

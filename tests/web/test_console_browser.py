@@ -24,9 +24,11 @@ from typing import Any
 import psycopg
 import pytest
 from console_world import csrf_of
+from test_console_effects import row, unknown
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, RunStatus
 from langgraph_durable.approvals import pending_approvals
+from langgraph_durable.effects._protocol import EffectStatus
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -169,3 +171,28 @@ def test_a_manager_approves_the_northwind_refund_once_after_the_worker_was_kille
     assert payments == [(420,)]
     assert [e[0] for e in emails] == ["Refund of $420 under review", "Your $420 refund is done"]
     assert len(list(shots.glob("*.png"))) == 12
+
+
+def test_effects_whose_keys_hold_line_breaks_are_resolved_from_the_browser(
+    world: str, browser: Any, console: str, shots: Path
+) -> None:
+    """An operator allows a retry on each unknown effect in turn. Chromium sends a form's
+    line breaks as CRLF: with the key carried as text, the first card (`pay:\\n42`)
+    resolved `pay:\\r\\n42`, another effect, and the others were refused."""
+    from playwright.sync_api import expect
+
+    keys = ["pay:\n42", "pay:\r\n42", "pay:\r43"]
+    for key in keys:
+        unknown(world, key)
+    ops = sign_in(browser, console, "ops-olga")
+    for left in range(len(keys), 0, -1):
+        ops.goto(f"{console}/console/effects")
+        expect(ops.locator("div.effect")).to_have_count(left)
+        ops.locator("div.effect").first.get_by_role("button", name="allow a retry").click()
+        expect(ops.get_by_role("status")).to_have_text(
+            "The effect was resolved; resume its thread (or retry its run)."
+        )
+    expect(ops.locator("#no-unknown")).to_be_visible()
+    # In a folder of its own: the Northwind story counts its screenshots.
+    ops.screenshot(path=shots / "effect-keys" / "resolved.png", full_page=True)
+    assert [row(world, key) for key in keys] == [(EffectStatus.RETRY_WAIT, 1)] * len(keys)

@@ -7,12 +7,13 @@ import html
 import re
 
 from console_host import USER_COOKIE
-from console_world import client_for
+from console_world import client_for, csrf_of
 from starlette.testclient import TestClient
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.effects._protocol import EffectStatus
+from langgraph_durable.web._forms import in_form
 
 
 def journal(saver: DurablePostgresSaver) -> EffectJournal:
@@ -42,6 +43,26 @@ def forms(page: str) -> list[dict[str, str]]:
     for form in re.findall(r"<form .*?</form>", page, flags=re.S):
         found.append(dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form)))
     return found
+
+
+def by_hand(client: TestClient, key: str, attempt: int = 1) -> dict[str, str]:
+    """A resolve form's fields made by hand, with the CSRF token of `client`'s own page:
+    what a user the page shows no form to could post anyway."""
+    return {
+        "csrf_token": csrf_of(client.get("/console/effects").text),
+        "key": in_form(key),
+        "attempt": str(attempt),
+    }
+
+
+def forms_by_key(page: str) -> dict[str, list[dict[str, str]]]:
+    """The resolve forms of each unknown effect's card, by the key its heading shows."""
+    cards = re.findall(
+        r'<div class="card s-unknown effect">\s*<h2><code>(.*?)</code></h2>(.*?)</div>',
+        page,
+        flags=re.S,
+    )
+    return {html.unescape(key): forms(card) for key, card in cards}
 
 
 def resolve(client: TestClient, fields: dict[str, str], **form: str) -> tuple[int, str]:
@@ -117,9 +138,10 @@ def test_an_async_may_resolve_hook_is_awaited_and_refuses_whom_it_says(world: st
     signed-in user could resolve effects."""
     unknown(world, "charge:6")
     for intern in client_for(world, "intern", may_resolve=ops_only):
-        status, text = resolve(
-            intern, forms(intern.get("/console/effects").text)[0], how="failed", reason="x"
-        )
+        page = html.unescape(intern.get("/console/effects").text)
+        assert "Resolving is not shown: you (intern) may not resolve effects." in page
+        assert forms(page) == []
+        status, text = resolve(intern, by_hand(intern, "charge:6"), how="failed", reason="x")
         assert status == 403, text
         assert "intern may not resolve effects. Nothing was changed." in text
     assert row(world, "charge:6") == (EffectStatus.UNKNOWN, 1)
@@ -127,3 +149,51 @@ def test_an_async_may_resolve_hook_is_awaited_and_refuses_whom_it_says(world: st
         status, text = resolve(lead, forms(lead.get("/console/effects").text)[0], how="allow_retry")
         assert status == 303, text
     assert row(world, "charge:6") == (EffectStatus.RETRY_WAIT, 1)
+
+
+def operators_only(user: str) -> bool | str:
+    """`may_resolve` in the package's hook convention, as `authorize` takes it: True, or
+    the reason why not."""
+    return user == "ops-lead" or f"{user} is not an operator"
+
+
+def test_a_may_resolve_hook_that_gives_a_reason_refuses_with_it(world: str) -> None:
+    """The reason is a non-empty string, which is truthy: the console once took the hook's
+    truth for permission, so a hook in the package's own convention let everyone resolve."""
+    unknown(world, "charge:4")
+    for intern in client_for(world, "intern", may_resolve=operators_only):
+        page = html.unescape(intern.get("/console/effects").text)
+        assert (
+            "Resolving is not shown: you (intern) may not resolve effects: intern is not an "
+            "operator." in page
+        )
+        assert forms(page) == []  # no buttons that would each end in a 403
+        status, text = resolve(intern, by_hand(intern, "charge:4"), how="allow_retry")
+        assert status == 403, text
+        assert (
+            "intern may not resolve effects: intern is not an operator. Nothing was changed."
+            in text
+        )
+    assert row(world, "charge:4") == (EffectStatus.UNKNOWN, 1)
+    for lead in client_for(world, "ops-lead", may_resolve=operators_only):
+        status, text = resolve(lead, forms(lead.get("/console/effects").text)[0], how="allow_retry")
+        assert status == 303, text
+    assert row(world, "charge:4") == (EffectStatus.RETRY_WAIT, 1)
+
+
+def directory_down(user: str) -> bool:
+    """A `may_resolve` whose staff directory is down."""
+    raise LookupError("the staff directory is down")
+
+
+def test_a_may_resolve_hook_that_raises_is_named_and_resolves_nothing(world: str) -> None:
+    unknown(world, "charge:3")
+    for lead in client_for(world, "ops-lead", may_resolve=directory_down):
+        page = html.unescape(lead.get("/console/effects").text)
+        assert "cannot check who may resolve effects: LookupError" in page
+        assert forms(page) == []
+        status, text = resolve(lead, by_hand(lead, "charge:3"), how="allow_retry")
+        assert status == 500, text
+        assert "may_resolve hook raised LookupError" in text
+        assert "Nothing was changed" in text
+    assert row(world, "charge:3") == (EffectStatus.UNKNOWN, 1)

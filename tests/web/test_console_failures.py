@@ -17,7 +17,7 @@ from test_console_http import answer, approval_page, waiting
 
 from langgraph_durable import DurablePostgresSaver, effect
 from langgraph_durable.approvals import add_approval_before, pending_approvals
-from langgraph_durable.web._forms import thread_in_form
+from langgraph_durable.web._forms import in_form
 
 
 def test_a_node_failing_after_the_answer_says_the_answer_was_recorded_and_where(
@@ -67,7 +67,7 @@ def test_an_authorize_hook_that_raises_hides_one_form_not_the_inbox(
     (asked,) = tokens_of(world, supplies)
     fields = {
         **form_fields(approval_page(ana, refund)),
-        "thread": thread_in_form(supplies),
+        "thread": in_form(supplies),
         "question": asked,
     }
     failed = answer(ana, fields, action="approve")

@@ -18,7 +18,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
 from langgraph_durable.approvals import add_approval_before, pending_approvals
-from langgraph_durable.web._forms import thread_in_form
+from langgraph_durable.web._forms import in_form
 
 
 class Send(TypedDict, total=False):
@@ -89,7 +89,7 @@ def test_a_plain_thread_that_two_given_graphs_fit_is_refused_not_guessed(
     assert "ambiguous" in intern.get("/console/").text
     fields = {
         "csrf_token": csrf_of(page.text),
-        "thread": thread_in_form(thread),
+        "thread": in_form(thread),
         "question": tokens_of(world, thread)[0],
         "action": "approve",
     }

@@ -34,7 +34,7 @@ from langgraph_durable import (
 from langgraph_durable.approvals import ApprovalDecision, add_approval_before, pending_approvals
 from langgraph_durable.effects import EffectJournal, journal_of
 from langgraph_durable.errors import ConfigurationError
-from langgraph_durable.web._forms import thread_in_form
+from langgraph_durable.web._forms import in_form
 
 
 def count(dsn: str, sql: str) -> int:
@@ -157,8 +157,12 @@ def test_read_only_mode_shows_everything_and_acts_on_nothing(
         page = approval_page(ro, thread)
         assert "read-only" in page
         assert 'value="approve"' not in page
+        # Who may answer says so too: it once said "you (manager-ana) may answer".
+        for shown in (page, ro.get("/console/").text):
+            assert "nobody here: this console is read-only" in shown
+            assert "you (manager-ana) may" not in shown
         token = csrf_of(page)
-        fields = {"csrf_token": token, "thread": thread_in_form(thread), "question": "x"}
+        fields = {"csrf_token": token, "thread": in_form(thread), "question": "x"}
         refused = answer(ro, fields, action="approve")
         assert refused.status_code == 403
         assert "read-only" in refused.text
@@ -179,7 +183,7 @@ def test_signed_out_users_are_refused_and_a_console_without_auth_cannot_act(
     for open_console in client_for(world, with_auth=False):
         page = approval_page(open_console, thread)
         assert "not signed in" in page
-        fields = {"csrf_token": csrf_of(page), "thread": thread_in_form(thread), "question": "x"}
+        fields = {"csrf_token": csrf_of(page), "thread": in_form(thread), "question": "x"}
         refused = answer(open_console, fields, action="approve")
         assert refused.status_code == 403
         assert "no authentication hook" in refused.text
@@ -208,6 +212,24 @@ def test_reject_and_amend_go_through_the_decision_model(
     assert decision["amended"] == {"amount": 300}
     assert decision["approver"] == "manager-ana"
     assert decision["comment"] == "partial"
+
+
+def test_approve_with_amended_fields_typed_is_refused_and_sends_nothing(
+    world: str, example: ModuleType, ana: TestClient
+) -> None:
+    """The "Approve" button sits beside the amended-fields box: pressed with changes typed
+    in, the console once approved the $420 refund unchanged and said the answer was sent."""
+    thread = start_plain(world, example)
+    fields = form_fields(approval_page(ana, thread))
+    refused = answer(ana, fields, action="approve", amended='{"amount": 300}')
+    assert refused.status_code == 400
+    assert 'Nothing was sent: press "Approve with changes"' in html.unescape(refused.text)
+    assert waiting(world, thread) == 1
+    assert refunds(world) == 0
+    # Blank (whitespace) amended fields are no changes: Approve approves as asked.
+    done = answer(ana, fields, action="approve", amended="  \n")
+    assert done.headers["location"] == "/console/?notice=answered", done.text
+    assert refunds(world) == 1
 
 
 def test_a_registry_run_is_queued_for_a_worker_and_answered_once(
@@ -245,7 +267,7 @@ def test_runs_run_and_thread_pages(world: str, example: ModuleType, ana: TestCli
     assert 'id="status">interrupted<' in run.text
     assert ana.get("/console/runs/no-such-run").status_code == 404
     fields = form_fields(approval_page(ana, thread))
-    bad_thread = {**fields, "thread": thread_in_form("a\x00b")}  # text Postgres cannot store
+    bad_thread = {**fields, "thread": in_form("a\x00b")}  # text Postgres cannot store
     assert answer(ana, bad_thread, action="approve").status_code == 404
     answer(ana, fields, action="approve")
     work(world, example)
@@ -281,7 +303,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         ("charge:3", {"how": "failed", "reason": "the bank says it never arrived"}),
     ]
     for key, how in cases:
-        data = {"csrf_token": token, "key": key, "attempt": "1", **how}
+        data = {"csrf_token": token, "key": in_form(key), "attempt": "1", **how}
         done = ana.post("/console/effects/resolve", data=data)
         assert done.status_code == 303, done.text
     assert "No effect has an unknown outcome" in ana.get("/console/effects?notice=resolved").text
@@ -300,7 +322,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         "/console/effects/resolve",
         data={
             "csrf_token": token,
-            "key": "charge:1",
+            "key": in_form("charge:1"),
             "attempt": "1",
             "how": "failed",
             "reason": "x",
@@ -311,7 +333,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         "/console/effects/resolve",
         data={
             "csrf_token": token,
-            "key": "charge:2",
+            "key": in_form("charge:2"),
             "attempt": "1",
             "how": "completed",
             "result": "{",

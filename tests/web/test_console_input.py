@@ -10,11 +10,12 @@ from types import ModuleType
 from console_host import recheck_builder
 from console_world import form_fields, start_plain
 from starlette.testclient import TestClient
-from test_console_effects import forms, row, unknown
+from test_console_effects import forms, forms_by_key, resolve, row, unknown
 from test_console_http import answer, approval_page, waiting
 
 from langgraph_durable import DurablePostgresSaver
 from langgraph_durable.effects._protocol import EffectStatus
+from langgraph_durable.web._forms import in_form
 
 DEEP = "[" * 20_000 + "]" * 20_000  # under the length cap, deeper than the stack
 LONG_NUMBER = "1" * 5_000  # Python refuses integers of more than 4,300 digits
@@ -25,7 +26,7 @@ def test_bad_resolve_input_is_refused_and_resolves_nothing(world: str, ana: Test
     unknown(world, "charge:5")
     fields = forms(ana.get("/console/effects").text)[0]
     cases = [
-        ({"key": "charge:5\x00", "how": "allow_retry"}, "NUL"),
+        ({"key": in_form("charge:5\x00"), "how": "allow_retry"}, "NUL"),
         ({"how": "failed", "reason": "gone\x00"}, "NUL"),
         ({"how": "failed", "reason": TOO_LONG}, "at most 100,000"),
         ({"how": "completed", "result": LONG_NUMBER}, "a number too long or nesting too deep"),
@@ -87,6 +88,43 @@ def test_thread_ids_with_line_breaks_or_odd_text_are_answered_from_the_form(
         assert done.status_code == 303, (thread[:20], html.unescape(done.text)[-600:])
         assert done.headers["location"] == "/console/?notice=answered"
         assert waiting(world, thread) == 0, thread[:20]
+
+
+ODD_KEYS = ["pay:\n42", "pay:\r\n42", "pay:\r43", " pay:44 ", "ünï 🙂 <i>&amp; a+b%20c"]
+
+
+def test_effect_keys_with_line_breaks_or_odd_text_are_resolved_from_the_form(
+    world: str, ana: TestClient
+) -> None:
+    """A resolve form once carried the effect key as text, and a browser sends every line
+    break in it as CRLF: a key holding CR or LF could not be resolved from the page, and
+    the form of `pay:\\n42` resolved `pay:\\r\\n42`, another effect."""
+    for key in ODD_KEYS:
+        unknown(world, key)
+    for done, key in enumerate(ODD_KEYS, start=1):
+        shown = forms_by_key(ana.get("/console/effects").text)
+        status, text = resolve(ana, as_a_browser_posts(shown[key][0]), how="allow_retry")
+        assert status == 303, (key, text[-600:])
+        states = [row(world, k)[0] for k in ODD_KEYS]
+        # This effect is resolved, and none that the form did not name.
+        assert states == [EffectStatus.RETRY_WAIT] * done + [EffectStatus.UNKNOWN] * (
+            len(ODD_KEYS) - done
+        ), key
+
+
+def test_a_resolve_form_without_a_readable_key_is_refused(world: str, ana: TestClient) -> None:
+    """A page from before the key was carried in base64 sends it as text, whose line
+    breaks the browser may have rewritten: it is refused, not read as another key."""
+    unknown(world, "charge:2")
+    fields = forms(ana.get("/console/effects").text)[0]
+    for given in (None, "", "charge:2", "not base64!", "//79"):  # "//79": not UTF-8
+        sent = {k: v for k, v in fields.items() if k != "key"}
+        if given is not None:
+            sent["key"] = given
+        status, text = resolve(ana, sent, how="allow_retry")
+        assert status == 400, (given, text[-500:])
+        assert "does not say which effect it resolves" in text
+    assert row(world, "charge:2") == (EffectStatus.UNKNOWN, 1)
 
 
 def test_an_answer_form_without_a_readable_thread_is_refused(

@@ -22,7 +22,7 @@ from typing_extensions import TypedDict
 
 from langgraph_durable import DurablePostgresSaver, GraphVersion, RunRegistry, Worker
 from langgraph_durable.approvals import add_approval_before
-from langgraph_durable.web._forms import thread_in_form
+from langgraph_durable.web._forms import in_form
 
 SECRET = "s3cret-pw"
 DSN_ERROR = (
@@ -191,7 +191,7 @@ def test_a_question_that_cannot_be_loaded_is_listed_with_why_and_the_rest_answer
     assert 'value="approve"' not in page.text
     fields = {
         "csrf_token": csrf_of(page.text),
-        "thread": thread_in_form("damaged"),
+        "thread": in_form("damaged"),
         "question": tokens_of(world, "damaged")[0],
     }
     refused = answer(ana, fields, action="approve")

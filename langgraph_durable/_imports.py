@@ -1,0 +1,27 @@
+"""Importing the module a command line names (`--graph module:attribute`) from the
+current directory too, as `python -m` and uvicorn's CLI do.
+
+The installed `langgraph-durable` script starts with its own folder on `sys.path`, not
+the current directory, so `--graph graphs:refunds` run beside `graphs.py` could not import
+it (`No module named 'graphs'`) while `python -m langgraph_durable.cli` could. One helper
+for `web --graph` and `approvals approve --graph`, so both find the same modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+
+__all__ = ["import_from_here"]
+
+
+def import_from_here(module_name: str) -> ModuleType:
+    """`importlib.import_module(module_name)`, with the current directory first put at the
+    front of `sys.path` if nothing there names it yet (`""` and `"."` do), as `python -m`
+    would have it. It stays there: the module may import its neighbours later."""
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
+        sys.path.insert(0, here)
+    return importlib.import_module(module_name)

@@ -208,9 +208,7 @@ async def test_parallel_async_sleeps_park_the_run_until_the_earliest_wake_up(
             "AND effect_name = 'langgraph_durable.durable_sleep'",
             run.thread_id,
         )
-        wakes = [
-            datetime.fromisoformat(saver.serde.loads_typed((t, r))) for t, r in rows if t
-        ]
+        wakes = [datetime.fromisoformat(saver.serde.loads_typed((t, r))) for t, r in rows if t]
         assert wakes
         assert sleeping.retry_at == min(wakes)
 

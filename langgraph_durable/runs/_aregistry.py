@@ -709,8 +709,11 @@ class AsyncRunRegistry:
     @asynccontextmanager
     async def alistening(self) -> AsyncIterator[PgConn | None]:
         """A connection that hears new runs (None when the saver has a single connection,
-        which cannot be lent for listening: workers then look every `idle_wait`)."""
-        if not self._source.pooled:
+        or a pool of one, which cannot be lent for listening: workers then look every
+        `idle_wait`). Listening on a pool's only connection left none to take a run with:
+        every claim waited for the pool, and the worker stopped, saying the database could
+        not be reached."""
+        if not self._source.pooled or self._source.capacity < 2:
             yield None
             return
         async with self._source.connection("listening for new runs") as conn:

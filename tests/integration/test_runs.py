@@ -1517,6 +1517,28 @@ def test_graph_versions_and_workers_refuse_what_they_cannot_run(
             Worker(saver, graphs)  # type: ignore[arg-type]
 
 
+def test_a_worker_on_a_pool_of_one_connection_runs_its_runs(db_dsn: str) -> None:
+    """Listening for new runs held the pool's only connection: every claim waited for the
+    pool, and `run_forever` stopped after `database_timeout`, saying the database could
+    not be reached, with the run still pending. A pool of one now looks every
+    `idle_wait`, as a single connection does."""
+    worker: Worker | None = None
+
+    def only(state: State) -> State:
+        assert worker is not None
+        worker.stop()  # run_forever returns once this run has finished
+        return {"log": ["ran"]}
+
+    with DurablePostgresSaver.from_conn_string(db_dsn, max_connections=1, pool_timeout=2) as saver:
+        saver.setup()
+        graph = graph_of(saver, ("only", only))
+        run = RunRegistry(saver).create(graph, {"log": []})
+        worker = Worker(saver, [graph], idle_wait=0.2, database_timeout=6)
+        worker.run_forever(handle_sigterm=False)
+        done = RunRegistry(saver).get(run.run_id)
+    assert done.status is RunStatus.SUCCESS, done.status_reason
+
+
 def test_a_queued_runs_deadline_does_not_fence_out_the_running_one(
     saver: DurablePostgresSaver, runs: RunRegistry, db_dsn: str
 ) -> None:

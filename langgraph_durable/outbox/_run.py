@@ -1,4 +1,5 @@
-"""`run_relay`: a relay run from sync code until Ctrl-C, its publisher closed after."""
+"""`run_relay`: a relay run from sync code until Ctrl-C or SIGTERM, its publisher closed
+after."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ CANCEL_AGAIN_AFTER = 1.0
 
 
 def run_relay(relay: OutboxRelay) -> None:
-    """Run a relay from sync code until interrupted (Ctrl-C), then close its publisher
+    """Run a relay from sync code until interrupted (Ctrl-C, or SIGTERM while it has
+    Python's default handler), then close its publisher
     (its `aclose()`, if it has one) in the same event loop: the loop ends here, and a
     broker connection left open printed the client's errors as the process exited."""
     with contextlib.suppress(KeyboardInterrupt):
@@ -52,11 +54,19 @@ async def _run_until_interrupted(relay: OutboxRelay) -> None:
         stop.set()
         cancel_until_done()
 
+    # SIGTERM (`docker stop`, systemd) too, while it has Python's default, which ended
+    # the process mid-round with the publisher's connection open; a handler of the
+    # application's own is left alone.
+    signals = [signal.SIGINT]
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signals.append(signal.SIGTERM)
+    handled: list[signal.Signals] = []
     try:
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-        handled = True
+        for signum in signals:
+            loop.add_signal_handler(signum, interrupted)
+            handled.append(signum)
     except (NotImplementedError, RuntimeError, ValueError):
-        handled = False  # not the main thread, or no signals in this loop: Ctrl-C as before
+        pass  # not the main thread, or no signals in this loop: Ctrl-C as before
     try:
         await relay.run(stop)
     except asyncio.CancelledError:
@@ -67,8 +77,8 @@ async def _run_until_interrupted(relay: OutboxRelay) -> None:
         try:
             await _close_publisher(relay.publisher)
         finally:
-            if handled:
-                loop.remove_signal_handler(signal.SIGINT)
+            for signum in handled:
+                loop.remove_signal_handler(signum)  # back to Python's default
 
 
 CLOSE_PUBLISHER_WITHIN = 10.0

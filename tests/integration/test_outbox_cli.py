@@ -226,10 +226,12 @@ print("stopped", flush=True)
 """
 
 
-def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str, signum: int) -> None:
     """`run_relay` (what `outbox relay` runs) never closed its publisher: the event loop
     ended with the broker connection open, and the client's callbacks then failed on
-    the closed loop, printed as the process exited."""
+    the closed loop, printed as the process exited. SIGTERM (`docker stop`) ended the
+    process on the spot, mid-round."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         emit_txn(conn, "cli.event", {"n": 1}, key="k")
     relay = subprocess.Popen(
@@ -244,7 +246,7 @@ def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str) -> None:
     )
     assert relay.stdout is not None
     assert relay.stdout.readline() == "published\n"
-    relay.send_signal(signal.SIGINT)
+    relay.send_signal(signum)
     out, err = relay.communicate()
     assert relay.returncode == 0, err
     assert out.splitlines() == ["closed", "stopped"]

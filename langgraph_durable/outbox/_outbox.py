@@ -11,6 +11,7 @@ work the message caused.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,8 +19,14 @@ from psycopg import Connection
 
 from langgraph_durable._sql import QUERIES
 from langgraph_durable.checkpoint import event_params
-from langgraph_durable.errors import InvalidInputError
-from langgraph_durable.outbox._base import age_seconds, event_id_of, inbox_ids, row_limit
+from langgraph_durable.errors import InvalidInputError, WrongArgumentTypeError
+from langgraph_durable.outbox._base import (
+    MAX_ROWS,
+    age_seconds,
+    event_id_of,
+    inbox_ids,
+    row_limit,
+)
 from langgraph_durable.outbox._emit import checked_event
 
 __all__ = [
@@ -113,7 +120,17 @@ def events(conn: PgConn, *, status: str | None = None, limit: int = 100) -> list
 
 
 def replay_dead(conn: PgConn, event_ids: Sequence[str] | None = None) -> int:
-    """Move dead events (all, or those listed) back to pending; returns how many moved."""
+    """Move dead events (all, or those listed) back to pending; returns how many moved.
+
+    Raises:
+        WrongArgumentTypeError: `event_ids` is one id, not a list of them (a string was
+            read character by character, refused as its first character).
+    """
+    if isinstance(event_ids, (str, bytes, uuid.UUID)):
+        raise WrongArgumentTypeError(
+            f"event_ids={event_ids!r}: give a list of event ids, e.g. [{str(event_ids)!r}], "
+            "or None for every dead event; nothing was moved."
+        )
     ids = None if event_ids is None else [event_id_of(i) for i in event_ids]
     cur = conn.execute(QUERIES["outbox_replay_dead"], {"event_ids": ids})
     return len(cur.fetchall())
@@ -124,10 +141,10 @@ def prune_published(conn: PgConn, older_than: float, *, batch: int = 10_000) -> 
     statement; returns how many.
 
     Raises:
-        InvalidInputError: `batch` is not a whole number >= 1 (with 0 it never
-            returned: each statement deleted a full batch of 0 rows).
+        InvalidInputError: `batch` is not a whole number from 1 to 2**63 - 1 (with 0 it
+            never returned: each statement deleted a full batch of 0 rows).
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_ROWS:
         raise InvalidInputError(
             f"batch={batch!r}: give the rows per statement as a whole number >= 1."
         )

@@ -17,9 +17,20 @@ import pytest
 from outbox_receivers import WebhookReceiver, need_broker
 from psycopg.conninfo import make_conninfo
 
-from langgraph_durable import DurablePostgresSaver, InvalidInputError, OutboxRelayError
+from langgraph_durable import (
+    DurablePostgresSaver,
+    InvalidInputError,
+    OutboxRelayError,
+    WrongArgumentTypeError,
+)
 from langgraph_durable.cli import main
-from langgraph_durable.outbox import OutboxRelay, emit_txn, prune_published, run_relay
+from langgraph_durable.outbox import (
+    OutboxRelay,
+    emit_txn,
+    prune_published,
+    replay_dead,
+    run_relay,
+)
 from langgraph_durable.outbox.publishers import CallbackPublisher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +128,16 @@ def test_replaying_an_id_that_is_no_event_id_is_named(
     assert main(["--dsn", dsn, "outbox", "replay", "not-an-event-id"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: event_id 'not-an-event-id': give an event id"), err
+
+
+def test_replay_dead_given_one_id_instead_of_a_list_says_so(dsn: str) -> None:
+    """A string was read character by character and refused as its first character."""
+    event_id = str(uuid.uuid4())
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for one in (event_id, uuid.UUID(event_id)):
+            with pytest.raises(WrongArgumentTypeError, match="give a list of event ids"):
+                replay_dead(conn, one)  # type: ignore[arg-type]
+        assert replay_dead(conn, [event_id]) == 0  # a list of it: not dead, nothing moved
 
 
 def test_a_webhook_relay_without_a_secret_says_what_to_set(

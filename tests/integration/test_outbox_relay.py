@@ -653,7 +653,7 @@ async def test_prune_refuses_a_batch_that_would_never_finish(dsn: str) -> None:
     """batch=0 never returned (each statement deleted a full batch of no rows); a negative
     one was a raw psycopg error."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for batch in (-1, 0, 2.5, True):
+        for batch in (-1, 0, 2.5, True, 2**70):
             with pytest.raises(InvalidInputError, match="batch="):
                 prune_published(conn, 0, batch=batch)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="whole numbers"):

@@ -62,6 +62,7 @@ EXTERNAL = {
     "AsyncTermination": "Termination",
     "afinish_despite_cancel": "finish_despite_interrupt",
     "amigration_hook_result": "migration_hook_result",
+    "aeffects_may_start": "effects_may_start",
     "check_async_worker_graphs": "check_sync_worker_graphs",
     "AsyncWriteParking": "WriteParking",
     "AsyncPutCombiner": "PutCombiner",

@@ -22,7 +22,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import AsyncHeartbeat, afinish_despite_cancel, owner_is_dead
-from langgraph_durable._inflight import effect_under_way
+from langgraph_durable._inflight import aeffects_may_start, effect_under_way
 from langgraph_durable._redact import redact_passwords
 from langgraph_durable._wakeups import asked_to_wake
 from langgraph_durable.effects._ajournal import AsyncEffectJournal
@@ -103,6 +103,7 @@ async def _arun_recorded(journal: AsyncEffectJournal, call: EffectCall) -> Any:
 
 async def _aclaim(journal: AsyncEffectJournal, call: EffectCall) -> int | None:
     """Claim the call's key for a first attempt: its number, or None if the key exists."""
+    await aeffects_may_start()  # not once SIGTERM is stopping this worker's run
     try:
         return await journal.aclaim(
             call.key,
@@ -245,6 +246,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     unknown_message(call, row, refused), key=call.key
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
+        await aeffects_may_start()
         attempt = await journal.atake_over(
             call.key, row.attempt, row.status, call.lease_seconds, call.token, where=call.where
         )

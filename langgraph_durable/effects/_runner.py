@@ -24,7 +24,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_durable import _crashpoints, _guard, _telemetry
 from langgraph_durable._db import Heartbeat, finish_despite_interrupt, owner_is_dead
-from langgraph_durable._inflight import effect_under_way
+from langgraph_durable._inflight import effect_under_way, effects_may_start
 from langgraph_durable._redact import redact_passwords
 from langgraph_durable._wakeups import asked_to_wake
 from langgraph_durable.effects._call import (
@@ -105,6 +105,7 @@ def _run_recorded(journal: EffectJournal, call: EffectCall) -> Any:
 
 def _claim(journal: EffectJournal, call: EffectCall) -> int | None:
     """Claim the call's key for a first attempt: its number, or None if the key exists."""
+    effects_may_start()  # not once SIGTERM is stopping this worker's run
     try:
         return journal.claim(
             call.key,
@@ -247,6 +248,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                     unknown_message(call, row, refused), key=call.key
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
+        effects_may_start()
         attempt = journal.take_over(
             call.key, row.attempt, row.status, call.lease_seconds, call.token, where=call.where
         )

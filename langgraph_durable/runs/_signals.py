@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
-from langgraph_durable._inflight import call_when_effects_end, stop_this_thread_after_effects
+from langgraph_durable._inflight import Execution, execution, stop_this_thread_after_effects
 from langgraph_durable.embedded import stops_servers_on_sigterm
 
 __all__ = ["AsyncTermination", "Termination", "WorkerTerminated"]
@@ -68,6 +68,7 @@ class Termination:
         self._stop = stop
         self.requested = False
         self._in_graph = False
+        self._execution: Execution | None = None
 
     @contextmanager
     def installed(self, enabled: bool) -> Iterator[None]:
@@ -86,8 +87,10 @@ class Termination:
         self.requested = True
         if self._in_graph:
             self._in_graph = False  # a second SIGTERM does not break the hand-back
+            if self._execution is not None:  # no new effect attempt, in any thread
+                self._execution.stop_new_attempts(_terminate)
+            logger.info("SIGTERM: effect calls under way finish first, then the run stops")
             if stop_this_thread_after_effects(_terminate):
-                logger.info("SIGTERM: the effect call under way finishes first")
                 return
             raise WorkerTerminated()
 
@@ -96,11 +99,14 @@ class Termination:
         once if SIGTERM came while the run was being taken."""
         if self.requested:
             raise WorkerTerminated()
-        self._in_graph = True
-        try:
-            return body()
-        finally:
-            self._in_graph = False
+        with execution() as found:
+            self._execution = found
+            self._in_graph = True
+            try:
+                return body()
+            finally:
+                self._in_graph = False
+                self._execution = None
 
 
 class AsyncTermination:
@@ -110,6 +116,7 @@ class AsyncTermination:
         self._stop = stop
         self.requested = False
         self._graph: asyncio.Future[Any] | None = None
+        self._execution: Execution | None = None
         self._cancelled: asyncio.Future[Any] | None = None
 
     @contextmanager
@@ -133,20 +140,23 @@ class AsyncTermination:
     def _handle(self) -> None:
         self._stop()
         self.requested = True
-        if self._graph is not None:
-            self._cancel_after_effects(self._graph, asyncio.get_running_loop())
+        if self._graph is not None and self._execution is not None:
+            self._execution.stop_new_attempts()  # they wait for the cancel instead
+            self._cancel_after_effects(self._graph, self._execution, asyncio.get_running_loop())
 
-    def _cancel_after_effects(self, graph: asyncio.Future[Any], loop: Any) -> None:
-        """Cancel `graph`, once no effect call is under way (a cancel would land in it):
-        looked at again, in the loop, as the last one ends."""
+    def _cancel_after_effects(
+        self, graph: asyncio.Future[Any], found: Execution, loop: Any
+    ) -> None:
+        """Cancel `graph`, once no effect call of its execution is under way (a cancel
+        would land in it): looked at again, in the loop, as the last one ends."""
         if self._graph is not graph or graph.done():
             return  # finished meanwhile: nothing to stop
 
         def again() -> None:  # in the thread that ended the last effect call
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self._cancel_after_effects, graph, loop)
+                loop.call_soon_threadsafe(self._cancel_after_effects, graph, found, loop)
 
-        under_way = call_when_effects_end(again)
+        under_way = found.call_when_ended(again)
         if under_way:
             logger.info("SIGTERM: %d effect call(s) under way finish first", under_way)
             return
@@ -160,8 +170,9 @@ class AsyncTermination:
         taken."""
         if self.requested:
             raise WorkerTerminated()
-        graph: asyncio.Future[T] = asyncio.ensure_future(body())
-        self._graph = graph
+        with execution() as found:  # the graph's task takes a copy of this context
+            graph: asyncio.Future[T] = asyncio.ensure_future(body())
+        self._graph, self._execution = graph, found
         try:
             return await graph
         except BaseException:
@@ -171,7 +182,7 @@ class AsyncTermination:
                 raise WorkerTerminated() from None
             raise
         finally:
-            self._graph = None
+            self._graph, self._execution = None, None
 
 
 def _cancelling_current_task() -> bool:

@@ -1,6 +1,6 @@
 """A worker process for the SIGTERM tests: `run_forever` as the README shows it.
 
-    python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async] [--effect]
+    python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async] [--effect | --parallel]
 
 The graph's only node says it has started (NOTIFY on `sigterm_test`, from a connection of
 its own, with the run's thread id) and then waits for ever, like a long model call: only
@@ -11,6 +11,8 @@ With `--effect`, the node calls an `@effect` instead, whose receiver says it has
 (the same NOTIFY), waits until the test says `release` (NOTIFY on `sigterm_release`), then
 acts (a row in `sigterm_receiver`) and answers: SIGTERM lands while the call is under way.
 The worker's log goes to stdout, one message per line, so the test can see the handler's.
+With `--parallel`, two branches each call such an effect `BRANCH_CALLS` times in turn
+(`parallel_build`): SIGTERM lands while both have a call under way.
 """
 
 from __future__ import annotations
@@ -46,19 +48,64 @@ def started(dsn: str) -> None:
         conn.execute("SELECT pg_notify('sigterm_test', %s)", (thread_id,))
 
 
-RECEIVER = "CREATE TABLE IF NOT EXISTS sigterm_receiver (thread_id TEXT NOT NULL)"
+RECEIVER = """CREATE TABLE IF NOT EXISTS sigterm_receiver (
+    thread_id TEXT NOT NULL, label TEXT NOT NULL DEFAULT '')"""
 
 
-def released_then_acted(dsn: str) -> str:
-    """The receiver: started, waits for the test's `release`, then acts."""
+def released_then_acted(dsn: str, label: str = "") -> str:
+    """The receiver: started (NOTIFY with the thread id, and `:label` if given), waits
+    for the test's `release`, then acts."""
     thread_id = get_config()["configurable"]["thread_id"]
+    said = f"{thread_id}:{label}" if label else thread_id
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("LISTEN sigterm_release")
-        conn.execute("SELECT pg_notify('sigterm_test', %s)", (thread_id,))
+        conn.execute("SELECT pg_notify('sigterm_test', %s)", (said,))
         for _ in conn.notifies(stop_after=1):
             pass
-        conn.execute("INSERT INTO sigterm_receiver (thread_id) VALUES (%s)", (thread_id,))
+        conn.execute(
+            "INSERT INTO sigterm_receiver (thread_id, label) VALUES (%s, %s)", (thread_id, label)
+        )
     return f"sent for {thread_id}"
+
+
+BRANCH_CALLS = 3
+"""Effect calls each parallel branch makes, one after another (`--parallel`)."""
+
+
+def parallel_build(saver: Any, name: str, dsn: str, flavour: str) -> GraphVersion:
+    """Two branches, each calling an effect `BRANCH_CALLS` times in turn, each receiver
+    waiting for the test's `release`: SIGTERM lands while both have a call under way."""
+
+    def key(branch: str, n: int) -> str:
+        return f"sigterm:{get_config()['configurable']['thread_id']}:{branch}:{n}"
+
+    @effect(name="sigterm.branch", key=key)
+    def call(branch: str, n: int) -> str:
+        return released_then_acted(dsn, f"{branch}:{n}")
+
+    @effect(name="sigterm.branch", key=key)
+    async def acall(branch: str, n: int) -> str:
+        return await asyncio.to_thread(released_then_acted, dsn, f"{branch}:{n}")
+
+    def branch(label: str) -> Any:
+        def node(state: State) -> State:
+            for n in range(BRANCH_CALLS):
+                call(label, n)
+            return {}
+
+        async def anode(state: State) -> State:
+            for n in range(BRANCH_CALLS):
+                await acall(label, n)
+            return {}
+
+        return node if flavour == "sync" else anode
+
+    builder = StateGraph(State)
+    for label in ("left", "right"):
+        builder.add_node(label, branch(label))
+        builder.add_edge(START, label)
+        builder.add_edge(label, END)
+    return GraphVersion(name, "1", builder.compile(checkpointer=saver))
 
 
 def effect_node(dsn: str, flavour: str) -> Any:
@@ -89,38 +136,41 @@ def build(saver: Any, name: str, node: Any) -> GraphVersion:
     return GraphVersion(name, "1", builder.compile(checkpointer=saver))
 
 
-def sync_worker(dsn: str, name: str, with_effect: bool) -> None:
+def sync_worker(dsn: str, name: str, mode: str) -> None:
     def long(state: State) -> State:
         started(dsn)
         threading.Event().wait()  # for ever: ended only by SIGTERM
         return {"log": ["never"]}
 
-    node = effect_node(dsn, "sync") if with_effect else long
+    node = effect_node(dsn, "sync") if mode == "effect" else long
     with DurablePostgresSaver.from_conn_string(dsn) as saver:
-        Worker(saver, [build(saver, name, node)], lease_seconds=600).run_forever()
+        graph = parallel_build(saver, name, dsn, "sync") if mode == "parallel" else None
+        graph = graph or build(saver, name, node)
+        Worker(saver, [graph], lease_seconds=600).run_forever()
 
 
-async def async_worker(dsn: str, name: str, with_effect: bool) -> None:
+async def async_worker(dsn: str, name: str, mode: str) -> None:
     async def long(state: State) -> State:
         await asyncio.to_thread(started, dsn)
         await asyncio.Event().wait()  # for ever: ended only by SIGTERM
         return {"log": ["never"]}
 
-    node = effect_node(dsn, "async") if with_effect else long
+    node = effect_node(dsn, "async") if mode == "effect" else long
     async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
-        graph = build(saver, name, node)
+        graph = parallel_build(saver, name, dsn, "async") if mode == "parallel" else None
+        graph = graph or build(saver, name, node)
         await AsyncWorker(saver, [graph], lease_seconds=600).arun_forever()
 
 
 if __name__ == "__main__":
     dsn, name, options = sys.argv[1], sys.argv[2], sys.argv[3:]
-    with_effect = "--effect" in options
-    if with_effect:
+    mode = "parallel" if "--parallel" in options else "effect" if "--effect" in options else ""
+    if mode:
         logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(RECEIVER)
     if "--async" in options:
-        asyncio.run(async_worker(dsn, name, with_effect))
+        asyncio.run(async_worker(dsn, name, mode))
     else:
-        sync_worker(dsn, name, with_effect)
+        sync_worker(dsn, name, mode)
     print("run_forever returned", flush=True)

@@ -130,6 +130,50 @@ def test_sigterm_during_an_effect_call_lets_it_finish_then_hands_the_run_back(
     assert acted == (1,)
 
 
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_sigterm_lets_parallel_branches_finish_their_calls_and_start_no_more(
+    runs: RunRegistry, db_dsn: str, flavour: str
+) -> None:
+    """Two branches, each calling effects one after another. The async worker cancelled
+    the graph only once no call was under way in the whole process, and new calls kept
+    starting: both branches ran all their calls, and a grace period's SIGKILL would then
+    have caught one mid-call. Now the calls under way finish and no new one starts."""
+    name = f"sigterm-branches-{uuid.uuid4().hex[:8]}"
+    run = runs.create(name, {"log": []}, version="1", max_attempts=2)
+    options = ["--parallel", *(["--async"] if flavour == "async" else [])]
+    with psycopg.connect(db_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN sigterm_test")
+        process = start_worker(db_dsn, name, options)
+        try:
+            started = sorted(
+                n.payload for n in listener.notifies(timeout=HANG_GUARD_S, stop_after=2)
+            )
+            assert started == [f"{run.thread_id}:left:0", f"{run.thread_id}:right:0"]
+            process.send_signal(signal.SIGTERM)
+            assert process.stdout is not None
+            seen = process.stdout.readline()
+            assert seen.startswith("SIGTERM: "), seen
+            listener.execute("SELECT pg_notify('sigterm_release', '')")  # both calls act
+            _, err = process.communicate(timeout=HANG_GUARD_S)
+        finally:
+            stop(process)
+    assert process.returncode == 0, err
+    back = runs.get(run.run_id)
+    assert (back.status.value, back.attempt) == ("pending", 0), back.status_reason
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        acted = conn.execute(
+            "SELECT label FROM sigterm_receiver WHERE thread_id = %s ORDER BY label",
+            (run.thread_id,),
+        ).fetchall()
+        journal = conn.execute(
+            "SELECT status, count(*) FROM langgraph_durable_effects WHERE thread_id = %s "
+            "GROUP BY status",
+            (run.thread_id,),
+        ).fetchall()
+    assert acted == [("left:0",), ("right:0",)]  # the calls under way, and no others
+    assert journal == [("completed", 2)]  # nothing claimed and left to reconcile
+
+
 def start_worker(dsn: str, name: str, options: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), dsn, name, *options],

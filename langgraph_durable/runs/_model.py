@@ -78,6 +78,7 @@ __all__ = [
     "list_params",
     "log_ids",
     "migrated_already",
+    "migration_done",
     "migration_hook_result",
     "migration_marker",
     "new_run_params",
@@ -273,11 +274,12 @@ class GraphVersion:
             `{old_version: hook(graph, config)}`; the hook runs once (e.g. calls
             `graph.update_state(config, ...)`) before the run continues as this version.
             `config` is the run's (its thread, its lease's fencing token) without the run
-            id in its metadata (`for_migration_hook`). A worker that dies after the hook
-            and before recording the new version leaves the hook's checkpoint as the
-            thread's latest; the next worker finds its marker and does not run the hook
-            again. A hook that writes nothing to the thread runs again then. A sync
-            `Worker` refuses an `async def` hook (use `AsyncWorker`).
+            id in its metadata (`for_migration_hook`). Once it has returned, the worker
+            writes a checkpoint that marks the migration done (`migration_done`): a
+            worker that dies before recording the new version leaves that mark, and the
+            next worker does not run the hook again; one that dies inside the hook
+            leaves none, and the hook runs again from its start. A sync `Worker` refuses
+            an `async def` hook (use `AsyncWorker`).
         stuck_after: A running run without progress (a committed step) for this long is
             flagged as stuck, once: a timedelta, or seconds.
         waiting_stuck_after: An interrupted run (waiting for a person) this long is
@@ -692,21 +694,29 @@ def migration_marker(run: Run, to_version: str) -> str:
     return f"{run.run_id}:{run.graph_version}->{to_version}"
 
 
-def for_migration_hook(config: RunnableConfig, marker: str) -> RunnableConfig:
+def for_migration_hook(config: RunnableConfig) -> RunnableConfig:
     """The run's config for a version's migration hook, without the run id in its
     metadata: LangGraph copies the metadata into the checkpoint `update_state` writes, and
     takes a checkpoint carrying the run's id for the run's own, resuming from it with the
-    run's input dropped (a run not started yet, or the answer a resumed run was given).
-    `marker` goes in instead, under `MIGRATION_KEY`: a worker that dies after the hook's
-    checkpoint committed, before the run was recorded as the new version, leaves it as
-    the thread's latest, and the next worker does not run the hook again on top of it."""
+    run's input dropped (a run not started yet, or the answer a resumed run was given)."""
     metadata = {k: v for k, v in (config.get("metadata") or {}).items() if k != "run_id"}
-    metadata[MIGRATION_KEY] = marker
     return cast(RunnableConfig, {**config, "metadata": metadata})
 
 
+def migration_done(hook_config: RunnableConfig, marker: str) -> RunnableConfig:
+    """The config of the checkpoint a worker writes once the hook has returned (an
+    `update_state` with no values): `marker` under `MIGRATION_KEY`. A worker that dies
+    before the run is recorded as the new version leaves it as the thread's latest, and
+    the next worker records the version without running the hook again; one that dies
+    inside the hook leaves no marker, and the hook runs again from its start (every
+    checkpoint of the hook's own carried the marker before, and a hook killed between
+    two of its updates was taken for done, the second never applied)."""
+    metadata = {**(hook_config.get("metadata") or {}), MIGRATION_KEY: marker}
+    return cast(RunnableConfig, {**hook_config, "metadata": metadata})
+
+
 def migrated_already(latest: CheckpointTuple | None, marker: str) -> bool:
-    """Whether the thread's latest checkpoint is one this migration's hook wrote."""
+    """Whether the thread's latest checkpoint is the one that marks this migration done."""
     return latest is not None and (latest.metadata or {}).get(MIGRATION_KEY) == marker
 
 

@@ -3,11 +3,12 @@ of version "1" forward with a migration hook.
 
     python tests/crash/migration_worker.py DSN GRAPH_NAME
 
-The hook writes the thread's state (`update_state`, the README's example) and logs each
-of its executions in `migration_calls`, on its own autocommit connection (the outside
-world: it survives the worker). The test kills the worker with
-`LANGGRAPH_DURABLE_CRASH_AT=run:after_migration_hook`: after the hook, before the run is
-recorded as version "2". `run_forever` returns at SIGTERM.
+The hook logs each of its executions in `migration_calls`, on its own autocommit
+connection (the outside world: it survives the worker), then writes the thread's state
+twice (`update_state`, as the README's example does once). The test kills the worker with
+`LANGGRAPH_DURABLE_CRASH_AT=run:after_migration_hook` (after the hook, before the run is
+recorded as version "2") or `test:between_migration_updates` (inside the hook, between
+its two updates). `run_forever` returns at SIGTERM.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import psycopg
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from langgraph_durable import DurablePostgresSaver, GraphVersion, Worker
+from langgraph_durable import DurablePostgresSaver, GraphVersion, Worker, _crashpoints
 
 WORLD = "CREATE TABLE IF NOT EXISTS migration_calls (thread_id TEXT NOT NULL, pid INT NOT NULL)"
 
@@ -35,12 +36,14 @@ def main(dsn: str, name: str) -> None:
         conn.execute(WORLD)
 
     def hook(graph: Any, config: Any) -> None:
-        graph.update_state(config, {"log": ["migrated"]})
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
                 "INSERT INTO migration_calls (thread_id, pid) VALUES (%s, %s)",
                 (config["configurable"]["thread_id"], os.getpid()),
             )
+        graph.update_state(config, {"log": ["migrated"]})
+        _crashpoints.reached("test:between_migration_updates")
+        graph.update_state(config, {"log": ["migrated again"]})
 
     builder = StateGraph(State)
     builder.add_node("a", lambda s: {"log": ["a"]})

@@ -409,8 +409,12 @@ def _wait_settled(runs: RunRegistry, run_id: str, timeout: float | None) -> tupl
             return run, False
         if runs.waits_for_answer(run_id):
             return run, True
-        if runs.get(run_id) == run:  # still as read: it waits for nobody
+        fresh = runs.get(run_id)
+        if fresh == run:  # still as read: it waits for nobody
             return run, False
+        if deadline is not None and time.monotonic() >= deadline:  # no looking again
+            waits = fresh.status is RunStatus.INTERRUPTED and runs.waits_for_answer(run_id)
+            return fresh, waits
 
 
 def _wait_code(run: Run, waits_for_answer: bool) -> int:

@@ -52,7 +52,7 @@ def by_hand(client: TestClient, key: str, attempt: int = 1) -> dict[str, str]:
     what a user the page shows no form to could post anyway."""
     return {
         "csrf_token": csrf_of(client.get("/console/effects").text),
-        "key": in_form(key),
+        "key64": in_form(key),
         "attempt": str(attempt),
     }
 

@@ -5,6 +5,11 @@ The installed `langgraph-durable` script starts with its own folder on `sys.path
 the current directory, so `--graph graphs:refunds` run beside `graphs.py` could not import
 it (`No module named 'graphs'`) while `python -m langgraph_durable.cli` could. One helper
 for `web --graph` and `approvals approve --graph`, so both find the same modules.
+
+This imports and runs code from the current directory: do not run `--graph` in a
+directory you do not trust. The directory goes at the END of `sys.path`, so a file there
+named like a standard or installed module (`json.py`, `uvloop.py`, which uvicorn imports
+late) never runs in its place; a graph module must therefore have a name of its own.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ __all__ = ["import_from_here"]
 
 def import_from_here(module_name: str) -> ModuleType:
     """`importlib.import_module(module_name)`, with the current directory first put at the
-    front of `sys.path` if nothing there names it yet (`""` and `"."` do), as `python -m`
-    would have it. It stays there: the module may import its neighbours later."""
+    end of `sys.path` if nothing there names it yet (`""` and `"."` do). It stays there:
+    the module may import its neighbours later. At the end, not the front: installed and
+    standard modules are found first, so a stray file beside the graph cannot replace one
+    the console imports lazily."""
     here = os.getcwd()
     if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
-        sys.path.insert(0, here)
+        sys.path.append(here)
     return importlib.import_module(module_name)

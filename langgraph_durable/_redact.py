@@ -3,30 +3,45 @@
 An application's exception may quote a DSN or a URL with its password in it
 (`postgresql://app:pw@db/prod`, `host=db password=pw`), and operators' tools show stored
 error messages (a run's, an effect's) as they are. `redact_passwords` hides a URL's user
-part and the value of every `password=` / `password:` it finds; the rest of the text stays
-as written, so the error still says what went wrong.
+part, an `Authorization` credential, and the value of every name that sounds secret, by
+the rule checkpoint metadata uses too (`_secret_names.sounds_secret`): `api_key=...` and
+`"client_secret": ...` are hidden, `max_tokens=4096` and `'total_token_count': 15` are
+counts and stay. The rest of the text stays as written, so the error still says what went
+wrong.
 """
 
 from __future__ import annotations
 
 import re
 
+from langgraph_durable._secret_names import sounds_secret
+
 __all__ = ["redact_passwords"]
 
-_URL_USER = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/?#\s'\"@]{1,256}@")
+_NO_IPV6 = r"(?!\[)"
+"""After the scheme: an authority opening with `[` is an IPv6 host (`http://[::1]:8080/`),
+whose colons are not a `user:password`."""
+
+_URL_USER = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)" + _NO_IPV6 + r"[^/?#\s'\"@]{1,256}@"
+)
 """A URL's user part (`user:password@`), which may hold a password or a token."""
 
 _URL_PASSWORD = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/?#\s'\"@:]{0,256}:"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)" + _NO_IPV6 + r"[^/?#\s'\"@:]{0,256}:"
     r"(?!\d{1,5}(?:[/?#\s'\"]|\Z))[^\s'\"]{0,256}?@(?=[^\s'\"@/]*(?:[/?#\s'\"]|\Z))"
 )
 """A URL's `user:password@` whose password holds what a URL should have escaped (`/`,
 `?`, `#`, `@`, as people type them): up to the `@` before the host, the last one before
 the path. Not a `host:port/...` (digits then the path), whose query may hold an `@`."""
 
-_CUT_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/?#\s'\"@]*:[^\s'\"@]*\Z")
+_CUT_URL = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)" + _NO_IPV6 + r"[^/?#\s'\"@]*:"
+    r"(?!\d{1,5}(?:[/?#]|\Z))[^\s'\"@]*\Z"
+)
 """A URL cut short before its `@` (a stored error text is cut to a length), ending the
-text: what follows the scheme may be `user:password`."""
+text: what follows the scheme may be `user:password`. Not a `host:port` or
+`host:port/path` ending the text, which has no `@` to come."""
 
 _VALUE = r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;&'\")}\]]+)"
 """A value: quoted (escaped quotes included) or up to the next space or separator."""
@@ -34,50 +49,115 @@ _VALUE = r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;&'\")}\]]+)"
 _PASSWORD = re.compile(r"(?P<key>(?:password|passwd|pwd)['\"]?\s*[=:]\s*)" + _VALUE, re.IGNORECASE)
 """`password=...`, `PGPASSWORD=...`, `"password": "..."`, `password: ...`, `Pwd=...`."""
 
-_SECRET_WORD = r"(?:secret|token|api[_-]?key|access[_-]?key|private[_-]?key)"
-"""What names a secret, alone or inside a longer name (`client_secret`, `SECRET_KEY`)."""
+_NAME = r"[A-Za-z_][\w.-]{0,127}"
+"""A name as programs write one: `api_key`, `X-Api-Key`, `llm.max-tokens`, `clientSecret`."""
 
-_SECRET_NAME = _SECRET_WORD + r"(?!s(?![a-z0-9])|izer)[\w-]*"
-"""A name holding a secret word, with what follows it (`secret_key`, `SECRET_KEY`,
-`api_key_id`, `secretKey`): not a plural or a tokenizer (`max_tokens=4096`)."""
-
-_COMPOUND_NAME = (
-    r"(?:[\w-]*[_-](?:secret|token)|(?:secret|token)[_-]|(?:api|access|private)[_-]?key)[\w-]*"
+_NAMED = re.compile(
+    r"(?<![\w.])(?:(?P<quote>['\"])(?P<quoted>" + _NAME + r")(?P=quote)[ \t]*:"
+    r"|(?P<name>" + _NAME + r")[ \t]*(?P<sep>=(?!=)|:))[ \t]*"
 )
-"""A name that is an identifier, not a word of prose (`X-Api-Key`, `access_token`,
-`secret_key`, `X-Auth-Token`): taken before an unquoted colon too, as in an HTTP header."""
+"""`name=`, `"name":`, `'name':` or `name:`, up to where the value starts; which of them
+hide their value is `_hides`'s decision. The value is read (`_VALUE_AT`) only for those:
+reading it for every name would read `x=x=x=...` again from each `x`."""
 
-_SECRET = re.compile(
-    r"(?P<key>(?:"
-    + _SECRET_NAME
-    + r"(?:\s*=\s*|['\"]\s*:\s*)|"
-    + _COMPOUND_NAME
-    + r"\s*:\s*))"
-    + _VALUE,
+_VALUE_AT = re.compile(_VALUE)
+
+_HUMP = re.compile(r"[a-z][A-Z]")
+
+_HEADERS_WHOLE_LINE = frozenset({"cookie", "set-cookie"})
+"""Headers whose value is a list (`Cookie: a=1; b=2`), hidden to the end of the line."""
+
+_SCHEME = r"(?:Bearer|Basic|Token|Digest|Bot|ApiKey|Key)"
+"""The `Authorization` schemes people write: what follows one is a credential."""
+
+_CREDENTIAL = (
+    r"(?:[A-Za-z0-9._~+/=-]{16,}"
+    r"|(?=[A-Za-z._~+/=-]*[0-9])(?=[0-9._~+/=-]*[A-Za-z])[A-Za-z0-9._~+/=-]+)"
+    r"(?![^\s'\",;)}\]])"
+)
+"""A word that looks like a credential rather than prose: 16 characters or more of what
+tokens are made of, or letters and digits mixed (`4f9`, `sk-live-4f9`); "denied" or
+"pending" are not."""
+
+_AUTHORIZATION_VALUE = re.compile(
+    r"(?P<key>(?:(?<=['\"])(?:proxy-)?authorization['\"][ \t]*:"
+    r"|(?<![\w-])(?:proxy-)?authorization[ \t]*=)"
+    r"[ \t]*(?P<open>['\"])?(?:" + _SCHEME + r"[ \t]+)?)"
+    r"(?(open)[^'\"\r\n]+|[^\s'\",;&]+)",
     re.IGNORECASE,
 )
-"""`api_key=...`, `SECRET_KEY=...`, `"secret": "..."`, `X-Api-Key: ...`: as `key=value`,
-a quoted key, or an identifier before a colon, so prose ("a signing secret: set ...",
-"token expired") is left as written."""
+"""An `Authorization` value set as `authorization=...` or under a quoted key
+(`{'Authorization': 'Token abc'}`): a credential whatever it says, its scheme kept."""
 
-_AUTHORIZATION = re.compile(
-    r"(?P<key>\b(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?"
-    r"(?:(?:Bearer|Basic|Token|Digest|Bot|ApiKey|Key)\s+)?)[^\s'\",;]+",
+_AUTHORIZATION_HEADER = re.compile(
+    r"(?P<key>(?<![\w-])(?:proxy-)?authorization[ \t]*:[ \t]*)"
+    r"(?:(?P<scheme>" + _SCHEME + r"[ \t]+)[^\s'\",;]+|" + _CREDENTIAL + r")",
     re.IGNORECASE,
 )
-"""An `Authorization` header's credential, whatever its scheme (`Token abc`, `abc`)."""
+"""An `Authorization:` header's credential: after a scheme (`Bearer abc`, `Token abc`), or
+a word that looks like one (`Authorization: 4f9`). Prose ("Authorization: denied for user
+bob") is left as written."""
 
 _BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 """An HTTP `Authorization` credential (`Bearer eyJ...`, `Basic dXNlcjpwdw==`)."""
 
 
 def redact_passwords(text: str) -> str:
-    """`text` with every URL's user part shown as `***@`, and the value of every
-    password, secret, token or API key, and every bearer credential, as `***`."""
+    """`text` with every URL's user part shown as `***@`, and as `***` every
+    `Authorization` and bearer credential and the value of every name that sounds secret
+    (`sounds_secret`): `name=value`, a quoted key, or an identifier before a colon."""
     text = _URL_PASSWORD.sub(r"\g<scheme>***@", text)
     text = _URL_USER.sub(r"\g<scheme>***@", text)
     text = _CUT_URL.sub(r"\g<scheme>***", text)
-    text = _AUTHORIZATION.sub(r"\g<key>***", text)
+    text = _AUTHORIZATION_VALUE.sub(r"\g<key>***", text)
+    text = _AUTHORIZATION_HEADER.sub(r"\g<key>\g<scheme>***", text)
     text = _BEARER.sub(r"\g<key>***", text)
-    text = _SECRET.sub(r"\g<key>***", text)
+    text = _hide_named(text)
     return _PASSWORD.sub(r"\g<key>***", text)
+
+
+def _hide_named(text: str) -> str:
+    """`text` with the value of each name `_hides` hides as `***`. A name kept has its
+    value read again, which may itself be `name=value` (`opts=api_key=abc`)."""
+    shown: list[str] = []
+    position = 0
+    while (found := _NAMED.search(text, position)) is not None:
+        start = found.end()
+        value = _VALUE_AT.match(text, start) if _hides(found) else None
+        if value is None:
+            shown.append(text[position:start])
+            position = start
+            continue
+        end = value.end()
+        name = found["name"]
+        if name is not None and name.lower() in _HEADERS_WHOLE_LINE and value[0] not in "'\"":
+            end = _line_end(text, end)
+        shown.append(text[position:start])
+        shown.append("***")
+        position = end
+    shown.append(text[position:])
+    return "".join(shown)
+
+
+def _hides(found: re.Match[str]) -> bool:
+    """Whether a `name=value` hides its value: exactly when the name sounds secret, and,
+    before an unquoted colon, only a name shaped like an identifier (`access_token:`,
+    `X-Api-Key:`, `clientSecret:`, `Cookie:`), so prose ("the secret: set it") stays.
+    `Authorization` is the `_AUTHORIZATION_*` patterns' to judge."""
+    name = found["quoted"] or found["name"]
+    if re.sub(r"[\W_]", "", name).lower() in ("authorization", "proxyauthorization"):
+        return False
+    if found["sep"] == ":" and not (
+        "_" in name
+        or "-" in name
+        or _HUMP.search(name) is not None
+        or name.lower() in _HEADERS_WHOLE_LINE
+    ):
+        return False
+    return sounds_secret(name)
+
+
+def _line_end(text: str, start: int) -> int:
+    """Where the line holding `start` ends."""
+    ends = [found for found in (text.find("\n", start), text.find("\r", start)) if found >= 0]
+    return min(ends, default=len(text))

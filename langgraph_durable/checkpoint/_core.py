@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import math
 import random
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -46,6 +45,7 @@ from langgraph_durable._ids import (
     stored_id,
     thread_id_of,
 )
+from langgraph_durable._secret_names import sounds_secret
 from langgraph_durable._sql import store_writes
 from langgraph_durable.checkpoint._events import EMPTY_EVENT_PARAMS
 from langgraph_durable.errors import (
@@ -206,72 +206,6 @@ def _nolone_surrogate(value: object, where: Callable[[], str]) -> None:
         )
 
 
-SECRET_WORDS = (
-    "apikey",
-    "secret",
-    "password",
-    "passwd",
-    "credential",
-    "authorization",
-    "cookie",
-    "privatekey",
-    "accesskey",
-    "bearer",
-)
-"""Metadata keys containing one of these, lowercased and without separators ("API-Key" reads
-"apikey"), are redacted by default; so is a key that names a token (`_names_a_token`). A
-constant: decisions are cached per key, so pass `MetadataRedaction(redact=...)` to change
-the rule."""
-
-TOKEN_MEASURES = frozenset(
-    {
-        "budget",
-        "count",
-        "limit",
-        "max",
-        "maximum",
-        "min",
-        "minimum",
-        "num",
-        "number",
-        "quota",
-        "remaining",
-        "spent",
-        "total",
-        "usage",
-        "used",
-    }
-)
-"""Words that make a key with "token" or "tokens" in it a count or a limit (`max_tokens`,
-`token_count`, `token_usage`): LangChain's model settings and usage, not a credential."""
-
-COUNTED_TOKENS = frozenset(
-    {"cached", "completion", "context", "input", "new", "output", "per", "prompt", "reasoning"}
-)
-"""Words that make a key a count only beside the plural "tokens" (`input_tokens`,
-`max_new_tokens`, `tokens_per_minute`): `input_token` or `cached_token` may hold one."""
-
-TOKEN_KINDS = frozenset(
-    {
-        "access",
-        "api",
-        "auth",
-        "bearer",
-        "client",
-        "csrf",
-        "id",
-        "jwt",
-        "oauth",
-        "personal",
-        "private",
-        "refresh",
-        "session",
-        "xsrf",
-    }
-)
-"""Words that make a key with "token" in it a credential whatever else it says
-(`access_token_limit` is redacted: a wrong guess here only hides a value)."""
-
 REDACTED = "[redacted]"
 
 
@@ -282,7 +216,7 @@ class MetadataRedaction:
     LangGraph copies every plain `configurable` value into each checkpoint's metadata, which
     is stored as clear text (it must stay queryable by `list(filter=...)`), so an API key
     passed in `configurable` would sit in every checkpoint. By default a key whose name
-    contains a secret-sounding word (`SECRET_WORDS`) or names a token (`token`,
+    contains a secret-sounding word or names a token (`token`,
     `access_token`, `session_token`) is redacted; counts and limits of tokens (`max_tokens`,
     `token_count`, `input_tokens`) are kept, so that `list(filter=...)` finds them as
     upstream's saver does.
@@ -302,8 +236,8 @@ class MetadataRedaction:
         if self.redact is not None:
             return bool(self.redact(key, value))
         if type(key) is str:  # a subclass may change lower(): not cached
-            return _sounds_secret(key)
-        return _sounds_secret.__wrapped__(key)
+            return sounds_secret(key)
+        return sounds_secret.__wrapped__(key)
 
     def apply(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -312,50 +246,6 @@ class MetadataRedaction:
 
 
 DEFAULT_REDACTION = MetadataRedaction()
-
-
-@functools.lru_cache(maxsize=4096)
-def _sounds_secret(key: str) -> bool:
-    """Whether a metadata key contains one of `SECRET_WORDS` or names a token. Cached: every
-    checkpoint carries the same few keys ("source", "step", "parents" and the run's
-    configurable)."""
-    words = _words(key)
-    joined = "".join(words)
-    if any(word in joined for word in SECRET_WORDS):
-        return True
-    return "token" in joined and _names_a_token(words)
-
-
-def _words(key: str) -> list[str]:
-    """A key's words, lowercased: split at separators and at camelCase humps
-    ("maxTokens", "MAX_TOKENS", "llm.max-tokens" all give "max", "tokens")."""
-    return [
-        part.lower()
-        for chunk in re.split(r"[\W_]+", key)
-        for part in _CAMEL_HUMP.split(chunk)
-        if part
-    ]
-
-
-_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-
-
-def _names_a_token(words: list[str]) -> bool:
-    """Whether a key with "token" in it names a credential rather than a count or a limit.
-
-    A count or a limit says so, and names no kind of credential (`TOKEN_KINDS`): "tokens"
-    on its own, "token"/"tokens" with a word of `TOKEN_MEASURES`, or "tokens" with a word
-    of `COUNTED_TOKENS`. Anything else is taken for a credential: "token", "access_token",
-    "github_token", "input_token", and "token" run together with another word
-    ("accesstoken", "tokenizer"), where nothing tells the two apart."""
-    others = [word for word in words if word not in ("token", "tokens")]
-    if any("token" in word for word in others) or not TOKEN_KINDS.isdisjoint(others):
-        return True
-    plural = "tokens" in words
-    if not others:
-        return not plural or "token" in words
-    measures = TOKEN_MEASURES | COUNTED_TOKENS if plural else TOKEN_MEASURES
-    return measures.isdisjoint(others)
 
 
 def checkpoint_row(

@@ -398,7 +398,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="MODULE:ATTR",
         help="a graph answers may resume: a StateGraph, or a function of the saver that "
         "returns a compiled graph or a GraphVersion (repeat for more); MODULE is found in "
-        "the current directory too",
+        "the current directory too (searched last), whose code it imports and runs: do "
+        "not use it in a directory you do not trust",
     )
     web.add_argument(
         "--user-header",
@@ -442,8 +443,9 @@ def parser() -> argparse.ArgumentParser:
             metavar="MODULE:ATTRIBUTE",
             help="run the graph here: a compiled graph, or a function that returns one (or "
             "a GraphVersion) given the CLI's saver, MODULE found in the current directory "
-            "too; without it the answer is queued for the thread's interrupted run and a "
-            "worker goes on with it",
+            "too (searched last; its code is imported and run: do not use it in a "
+            "directory you do not trust); without it the answer is queued for the "
+            "thread's interrupted run and a worker goes on with it",
         )
         sub.add_argument(
             "--timeout",

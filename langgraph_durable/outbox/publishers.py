@@ -88,6 +88,12 @@ def _headers(event: OutboxEvent) -> dict[str, Any]:
     return {"event-id": event.event_id, "event-type": event.event_type, "event-key": event.key}
 
 
+HEADERS_ENCODING = ("event-headers-encoding", "percent")
+"""The header a NATS message carries to say its `event-type` and `event-key` are
+percent-encoded: consumers could not tell an encoded value from one sent as it was
+(before the encoding, `50%25-off` may have been the key itself)."""
+
+
 def _encoded_headers(event: OutboxEvent) -> dict[str, str]:
     """`_headers` percent-encoded (`header_value`), for transports whose header values
     are not any text: HTTP's are ASCII, and NATS trims them and turns CR and LF into
@@ -391,6 +397,9 @@ class NatsPublisher(_SharedConnect):
     `event-key` are percent-encoded UTF-8 (`header_value`; read them with
     `urllib.parse.unquote`), since nats-py trims a header value and turns its line
     breaks into spaces: a key like `line1\nline2` reached consumers as `line1 line2`.
+    Every message says so in `event-headers-encoding: percent` (`HEADERS_ENCODING`):
+    messages published before the encoding came lack it, and a consumer reading both
+    kinds from a stream tells them apart by it.
 
     Args:
         servers: NATS server URL(s), e.g. "nats://127.0.0.1:4222".
@@ -482,7 +491,11 @@ class NatsPublisher(_SharedConnect):
         await js.publish(
             subject,
             event.body(),
-            headers={"Nats-Msg-Id": event.event_id, **_encoded_headers(event)},
+            headers={
+                "Nats-Msg-Id": event.event_id,
+                **_encoded_headers(event),
+                HEADERS_ENCODING[0]: HEADERS_ENCODING[1],
+            },
         )
 
     async def aclose(self) -> None:

@@ -239,7 +239,9 @@ def create_app(
         may_resolve: `user -> True, or the reason why not` (may be async), as the
             approval `authorize` hook: who may resolve unknown effects. Only True lets
             the user resolve; a string is the reason the page shows, and anything else
-            (False, None) refuses too (default: any signed-in user).
+            (False, None) refuses too; another truthy value (a dict entry, 1) refuses
+            saying the hook returned it, and warns in the log once (default: any
+            signed-in user).
         title: Shown in the page header.
     """
     if not isinstance(saver, AsyncDurablePostgresSaver):

@@ -78,6 +78,9 @@ class Console:
     may_resolve: MayResolve | None
     title: str
     env: Environment = field(init=False)
+    warned_of_verdict: bool = field(default=False, init=False)
+    """Whether the log was told of a `may_resolve` verdict neither True nor a string: once
+    per console, not on every page."""
 
     def __post_init__(self) -> None:
         self.env = Environment(
@@ -156,7 +159,10 @@ class Console:
         The package's hook convention, as for the approval `authorize` hook: True, or the
         reason why not. Anything but True refuses: a reason is a non-empty string, which is
         truthy, and taking the hook's truth for permission once let everyone resolve. The
-        reason a hook gives is shown to the user; a bare False gets an empty one ("")."""
+        reason a hook gives is shown to the user; a bare False gets an empty one ("").
+        Any other truthy value (a hook written as `user -> bool` that returns a dict entry,
+        a match, 1) refuses too, and says so, with a warning in the log: silence would
+        leave its author wondering why nobody may resolve."""
         if self.may_resolve is None:
             return None
         verdict = self.may_resolve(user)
@@ -164,7 +170,19 @@ class Console:
             verdict = await verdict
         if verdict is True:
             return None
-        return verdict if isinstance(verdict, str) else ""
+        if isinstance(verdict, str):
+            return verdict
+        if not verdict:
+            return ""
+        kind = type(verdict).__qualname__
+        if not self.warned_of_verdict:
+            self.warned_of_verdict = True
+            logger.warning(
+                "The console's may_resolve hook returned %s, so nobody may resolve effects; "
+                "it must return True, or the reason why not (a string).",
+                kind,
+            )
+        return f"the may_resolve hook returned {kind}; it must return True, or the reason why not"
 
     # -- graphs ----------------------------------------------------------------------------
 

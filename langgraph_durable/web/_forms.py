@@ -159,11 +159,25 @@ def thread_field(form: dict[str, Any]) -> str:
     return thread_id_field(text)
 
 
+KEY_FIELD = "key64"
+"""The resolve form's field with the effect key in base64 (`in_form`). Not "key", which
+pages from older consoles send as plain text: a plain key that happens to be base64
+("QUJD") would be read as another effect's ("ABC")."""
+
+
 def key_field(form: dict[str, Any]) -> str:
-    """The effect key a resolve form names (`in_form`), as Postgres can store it. A form
-    with the key as plain text (a page from an older console) is refused rather than
-    read as it came: its line breaks may have been rewritten into another effect's key."""
-    text = _from_form(form, "key", "The effect key")
+    """The effect key a resolve form names (`in_form`, in `KEY_FIELD`), as Postgres can
+    store it. A form with the key as plain text (a page from an older console, its field
+    "key") is refused rather than read as it came: its line breaks may have been
+    rewritten into another effect's key, and it may read as base64 of another one."""
+    if KEY_FIELD not in form and "key" in form:
+        raise Refused(
+            400,
+            "This form comes from a page of an older console, which names the effect in a "
+            "way this one does not read; nothing was changed. Reload the effects page and "
+            "resolve again.",
+        )
+    text = _from_form(form, KEY_FIELD, "The effect key")
     if not text:
         raise Refused(
             400,

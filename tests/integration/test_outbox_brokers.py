@@ -404,7 +404,9 @@ ODD_HEADERS = [
 async def test_nats_headers_carry_any_key_and_type_percent_encoded(dsn: str) -> None:
     """nats-py trims a header value and turns CR and LF into spaces: a key holding a line
     break reached consumers changed. The type and key headers are percent-encoded UTF-8
-    now, as a webhook's are; `urllib.parse.unquote` gives the text back."""
+    now, as a webhook's are; `urllib.parse.unquote` gives the text back. Every message
+    says so (`event-headers-encoding: percent`): consumers could not tell an encoded value
+    from one an older relay sent as it was."""
     need_broker("NATS", 4222)
     import nats
 
@@ -429,6 +431,7 @@ async def test_nats_headers_carry_any_key_and_type_percent_encoded(dsn: str) -> 
             for message in await sub.fetch(len(ids) - len(got)):
                 headers = message.headers or {}
                 assert headers["event-id"] == headers["Nats-Msg-Id"]
+                assert headers["event-headers-encoding"] == "percent"
                 got[headers["Nats-Msg-Id"]] = (
                     unquote(headers["event-type"]),
                     unquote(headers["event-key"]),

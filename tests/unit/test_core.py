@@ -283,6 +283,7 @@ SECRETS = [
     "password",
     "db_password",
     "passwd",
+    "passphrase",
     "authorization",
     "bearer",
     "private_key",

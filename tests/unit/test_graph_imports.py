@@ -8,6 +8,7 @@ folder made for the test.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import uuid
@@ -58,7 +59,7 @@ def beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 def test_web_graph_is_imported_from_the_current_directory(beside: str) -> None:
     assert isinstance(find_graph(f"{beside}:builder"), StateGraph)
-    assert sys.path[0] == os.getcwd()
+    assert sys.path[-1] == os.getcwd()
 
 
 def test_approvals_graph_is_imported_from_the_current_directory(beside: str) -> None:
@@ -76,3 +77,34 @@ def test_the_current_directory_is_put_on_the_path_once(beside: str) -> None:
     import_from_here(beside)
     import_from_here(beside)
     assert sys.path.count(os.getcwd()) == 1
+
+
+SHADOW = """
+import pathlib
+
+pathlib.Path("SHADOW_RAN").write_text(__name__)
+"""
+
+
+def test_a_file_named_like_an_installed_module_does_not_replace_it(
+    beside: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: with the current directory first on `sys.path`, `uvloop.py` and
+    `httptools.py` beside the graph ran when uvicorn imported them lazily. `colorsys`
+    (standard) and `jinja2` (installed, the console's) stand in for them: imported after
+    the graph, each is the real one, and the graph's neighbour is still found."""
+    here = Path.cwd()
+    for shadowed in ("colorsys", "jinja2"):
+        (here / f"{shadowed}.py").write_text(SHADOW)
+        monkeypatch.delitem(sys.modules, shadowed, raising=False)
+    neighbour = f"{beside}_helpers"
+    (here / f"{neighbour}.py").write_text("VALUE = 42\n")
+    monkeypatch.delitem(sys.modules, neighbour, raising=False)
+
+    assert isinstance(find_graph(f"{beside}:builder"), StateGraph)
+    for shadowed in ("colorsys", "jinja2"):
+        real = importlib.import_module(shadowed)
+        assert Path(str(real.__file__)).parent != here, shadowed
+    assert not (here / "SHADOW_RAN").exists()
+    assert importlib.import_module(neighbour).VALUE == 42
+    sys.modules.pop(neighbour, None)

@@ -3,8 +3,8 @@
 - A subpackage (`checkpoint/`, `effects/`, `approvals/`, ...) never imports another
   subpackage's private modules or private names; it uses what that package exports.
 - The package's shared infrastructure lives in top-level private modules (`_db`, `_sql`,
-  `_langgraph`, `_guard`, `_crashpoints`, `_ids`, `_fencing`, `_redact`, `_imports`) that
-  every part may import.
+  `_langgraph`, `_guard`, `_crashpoints`, `_ids`, `_fencing`, `_redact`, `_secret_names`,
+  `_imports`) that every part may import.
 - No code reads a private attribute of another object, or an object's `__dict__`, except
   the few listed in `ALLOWED` with their reasons.
 """
@@ -25,6 +25,7 @@ SHARED = {
     "_ids",
     "_fencing",
     "_redact",
+    "_secret_names",
     "_imports",
 }
 

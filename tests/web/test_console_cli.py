@@ -208,6 +208,7 @@ def test_the_web_help_and_the_cli_docstring_name_the_secret_and_the_header(
     help_text = " ".join(capsys.readouterr().out.split())
     assert "LANGGRAPH_DURABLE_WEB_SECRET" in help_text
     assert "--user-header HEADER" in help_text
+    assert "do not use it in a directory you do not trust" in help_text  # --graph runs code
     assert cli_module.__doc__ is not None
     assert "--user-header" in cli_module.__doc__
     assert "LANGGRAPH_DURABLE_WEB_SECRET" in cli_module.__doc__

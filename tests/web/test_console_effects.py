@@ -4,8 +4,10 @@ input the page cannot take (refused with 400, never a 500)."""
 from __future__ import annotations
 
 import html
+import logging
 import re
 
+import pytest
 from console_host import USER_COOKIE
 from console_world import client_for, csrf_of
 from starlette.testclient import TestClient
@@ -50,7 +52,7 @@ def by_hand(client: TestClient, key: str, attempt: int = 1) -> dict[str, str]:
     what a user the page shows no form to could post anyway."""
     return {
         "csrf_token": csrf_of(client.get("/console/effects").text),
-        "key": in_form(key),
+        "key64": in_form(key),
         "attempt": str(attempt),
     }
 
@@ -179,6 +181,37 @@ def test_a_may_resolve_hook_that_gives_a_reason_refuses_with_it(world: str) -> N
         status, text = resolve(lead, forms(lead.get("/console/effects").text)[0], how="allow_retry")
         assert status == 303, text
     assert row(world, "charge:4") == (EffectStatus.RETRY_WAIT, 1)
+
+
+STAFF = {"ops-lead": {"role": "ops"}}
+
+
+def staff_entry(user: str) -> object:
+    """A `may_resolve` written as `user -> bool` that returns a truthy dict entry."""
+    return STAFF.get(user)
+
+
+def test_a_may_resolve_hook_returning_neither_true_nor_a_reason_says_so(
+    world: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by review: a truthy verdict that is neither True nor a string refused without
+    a word, so the hook's author could not tell why nobody may resolve. The page and the
+    403 name what the hook returned; the log warns once per console, not on every page."""
+    unknown(world, "charge:2")
+    caplog.set_level(logging.WARNING, logger="langgraph_durable.web._console")
+    expected = "the may_resolve hook returned dict; it must return True, or the reason why not"
+    for lead in client_for(world, "ops-lead", may_resolve=staff_entry):
+        page = html.unescape(lead.get("/console/effects").text)
+        assert f"you (ops-lead) may not resolve effects: {expected}" in page
+        assert forms(page) == []
+        status, text = resolve(lead, by_hand(lead, "charge:2"), how="allow_retry")
+        assert status == 403, text
+        assert expected in html.unescape(text)
+        lead.get("/console/effects")
+    warnings = [r for r in caplog.records if "may_resolve hook returned dict" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].levelno == logging.WARNING
+    assert row(world, "charge:2") == (EffectStatus.UNKNOWN, 1)
 
 
 def directory_down(user: str) -> bool:

@@ -303,7 +303,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         ("charge:3", {"how": "failed", "reason": "the bank says it never arrived"}),
     ]
     for key, how in cases:
-        data = {"csrf_token": token, "key": in_form(key), "attempt": "1", **how}
+        data = {"csrf_token": token, "key64": in_form(key), "attempt": "1", **how}
         done = ana.post("/console/effects/resolve", data=data)
         assert done.status_code == 303, done.text
     assert "No effect has an unknown outcome" in ana.get("/console/effects?notice=resolved").text
@@ -322,7 +322,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         "/console/effects/resolve",
         data={
             "csrf_token": token,
-            "key": in_form("charge:1"),
+            "key64": in_form("charge:1"),
             "attempt": "1",
             "how": "failed",
             "reason": "x",
@@ -333,7 +333,7 @@ def test_unknown_effects_are_listed_and_resolved(world: str, ana: TestClient) ->
         "/console/effects/resolve",
         data={
             "csrf_token": token,
-            "key": in_form("charge:2"),
+            "key64": in_form("charge:2"),
             "attempt": "1",
             "how": "completed",
             "result": "{",

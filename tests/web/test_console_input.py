@@ -26,7 +26,7 @@ def test_bad_resolve_input_is_refused_and_resolves_nothing(world: str, ana: Test
     unknown(world, "charge:5")
     fields = forms(ana.get("/console/effects").text)[0]
     cases = [
-        ({"key": in_form("charge:5\x00"), "how": "allow_retry"}, "NUL"),
+        ({"key64": in_form("charge:5\x00"), "how": "allow_retry"}, "NUL"),
         ({"how": "failed", "reason": "gone\x00"}, "NUL"),
         ({"how": "failed", "reason": TOO_LONG}, "at most 100,000"),
         ({"how": "completed", "result": LONG_NUMBER}, "a number too long or nesting too deep"),
@@ -117,14 +117,35 @@ def test_a_resolve_form_without_a_readable_key_is_refused(world: str, ana: TestC
     breaks the browser may have rewritten: it is refused, not read as another key."""
     unknown(world, "charge:2")
     fields = forms(ana.get("/console/effects").text)[0]
+    assert "key64" in fields
     for given in (None, "", "charge:2", "not base64!", "//79"):  # "//79": not UTF-8
-        sent = {k: v for k, v in fields.items() if k != "key"}
+        sent = {k: v for k, v in fields.items() if k != "key64"}
         if given is not None:
-            sent["key"] = given
+            sent["key64"] = given
         status, text = resolve(ana, sent, how="allow_retry")
         assert status == 400, (given, text[-500:])
         assert "does not say which effect it resolves" in text
     assert row(world, "charge:2") == (EffectStatus.UNKNOWN, 1)
+
+
+def test_an_old_pages_plain_key_is_refused_even_when_it_reads_as_base64(
+    world: str, ana: TestClient
+) -> None:
+    """Found by review: an older page sends the key as plain text in the field "key",
+    which the base64 form once shared; the plain key 'QUJD' decoded to 'ABC' and resolved
+    that other effect. The base64 field has its own name now: the old one is refused with
+    a 400 that says to reload, and neither effect is resolved."""
+    unknown(world, "QUJD")
+    unknown(world, "ABC")
+    fields = forms_by_key(ana.get("/console/effects").text)["QUJD"][0]
+    old_page = {k: v for k, v in fields.items() if k != "key64"}
+    old_page["key"] = "QUJD"
+    status, text = resolve(ana, old_page, how="allow_retry")
+    assert status == 400, text[-500:]
+    assert "older console" in text
+    assert "Reload the effects page" in text
+    assert row(world, "QUJD") == (EffectStatus.UNKNOWN, 1)
+    assert row(world, "ABC") == (EffectStatus.UNKNOWN, 1)
 
 
 def test_an_answer_form_without_a_readable_thread_is_refused(

@@ -101,9 +101,16 @@ async def _arun_recorded(journal: AsyncEffectJournal, call: EffectCall) -> Any:
         raise
 
 
+async def _amay_start() -> None:
+    """Not once SIGTERM is stopping this worker's run (`_inflight.py`); but always inside
+    another effect's attempt (its body calls this one), which SIGTERM lets finish."""
+    if current_key.get() is None:
+        await aeffects_may_start()
+
+
 async def _aclaim(journal: AsyncEffectJournal, call: EffectCall) -> int | None:
     """Claim the call's key for a first attempt: its number, or None if the key exists."""
-    await aeffects_may_start()  # not once SIGTERM is stopping this worker's run
+    await _amay_start()
     try:
         return await journal.aclaim(
             call.key,
@@ -246,7 +253,7 @@ async def _arun(journal: AsyncEffectJournal, call: EffectCall) -> Any:
                     unknown_message(call, row, refused), key=call.key
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
-        await aeffects_may_start()
+        await _amay_start()
         attempt = await journal.atake_over(
             call.key, row.attempt, row.status, call.lease_seconds, call.token, where=call.where
         )

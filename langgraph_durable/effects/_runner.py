@@ -103,9 +103,16 @@ def _run_recorded(journal: EffectJournal, call: EffectCall) -> Any:
         raise
 
 
+def _may_start() -> None:
+    """Not once SIGTERM is stopping this worker's run (`_inflight.py`); but always inside
+    another effect's attempt (its body calls this one), which SIGTERM lets finish."""
+    if current_key.get() is None:
+        effects_may_start()
+
+
 def _claim(journal: EffectJournal, call: EffectCall) -> int | None:
     """Claim the call's key for a first attempt: its number, or None if the key exists."""
-    effects_may_start()  # not once SIGTERM is stopping this worker's run
+    _may_start()
     try:
         return journal.claim(
             call.key,
@@ -248,7 +255,7 @@ def _run(journal: EffectJournal, call: EffectCall) -> Any:
                     unknown_message(call, row, refused), key=call.key
                 ) from last_error
         # TAKE_OVER, or a reconcile that found nothing: the next attempt, if still as seen.
-        effects_may_start()
+        _may_start()
         attempt = journal.take_over(
             call.key, row.attempt, row.status, call.lease_seconds, call.token, where=call.where
         )

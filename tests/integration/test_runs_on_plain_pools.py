@@ -35,7 +35,9 @@ def test_listening_ended_by_an_error_gives_the_connection_back_not_listening(
 ) -> None:
     """Without autocommit, the UNLISTEN was rolled back with the error that ended the
     listening, and the pool's connection went on hearing every run's NOTIFY."""
-    with ConnectionPool(fresh_db_dsn, min_size=1, max_size=1, open=True) as pool:
+    # Two connections (a pool of one does not listen: it would hold the only one), both
+    # looked at afterwards: whichever listened is back in the pool, not listening.
+    with ConnectionPool(fresh_db_dsn, min_size=2, max_size=2, open=True) as pool:
         saver = DurablePostgresSaver(pool)  # type: ignore[arg-type]
         saver.setup()
         runs = RunRegistry(saver)
@@ -47,6 +49,9 @@ def test_listening_ended_by_an_error_gives_the_connection_back_not_listening(
 
         with pytest.raises(RuntimeError):
             listen_then_fail()
-        with pool.connection() as conn:
-            listening = conn.execute("SELECT count(*) FROM pg_listening_channels()").fetchone()
-        assert listening == (0,)
+        with pool.connection() as first, pool.connection() as second:
+            listening = [
+                conn.execute("SELECT count(*) FROM pg_listening_channels()").fetchone()
+                for conn in (first, second)
+            ]
+        assert listening == [(0,), (0,)]

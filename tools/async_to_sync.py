@@ -70,7 +70,6 @@ EXTERNAL = {
     "SyncCallsViaLoop": "RefusesAsyncCalls",
     "ainvoke": "invoke",
     "aget_state": "get_state",
-    "aupdate_state": "update_state",
 }
 
 # `async def` names that start with "a" without it being the async prefix.

@@ -1451,6 +1451,40 @@ UPDATE langgraph_durable_runs SET graph_version = %(graph_version)s, updated_at 
 WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
 RETURNING run_id
 
+-- name: run_mark_migrated
+-- A migration hook has returned: its mark (`runs/_model.py` `migration_marker`) goes into
+-- the metadata of the thread's latest root checkpoint, behind the run's fence. Not a new
+-- checkpoint: LangGraph takes one for a step, guesses the node that made it, runs what
+-- follows that node again and drops the pending writes of the checkpoint before it. A
+-- worker that dies before the run is recorded as its new version leaves the mark there,
+-- and the next worker does not run the hook again (`run_migrated_already`).
+UPDATE checkpoints c
+SET metadata = c.metadata || jsonb_build_object('langgraph_durable_migration', %(marker)s::text)
+FROM (
+    SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns >= '' AND checkpoint_ns <= ''
+    ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
+    LIMIT 1
+) AS latest
+WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ''
+    AND c.checkpoint_id = latest.checkpoint_id
+    AND EXISTS (
+        SELECT 1 FROM langgraph_durable_runs
+        WHERE run_id = %(run_id)s AND fencing_token = %(fence_token)s AND status = 'running'
+    )
+RETURNING c.checkpoint_id
+
+-- name: run_migrated_already
+-- Whether the thread's latest root checkpoint carries this migration's mark
+-- (`run_mark_migrated`): its hook returned, and its worker died before recording the
+-- run's new version.
+SELECT latest.metadata ->> 'langgraph_durable_migration' = %(marker)s AS migrated FROM (
+    SELECT metadata FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns >= '' AND checkpoint_ns <= ''
+    ORDER BY thread_id DESC, checkpoint_ns DESC, checkpoint_id DESC
+    LIMIT 1
+) AS latest
+
 -- name: run_heartbeat
 -- The run and its thread lease move on together, while they are still this worker's. The
 -- thread's row first, then the run's: the order every registry change takes them in.

@@ -615,6 +615,26 @@ class AsyncRunRegistry:
                 await conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(await _arows(conn, QUERIES["run_heartbeat"], params))
 
+    async def amark_migrated(self, run: Run, marker: str) -> bool:
+        """Mark the thread's latest root checkpoint with a migration's `marker`, behind
+        the run's fence (`run_mark_migrated`); False if it has no checkpoint yet or the run
+        is no longer this worker's."""
+        params = {
+            "run_id": run.run_id,
+            "thread_id": run.thread_id,
+            "fence_token": run.fencing_token,
+            "marker": marker,
+        }
+        async with self._source.connection("marking a run's migration done") as conn:
+            return bool(await _arows(conn, QUERIES["run_mark_migrated"], params))
+
+    async def amigrated_already(self, run: Run, marker: str) -> bool:
+        """Whether the thread's latest root checkpoint carries `marker`."""
+        params = {"thread_id": run.thread_id, "marker": marker}
+        async with self._source.connection("reading whether a run was migrated") as conn:
+            found = await _arows(conn, QUERIES["run_migrated_already"], params)
+        return bool(found and found[0]["migrated"])
+
     async def aset_version(self, run: Run, version: str) -> bool:
         params = {"run_id": run.run_id, "fence_token": run.fencing_token, "graph_version": version}
         async with self._source.connection("pinning a run's version") as conn:

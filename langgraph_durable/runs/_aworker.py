@@ -57,8 +57,6 @@ from langgraph_durable.runs._model import (
     for_migration_hook,
     is_outage,
     log_ids,
-    migrated_already,
-    migration_done,
     migration_marker,
     optional_seconds_of,
     outcome_label,
@@ -459,15 +457,11 @@ class AsyncWorker:
         """Move a run of an older version forward with the graph's migration hook."""
         hook = graph.migrations[run.graph_version]
         marker = migration_marker(run, graph.version)
-        hook_config = for_migration_hook(config)
-        saver: Any = graph.graph.checkpointer  # the worker's saver (`check_graphs`)
-        thread: Any = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
-        latest = await saver.aget_tuple(thread)
-        if migrated_already(latest, marker):  # its worker died before recording it
+        if await self.registry.amigrated_already(run, marker):  # its worker died after it
             logger.info("run %s: the migration is marked done already", run.run_id)
         else:
-            await amigration_hook_result(hook(graph.graph, hook_config))
-            await graph.graph.aupdate_state(migration_done(hook_config, marker), None)
+            await amigration_hook_result(hook(graph.graph, for_migration_hook(config)))
+            await self.registry.amark_migrated(run, marker)
         _crashpoints.reached("run:after_migration_hook")
         await self.registry.aset_version(run, graph.version)
         logger.info(

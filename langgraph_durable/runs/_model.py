@@ -23,7 +23,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.pregel import Pregel
 
@@ -77,8 +76,6 @@ __all__ = [
     "is_outage",
     "list_params",
     "log_ids",
-    "migrated_already",
-    "migration_done",
     "migration_hook_result",
     "migration_marker",
     "new_run_params",
@@ -275,9 +272,9 @@ class GraphVersion:
             `graph.update_state(config, ...)`) before the run continues as this version.
             `config` is the run's (its thread, its lease's fencing token) without the run
             id in its metadata (`for_migration_hook`). Once it has returned, the worker
-            writes a checkpoint that marks the migration done (`migration_done`): a
-            worker that dies before recording the new version leaves that mark, and the
-            next worker does not run the hook again; one that dies inside the hook
+            marks the migration done in the metadata of the thread's latest checkpoint:
+            a worker that dies before recording the new version leaves that mark, and
+            the next worker does not run the hook again; one that dies inside the hook
             leaves none, and the hook runs again from its start. A sync `Worker` refuses
             an `async def` hook (use `AsyncWorker`).
         stuck_after: A running run without progress (a committed step) for this long is
@@ -685,12 +682,13 @@ def check_sync_worker_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list
 
 
 MIGRATION_KEY = "langgraph_durable_migration"
-"""The checkpoint metadata key that marks a checkpoint a migration hook wrote."""
+"""The checkpoint metadata key of a migration's mark (`migration_marker`)."""
 
 
 def migration_marker(run: Run, to_version: str) -> str:
-    """What the checkpoints a migration hook writes carry under `MIGRATION_KEY`: this
-    run, moved from its version to `to_version`."""
+    """The mark a migration leaves under `MIGRATION_KEY` in the metadata of the thread's
+    latest checkpoint once its hook has returned (`run_mark_migrated`): this run, moved
+    from its version to `to_version`."""
     return f"{run.run_id}:{run.graph_version}->{to_version}"
 
 
@@ -701,23 +699,6 @@ def for_migration_hook(config: RunnableConfig) -> RunnableConfig:
     run's input dropped (a run not started yet, or the answer a resumed run was given)."""
     metadata = {k: v for k, v in (config.get("metadata") or {}).items() if k != "run_id"}
     return cast(RunnableConfig, {**config, "metadata": metadata})
-
-
-def migration_done(hook_config: RunnableConfig, marker: str) -> RunnableConfig:
-    """The config of the checkpoint a worker writes once the hook has returned (an
-    `update_state` with no values): `marker` under `MIGRATION_KEY`. A worker that dies
-    before the run is recorded as the new version leaves it as the thread's latest, and
-    the next worker records the version without running the hook again; one that dies
-    inside the hook leaves no marker, and the hook runs again from its start (every
-    checkpoint of the hook's own carried the marker before, and a hook killed between
-    two of its updates was taken for done, the second never applied)."""
-    metadata = {**(hook_config.get("metadata") or {}), MIGRATION_KEY: marker}
-    return cast(RunnableConfig, {**hook_config, "metadata": metadata})
-
-
-def migrated_already(latest: CheckpointTuple | None, marker: str) -> bool:
-    """Whether the thread's latest checkpoint is the one that marks this migration done."""
-    return latest is not None and (latest.metadata or {}).get(MIGRATION_KEY) == marker
 
 
 async def amigration_hook_result(value: Any) -> Any:

@@ -610,6 +610,26 @@ class RunRegistry:
                 conn.execute(QUERIES["worker_alive"], {"worker_id": worker_id})
             return bool(_rows(conn, QUERIES["run_heartbeat"], params))
 
+    def mark_migrated(self, run: Run, marker: str) -> bool:
+        """Mark the thread's latest root checkpoint with a migration's `marker`, behind
+        the run's fence (`run_mark_migrated`); False if it has no checkpoint yet or the run
+        is no longer this worker's."""
+        params = {
+            "run_id": run.run_id,
+            "thread_id": run.thread_id,
+            "fence_token": run.fencing_token,
+            "marker": marker,
+        }
+        with self._source.connection("marking a run's migration done") as conn:
+            return bool(_rows(conn, QUERIES["run_mark_migrated"], params))
+
+    def migrated_already(self, run: Run, marker: str) -> bool:
+        """Whether the thread's latest root checkpoint carries `marker`."""
+        params = {"thread_id": run.thread_id, "marker": marker}
+        with self._source.connection("reading whether a run was migrated") as conn:
+            found = _rows(conn, QUERIES["run_migrated_already"], params)
+        return bool(found and found[0]["migrated"])
+
     def set_version(self, run: Run, version: str) -> bool:
         params = {"run_id": run.run_id, "fence_token": run.fencing_token, "graph_version": version}
         with self._source.connection("pinning a run's version") as conn:

@@ -56,8 +56,6 @@ from langgraph_durable.runs._model import (
     for_migration_hook,
     is_outage,
     log_ids,
-    migrated_already,
-    migration_done,
     migration_hook_result,
     migration_marker,
     optional_seconds_of,
@@ -456,15 +454,11 @@ class Worker:
         """Move a run of an older version forward with the graph's migration hook."""
         hook = graph.migrations[run.graph_version]
         marker = migration_marker(run, graph.version)
-        hook_config = for_migration_hook(config)
-        saver: Any = graph.graph.checkpointer  # the worker's saver (`check_graphs`)
-        thread: Any = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
-        latest = saver.get_tuple(thread)
-        if migrated_already(latest, marker):  # its worker died before recording it
+        if self.registry.migrated_already(run, marker):  # its worker died after it
             logger.info("run %s: the migration is marked done already", run.run_id)
         else:
-            migration_hook_result(hook(graph.graph, hook_config))
-            graph.graph.update_state(migration_done(hook_config, marker), None)
+            migration_hook_result(hook(graph.graph, for_migration_hook(config)))
+            self.registry.mark_migrated(run, marker)
         _crashpoints.reached("run:after_migration_hook")
         self.registry.set_version(run, graph.version)
         logger.info(

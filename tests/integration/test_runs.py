@@ -1457,6 +1457,55 @@ def test_a_migration_hook_that_raises_ends_the_attempt_not_the_worker(
     )
 
 
+@pytest.mark.parametrize("shape", ["fan_out", "parallel_start"])
+def test_a_migrated_run_goes_on_from_where_it_stopped(
+    saver: DurablePostgresSaver, runs: RunRegistry, shape: str
+) -> None:
+    """The worker marked a migration done with `update_state(config, None)`: LangGraph
+    took that for a step, guessed its node, ran what follows it again and dropped the
+    pending writes before it. A node that had finished beside the interrupted one ran
+    again, and after a step of two nodes the update failed as ambiguous. The mark now
+    goes into the latest checkpoint's metadata."""
+    ran: list[str] = []
+
+    def node(label: str, ask: bool = False) -> Callable[[State], State]:
+        def run_node(state: State) -> State:
+            ran.append(label)
+            return {"log": [f"{label}:{interrupt('ok?')}" if ask else label]}
+
+        return run_node
+
+    def build(version: str, **options: Any) -> GraphVersion:
+        builder = StateGraph(State)
+        if shape == "fan_out":  # a -> (b1 finishes, b2 asks) -> z
+            for label, ask in (("a", False), ("b1", False), ("b2", True), ("z", False)):
+                builder.add_node(label, node(label, ask))
+            builder.add_edge(START, "a")
+            builder.add_edge("a", "b1")
+            builder.add_edge("a", "b2")
+            builder.add_edge(["b1", "b2"], "z")
+            builder.add_edge("z", END)
+        else:  # (p1, p2) -> ask
+            for label, ask in (("p1", False), ("p2", False), ("ask", True)):
+                builder.add_node(label, node(label, ask))
+            builder.add_edge(START, "p1")
+            builder.add_edge(START, "p2")
+            builder.add_edge(["p1", "p2"], "ask")
+            builder.add_edge("ask", END)
+        compiled = builder.compile(checkpointer=saver)
+        return GraphVersion(name, version, compiled, **options)
+
+    name = f"migrate-{shape}-{uuid.uuid4().hex[:6]}"
+    run = runs.create(build("1"), {"log": ["in"]})
+    (waiting,) = Worker(saver, [build("1")]).run_until_idle()
+    assert waiting.status is RunStatus.INTERRUPTED
+    ran.clear()
+    runs.resume(run.run_id, Command(resume="yes"))
+    (done,) = Worker(saver, [build("2", migrations={"1": lambda g, c: None})]).run_until_idle()
+    assert (done.status, done.graph_version) == (RunStatus.SUCCESS, "2"), done.error_message
+    assert ran == (["b2", "z"] if shape == "fan_out" else ["ask"])
+
+
 def test_a_sync_worker_refuses_a_migration_hook_it_cannot_await(
     saver: DurablePostgresSaver, runs: RunRegistry
 ) -> None:

@@ -20,7 +20,11 @@ Two shapes, one per flavour of worker:
   thread (a parallel branch) raises it instead (`effects_may_start`);
 - an async worker's handler cancels the graph's task once no attempt of the execution is
   under way (`Execution.call_when_ended`); an attempt about to start waits for that cancel
-  (`aeffects_may_start`), so nothing is claimed that would not be attempted.
+  (`aeffects_may_start`; in a sync node's thread, until the execution has ended), so
+  nothing is claimed that would not be attempted.
+
+An effect called inside another's running attempt (its body calls it) still starts: the
+outer attempt is let finish (`effects/_arunner.py` `_amay_start`).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class Execution:
         self.under_way = 0
         self.stopping = False
         self.stop: Callable[[], None] | None = None
+        self.ended = threading.Event()  # the graph has stopped (`execution()` set it)
         self._lock = threading.Lock()
         self._when_ended: list[Callable[[], None]] = []
 
@@ -137,10 +142,17 @@ def effect_under_way() -> _UnderWay:
 
 def effects_may_start() -> None:
     """Before an attempt is claimed: raise the execution's stop if SIGTERM asked for one
-    (a sync worker); nothing is claimed, so nothing is left to reconcile."""
+    (a sync worker); nothing is claimed, so nothing is left to reconcile. A sync node of
+    an async worker's graph (LangGraph runs it in a thread) waits for the graph's cancel
+    instead, which its thread does not see, and then ends the node: it went on starting
+    calls, and the one under way as the process exited was left for a person."""
     found = _execution.get()
-    if found is not None and found.stopping and found.stop is not None:
+    if found is None or not found.stopping:
+        return
+    if found.stop is not None:
         found.stop()
+    found.ended.wait()
+    raise asyncio.CancelledError()  # the graph has stopped: its result is not looked at
 
 
 async def aeffects_may_start() -> None:

@@ -107,6 +107,7 @@ class Termination:
             finally:
                 self._in_graph = False
                 self._execution = None
+                found.ended.set()
 
 
 class AsyncTermination:
@@ -183,6 +184,7 @@ class AsyncTermination:
             raise
         finally:
             self._graph, self._execution = None, None
+            found.ended.set()  # a sync node's thread waiting to start a call ends now
 
 
 def _cancelling_current_task() -> bool:

@@ -1,6 +1,7 @@
 """A worker process for the SIGTERM tests: `run_forever` as the README shows it.
 
-    python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async] [--effect | --parallel]
+    python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async [--sync-nodes]]
+        [--effect | --parallel]
 
 The graph's only node says it has started (NOTIFY on `sigterm_test`, from a connection of
 its own, with the run's thread id) and then waits for ever, like a long model call: only
@@ -12,7 +13,8 @@ With `--effect`, the node calls an `@effect` instead, whose receiver says it has
 acts (a row in `sigterm_receiver`) and answers: SIGTERM lands while the call is under way.
 The worker's log goes to stdout, one message per line, so the test can see the handler's.
 With `--parallel`, two branches each call such an effect `BRANCH_CALLS` times in turn
-(`parallel_build`): SIGTERM lands while both have a call under way.
+(`parallel_build`): SIGTERM lands while both have a call under way. `--sync-nodes`
+gives the async worker's graph sync nodes and effects (LangGraph runs them in threads).
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ BRANCH_CALLS = 3
 """Effect calls each parallel branch makes, one after another (`--parallel`)."""
 
 
-def parallel_build(saver: Any, name: str, dsn: str, flavour: str) -> GraphVersion:
+def parallel_build(
+    saver: Any, name: str, dsn: str, flavour: str, sync_nodes: bool = False
+) -> GraphVersion:
     """Two branches, each calling an effect `BRANCH_CALLS` times in turn, each receiver
     waiting for the test's `release`: SIGTERM lands while both have a call under way."""
 
@@ -98,7 +102,7 @@ def parallel_build(saver: Any, name: str, dsn: str, flavour: str) -> GraphVersio
                 await acall(label, n)
             return {}
 
-        return node if flavour == "sync" else anode
+        return node if flavour == "sync" or sync_nodes else anode
 
     builder = StateGraph(State)
     for label in ("left", "right"):
@@ -149,7 +153,7 @@ def sync_worker(dsn: str, name: str, mode: str) -> None:
         Worker(saver, [graph], lease_seconds=600).run_forever()
 
 
-async def async_worker(dsn: str, name: str, mode: str) -> None:
+async def async_worker(dsn: str, name: str, mode: str, sync_nodes: bool = False) -> None:
     async def long(state: State) -> State:
         await asyncio.to_thread(started, dsn)
         await asyncio.Event().wait()  # for ever: ended only by SIGTERM
@@ -157,7 +161,9 @@ async def async_worker(dsn: str, name: str, mode: str) -> None:
 
     node = effect_node(dsn, "async") if mode == "effect" else long
     async with AsyncDurablePostgresSaver.from_conn_string(dsn) as saver:
-        graph = parallel_build(saver, name, dsn, "async") if mode == "parallel" else None
+        graph = (
+            parallel_build(saver, name, dsn, "async", sync_nodes) if mode == "parallel" else None
+        )
         graph = graph or build(saver, name, node)
         await AsyncWorker(saver, [graph], lease_seconds=600).arun_forever()
 
@@ -170,7 +176,7 @@ if __name__ == "__main__":
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(RECEIVER)
     if "--async" in options:
-        asyncio.run(async_worker(dsn, name, mode))
+        asyncio.run(async_worker(dsn, name, mode, "--sync-nodes" in options))
     else:
         sync_worker(dsn, name, mode)
     print("run_forever returned", flush=True)

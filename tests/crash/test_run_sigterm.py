@@ -130,17 +130,23 @@ def test_sigterm_during_an_effect_call_lets_it_finish_then_hands_the_run_back(
     assert acted == (1,)
 
 
-@pytest.mark.parametrize("flavour", ["sync", "async"])
+@pytest.mark.parametrize("flavour", ["sync", "async", "async-sync-nodes"])
 def test_sigterm_lets_parallel_branches_finish_their_calls_and_start_no_more(
     runs: RunRegistry, db_dsn: str, flavour: str
 ) -> None:
     """Two branches, each calling effects one after another. The async worker cancelled
     the graph only once no call was under way in the whole process, and new calls kept
     starting: both branches ran all their calls, and a grace period's SIGKILL would then
-    have caught one mid-call. Now the calls under way finish and no new one starts."""
+    have caught one mid-call. Now the calls under way finish and no new one starts; also
+    in an async worker's sync nodes, which LangGraph runs in threads that its cancel does
+    not reach (they went on starting calls)."""
     name = f"sigterm-branches-{uuid.uuid4().hex[:8]}"
     run = runs.create(name, {"log": []}, version="1", max_attempts=2)
-    options = ["--parallel", *(["--async"] if flavour == "async" else [])]
+    options = {
+        "sync": ["--parallel"],
+        "async": ["--parallel", "--async"],
+        "async-sync-nodes": ["--parallel", "--async", "--sync-nodes"],
+    }[flavour]
     with psycopg.connect(db_dsn, autocommit=True) as listener:
         listener.execute("LISTEN sigterm_test")
         process = start_worker(db_dsn, name, options)

@@ -8,8 +8,11 @@ for `web --graph` and `approvals approve --graph`, so both find the same modules
 
 This imports and runs code from the current directory: do not run `--graph` in a
 directory you do not trust. The directory goes at the END of `sys.path`, so a file there
-named like a standard or installed module (`json.py`, `uvloop.py`, which uvicorn imports
-late) never runs in its place; a graph module must therefore have a name of its own.
+named like a standard or installed module (`json.py`) never runs in its place; a graph
+module must therefore have a name of its own. A module that is not installed is found
+there, though: `web` runs uvicorn on the plain asyncio loop and h11 (`web/_serve.py`),
+whose automatic choice imported `uvloop` and `httptools` by name, files of those names
+in the directory included.
 """
 
 from __future__ import annotations

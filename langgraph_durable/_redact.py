@@ -91,12 +91,13 @@ _AUTHORIZATION_VALUE = re.compile(
 
 _AUTHORIZATION_HEADER = re.compile(
     r"(?P<key>(?<![\w-])(?:proxy-)?authorization[ \t]*:[ \t]*)"
-    r"(?:(?P<scheme>" + _SCHEME + r"[ \t]+)[^\s'\",;]+|" + _CREDENTIAL + r")",
+    r"(?P<scheme>" + _SCHEME + r"[ \t]+)?" + _CREDENTIAL,
     re.IGNORECASE,
 )
-"""An `Authorization:` header's credential: after a scheme (`Bearer abc`, `Token abc`), or
-a word that looks like one (`Authorization: 4f9`). Prose ("Authorization: denied for user
-bob") is left as written."""
+"""An `Authorization:` header's credential, after its scheme if it names one: a word that
+looks like a credential (`Authorization: Token 4f9`, `Authorization: 4f9`). Prose
+("Authorization: denied for user bob", "authorization: token expired") is left as
+written."""
 
 _BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 """An HTTP `Authorization` credential (`Bearer eyJ...`, `Basic dXNlcjpwdw==`)."""
@@ -108,12 +109,16 @@ def redact_passwords(text: str) -> str:
     (`sounds_secret`): `name=value`, a quoted key, or an identifier before a colon."""
     text = _URL_PASSWORD.sub(r"\g<scheme>***@", text)
     text = _URL_USER.sub(r"\g<scheme>***@", text)
-    text = _CUT_URL.sub(r"\g<scheme>***", text)
+    text = _hide_cut_url(text)
     text = _AUTHORIZATION_VALUE.sub(r"\g<key>***", text)
-    text = _AUTHORIZATION_HEADER.sub(r"\g<key>\g<scheme>***", text)
+    text = _AUTHORIZATION_HEADER.sub(_kept_scheme, text)
     text = _BEARER.sub(r"\g<key>***", text)
     text = _hide_named(text)
     return _PASSWORD.sub(r"\g<key>***", text)
+
+
+def _kept_scheme(found: re.Match[str]) -> str:
+    return f"{found['key']}{found['scheme'] or ''}***"
 
 
 def _hide_named(text: str) -> str:
@@ -128,7 +133,7 @@ def _hide_named(text: str) -> str:
             shown.append(text[position:start])
             position = start
             continue
-        end = value.end()
+        end = _bracketed_end(text, start) or value.end()
         name = found["name"]
         if name is not None and name.lower() in _HEADERS_WHOLE_LINE and value[0] not in "'\"":
             end = _line_end(text, end)
@@ -142,7 +147,9 @@ def _hide_named(text: str) -> str:
 def _hides(found: re.Match[str]) -> bool:
     """Whether a `name=value` hides its value: exactly when the name sounds secret, and,
     before an unquoted colon, only a name shaped like an identifier (`access_token:`,
-    `X-Api-Key:`, `clientSecret:`, `Cookie:`), so prose ("the secret: set it") stays.
+    `X-Api-Key:`, `clientSecret:`, `Cookie:`), so prose ("the secret: set it") stays, and
+    so does an error's class name before its message (`InvalidTokenError: Not enough
+    segments`: a camelCase name counts only when its last dotted part starts lowercase).
     `Authorization` is the `_AUTHORIZATION_*` patterns' to judge."""
     name = found["quoted"] or found["name"]
     if re.sub(r"[\W_]", "", name).lower() in ("authorization", "proxyauthorization"):
@@ -150,11 +157,56 @@ def _hides(found: re.Match[str]) -> bool:
     if found["sep"] == ":" and not (
         "_" in name
         or "-" in name
-        or _HUMP.search(name) is not None
+        or (name.rsplit(".", 1)[-1][:1].islower() and _HUMP.search(name) is not None)
         or name.lower() in _HEADERS_WHOLE_LINE
     ):
         return False
     return sounds_secret(name)
+
+
+CUT_URL_TAIL = 600
+"""Characters at the end of a text where a URL cut short is looked for: a user part is
+at most 256 of them. `_CUT_URL` over a whole text took seconds on one of colons (its
+backtracking is quadratic in the length it is given)."""
+
+
+def _hide_cut_url(text: str) -> str:
+    """`text` with a URL cut short before its `@` (`_CUT_URL`) ending it hidden: looked
+    for in its last word only, and in at most `CUT_URL_TAIL` characters of it."""
+    start = max(text.rfind(c) for c in " \t\r\n'\"") + 1
+    start = max(start, len(text) - CUT_URL_TAIL)
+    return text[:start] + _CUT_URL.sub(r"\g<scheme>***", text[start:])
+
+
+BRACKETED_MAX = 10_000
+"""Characters a list or dict value under a secret name is read for its closing bracket."""
+
+
+def _bracketed_end(text: str, start: int) -> int | None:
+    """Where a list or dict value starting at `start` ends (`'api_keys': ['sk-1', ...]`:
+    the whole value is hidden, where only its bracket was); to the end of the line if its
+    closing bracket is not found; None for a value that is not bracketed."""
+    if start >= len(text) or text[start] not in "[{":
+        return None
+    depth, quote, position = 0, "", start
+    limit = min(len(text), start + BRACKETED_MAX)
+    while position < limit:
+        char = text[position]
+        if quote:
+            if char == "\\":
+                position += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return position + 1
+        position += 1
+    return _line_end(text, start)
 
 
 def _line_end(text: str, start: int) -> int:

@@ -36,6 +36,7 @@ TOKEN_MEASURES = frozenset(
     {
         "budget",
         "count",
+        "details",
         "limit",
         "max",
         "maximum",
@@ -45,6 +46,7 @@ TOKEN_MEASURES = frozenset(
         "number",
         "quota",
         "remaining",
+        "reset",
         "spent",
         "total",
         "usage",
@@ -52,7 +54,9 @@ TOKEN_MEASURES = frozenset(
     }
 )
 """Words that make a name with "token" or "tokens" in it a count or a limit (`max_tokens`,
-`token_count`, `token_usage`): LangChain's model settings and usage, not a credential."""
+`token_count`, `token_usage`, `input_token_details`, `x-ratelimit-reset-tokens`):
+LangChain's model settings and usage, and providers' rate-limit headers, not a
+credential."""
 
 COUNTED_TOKENS = frozenset(
     {"cached", "completion", "context", "input", "new", "output", "per", "prompt", "reasoning"}

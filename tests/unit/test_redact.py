@@ -138,6 +138,15 @@ ORDINARY_NAMED_TEXT = [
     "http://[::1]:8080/@me failed",
     "see http://[::1]:8080/x",
     "see http://localhost:8080/v1/chat",
+    # Found by the second review: an error's class name before its message, the usage a
+    # LangChain model reports, a provider's rate-limit reset, and "token" as prose.
+    "NoCredentialsError: Unable to locate credentials",
+    "jwt.exceptions.InvalidTokenError: Not enough segments",
+    "SecretNotFoundError: prod/db/password",
+    "TokenExpiredError: (token_expired)",
+    "usage_metadata={'input_token_details': {'cache_read': 0}}",
+    "RateLimitError: x-ratelimit-reset-tokens: 2s",
+    "authorization: token expired for user bob",
 ]
 
 
@@ -165,6 +174,10 @@ def test_token_counts_and_authorization_prose_are_left_as_written(text: str) -> 
         ("Authorization: eyJhbGciOiJIUzI1NiJ94f9", "Authorization: ***"),
         ("http://u:4f9@[::1]:5432/db", "http://***@[::1]:5432/db"),
         ("tokenizer=4f9", "tokenizer=***"),
+        # The whole list or dict under a secret name, where only its bracket was hidden.
+        ("{'api_keys': ['sk-1abc4f9', 'sk-2'], 'n': 2}", "{'api_keys': ***, 'n': 2}"),
+        ("{'secrets': {'db': 'hunter4f9'}} and more", "{'secrets': ***} and more"),
+        ("secrets={'db': 'hunter4f9'", "secrets=***"),
     ],
 )
 def test_secret_names_cookies_and_credentials_are_hidden(text: str, shown: str) -> None:
@@ -173,6 +186,16 @@ def test_secret_names_cookies_and_credentials_are_hidden(text: str, shown: str) 
     credential. "tokenizer" is hidden by the rule metadata uses, where "token" run
     together with another word may name one."""
     assert redact_passwords(text) == shown
+
+
+def test_a_url_cut_short_is_hidden_at_the_end_of_a_long_text() -> None:
+    """`_CUT_URL` was run over the whole text, and its backtracking is quadratic in what it
+    is given: 20 KB of colons took seconds. It reads the last word's last characters."""
+    assert redact_passwords("x " * 5_000 + "postgresql://app:4f9") == "x " * 5_000 + (
+        "postgresql://***"
+    )
+    colons = "http://" + ":" * 20_000  # no user part of 256 characters or fewer
+    assert redact_passwords(colons) == colons
 
 
 @pytest.mark.parametrize(

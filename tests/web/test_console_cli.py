@@ -102,6 +102,62 @@ def test_web_serves_the_console_and_answers_as_the_header_user(
     assert world not in "".join(seen)
 
 
+HIJACKER = """
+from pathlib import Path
+Path(__file__).with_suffix(".ran").write_text("imported from the current directory")
+raise ImportError("not the real module")
+"""
+
+GRAPH_MODULE = """
+from typing_extensions import TypedDict
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict):
+    n: int
+
+
+builder = StateGraph(State)
+builder.add_node("step", lambda state: state)
+builder.add_edge(START, "step")
+builder.add_edge("step", END)
+
+"""
+
+
+def test_web_graph_runs_no_module_of_the_current_directory_but_the_graph_s(
+    world: str, tmp_path: Path
+) -> None:
+    """`--graph` puts the current directory on sys.path (last); uvicorn's automatic
+    choice then imported `uvloop` and `httptools` by name, and as neither is installed
+    with the console, files of those names in the directory ran."""
+    script = Path(sys.executable).with_name("langgraph-durable")
+    if not script.exists():
+        pytest.fail(f"the installed script is missing: {script}")
+    (tmp_path / "console_graphs.py").write_text(GRAPH_MODULE)
+    for name in ("uvloop", "httptools"):
+        (tmp_path / f"{name}.py").write_text(HIJACKER)
+    port = free_port()
+    env = {**os.environ, "LANGGRAPH_DURABLE_DSN": world}
+    env.pop("PYTHONPATH", None)
+    server = subprocess.Popen(
+        [str(script), "web", "--port", str(port), "--graph", "console_graphs:builder"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        serving(server)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert client.get("/").status_code == 200
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait()
+    assert sorted(p.name for p in tmp_path.glob("*.ran")) == []
+
+
 def test_web_with_a_wrong_dsn_or_no_schema_fails_in_one_clear_line(
     fresh_db_dsn: str,
 ) -> None:

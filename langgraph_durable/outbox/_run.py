@@ -10,6 +10,7 @@ import logging
 import signal
 from typing import Any
 
+from langgraph_durable.embedded import stops_servers_on_sigterm
 from langgraph_durable.outbox._base import error_text
 from langgraph_durable.outbox._relay import OutboxRelay
 
@@ -55,10 +56,12 @@ async def _run_until_interrupted(relay: OutboxRelay) -> None:
         cancel_until_done()
 
     # SIGTERM (`docker stop`, systemd) too, while it has Python's default, which ended
-    # the process mid-round with the publisher's connection open; a handler of the
+    # the process mid-round with the publisher's connection open, or the embedded
+    # Postgres's (it only stops its servers, which stop at exit anyway); a handler of the
     # application's own is left alone.
     signals = [signal.SIGINT]
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    current = signal.getsignal(signal.SIGTERM)
+    if current is signal.SIG_DFL or stops_servers_on_sigterm(current):
         signals.append(signal.SIGTERM)
     handled: list[signal.Signals] = []
     try:

@@ -9,7 +9,8 @@
   `Nats-Msg-Id` = event id, so the stream's own window drops duplicates. The
   `event-type` and `event-key` headers are percent-encoded UTF-8 (`header_value`), as
   for webhooks: nats-py turns a line break in a header value into a space and trims
-  the value, so a key holding one reached consumers changed;
+  the value, so a key holding one reached consumers changed; each message says so in
+  `event-headers-encoding: percent` (messages from before the encoding lack it);
 - `WebhookPublisher` (`[webhook]`, httpx): POST signed as Standard Webhooks specifies
   (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), so
   a receiver's Standard Webhooks library accepts it, as does `verify_webhook`. Any

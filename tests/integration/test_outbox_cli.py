@@ -232,8 +232,12 @@ def test_ctrl_c_stops_the_relay_even_when_the_cancellation_is_lost(dsn: str) -> 
 
 
 CLOSES_ITS_PUBLISHER = """
-import sys
+import signal, sys
+from langgraph_durable import embedded
 from langgraph_durable.outbox import OutboxRelay, run_relay
+
+if sys.argv[2:] == ["embedded"]:  # a demo's embedded Postgres installed its handler
+    signal.signal(signal.SIGTERM, embedded._on_sigterm)
 
 class Publisher:
     async def publish(self, event):
@@ -247,8 +251,13 @@ print("stopped", flush=True)
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str, signum: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "handler"),
+    [(signal.SIGINT, "default"), (signal.SIGTERM, "default"), (signal.SIGTERM, "embedded")],
+)
+def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(
+    dsn: str, signum: int, handler: str
+) -> None:
     """`run_relay` (what `outbox relay` runs) never closed its publisher: the event loop
     ended with the broker connection open, and the client's callbacks then failed on
     the closed loop, printed as the process exited. SIGTERM (`docker stop`) ended the
@@ -256,7 +265,7 @@ def test_ctrl_c_closes_the_publisher_in_the_relay_s_own_loop(dsn: str, signum: i
     with psycopg.connect(dsn, autocommit=True) as conn:
         emit_txn(conn, "cli.event", {"n": 1}, key="k")
     relay = subprocess.Popen(
-        [sys.executable, "-c", CLOSES_ITS_PUBLISHER, dsn],
+        [sys.executable, "-c", CLOSES_ITS_PUBLISHER, dsn, handler],
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),

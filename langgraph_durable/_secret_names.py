@@ -46,7 +46,6 @@ TOKEN_MEASURES = frozenset(
         "number",
         "quota",
         "remaining",
-        "reset",
         "spent",
         "total",
         "usage",
@@ -54,15 +53,26 @@ TOKEN_MEASURES = frozenset(
     }
 )
 """Words that make a name with "token" or "tokens" in it a count or a limit (`max_tokens`,
-`token_count`, `token_usage`, `input_token_details`, `x-ratelimit-reset-tokens`):
-LangChain's model settings and usage, and providers' rate-limit headers, not a
-credential."""
+`token_count`, `token_usage`, `input_token_details`): LangChain's model settings and
+usage, not a credential."""
 
 COUNTED_TOKENS = frozenset(
-    {"cached", "completion", "context", "input", "new", "output", "per", "prompt", "reasoning"}
+    {
+        "cached",
+        "completion",
+        "context",
+        "input",
+        "new",
+        "output",
+        "per",
+        "prompt",
+        "reasoning",
+        "reset",
+    }
 )
 """Words that make a name a count only beside the plural "tokens" (`input_tokens`,
-`max_new_tokens`, `tokens_per_minute`): `input_token` or `cached_token` may hold one."""
+`max_new_tokens`, `tokens_per_minute`, a provider's `x-ratelimit-reset-tokens`):
+`input_token`, `cached_token` or `reset_token` may hold one."""
 
 TOKEN_KINDS = frozenset(
     {

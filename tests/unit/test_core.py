@@ -259,9 +259,13 @@ TOKEN_COUNTS_AND_LIMITS = [
     "maxTokens",
     "MAX_TOKENS",
     "llm.max-tokens",
+    "input_token_details",
+    "x-ratelimit-reset-tokens",
 ]
 SECRETS = [
     "token",
+    "reset_token",
+    "password_reset_token",
     "access_token",
     "refresh_token",
     "id_token",

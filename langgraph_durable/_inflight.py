@@ -151,8 +151,14 @@ def effects_may_start() -> None:
         return
     if found.stop is not None:
         found.stop()
-    found.ended.wait()
-    raise asyncio.CancelledError()  # the graph has stopped: its result is not looked at
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a thread of the loop's pool: wait until the graph has stopped
+        found.ended.wait()
+    # On the loop's own thread (a sync effect called from an async node) nothing may wait:
+    # the loop would never run the cancel that ends the execution. The worker takes what
+    # the graph ends with, once SIGTERM came, for the hand-back (`AsyncTermination`).
+    raise asyncio.CancelledError()  # its result is not looked at
 
 
 async def aeffects_may_start() -> None:

@@ -60,7 +60,8 @@ async def _run_until_interrupted(relay: OutboxRelay) -> None:
     # Postgres's (it only stops its servers, which stop at exit anyway); a handler of the
     # application's own is left alone.
     signals = [signal.SIGINT]
-    current = signal.getsignal(signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    current = previous[signal.SIGTERM]
     if current is signal.SIG_DFL or stops_servers_on_sigterm(current):
         signals.append(signal.SIGTERM)
     handled: list[signal.Signals] = []
@@ -81,7 +82,8 @@ async def _run_until_interrupted(relay: OutboxRelay) -> None:
             await _close_publisher(relay.publisher)
         finally:
             for signum in handled:
-                loop.remove_signal_handler(signum)  # back to Python's default
+                loop.remove_signal_handler(signum)  # which sets SIG_DFL: put back
+                signal.signal(signum, previous[signum])  # what was there (embedded's)
 
 
 CLOSE_PUBLISHER_WITHIN = 10.0

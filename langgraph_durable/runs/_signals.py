@@ -128,6 +128,7 @@ class AsyncTermination:
             yield
             return
         loop = asyncio.get_running_loop()
+        previous = signal.getsignal(signal.SIGTERM)
         try:
             loop.add_signal_handler(signal.SIGTERM, self._handle)
         except (NotImplementedError, RuntimeError):  # Windows; a loop that cannot
@@ -136,7 +137,8 @@ class AsyncTermination:
         try:
             yield
         finally:
-            loop.remove_signal_handler(signal.SIGTERM)  # back to SIG_DFL, as it was
+            loop.remove_signal_handler(signal.SIGTERM)  # which sets SIG_DFL: put back
+            signal.signal(signal.SIGTERM, previous)  # the embedded Postgres's, if it was
 
     def _handle(self) -> None:
         self._stop()
@@ -177,9 +179,11 @@ class AsyncTermination:
         try:
             return await graph
         except BaseException:
-            # Whatever the cancelled graph ended with (LangGraph may turn a cancellation
-            # into an error of its own), unless the worker's own task is being cancelled.
-            if self._cancelled is graph and not _cancelling_current_task():
+            # Whatever the graph ended with once SIGTERM came (cancelled, or a call it
+            # stopped from starting; LangGraph may turn a cancellation into an error of its
+            # own), unless the worker's own task is being cancelled.
+            stopped = self._cancelled is graph or found.stopping
+            if stopped and not _cancelling_current_task():
                 raise WorkerTerminated() from None
             raise
         finally:

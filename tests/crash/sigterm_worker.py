@@ -1,7 +1,7 @@
 """A worker process for the SIGTERM tests: `run_forever` as the README shows it.
 
     python tests/crash/sigterm_worker.py DSN GRAPH_NAME [--async [--sync-nodes]]
-        [--effect | --parallel]
+        [--effect | --parallel | --loop-sync-effect]
 
 The graph's only node says it has started (NOTIFY on `sigterm_test`, from a connection of
 its own, with the run's thread id) and then waits for ever, like a long model call: only
@@ -28,12 +28,14 @@ from typing import Any
 import psycopg
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
+from psycopg_pool import ConnectionPool
 from typing_extensions import TypedDict
 
 from langgraph_durable import (
     AsyncDurablePostgresSaver,
     AsyncWorker,
     DurablePostgresSaver,
+    EffectJournal,
     GraphVersion,
     Worker,
     effect,
@@ -132,6 +134,36 @@ def effect_node(dsn: str, flavour: str) -> Any:
     return node
 
 
+def loop_sync_build(saver: Any, name: str, dsn: str, journal: Any) -> GraphVersion:
+    """An async node that awaits an async effect (SIGTERM lands while it is under way),
+    then calls a sync one on the loop's own thread, with no await in between
+    (`--loop-sync-effect`): that call must not wait for a cancel only the loop can run."""
+
+    def key(label: str) -> str:
+        return f"sigterm:{get_config()['configurable']['thread_id']}:{label}"
+
+    @effect(name="sigterm.first", key=key)
+    async def first(label: str) -> str:
+        return await asyncio.to_thread(released_then_acted, dsn, label)
+
+    @effect(name="sigterm.second", key=key, journal=journal)
+    def second(label: str) -> str:
+        thread_id = get_config()["configurable"]["thread_id"]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO sigterm_receiver (thread_id, label) VALUES (%s, %s)",
+                (thread_id, label),
+            )
+        return "sent"
+
+    async def node(state: State) -> State:
+        await first("first")
+        second("second")  # no await before it: the deferred cancel cannot run first
+        return {}
+
+    return build(saver, name, node)
+
+
 def build(saver: Any, name: str, node: Any) -> GraphVersion:
     builder = StateGraph(State)
     builder.add_node("long", node)
@@ -164,13 +196,17 @@ async def async_worker(dsn: str, name: str, mode: str, sync_nodes: bool = False)
         graph = (
             parallel_build(saver, name, dsn, "async", sync_nodes) if mode == "parallel" else None
         )
+        if mode == "loop-sync-effect":
+            pool = ConnectionPool(dsn, min_size=1, max_size=2, kwargs={"autocommit": True})
+            graph = loop_sync_build(saver, name, dsn, EffectJournal(pool))
         graph = graph or build(saver, name, node)
         await AsyncWorker(saver, [graph], lease_seconds=600).arun_forever()
 
 
 if __name__ == "__main__":
     dsn, name, options = sys.argv[1], sys.argv[2], sys.argv[3:]
-    mode = "parallel" if "--parallel" in options else "effect" if "--effect" in options else ""
+    modes = [m for m in ("parallel", "effect", "loop-sync-effect") if f"--{m}" in options]
+    mode = modes[0] if modes else ""
     if mode:
         logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
         with psycopg.connect(dsn, autocommit=True) as conn:

@@ -14,6 +14,7 @@ puts the previous handler back when it returns.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -180,6 +181,38 @@ def test_sigterm_lets_parallel_branches_finish_their_calls_and_start_no_more(
     assert journal == [("completed", 2)]  # nothing claimed and left to reconcile
 
 
+def test_sigterm_does_not_hang_a_sync_effect_called_on_the_event_loop(
+    runs: RunRegistry, db_dsn: str
+) -> None:
+    """An async node awaited an effect (under way as SIGTERM came), then called a sync one
+    on the loop's own thread: that call waited for the graph's cancel, which only the
+    blocked loop could run, and the worker never exited."""
+    name = f"sigterm-loop-{uuid.uuid4().hex[:8]}"
+    run = runs.create(name, {"log": []}, version="1", max_attempts=2)
+    with psycopg.connect(db_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN sigterm_test")
+        process = start_worker(db_dsn, name, ["--async", "--loop-sync-effect"])
+        try:
+            started = [n.payload for n in listener.notifies(timeout=HANG_GUARD_S, stop_after=1)]
+            assert started == [f"{run.thread_id}:first"]
+            process.send_signal(signal.SIGTERM)
+            assert process.stdout is not None
+            seen = process.stdout.readline()
+            assert seen.startswith("SIGTERM: "), seen
+            listener.execute("SELECT pg_notify('sigterm_release', '')")
+            _, err = process.communicate(timeout=HANG_GUARD_S)
+        finally:
+            stop(process)
+    assert process.returncode == 0, err
+    back = runs.get(run.run_id)
+    assert (back.status.value, back.attempt) == ("pending", 0), back.status_reason
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        acted = conn.execute(
+            "SELECT label FROM sigterm_receiver WHERE thread_id = %s", (run.thread_id,)
+        ).fetchall()
+    assert acted == [("first",)]  # the second call never started
+
+
 def start_worker(dsn: str, name: str, options: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), dsn, name, *options],
@@ -198,6 +231,39 @@ def stop(process: subprocess.Popen[str]) -> None:
 
 class State(TypedDict, total=False):
     log: list[str]
+
+
+def test_arun_forever_puts_back_the_sigterm_handler_it_took(db_dsn: str) -> None:
+    """The async worker took the embedded Postgres's handler and, removing its own, left
+    Python's default: a later SIGTERM skipped the exit hooks that stop the server."""
+    from langgraph_durable import AsyncDurablePostgresSaver, AsyncRunRegistry, AsyncWorker
+
+    async def main() -> Any:
+        async with AsyncDurablePostgresSaver.from_conn_string(db_dsn) as saver:
+            await saver.setup()
+            worker: AsyncWorker | None = None
+
+            async def node(state: State) -> State:
+                assert worker is not None
+                worker.stop()
+                return {"log": ["ran"]}
+
+            builder = StateGraph(State)
+            builder.add_node("only", node)
+            builder.add_edge(START, "only")
+            builder.add_edge("only", END)
+            name = f"st-{uuid.uuid4().hex[:8]}"
+            graph = GraphVersion(name, "1", builder.compile(checkpointer=saver))
+            await AsyncRunRegistry(saver).acreate(graph, {"log": []})
+            worker = AsyncWorker(saver, [graph])
+            await worker.arun_forever()
+        return signal.getsignal(signal.SIGTERM)
+
+    before = signal.signal(signal.SIGTERM, embedded._on_sigterm)
+    try:
+        assert asyncio.run(main()) is embedded._on_sigterm
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_run_forever_takes_sigterm_only_when_free_and_gives_it_back(

@@ -36,7 +36,7 @@ _URL_PASSWORD = re.compile(
 the path. Not a `host:port/...` (digits then the path), whose query may hold an `@`."""
 
 _CUT_URL = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)" + _NO_IPV6 + r"[^/?#\s'\"@]*:"
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)" + _NO_IPV6 + r"[^/?#\s'\"@]{0,256}:"
     r"(?!\d{1,5}(?:[/?#]|\Z))[^\s'\"@]*\Z"
 )
 """A URL cut short before its `@` (a stored error text is cut to a length), ending the
@@ -64,6 +64,10 @@ _VALUE_AT = re.compile(_VALUE)
 
 _HUMP = re.compile(r"[a-z][A-Z]")
 
+_CLASS_OF_ERROR = re.compile(r"(?:Error|Exception|Warning)\Z")
+"""A name that ends like an exception's class (`InvalidTokenError`): the error texts shown
+are `ClassName: message`, and the message is not that name's value."""
+
 _HEADERS_WHOLE_LINE = frozenset({"cookie", "set-cookie"})
 """Headers whose value is a list (`Cookie: a=1; b=2`), hidden to the end of the line."""
 
@@ -89,15 +93,22 @@ _AUTHORIZATION_VALUE = re.compile(
 """An `Authorization` value set as `authorization=...` or under a quoted key
 (`{'Authorization': 'Token abc'}`): a credential whatever it says, its scheme kept."""
 
+_PROSE = (
+    r"(?:expired|invalid|missing|required|denied|revoked|malformed|rejected|not|is|was"
+    r"|has|have|for|of)(?![^\s'\",;)}\]])"
+)
+"""Words after a scheme that say something about a credential rather than being one
+("authorization: token expired")."""
+
 _AUTHORIZATION_HEADER = re.compile(
     r"(?P<key>(?<![\w-])(?:proxy-)?authorization[ \t]*:[ \t]*)"
-    r"(?P<scheme>" + _SCHEME + r"[ \t]+)?" + _CREDENTIAL,
+    r"(?:(?P<scheme>" + _SCHEME + r"[ \t]+)(?!" + _PROSE + r")[^\s'\",;]+|" + _CREDENTIAL + r")",
     re.IGNORECASE,
 )
-"""An `Authorization:` header's credential, after its scheme if it names one: a word that
-looks like a credential (`Authorization: Token 4f9`, `Authorization: 4f9`). Prose
-("Authorization: denied for user bob", "authorization: token expired") is left as
-written."""
+"""An `Authorization:` header's credential: whatever follows its scheme but a word of prose
+(`Authorization: Token user:4f9`), or with no scheme a word that looks like a credential
+(`Authorization: 4f9`). Prose ("Authorization: denied for user bob", "authorization:
+token expired") is left as written."""
 
 _BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
 """An HTTP `Authorization` credential (`Bearer eyJ...`, `Basic dXNlcjpwdw==`)."""
@@ -149,7 +160,7 @@ def _hides(found: re.Match[str]) -> bool:
     before an unquoted colon, only a name shaped like an identifier (`access_token:`,
     `X-Api-Key:`, `clientSecret:`, `Cookie:`), so prose ("the secret: set it") stays, and
     so does an error's class name before its message (`InvalidTokenError: Not enough
-    segments`: a camelCase name counts only when its last dotted part starts lowercase).
+    segments`: a camelCase name that ends like an exception's class is not a key).
     `Authorization` is the `_AUTHORIZATION_*` patterns' to judge."""
     name = found["quoted"] or found["name"]
     if re.sub(r"[\W_]", "", name).lower() in ("authorization", "proxyauthorization"):
@@ -157,25 +168,24 @@ def _hides(found: re.Match[str]) -> bool:
     if found["sep"] == ":" and not (
         "_" in name
         or "-" in name
-        or (name.rsplit(".", 1)[-1][:1].islower() and _HUMP.search(name) is not None)
+        or (_HUMP.search(name) is not None and not _CLASS_OF_ERROR.search(name))
         or name.lower() in _HEADERS_WHOLE_LINE
     ):
         return False
     return sounds_secret(name)
 
 
-CUT_URL_TAIL = 600
-"""Characters at the end of a text where a URL cut short is looked for: a user part is
-at most 256 of them. `_CUT_URL` over a whole text took seconds on one of colons (its
-backtracking is quadratic in the length it is given)."""
-
-
 def _hide_cut_url(text: str) -> str:
     """`text` with a URL cut short before its `@` (`_CUT_URL`) ending it hidden: looked
-    for in its last word only, and in at most `CUT_URL_TAIL` characters of it."""
-    start = max(text.rfind(c) for c in " \t\r\n'\"") + 1
-    start = max(start, len(text) - CUT_URL_TAIL)
-    return text[:start] + _CUT_URL.sub(r"\g<scheme>***", text[start:])
+    for only from the last `://` of its last word (its scheme is at most 32 characters
+    before it), where a long password (a cloud token of thousands) may start; not when
+    an `@` follows it (the URL was whole, and `_URL_USER` has judged it)."""
+    word = max(text.rfind(c) for c in " \t\r\n'\"") + 1
+    separator = text.rfind("://", word)
+    if separator < 0 or "@" in text[separator:]:
+        return text
+    start = max(word, separator - 32)
+    return text[:start] + _CUT_URL.sub(r"\g<scheme>***", text[start:], count=1)
 
 
 BRACKETED_MAX = 10_000

@@ -36,7 +36,6 @@ TOKEN_MEASURES = frozenset(
     {
         "budget",
         "count",
-        "details",
         "limit",
         "max",
         "maximum",
@@ -53,8 +52,7 @@ TOKEN_MEASURES = frozenset(
     }
 )
 """Words that make a name with "token" or "tokens" in it a count or a limit (`max_tokens`,
-`token_count`, `token_usage`, `input_token_details`): LangChain's model settings and
-usage, not a credential."""
+`token_count`, `token_usage`): LangChain's model settings and usage, not a credential."""
 
 COUNTED_TOKENS = frozenset(
     {
@@ -66,13 +64,15 @@ COUNTED_TOKENS = frozenset(
         "output",
         "per",
         "prompt",
+        "ratelimit",
         "reasoning",
-        "reset",
     }
 )
 """Words that make a name a count only beside the plural "tokens" (`input_tokens`,
 `max_new_tokens`, `tokens_per_minute`, a provider's `x-ratelimit-reset-tokens`):
-`input_token`, `cached_token` or `reset_token` may hold one."""
+`input_token` or `cached_token` may hold one, and `reset_tokens` may be a list of them.
+With "details" they name a count's breakdown whatever the number (`input_token_details`,
+LangChain's usage), where `token_details` may hold a credential."""
 
 TOKEN_KINDS = frozenset(
     {
@@ -136,5 +136,7 @@ def _names_a_token(words: list[str]) -> bool:
     plural = "tokens" in words
     if not others:
         return not plural or "token" in words
+    if "details" in others and not COUNTED_TOKENS.isdisjoint(others):
+        return False  # `input_token_details`, `completion_tokens_details`
     measures = TOKEN_MEASURES | COUNTED_TOKENS if plural else TOKEN_MEASURES
     return measures.isdisjoint(others)

@@ -682,7 +682,8 @@ def check_sync_worker_graphs(graphs: Sequence[GraphVersion], saver: Any) -> list
 
 
 MIGRATION_KEY = "langgraph_durable_migration"
-"""The checkpoint metadata key of a migration's mark (`migration_marker`)."""
+"""The checkpoint metadata key of a migration's mark (`migration_marker`); the SQL blocks
+`run_mark_migrated` and `run_migrated_already` spell it too."""
 
 
 def migration_marker(run: Run, to_version: str) -> str:

@@ -260,12 +260,16 @@ TOKEN_COUNTS_AND_LIMITS = [
     "MAX_TOKENS",
     "llm.max-tokens",
     "input_token_details",
+    "completion_tokens_details",
     "x-ratelimit-reset-tokens",
 ]
 SECRETS = [
     "token",
     "reset_token",
     "password_reset_token",
+    "reset_tokens",
+    "token_details",
+    "github_token_details",
     "access_token",
     "refresh_token",
     "id_token",

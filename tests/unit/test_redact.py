@@ -149,6 +149,18 @@ ORDINARY_NAMED_TEXT = [
     "authorization: token expired for user bob",
 ]
 
+PASCAL_CASE_AND_SCHEMES = [
+    ("ApiKey: sk-live-4f9a8b7c6d5e", "ApiKey: ***"),
+    ("ClientSecret: 9f8e7d6c5b4a", "ClientSecret: ***"),
+    ("settings.ApiKey: sk-4f9", "settings.ApiKey: ***"),
+    ("AWSSecretAccessKey: wJalr4f9", "AWSSecretAccessKey: ***"),
+    ("Authorization: Token user:4f9a8b7c6d5e4f3a2b1c", "Authorization: Token ***"),
+    ("Authorization: ApiKey c2VjcmV0OmtleQ==:xyz", "Authorization: ApiKey ***"),
+    ("Authorization: Token abcdefghij", "Authorization: Token ***"),
+    ("github_token_details=ghp_4f9", "github_token_details=***"),
+    ("reset_tokens=['rt-4f9']", "reset_tokens=***"),
+]
+
 
 @pytest.mark.parametrize("text", ORDINARY_NAMED_TEXT)
 def test_token_counts_and_authorization_prose_are_left_as_written(text: str) -> None:
@@ -188,14 +200,27 @@ def test_secret_names_cookies_and_credentials_are_hidden(text: str, shown: str) 
     assert redact_passwords(text) == shown
 
 
+@pytest.mark.parametrize(("text", "shown"), PASCAL_CASE_AND_SCHEMES)
+def test_pascal_case_keys_scheme_credentials_and_token_lists_are_hidden(
+    text: str, shown: str
+) -> None:
+    """Found by the third review, in the second's fixes: PascalCase keys before a colon,
+    a credential after a scheme holding `:` or only letters, and names the count rule
+    had let through (`*_token_details`, `reset_tokens`)."""
+    assert redact_passwords(text) == shown
+
+
 def test_a_url_cut_short_is_hidden_at_the_end_of_a_long_text() -> None:
     """`_CUT_URL` was run over the whole text, and its backtracking is quadratic in what it
     is given: 20 KB of colons took seconds. It reads the last word's last characters."""
     assert redact_passwords("x " * 5_000 + "postgresql://app:4f9") == "x " * 5_000 + (
         "postgresql://***"
     )
-    colons = "http://" + ":" * 20_000  # no user part of 256 characters or fewer
+    colons = "http://" + ":" * 20_000 + "@"  # a whole URL, its user part too long
     assert redact_passwords(colons) == colons
+    # A cut DSN whose password is a cloud token of thousands of characters.
+    cut = "connect failed: postgresql://app%40srv:" + "eyJ4f9" * 300
+    assert redact_passwords(cut) == "connect failed: postgresql://***"
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,8 @@ def serve(
     app = standalone_app(
         dsn, graphs=graphs, read_only=read_only, user_header=user_header, secret_key=secret_key
     )
-    # The plain asyncio loop and h11: uvicorn's automatic choice imports uvloop and
-    # httptools by name, which `--graph`'s directory (put last on sys.path) would supply
-    # when they are not installed, and run.
-    uvicorn.run(app, host=host, port=port, log_level="info", loop="asyncio", http="h11")
+    # The plain asyncio loop and h11, and no websockets (the console has none): uvicorn's
+    # automatic choice imports uvloop, httptools and websockets by name, which
+    # `--graph`'s directory (put last on sys.path) would supply when they are not
+    # installed, and run.
+    uvicorn.run(app, host=host, port=port, log_level="info", loop="asyncio", http="h11", ws="none")

@@ -379,6 +379,9 @@ def test_output_that_cannot_be_written_is_one_error_line() -> None:
 
 INTERRUPTED_WAIT = """
 import os, signal, sys
+# Ctrl-C as a terminal gives it: a test run in the background (nohup, CI) hands its
+# children SIGINT ignored, and Python then installs no KeyboardInterrupt for it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from langgraph_durable.runs import RunRegistry
 
 def wait_for(self, *args, **kwargs):
